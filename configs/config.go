@@ -1,0 +1,486 @@
+// Package configs holds the site configuration of frontdoor: the YAML schema as Go structs, its
+// defaults, its validation with file:line errors, and the example site configurations that ship
+// with the binary (embedded with go:embed).
+//
+// A configuration is loaded in three steps: Parse decodes YAML strictly (an unknown key is an
+// error), SetDefaults fills every field left out, and Validate checks the cross references (zones,
+// groups, users, ports, durations). Load does all three and is what callers use.
+package configs
+
+// Config is one frontdoor site: everything one store (one bolt file or one etcd cluster) holds.
+type Config struct {
+	// Site holds site-wide settings. Default: see Site.
+	Site Site `yaml:"site"`
+	// Zones are the site's zones: exactly one primary, any number of satellites. Required.
+	Zones []Zone `yaml:"zones"`
+	// Nodes are the frontdoor processes of the site and their listeners. Default: none (a
+	// config without nodes can still be checked and explained, but not served).
+	Nodes []Node `yaml:"nodes"`
+	// Gateways are the secure gateways / connection servers that tunnel display traffic,
+	// each probed on its ports. Default: none.
+	Gateways []Gateway `yaml:"gateways"`
+	// Machines are the VDAs (virtual desktops, RDS hosts). Default: none.
+	Machines []Machine `yaml:"machines"`
+	// Groups are the delivery groups (pools) that machines belong to. Default: none.
+	Groups []Group `yaml:"groups"`
+	// Resources are the published applications and desktops. Default: none.
+	Resources []Resource `yaml:"resources"`
+	// Sites are the federation sites that global resources search in order (Horizon Cloud Pod
+	// Architecture). Each groups one or more zones. Default: none.
+	Sites []FederationSite `yaml:"sites"`
+	// Users are the user accounts. Default: none.
+	Users []User `yaml:"users"`
+	// UserGroups are groups of user accounts, with optional home zones. Default: none.
+	UserGroups []UserGroup `yaml:"user_groups"`
+	// GSLB configures the authoritative DNS server. Default: no DNS domains.
+	GSLB GSLB `yaml:"gslb"`
+
+	// File is the file the configuration was loaded from ("" when parsed from bytes); not
+	// part of the YAML.
+	File string `yaml:"-"`
+	// lines maps key paths such as "machines[3].zone" to their line in File.
+	lines map[string]int
+}
+
+// Site holds the settings that apply to the whole site.
+type Site struct {
+	// Name names the site. Default: "frontdoor".
+	Name string `yaml:"name"`
+	// DataDir is where a node keeps its bolt store, keys and certificates. Default: "" (serve
+	// uses ./frontdoor-data; lab uses a temporary directory).
+	DataDir string `yaml:"data_dir"`
+	// DefaultZone is the user-location zone of clients whose address is in no zone's ranges.
+	// Default: "" (such clients have no location zone).
+	DefaultZone string `yaml:"default_zone"`
+	// SecureGateway is the site-wide default of groups' secure_gateway: true tunnels sessions
+	// through a gateway, false sends clients directly to the machine. Default: true.
+	SecureGateway *bool `yaml:"secure_gateway"`
+	// ShareLoadAcrossZones publishes machine load to every zone, not just the machine's own.
+	// Session events are always shared. Default: false.
+	ShareLoadAcrossZones bool `yaml:"share_load_across_zones"`
+	// Store selects where live state (sessions, machine load, verdicts) is kept. Default: bolt.
+	Store Store `yaml:"store"`
+	// Tickets configures launch and reconnect tickets. Default: see Tickets.
+	Tickets Tickets `yaml:"tickets"`
+	// TLS configures the certificates of the launch and admin APIs. Default: internal CA.
+	TLS TLS `yaml:"tls"`
+	// Sessions configures session lifetimes. Default: see Sessions.
+	Sessions Sessions `yaml:"sessions"`
+}
+
+// Store selects the state backend.
+type Store struct {
+	// Backend is one of memory, bolt or etcd. Default: bolt.
+	Backend string `yaml:"backend"`
+	// Path is the bolt file. Default: "" (DataDir/frontdoor.db).
+	Path string `yaml:"path"`
+	// Endpoints are the etcd client URLs; required when Backend is etcd. Default: none.
+	Endpoints []string `yaml:"endpoints"`
+	// DialTimeout bounds connecting to etcd. Default: 5s.
+	DialTimeout Duration `yaml:"dial_timeout"`
+	// Prefix is the etcd key prefix. Default: "/frontdoor/<site name>/".
+	Prefix string `yaml:"prefix"`
+}
+
+// Tickets configures the signed tickets handed to clients.
+type Tickets struct {
+	// LaunchTTL is how long a single-use launch ticket is valid. Default: 60s.
+	LaunchTTL Duration `yaml:"launch_ttl"`
+	// ReconnectTTL is how long a reconnect ticket is valid. Default: 10h.
+	ReconnectTTL Duration `yaml:"reconnect_ttl"`
+	// KeyFile is the Ed25519 site signing key (PEM, PKCS#8). Default: "" (DataDir/site.key,
+	// created on first start).
+	KeyFile string `yaml:"key_file"`
+}
+
+// TLS configures certificate management.
+type TLS struct {
+	// Issuer is internal (a CA kept in the data dir, for lab and tests) or acme. Default: internal.
+	Issuer string `yaml:"issuer"`
+	// Names are the DNS names certificates are obtained for. Default: the GSLB names.
+	Names []string `yaml:"names"`
+	// ACME configures the ACME issuer; used only when Issuer is acme.
+	ACME ACME `yaml:"acme"`
+}
+
+// ACME configures an ACME certificate authority.
+type ACME struct {
+	// Email is the ACME account contact. Required when TLS.Issuer is acme.
+	Email string `yaml:"email"`
+	// CA is the ACME directory URL. Default: "" (Let's Encrypt production).
+	CA string `yaml:"ca"`
+	// Challenge is dns-01 (answered by frontdoor's own DNS), http-01 or tls-alpn-01.
+	// Default: dns-01.
+	Challenge string `yaml:"challenge"`
+}
+
+// Sessions configures session lifetimes site-wide; groups may override the disconnect timeout.
+type Sessions struct {
+	// PendingTimeout is how long a launched session may stay pending before it expires and
+	// frees its slot. Default: 90s.
+	PendingTimeout Duration `yaml:"pending_timeout"`
+	// DisconnectTimeout is how long a disconnected session is kept for reconnection.
+	// Default: 1h.
+	DisconnectTimeout Duration `yaml:"disconnect_timeout"`
+}
+
+// Zone is a part of the site, usually a data centre or region.
+type Zone struct {
+	// Name names the zone. Required.
+	Name string `yaml:"name"`
+	// Primary marks the one primary zone. Default: false.
+	Primary bool `yaml:"primary"`
+	// Ranges are the client address ranges (CIDR, IPv4 or IPv6) whose user-location zone is
+	// this zone; the longest prefix wins across zones. Default: none.
+	Ranges []string `yaml:"ranges"`
+}
+
+// Node is one frontdoor process and what it listens on.
+type Node struct {
+	// Name names the node. Required.
+	Name string `yaml:"name"`
+	// Zone is the zone the node serves. Required.
+	Zone string `yaml:"zone"`
+	// ElectionPreference orders the zone's leader election after software version:
+	// most_preferred, preferred, default or not_preferred. Default: default.
+	ElectionPreference string `yaml:"election_preference"`
+	// Listeners are the node's sockets. Default: none.
+	Listeners []Listener `yaml:"listeners"`
+}
+
+// Listener is one socket of a node.
+type Listener struct {
+	// Kind is dns, launch (HTTPS launch API), admin (admin API, dashboard, /metrics) or
+	// gateway (display traffic on 443/4172/8443). Required.
+	Kind string `yaml:"kind"`
+	// Address is host:port to listen on. Required.
+	Address string `yaml:"address"`
+	// Protocols are tcp and/or udp. Default: [udp, tcp] for dns, [tcp, udp] for gateway,
+	// [tcp] for launch and admin.
+	Protocols []string `yaml:"protocols"`
+}
+
+// Gateway is a secure gateway or connection server.
+type Gateway struct {
+	// Name names the gateway. Required.
+	Name string `yaml:"name"`
+	// Zone is the zone the gateway serves. Required.
+	Zone string `yaml:"zone"`
+	// Address is the host (IP address) probed and tunnelled to. Required.
+	Address string `yaml:"address"`
+	// PublicAddresses are the addresses clients are given for this gateway (IPv4 and IPv6).
+	// Default: [Address].
+	PublicAddresses []string `yaml:"public_addresses"`
+	// Node is the frontdoor node that is this gateway, if any. Default: "" (a foreign server).
+	Node string `yaml:"node"`
+	// Ports are the gateway's service ports and how each is checked. Default: 443/tcp (HTTPS
+	// HEAD /favicon.ico expecting 200), 4172/tcp (connect), 4172/udp (request/response),
+	// 8443/tcp (TLS handshake), 8443/udp (request/response).
+	Ports []GatewayPort `yaml:"ports"`
+	// Monitor sets probe timing and how port verdicts combine. Default: see Monitor.
+	Monitor Monitor `yaml:"monitor"`
+}
+
+// GatewayPort is one port of a gateway and its health check.
+type GatewayPort struct {
+	// Port is the port number, 1..65535. Required.
+	Port int `yaml:"port"`
+	// Protocol is tcp or udp. Default: tcp.
+	Protocol string `yaml:"protocol"`
+	// Check is how the port is probed. Default: tcp connect for tcp, request/response for udp.
+	Check Check `yaml:"check"`
+	// Optional excludes the port from an all-of composite verdict (it is still probed and
+	// shown). Default: false (required).
+	Optional bool `yaml:"optional"`
+}
+
+// Check is one health probe.
+type Check struct {
+	// Kind is tcp (connect), tls (handshake), http, https, or udp (send, expect a reply).
+	// Default: tcp for tcp ports, udp for udp ports.
+	Kind string `yaml:"kind"`
+	// ServerName is the TLS server name sent and, when VerifyName is true, checked.
+	// Default: "".
+	ServerName string `yaml:"server_name"`
+	// VerifyName checks the certificate against ServerName. Default: false.
+	VerifyName bool `yaml:"verify_name"`
+	// Method is the HTTP method. Default: HEAD.
+	Method string `yaml:"method"`
+	// Path is the HTTP path. Default: /favicon.ico.
+	Path string `yaml:"path"`
+	// ExpectStatus is the HTTP status meaning up; 503 always means draining. Default: 200.
+	ExpectStatus int `yaml:"expect_status"`
+	// Send is the UDP payload sent. Default: "frontdoor-probe".
+	Send string `yaml:"send"`
+	// Expect is a prefix the UDP reply must start with. Default: "" (any reply).
+	Expect string `yaml:"expect"`
+}
+
+// Monitor sets how a target is probed and judged.
+type Monitor struct {
+	// Interval is the time between probes of one port. Default: 250ms.
+	Interval Duration `yaml:"interval"`
+	// Timeout bounds one probe. Default: 250ms.
+	Timeout Duration `yaml:"timeout"`
+	// Rise is the number of consecutive successes that mark a port up. Default: 2.
+	Rise int `yaml:"rise"`
+	// Fall is the number of consecutive failures that mark a port down. Default: 3.
+	Fall int `yaml:"fall"`
+	// Jitter spreads probes over ±Jitter×Interval, 0..0.5. Default: 0.1.
+	Jitter float64 `yaml:"jitter"`
+	// Initial is the verdict before the first probes: up or down. Default: up.
+	Initial string `yaml:"initial"`
+	// Mode is all (every required port must be up) or any (one port up is enough).
+	// Default: all.
+	Mode string `yaml:"mode"`
+	// PassiveFailures is how many connect failures reported by the proxy within
+	// PassiveWindow mark a target down before the next probe; 0 turns passive marking off.
+	// Default: 3.
+	PassiveFailures int `yaml:"passive_failures"`
+	// PassiveWindow is the window for PassiveFailures. Default: 5s.
+	PassiveWindow Duration `yaml:"passive_window"`
+}
+
+// Machine is a VDA: a virtual desktop or multi-session host.
+type Machine struct {
+	// Name names the machine. Required.
+	Name string `yaml:"name"`
+	// Address is the machine's IP address. Required.
+	Address string `yaml:"address"`
+	// Zone is the machine's zone. Required.
+	Zone string `yaml:"zone"`
+	// Group is the machine's delivery group. Required.
+	Group string `yaml:"group"`
+	// DisplayPorts are the display protocol ports as "port/protocol". Default:
+	// [4172/tcp, 4172/udp, 8443/tcp, 8443/udp].
+	DisplayPorts []string `yaml:"display_ports"`
+	// MaxSessions is the most sessions the machine holds at once. Default: 1.
+	MaxSessions int `yaml:"max_sessions"`
+	// Maintenance (drain) lets the machine accept reconnects but no new sessions.
+	// Default: false.
+	Maintenance bool `yaml:"maintenance"`
+	// AssignedUser is the owner of a private desktop; only for machines of assigned groups.
+	// Default: "" (unassigned).
+	AssignedUser string `yaml:"assigned_user"`
+}
+
+// Group is a delivery group: a set of machines and how sessions are placed on them.
+type Group struct {
+	// Name names the group. Required.
+	Name string `yaml:"name"`
+	// Kind is shared (pooled; zone preference applies) or assigned (private desktops; each
+	// user goes to their machine). Default: shared.
+	Kind string `yaml:"kind"`
+	// ZonePreferences is the ordered list that picks the preferred zone, from ApplicationHome,
+	// UserHome or UserHomeOnly (not both), and UserLocation. An empty list turns zone
+	// preference off. Default: [ApplicationHome, UserHome, UserLocation].
+	ZonePreferences *[]string `yaml:"zone_preferences"`
+	// SessionReconnection is always, disconnected_only or same_endpoint_only.
+	// Default: always.
+	SessionReconnection string `yaml:"session_reconnection"`
+	// SecureGateway tunnels the group's sessions through a gateway (true) or sends clients
+	// straight to the machine (false). Default: site.secure_gateway.
+	SecureGateway *bool `yaml:"secure_gateway"`
+	// DisconnectTimeout overrides site.sessions.disconnect_timeout for this group.
+	// Default: "" (the site's).
+	DisconnectTimeout Duration `yaml:"disconnect_timeout"`
+	// Load sets how new sessions are spread over the group's machines. Default: see LoadPolicy.
+	Load LoadPolicy `yaml:"load"`
+}
+
+// LoadPolicy configures the load index of a group's machines.
+type LoadPolicy struct {
+	// Policy is horizontal (least loaded first) or vertical (pack the most loaded machine
+	// that still has room). Default: horizontal.
+	Policy string `yaml:"policy"`
+	// CPU adds a CPU evaluator (percent busy reported by the agent). Default: true.
+	CPU *bool `yaml:"cpu"`
+	// Memory adds a memory evaluator (percent used reported by the agent). Default: true.
+	Memory *bool `yaml:"memory"`
+	// MaxLogons is the number of logons in flight at which the concurrent-logons evaluator
+	// reports full; 0 turns it off. Default: 2.
+	MaxLogons *int `yaml:"max_logons"`
+}
+
+// Resource is a published application or desktop.
+type Resource struct {
+	// Name names the resource. Required.
+	Name string `yaml:"name"`
+	// Kind is app or desktop. Default: desktop.
+	Kind string `yaml:"kind"`
+	// Groups are the delivery groups publishing the resource, tried by priority. Required.
+	Groups []ResourceGroup `yaml:"groups"`
+	// HomeZone is an application's home zone (applications only). Default: "".
+	HomeZone string `yaml:"home_zone"`
+	// HomeZoneOnly: when the preferred zone is the home zone, only that zone may satisfy the
+	// launch (steps 1 and 3). Needs HomeZone. Default: false.
+	HomeZoneOnly bool `yaml:"home_zone_only"`
+	// IgnoreUserHomeZone skips the user's home zone when picking the preferred zone; only for
+	// applications without a home zone, effective only with the default zone_preferences.
+	// Default: false.
+	IgnoreUserHomeZone bool `yaml:"ignore_user_home_zone"`
+	// Global makes the resource a global entitlement searched across federation sites.
+	// Default: false.
+	Global bool `yaml:"global"`
+	// UsePreferredSites searches the connecting site's preferred_sites after the connecting
+	// and home sites (global resources only). Default: false.
+	UsePreferredSites bool `yaml:"use_preferred_sites"`
+	// LoadThreshold skips a preferred site whose load (percent) exceeds it, 0..100.
+	// Default: 98.
+	LoadThreshold *int `yaml:"load_threshold"`
+	// LoadDistribution is the session load distribution policy: "" (random), load_index or
+	// session_count. Required for LoadThreshold to take effect. Default: "".
+	LoadDistribution string `yaml:"load_distribution"`
+	// Entitled names who may launch the resource. Required (a resource nobody may launch is
+	// a mistake).
+	Entitled Entitlement `yaml:"entitled"`
+}
+
+// ResourceGroup is one publishing group of a resource.
+type ResourceGroup struct {
+	// Group names the delivery group. Required.
+	Group string `yaml:"group"`
+	// Priority orders the groups, lowest first. Default: the position in the list (1, 2, ...).
+	Priority int `yaml:"priority"`
+}
+
+// Entitlement names users and user groups.
+type Entitlement struct {
+	// Everyone entitles every configured user. Default: false.
+	Everyone bool `yaml:"everyone"`
+	// Users are user accounts. Default: none.
+	Users []string `yaml:"users"`
+	// UserGroups are user groups. Default: none.
+	UserGroups []string `yaml:"user_groups"`
+}
+
+// FederationSite is a site of a federation (a Horizon CPA site) made of zones.
+type FederationSite struct {
+	// Name names the site. Required.
+	Name string `yaml:"name"`
+	// Zones are the zones in this site; a zone is in at most one site. Required.
+	Zones []string `yaml:"zones"`
+	// PreferredSites are searched in order after the connecting and home sites.
+	// Default: none.
+	PreferredSites []string `yaml:"preferred_sites"`
+}
+
+// User is a user account.
+type User struct {
+	// Name is the login name. Required.
+	Name string `yaml:"name"`
+	// PasswordHash is a bcrypt hash for HTTP Basic authentication. Default: "" (no password
+	// login; client certificates only).
+	PasswordHash string `yaml:"password_hash"`
+	// HomeZone is the account's own home zone; it wins over any group's. Default: "".
+	HomeZone string `yaml:"home_zone"`
+	// HomeSite is the account's federation home site. Default: "".
+	HomeSite string `yaml:"home_site"`
+	// Admin lets the user call the admin API. Default: false.
+	Admin bool `yaml:"admin"`
+}
+
+// UserGroup is a group of user accounts.
+type UserGroup struct {
+	// Name names the group. Required.
+	Name string `yaml:"name"`
+	// Members are user names. Default: none.
+	Members []string `yaml:"members"`
+	// HomeZone is the group's home zone, used for members without their own. Default: "".
+	HomeZone string `yaml:"home_zone"`
+}
+
+// GSLB configures the authoritative DNS server.
+type GSLB struct {
+	// Domains are the zones (DNS zones, not site zones) frontdoor is authoritative for.
+	// Default: none.
+	Domains []Domain `yaml:"domains"`
+	// Names are the GSLB names answered from health and the client's zone. Default: none.
+	Names []GSLBName `yaml:"names"`
+	// QueryLogSample logs one query in N with slog; 0 turns the query log off. Default: 0.
+	QueryLogSample int `yaml:"query_log_sample"`
+}
+
+// Domain is one DNS zone served authoritatively.
+type Domain struct {
+	// Name is the apex, e.g. "vdi.example.com.". Required.
+	Name string `yaml:"name"`
+	// SOA is the start of authority. Default: see SOA.
+	SOA SOA `yaml:"soa"`
+	// NS are the name servers of the domain. Default: ["ns1.<name>"].
+	NS []string `yaml:"ns"`
+	// Records are static records. Default: none.
+	Records []Record `yaml:"records"`
+}
+
+// SOA is a start-of-authority record.
+type SOA struct {
+	// MName is the primary name server. Default: the first NS.
+	MName string `yaml:"mname"`
+	// RName is the responsible mailbox as a name. Default: "hostmaster.<domain>".
+	RName string `yaml:"rname"`
+	// Serial is the zone serial. Default: 1.
+	Serial uint32 `yaml:"serial"`
+	// Refresh is the SOA refresh. Default: 1h.
+	Refresh Duration `yaml:"refresh"`
+	// Retry is the SOA retry. Default: 10m.
+	Retry Duration `yaml:"retry"`
+	// Expire is the SOA expire. Default: 168h.
+	Expire Duration `yaml:"expire"`
+	// Minimum is the negative-caching TTL. Default: 30s.
+	Minimum Duration `yaml:"minimum"`
+	// TTL is the SOA record's own TTL. Default: 1h.
+	TTL Duration `yaml:"ttl"`
+}
+
+// Record is one static DNS record.
+type Record struct {
+	// Name is the owner, relative to the domain ("www", "@" for the apex) or absolute
+	// (ending in a dot). Required.
+	Name string `yaml:"name"`
+	// Type is A, AAAA, CNAME, TXT, MX or NS. Required.
+	Type string `yaml:"type"`
+	// TTL is the record's TTL. Default: 5m.
+	TTL Duration `yaml:"ttl"`
+	// Value is the record data: an address, a name, text, or "preference name" for MX.
+	// Required.
+	Value string `yaml:"value"`
+}
+
+// GSLBName is a name answered with the healthy front doors best for the client.
+type GSLBName struct {
+	// Name is the fully qualified name, inside one of the domains. Required.
+	Name string `yaml:"name"`
+	// Policy is failover (the best site's addresses), round_robin (rotate the best site's
+	// addresses), weighted (pick by weight), or all_healthy (every healthy address, best site
+	// first). Default: failover.
+	Policy string `yaml:"policy"`
+	// TTL is the answer TTL. Default: 5s.
+	TTL Duration `yaml:"ttl"`
+	// WhenNoneHealthy is fail_open (answer every address) or fail_closed (SERVFAIL).
+	// Default: fail_open.
+	WhenNoneHealthy string `yaml:"when_none_healthy"`
+	// Initial is the state assumed before the first health verdicts: up or down.
+	// Default: up.
+	Initial string `yaml:"initial"`
+	// Sites are the zones' front doors, in the default order for clients of no listed zone.
+	// Required.
+	Sites []GSLBSite `yaml:"sites"`
+}
+
+// GSLBSite is one zone's front doors behind a GSLB name.
+type GSLBSite struct {
+	// Zone is the site's zone. Required.
+	Zone string `yaml:"zone"`
+	// Gateways are the gateways whose public addresses and health make up the site.
+	// Required.
+	Gateways []string `yaml:"gateways"`
+	// Fallback is the order of other zones tried for clients of this zone when it has
+	// nothing healthy. Default: the order of Sites.
+	Fallback []string `yaml:"fallback"`
+	// Weight is the site's weight for the weighted policy. Default: 1.
+	Weight int `yaml:"weight"`
+	// LoadThreshold skips this site in fallback order when its load (percent) is above it,
+	// when load is known. Default: 98.
+	LoadThreshold *int `yaml:"load_threshold"`
+}

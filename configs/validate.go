@@ -1,0 +1,471 @@
+package configs
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// checker collects validation errors with their lines.
+type checker struct {
+	c    *Config
+	errs Errors
+}
+
+func (k *checker) errf(path, format string, args ...any) {
+	k.errs = append(k.errs, &Error{File: k.c.File, Line: k.c.lineOf(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// oneOf reports an error unless v is one of allowed.
+func (k *checker) oneOf(path, v string, allowed ...string) {
+	if !slices.Contains(allowed, v) {
+		k.errf(path, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	}
+}
+
+// names checks that every item has a unique non-empty name and returns the set.
+func (k *checker) names(what, list string, names []string) map[string]int {
+	set := make(map[string]int, len(names))
+	for i, n := range names {
+		p := fmt.Sprintf("%s[%d].name", list, i)
+		switch {
+		case n == "":
+			k.errf(fmt.Sprintf("%s[%d]", list, i), "%s has no name", what)
+		case !nameRE.MatchString(n):
+			k.errf(p, "%s name %q may only hold letters, digits, '.', '_' and '-'", what, n)
+		default:
+			if j, dup := set[n]; dup {
+				k.errf(p, "%s %q is defined twice (also %s[%d])", what, n, list, j)
+				continue
+			}
+			set[n] = i
+		}
+	}
+	return set
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@\\-]*$`)
+
+func (k *checker) ref(path, what, name string, set map[string]int) {
+	if _, ok := set[name]; !ok {
+		k.errf(path, "%s %q is not defined", what, name)
+	}
+}
+
+func (k *checker) port(path string, p int) {
+	if p < 1 || p > 65535 {
+		k.errf(path, "port %d is outside 1..65535", p)
+	}
+}
+
+func (k *checker) addr(path, s string) {
+	if _, err := netip.ParseAddr(s); err != nil {
+		k.errf(path, "%q is not an IP address", s)
+	}
+}
+
+func (k *checker) hostPort(path, s string) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		k.errf(path, "%q is not an address:port (e.g. 127.0.0.1:443 or [::1]:443)", s)
+		return
+	}
+	k.port(path, int(ap.Port()))
+}
+
+func (k *checker) percent(path string, p *int) {
+	if p != nil && (*p < 0 || *p > 100) {
+		k.errf(path, "load threshold %d is outside 0..100", *p)
+	}
+}
+
+// ParsePortSpec parses "8443/tcp" into its port and protocol.
+func ParsePortSpec(s string) (int, string, error) {
+	ps, proto, ok := strings.Cut(s, "/")
+	if !ok || (proto != "tcp" && proto != "udp") {
+		return 0, "", fmt.Errorf("%q is not port/protocol (e.g. 8443/tcp, 4172/udp)", s)
+	}
+	p, err := strconv.Atoi(ps)
+	if err != nil {
+		return 0, "", fmt.Errorf("%q is not port/protocol (e.g. 8443/tcp, 4172/udp)", s)
+	}
+	if p < 1 || p > 65535 {
+		return 0, "", fmt.Errorf("port %d is outside 1..65535", p)
+	}
+	return p, proto, nil
+}
+
+// Validate checks the defaulted configuration and returns Errors sorted by line, or nil.
+func (c *Config) Validate() error {
+	k := &checker{c: c}
+	zones := k.validateZones()
+	k.validateSite(zones)
+	nodes := k.validateNodes(zones)
+	gws := k.validateGateways(zones, nodes)
+	users, ugroups := k.validateUsers(zones)
+	groups := k.validateGroups()
+	k.validateMachines(zones, groups, users)
+	k.validateResources(zones, groups, users, ugroups)
+	k.validateGSLB(zones, gws)
+	if len(k.errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(k.errs, func(i, j int) bool { return k.errs[i].Line < k.errs[j].Line })
+	return k.errs
+}
+
+func (k *checker) validateSite(zones map[string]int) {
+	s := &k.c.Site
+	if s.DefaultZone != "" {
+		k.ref("site.default_zone", "zone", s.DefaultZone, zones)
+	}
+	k.oneOf("site.store.backend", s.Store.Backend, "memory", "bolt", "etcd")
+	if s.Store.Backend == "etcd" && len(s.Store.Endpoints) == 0 {
+		k.errf("site.store.endpoints", "the etcd backend needs at least one endpoint")
+	}
+	k.oneOf("site.tls.issuer", s.TLS.Issuer, "internal", "acme")
+	k.oneOf("site.tls.acme.challenge", s.TLS.ACME.Challenge, "dns-01", "http-01", "tls-alpn-01")
+	if s.TLS.Issuer == "acme" && s.TLS.ACME.Email == "" {
+		k.errf("site.tls.acme.email", "the acme issuer needs an email")
+	}
+}
+
+func (k *checker) validateZones() map[string]int {
+	c := k.c
+	if len(c.Zones) == 0 {
+		k.errf("zones", "at least one zone is required")
+	}
+	names := make([]string, len(c.Zones))
+	for i, z := range c.Zones {
+		names[i] = z.Name
+	}
+	zones := k.names("zone", "zones", names)
+	primary := -1
+	cidrs := map[netip.Prefix]string{}
+	for i, z := range c.Zones {
+		if z.Primary {
+			if primary >= 0 {
+				k.errf(fmt.Sprintf("zones[%d].primary", i), "two primary zones: %q and %q (exactly one zone is primary)", c.Zones[primary].Name, z.Name)
+			} else {
+				primary = i
+			}
+		}
+		for j, r := range z.Ranges {
+			p := fmt.Sprintf("zones[%d].ranges[%d]", i, j)
+			pfx, err := netip.ParsePrefix(r)
+			if err != nil {
+				k.errf(p, "%q is not a CIDR range (e.g. 10.1.0.0/16, 2001:db8::/32)", r)
+				continue
+			}
+			if pfx != pfx.Masked() {
+				k.errf(p, "%q has host bits set; did you mean %s?", r, pfx.Masked())
+				continue
+			}
+			if other, dup := cidrs[pfx]; dup {
+				k.errf(p, "range %s is mapped to two zones: %q and %q", pfx, other, z.Name)
+				continue
+			}
+			cidrs[pfx] = z.Name
+		}
+	}
+	if len(c.Zones) > 0 && primary < 0 {
+		k.errf("zones", "no primary zone (exactly one zone must have primary: true)")
+	}
+	return zones
+}
+
+func (k *checker) validateNodes(zones map[string]int) map[string]int {
+	c := k.c
+	names := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		names[i] = n.Name
+	}
+	nodes := k.names("node", "nodes", names)
+	bound := map[string]string{}
+	for i, n := range c.Nodes {
+		p := fmt.Sprintf("nodes[%d]", i)
+		k.ref(p+".zone", "zone", n.Zone, zones)
+		k.oneOf(p+".election_preference", n.ElectionPreference, "most_preferred", "preferred", "default", "not_preferred")
+		for j, l := range n.Listeners {
+			lp := fmt.Sprintf("%s.listeners[%d]", p, j)
+			k.oneOf(lp+".kind", l.Kind, "dns", "launch", "admin", "gateway")
+			k.hostPort(lp+".address", l.Address)
+			for x, proto := range l.Protocols {
+				k.oneOf(fmt.Sprintf("%s.protocols[%d]", lp, x), proto, "tcp", "udp")
+				if (l.Kind == "launch" || l.Kind == "admin") && proto == "udp" {
+					k.errf(fmt.Sprintf("%s.protocols[%d]", lp, x), "a %s listener is tcp only", l.Kind)
+				}
+				key := proto + " " + l.Address
+				if other, dup := bound[key]; dup {
+					k.errf(lp+".address", "%s %s is already used by %s", proto, l.Address, other)
+					continue
+				}
+				bound[key] = fmt.Sprintf("node %q (%s)", n.Name, l.Kind)
+			}
+		}
+	}
+	return nodes
+}
+
+func (k *checker) validateGateways(zones, nodes map[string]int) map[string]int {
+	c := k.c
+	names := make([]string, len(c.Gateways))
+	for i, g := range c.Gateways {
+		names[i] = g.Name
+	}
+	gws := k.names("gateway", "gateways", names)
+	for i, g := range c.Gateways {
+		p := fmt.Sprintf("gateways[%d]", i)
+		k.ref(p+".zone", "zone", g.Zone, zones)
+		k.addr(p+".address", g.Address)
+		for j, a := range g.PublicAddresses {
+			k.addr(fmt.Sprintf("%s.public_addresses[%d]", p, j), a)
+		}
+		if g.Node != "" {
+			k.ref(p+".node", "node", g.Node, nodes)
+		}
+		seen := map[string]bool{}
+		for j, pt := range g.Ports {
+			pp := fmt.Sprintf("%s.ports[%d]", p, j)
+			k.port(pp+".port", pt.Port)
+			k.oneOf(pp+".protocol", pt.Protocol, "tcp", "udp")
+			key := fmt.Sprintf("%d/%s", pt.Port, pt.Protocol)
+			if seen[key] {
+				k.errf(pp, "port %s is listed twice", key)
+			}
+			seen[key] = true
+			if pt.Protocol == "udp" {
+				k.oneOf(pp+".check.kind", pt.Check.Kind, "udp")
+			} else {
+				k.oneOf(pp+".check.kind", pt.Check.Kind, "tcp", "tls", "http", "https")
+			}
+			if pt.Check.VerifyName && pt.Check.ServerName == "" {
+				k.errf(pp+".check.verify_name", "verify_name needs a server_name")
+			}
+			if s := pt.Check.ExpectStatus; s != 0 && (s < 100 || s > 599) {
+				k.errf(pp+".check.expect_status", "HTTP status %d is outside 100..599", s)
+			}
+		}
+		m := g.Monitor
+		mp := p + ".monitor"
+		if m.Rise < 1 {
+			k.errf(mp+".rise", "rise must be at least 1")
+		}
+		if m.Fall < 1 {
+			k.errf(mp+".fall", "fall must be at least 1")
+		}
+		if m.Jitter < 0 || m.Jitter > 0.5 {
+			k.errf(mp+".jitter", "jitter %g is outside 0..0.5", m.Jitter)
+		}
+		k.oneOf(mp+".initial", m.Initial, "up", "down")
+		k.oneOf(mp+".mode", m.Mode, "all", "any")
+		if m.PassiveFailures < 0 {
+			k.errf(mp+".passive_failures", "passive_failures must not be negative")
+		}
+	}
+	return gws
+}
+
+func (k *checker) validateUsers(zones map[string]int) (users, ugroups map[string]int) {
+	c := k.c
+	names := make([]string, len(c.Users))
+	for i, u := range c.Users {
+		names[i] = u.Name
+	}
+	users = k.names("user", "users", names)
+	sites := map[string]int{}
+	for i, s := range c.Sites {
+		sites[s.Name] = i
+	}
+	for i, u := range c.Users {
+		p := fmt.Sprintf("users[%d]", i)
+		if u.HomeZone != "" {
+			k.ref(p+".home_zone", "zone", u.HomeZone, zones)
+		}
+		if u.HomeSite != "" {
+			k.ref(p+".home_site", "site", u.HomeSite, sites)
+		}
+		if u.PasswordHash != "" && !strings.HasPrefix(u.PasswordHash, "$2") {
+			k.errf(p+".password_hash", "password_hash must be a bcrypt hash ($2a$..., $2b$...)")
+		}
+	}
+	names = make([]string, len(c.UserGroups))
+	for i, g := range c.UserGroups {
+		names[i] = g.Name
+	}
+	ugroups = k.names("user group", "user_groups", names)
+	for i, g := range c.UserGroups {
+		p := fmt.Sprintf("user_groups[%d]", i)
+		if g.HomeZone != "" {
+			k.ref(p+".home_zone", "zone", g.HomeZone, zones)
+		}
+		for j, m := range g.Members {
+			k.ref(fmt.Sprintf("%s.members[%d]", p, j), "user", m, users)
+		}
+	}
+	k.validateSites(zones, sites)
+	return users, ugroups
+}
+
+func (k *checker) validateSites(zones, sites map[string]int) {
+	c := k.c
+	names := make([]string, len(c.Sites))
+	for i, s := range c.Sites {
+		names[i] = s.Name
+	}
+	k.names("site", "sites", names)
+	owner := map[string]string{}
+	for i, s := range c.Sites {
+		p := fmt.Sprintf("sites[%d]", i)
+		if len(s.Zones) == 0 {
+			k.errf(p+".zones", "site %q has no zones", s.Name)
+		}
+		for j, z := range s.Zones {
+			zp := fmt.Sprintf("%s.zones[%d]", p, j)
+			k.ref(zp, "zone", z, zones)
+			if o, dup := owner[z]; dup {
+				k.errf(zp, "zone %q is in two sites: %q and %q", z, o, s.Name)
+			}
+			owner[z] = s.Name
+		}
+		for j, ps := range s.PreferredSites {
+			pp := fmt.Sprintf("%s.preferred_sites[%d]", p, j)
+			k.ref(pp, "site", ps, sites)
+			if ps == s.Name {
+				k.errf(pp, "site %q lists itself as a preferred site", s.Name)
+			}
+		}
+	}
+}
+
+func (k *checker) validateGroups() map[string]int {
+	c := k.c
+	names := make([]string, len(c.Groups))
+	for i, g := range c.Groups {
+		names[i] = g.Name
+	}
+	groups := k.names("group", "groups", names)
+	for i, g := range c.Groups {
+		p := fmt.Sprintf("groups[%d]", i)
+		k.oneOf(p+".kind", g.Kind, "shared", "assigned")
+		seen := map[string]bool{}
+		for j, zp := range g.ZonePrefs() {
+			pp := fmt.Sprintf("%s.zone_preferences[%d]", p, j)
+			k.oneOf(pp, zp, ApplicationHome, UserHome, UserHomeOnly, UserLocation)
+			if seen[zp] {
+				k.errf(pp, "%s is listed twice", zp)
+			}
+			seen[zp] = true
+		}
+		if seen[UserHome] && seen[UserHomeOnly] {
+			k.errf(p+".zone_preferences", "UserHome and UserHomeOnly are both listed; only one may be")
+		}
+		k.oneOf(p+".session_reconnection", g.SessionReconnection, "always", "disconnected_only", "same_endpoint_only")
+		k.oneOf(p+".load.policy", g.Load.Policy, "horizontal", "vertical")
+		if g.Load.MaxLogons != nil && *g.Load.MaxLogons < 0 {
+			k.errf(p+".load.max_logons", "max_logons must not be negative")
+		}
+	}
+	return groups
+}
+
+func (k *checker) validateMachines(zones, groups, users map[string]int) {
+	c := k.c
+	names := make([]string, len(c.Machines))
+	for i, m := range c.Machines {
+		names[i] = m.Name
+	}
+	k.names("machine", "machines", names)
+	for i, m := range c.Machines {
+		p := fmt.Sprintf("machines[%d]", i)
+		k.addr(p+".address", m.Address)
+		k.ref(p+".zone", "zone", m.Zone, zones)
+		k.ref(p+".group", "group", m.Group, groups)
+		seen := map[string]bool{}
+		for j, dp := range m.DisplayPorts {
+			if _, _, err := ParsePortSpec(dp); err != nil {
+				k.errf(fmt.Sprintf("%s.display_ports[%d]", p, j), "%v", err)
+			} else if seen[dp] {
+				k.errf(fmt.Sprintf("%s.display_ports[%d]", p, j), "%s is listed twice", dp)
+			}
+			seen[dp] = true
+		}
+		if m.MaxSessions < 1 {
+			k.errf(p+".max_sessions", "max_sessions must be at least 1")
+		}
+		gi, ok := groups[m.Group]
+		if m.AssignedUser != "" {
+			k.ref(p+".assigned_user", "user", m.AssignedUser, users)
+			if ok && c.Groups[gi].Kind != "assigned" {
+				k.errf(p+".assigned_user", "machine %q has an assigned user but group %q is shared", m.Name, m.Group)
+			}
+		}
+	}
+}
+
+func (k *checker) validateResources(zones, groups, users, ugroups map[string]int) {
+	c := k.c
+	names := make([]string, len(c.Resources))
+	for i, r := range c.Resources {
+		names[i] = r.Name
+	}
+	k.names("resource", "resources", names)
+	for i, r := range c.Resources {
+		p := fmt.Sprintf("resources[%d]", i)
+		k.oneOf(p+".kind", r.Kind, "app", "desktop")
+		if len(r.Groups) == 0 {
+			k.errf(p+".groups", "resource %q is published from no group", r.Name)
+		}
+		seen := map[string]bool{}
+		for j, rg := range r.Groups {
+			gp := fmt.Sprintf("%s.groups[%d]", p, j)
+			k.ref(gp+".group", "group", rg.Group, groups)
+			if seen[rg.Group] {
+				k.errf(gp+".group", "group %q is listed twice", rg.Group)
+			}
+			seen[rg.Group] = true
+			if rg.Priority < 0 {
+				k.errf(gp+".priority", "priority must not be negative")
+			}
+			if gi, ok := groups[rg.Group]; ok && c.Groups[gi].Kind == "assigned" && r.Kind == "app" {
+				k.errf(gp+".group", "application %q is published from assigned group %q (assigned groups hold private desktops)", r.Name, rg.Group)
+			}
+		}
+		if r.HomeZone != "" {
+			if r.Kind != "app" {
+				k.errf(p+".home_zone", "home_zone is for applications; %q is a desktop", r.Name)
+			}
+			k.ref(p+".home_zone", "zone", r.HomeZone, zones)
+		}
+		if r.HomeZoneOnly && r.HomeZone == "" {
+			k.errf(p+".home_zone_only", "home_zone_only needs a home_zone")
+		}
+		if r.IgnoreUserHomeZone {
+			if r.HomeZone != "" {
+				k.errf(p+".ignore_user_home_zone", "ignore_user_home_zone is only valid for an application without a home zone, and %q has home zone %q", r.Name, r.HomeZone)
+			}
+			if r.Kind != "app" {
+				k.errf(p+".ignore_user_home_zone", "ignore_user_home_zone is for applications; %q is a desktop", r.Name)
+			}
+		}
+		k.percent(p+".load_threshold", r.LoadThreshold)
+		k.oneOf(p+".load_distribution", r.LoadDistribution, "", "load_index", "session_count")
+		if r.UsePreferredSites && !r.Global {
+			k.errf(p+".use_preferred_sites", "use_preferred_sites needs global: true")
+		}
+		e := r.Entitled
+		if !e.Everyone && len(e.Users) == 0 && len(e.UserGroups) == 0 {
+			k.errf(p+".entitled", "resource %q entitles nobody (set users, user_groups or everyone: true)", r.Name)
+		}
+		for j, u := range e.Users {
+			k.ref(fmt.Sprintf("%s.entitled.users[%d]", p, j), "user", u, users)
+		}
+		for j, g := range e.UserGroups {
+			k.ref(fmt.Sprintf("%s.entitled.user_groups[%d]", p, j), "user group", g, ugroups)
+		}
+	}
+}

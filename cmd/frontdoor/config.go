@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/spf13/cobra"
+)
+
+func newConfigCmd() *cobra.Command {
+	c := &cobra.Command{Use: "config", Short: "Work with site configuration files"}
+	c.AddCommand(&cobra.Command{
+		Use:   "check FILE...",
+		Short: "Validate configuration files and print a summary of each",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			bad := 0
+			for i, f := range files {
+				cfg, err := configs.LoadFile(f)
+				if err != nil {
+					fmt.Fprintln(cmd.ErrOrStderr(), err)
+					bad++
+					continue
+				}
+				if i > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+				fmt.Fprint(cmd.OutOrStdout(), cfg.Summary())
+			}
+			if bad > 0 {
+				return fmt.Errorf("%d of %d files are invalid", bad, len(files))
+			}
+			return nil
+		},
+	})
+	return c
+}

@@ -131,7 +131,8 @@ func Parse(file string, b []byte) (*Config, error) {
 		return nil, Errors{{File: file, Msg: ErrEmpty.Error()}}
 	}
 	c.lines = map[string]int{}
-	index(root.Content[0], "", c.lines)
+	values := map[string]string{}
+	index(root.Content[0], "", c.lines, values)
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	err := dec.Decode(c)
@@ -150,12 +151,12 @@ func Parse(file string, b []byte) (*Config, error) {
 	for _, m := range te.Errors {
 		if s := unknownFieldRE.FindStringSubmatch(m); s != nil {
 			line, _ := strconv.Atoi(s[1])
-			es = append(es, &Error{File: file, Line: line, Path: c.pathAt(line), Msg: fmt.Sprintf("unknown key %q", s[2])})
+			es = append(es, &Error{File: file, Line: line, Path: c.keyPathAt(line, s[2]), Msg: fmt.Sprintf("unknown key %q", s[2])})
 			continue
 		}
 		if s := lineRE.FindStringSubmatch(m); s != nil {
 			line, _ := strconv.Atoi(s[1])
-			es = append(es, &Error{File: file, Line: line, Path: c.pathAt(line), Msg: tidyTypeMsg(s[2])})
+			es = append(es, &Error{File: file, Line: line, Path: c.valuePathAt(line, s[2], values), Msg: tidyTypeMsg(s[2])})
 			continue
 		}
 		es = append(es, &Error{File: file, Msg: m})
@@ -163,12 +164,26 @@ func Parse(file string, b []byte) (*Config, error) {
 	return nil, es
 }
 
+var typeMsgRE = regexp.MustCompile("^cannot unmarshal !!(\\w+) (`.*` )?into (.*)$")
+
 // tidyTypeMsg turns yaml's "cannot unmarshal !!str `x` into int" into plain words.
 func tidyTypeMsg(m string) string {
-	m = strings.TrimPrefix(m, "cannot unmarshal ")
-	r := strings.NewReplacer("!!str", "text", "!!int", "number", "!!bool", "boolean", "!!map", "mapping",
-		"!!seq", "list", "!!float", "number", "configs.", "", "[]", "list of ", "*", "")
-	return "wrong type: " + r.Replace(m)
+	s := typeMsgRE.FindStringSubmatch(m)
+	if s == nil {
+		return m
+	}
+	kinds := map[string]string{"str": "text", "int": "a number", "float": "a number", "bool": "a boolean",
+		"map": "a mapping", "seq": "a list", "null": "empty"}
+	want := strings.NewReplacer("configs.", "", "[]", "a list of ", "*", "", "int", "a number",
+		"uint32", "a number", "float64", "a number", "bool", "a boolean", "string", "text").Replace(s[3])
+	got := kinds[s[1]]
+	if got == "" {
+		got = s[1]
+	}
+	if v := strings.Trim(strings.TrimSpace(s[2]), "`"); v != "" {
+		return fmt.Sprintf("%q is %s, want %s", v, got, want)
+	}
+	return fmt.Sprintf("got %s, want %s", got, want)
 }
 
 func syntaxError(file string, err error) *Error {
@@ -180,9 +195,12 @@ func syntaxError(file string, err error) *Error {
 	return &Error{File: file, Msg: "YAML syntax: " + msg}
 }
 
-// index records the line of every key path under n.
-func index(n *yaml.Node, path string, lines map[string]int) {
+// index records the line of every key path under n, and the value of every scalar.
+func index(n *yaml.Node, path string, lines map[string]int, values map[string]string) {
 	lines[path] = n.Line
+	if n.Kind == yaml.ScalarNode {
+		values[path] = n.Value
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -191,12 +209,12 @@ func index(n *yaml.Node, path string, lines map[string]int) {
 			if path != "" {
 				p = path + "." + k.Value
 			}
-			index(v, p, lines)
+			index(v, p, lines, values)
 			lines[p] = k.Line
 		}
 	case yaml.SequenceNode:
 		for i, v := range n.Content {
-			index(v, fmt.Sprintf("%s[%d]", path, i), lines)
+			index(v, fmt.Sprintf("%s[%d]", path, i), lines, values)
 		}
 	}
 }
@@ -210,6 +228,37 @@ func (c *Config) pathAt(line int) string {
 		}
 	}
 	return best
+}
+
+// valuePathAt returns the path of the value a type error names ("cannot unmarshal !!str `x`
+// into int"), or the shortest path on line when the error names no scalar.
+func (c *Config) valuePathAt(line int, msg string, values map[string]string) string {
+	best := ""
+	v, hasValue := "", false
+	if i := strings.IndexByte(msg, '`'); i >= 0 {
+		if j := strings.IndexByte(msg[i+1:], '`'); j >= 0 {
+			v, hasValue = msg[i+1:i+1+j], true
+		}
+	}
+	for p, l := range c.lines {
+		if l != line || (hasValue && values[p] != v) {
+			continue
+		}
+		if best == "" || len(p) < len(best) {
+			best = p
+		}
+	}
+	return best
+}
+
+// keyPathAt returns the path of key on line, for unknown-key errors.
+func (c *Config) keyPathAt(line int, key string) string {
+	for p, l := range c.lines {
+		if l == line && (p == key || strings.HasSuffix(p, "."+key)) {
+			return p
+		}
+	}
+	return c.pathAt(line)
 }
 
 // lineOf returns the line of path, or of its nearest ancestor present in the file.

@@ -197,7 +197,7 @@ func (k *checker) validateNodes(zones map[string]int) map[string]int {
 			for x, proto := range l.Protocols {
 				k.oneOf(fmt.Sprintf("%s.protocols[%d]", lp, x), proto, "tcp", "udp")
 				if (l.Kind == "launch" || l.Kind == "admin") && proto == "udp" {
-					k.errf(fmt.Sprintf("%s.protocols[%d]", lp, x), "a %s listener is tcp only", l.Kind)
+					k.errf(fmt.Sprintf("%s.protocols[%d]", lp, x), "%s listeners are tcp only", l.Kind)
 				}
 				key := proto + " " + l.Address
 				if other, dup := bound[key]; dup {

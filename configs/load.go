@@ -49,6 +49,7 @@ type lineError struct {
 	msg  string
 }
 
+// Error formats the problem with its line.
 func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
 
 // Error is one problem found in a configuration file.
@@ -59,6 +60,7 @@ type Error struct {
 	Msg  string // what is wrong
 }
 
+// Error formats the problem as "file:line: path: message".
 func (e *Error) Error() string {
 	var b strings.Builder
 	if e.File != "" {
@@ -83,6 +85,7 @@ func (e *Error) Error() string {
 // Errors is the list of problems of one file; it is what Load returns when a file is invalid.
 type Errors []*Error
 
+// Error joins the problems, one per line.
 func (es Errors) Error() string {
 	s := make([]string, len(es))
 	for i, e := range es {

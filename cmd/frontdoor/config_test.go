@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// run executes the CLI with args and returns stdout, stderr and the error.
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), errb.String(), err
+}
+
+func TestConfigCheckShippedFiles(t *testing.T) {
+	files, _ := filepath.Glob("../../configs/*.yaml")
+	if len(files) < 3 {
+		t.Fatalf("found %d shipped configs, want lab, two-sites and reference", len(files))
+	}
+	out, errs, err := run(t, append([]string{"config", "check"}, files...)...)
+	if err != nil {
+		t.Fatalf("config check %v: %v\n%s", files, err, errs)
+	}
+	for _, want := range []string{"hq    primary", "desktop.vdi.lab.test.", "preferred sites amer"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestConfigCheckInvalidFileFails(t *testing.T) {
+	f := "../../configs/testdata/invalid/two-primary-zones.yaml"
+	_, errs, err := run(t, "config", "check", "../../configs/lab.yaml", f)
+	if err == nil {
+		t.Fatal("config check of an invalid file succeeded")
+	}
+	want := f + `:5: zones[1].primary: two primary zones: "hq" and "east"`
+	if !strings.Contains(errs, want) {
+		t.Errorf("stderr = %q, want it to contain %q", errs, want)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := run(t, "version")
+	if err != nil || !strings.HasPrefix(out, "frontdoor ") {
+		t.Errorf("version = %q, %v", out, err)
+	}
+}

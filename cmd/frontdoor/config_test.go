@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,5 +52,36 @@ func TestVersion(t *testing.T) {
 	out, _, err := run(t, "version")
 	if err != nil || !strings.HasPrefix(out, "frontdoor ") {
 		t.Errorf("version = %q, %v", out, err)
+	}
+}
+
+// TestReadmeConfigCheckExample runs the README's config check example and compares its output.
+func TestReadmeConfigCheckExample(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "<!-- BEGIN config-check-example -->")
+	block, _, ok2 := strings.Cut(block, "<!-- END config-check-example -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no config-check-example block")
+	}
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	// lines: ``` / $ command / output... / ```
+	cmdline := strings.TrimPrefix(lines[1], "$ frontdoor ")
+	want := strings.Join(lines[2:len(lines)-1], "\n")
+	args := strings.Fields(cmdline)
+	for i, a := range args {
+		if strings.HasPrefix(a, "configs/") {
+			args[i] = "../../" + a
+		}
+	}
+	_, errs, err := run(t, args...)
+	if err == nil {
+		t.Fatalf("README example %q succeeded; it shows a failure", cmdline)
+	}
+	got := strings.TrimSpace(strings.ReplaceAll(strings.Split(errs, "\nError:")[0], "../../", ""))
+	if got != want {
+		t.Errorf("README example output differs\ngot:  %s\nwant: %s", got, want)
 	}
 }

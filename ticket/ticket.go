@@ -1,0 +1,205 @@
+// Package ticket signs and checks the tickets that let a client open a session's channels on a
+// secure gateway: short-lived launch tickets and longer-lived reconnect tickets, both signed with
+// the site's Ed25519 key.
+//
+// A launch ticket names one session, one machine and the channels (port/protocol) it opens; it
+// expires after about a minute and each of its channels can be opened once (a replay of the
+// same channel is refused). A reconnect ticket is bound to one session, lives for hours, may be
+// used again and again (that is its job: resume after a cut through any gateway), and stops
+// working when its session is revoked (logoff).
+//
+// A token is URL-safe base64 (no padding) of: version (1 byte), kind (1), ticket ID (16),
+// issued and expires (Unix milliseconds, 8 each), then session, machine, mode as length-prefixed
+// strings, the channel list, and a 64-byte Ed25519 signature over everything before it.
+package ticket
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Kind tells launch tickets from reconnect tickets.
+type Kind uint8
+
+// The ticket kinds.
+const (
+	Launch    Kind = 1
+	Reconnect Kind = 2
+)
+
+// String names the kind.
+func (k Kind) String() string {
+	switch k {
+	case Launch:
+		return "launch"
+	case Reconnect:
+		return "reconnect"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Channel is one port and protocol of a session, e.g. 8443/tcp.
+type Channel struct {
+	Port  uint16
+	Proto string // "tcp" or "udp"
+}
+
+// String formats the channel as "8443/tcp".
+func (c Channel) String() string { return fmt.Sprintf("%d/%s", c.Port, c.Proto) }
+
+// Claims are what a ticket says.
+type Claims struct {
+	Kind     Kind
+	ID       [16]byte  // random, unique per ticket
+	Session  string    // the session the ticket opens
+	Machine  string    // the machine the session runs on
+	Mode     string    // "gateway" or "direct"
+	Channels []Channel // the channels it may open; empty for reconnect tickets means all
+	Issued   time.Time
+	Expires  time.Time
+}
+
+// Errors of Check. Callers log them and tell the client only "denied".
+var (
+	ErrMalformed    = errors.New("malformed ticket")
+	ErrSignature    = errors.New("bad ticket signature")
+	ErrExpired      = errors.New("ticket expired")
+	ErrNotYetValid  = errors.New("ticket not yet valid")
+	ErrReplayed     = errors.New("launch ticket already used for this channel")
+	ErrWrongMachine = errors.New("ticket is for another machine")
+	ErrWrongChannel = errors.New("ticket does not name this channel")
+	ErrRevoked      = errors.New("session revoked")
+	ErrWrongKind    = errors.New("wrong ticket kind")
+)
+
+const (
+	version = 1
+	// MaxLen bounds a token's length; longer input is refused before decoding.
+	MaxLen   = 1024
+	maxField = 255
+	// clockSkew is how far in the future an issue time may be (nodes' clocks differ).
+	clockSkew = 5 * time.Second
+)
+
+var enc = base64.RawURLEncoding.Strict()
+
+// Signer issues tickets with the site key.
+type Signer struct {
+	key ed25519.PrivateKey
+	now func() time.Time
+}
+
+// NewSigner returns a Signer for key; now is the clock (time.Now when nil).
+func NewSigner(key ed25519.PrivateKey, now func() time.Time) *Signer {
+	if now == nil {
+		now = time.Now
+	}
+	return &Signer{key: key, now: now}
+}
+
+// Issue signs c for ttl from now, filling in ID, Issued and Expires.
+func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
+	if c.Kind != Launch && c.Kind != Reconnect {
+		return "", c, fmt.Errorf("issuing ticket: %w: %v", ErrWrongKind, c.Kind)
+	}
+	if len(c.Session) > maxField || len(c.Machine) > maxField || len(c.Mode) > maxField || len(c.Channels) > 32 {
+		return "", c, fmt.Errorf("issuing ticket: field too long")
+	}
+	if _, err := rand.Read(c.ID[:]); err != nil {
+		return "", c, fmt.Errorf("issuing ticket: %w", err)
+	}
+	now := s.now()
+	c.Issued = now.Truncate(time.Millisecond)
+	c.Expires = now.Add(ttl).Truncate(time.Millisecond)
+	b := marshal(c)
+	b = append(b, ed25519.Sign(s.key, b)...)
+	return enc.EncodeToString(b), c, nil
+}
+
+func marshal(c Claims) []byte {
+	b := make([]byte, 0, 128)
+	b = append(b, version, byte(c.Kind))
+	b = append(b, c.ID[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Issued.UnixMilli()))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Expires.UnixMilli()))
+	for _, s := range []string{c.Session, c.Machine, c.Mode} {
+		b = append(b, byte(len(s)))
+		b = append(b, s...)
+	}
+	b = append(b, byte(len(c.Channels)))
+	for _, ch := range c.Channels {
+		b = binary.BigEndian.AppendUint16(b, ch.Port)
+		p := byte('t')
+		if ch.Proto == "udp" {
+			p = 'u'
+		}
+		b = append(b, p)
+	}
+	return b
+}
+
+// Parse decodes a token and checks its signature with pub; it checks nothing else.
+func Parse(token string, pub ed25519.PublicKey) (Claims, error) {
+	var c Claims
+	if len(token) > MaxLen || len(token) == 0 {
+		return c, ErrMalformed
+	}
+	b, err := enc.DecodeString(token)
+	if err != nil || len(b) < 2+16+16+4+ed25519.SignatureSize {
+		return c, ErrMalformed
+	}
+	body, sig := b[:len(b)-ed25519.SignatureSize], b[len(b)-ed25519.SignatureSize:]
+	if !ed25519.Verify(pub, body, sig) {
+		return c, ErrSignature
+	}
+	if body[0] != version {
+		return c, ErrMalformed
+	}
+	c.Kind = Kind(body[1])
+	copy(c.ID[:], body[2:18])
+	c.Issued = time.UnixMilli(int64(binary.BigEndian.Uint64(body[18:26])))
+	c.Expires = time.UnixMilli(int64(binary.BigEndian.Uint64(body[26:34])))
+	rest := body[34:]
+	var fields [3]string
+	for i := range fields {
+		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
+			return c, ErrMalformed
+		}
+		fields[i], rest = string(rest[1:1+int(rest[0])]), rest[1+int(rest[0]):]
+	}
+	c.Session, c.Machine, c.Mode = fields[0], fields[1], fields[2]
+	if len(rest) < 1 || len(rest) != 1+3*int(rest[0]) {
+		return c, ErrMalformed
+	}
+	n := int(rest[0])
+	rest = rest[1:]
+	for i := 0; i < n; i++ {
+		ch := Channel{Port: binary.BigEndian.Uint16(rest[3*i:]), Proto: "tcp"}
+		switch rest[3*i+2] {
+		case 't':
+		case 'u':
+			ch.Proto = "udp"
+		default:
+			return c, ErrMalformed
+		}
+		c.Channels = append(c.Channels, ch)
+	}
+	if c.Kind != Launch && c.Kind != Reconnect {
+		return c, ErrWrongKind
+	}
+	return c, nil
+}
+
+// Names reports whether the claims allow channel ch.
+func (c Claims) Names(ch Channel) bool {
+	if len(c.Channels) == 0 && c.Kind == Reconnect {
+		return true
+	}
+	return slices.Contains(c.Channels, ch)
+}

@@ -1,0 +1,228 @@
+package ticket
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock is a fake clock tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+var (
+	tcp8443 = Channel{8443, "tcp"}
+	udp4172 = Channel{4172, "udp"}
+	tcp443  = Channel{443, "tcp"}
+)
+
+func setup(t *testing.T) (*Signer, *Verifier, *clock, ed25519.PrivateKey) {
+	t.Helper()
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	return NewSigner(key, clk.now), NewVerifier(key.Public().(ed25519.PublicKey), NewMemoryLedger(0, clk.now), clk.now), clk, key
+}
+
+func launch(t *testing.T, s *Signer) (string, Claims) {
+	t.Helper()
+	tok, c, err := s.Issue(Claims{Kind: Launch, Session: "s-1", Machine: "vda-1", Mode: "gateway",
+		Channels: []Channel{tcp8443, udp4172}}, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, c
+}
+
+func TestLaunchTicketOpensEachNamedChannelOnce(t *testing.T) {
+	s, v, _, _ := setup(t)
+	tok, issued := launch(t, s)
+	c, err := v.Check(tok, "vda-1", tcp8443)
+	if err != nil {
+		t.Fatalf("first use on 8443/tcp: %v", err)
+	}
+	if c.Session != "s-1" || c.Machine != "vda-1" || c.Mode != "gateway" || c.ID != issued.ID || !c.Expires.Equal(issued.Expires) {
+		t.Errorf("claims = %+v, want those issued %+v", c, issued)
+	}
+	if _, err := v.Check(tok, "vda-1", udp4172); err != nil {
+		t.Errorf("first use on 4172/udp: %v", err)
+	}
+	if _, err := v.Check(tok, "vda-1", tcp8443); !errors.Is(err, ErrReplayed) {
+		t.Errorf("second use on 8443/tcp: err = %v, want ErrReplayed", err)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	s, v, clk, _ := setup(t)
+	_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
+	forger := NewSigner(otherKey, clk.now)
+
+	tests := []struct {
+		name    string
+		token   func() string
+		machine string
+		ch      Channel
+		want    error
+	}{
+		{"a forged ticket (signed with another key) is refused", func() string {
+			tok, _, _ := forger.Issue(Claims{Kind: Launch, Session: "s-1", Machine: "vda-1", Channels: []Channel{tcp8443}}, time.Minute)
+			return tok
+		}, "vda-1", tcp8443, ErrSignature},
+		{"a ticket with one byte flipped is refused", func() string {
+			tok, _ := launch(t, s)
+			b := []byte(tok)
+			b[10] ^= 1
+			if b[10] == '-' || b[10] == '_' || b[10] < '0' {
+				b[10] = 'A'
+			}
+			return string(b)
+		}, "vda-1", tcp8443, ErrSignature},
+		{"garbage is malformed", func() string { return "not a ticket!" }, "vda-1", tcp8443, ErrMalformed},
+		{"an empty token is malformed", func() string { return "" }, "vda-1", tcp8443, ErrMalformed},
+		{"an oversized token is malformed", func() string { return strings.Repeat("A", MaxLen+1) }, "vda-1", tcp8443, ErrMalformed},
+		{"a ticket for another machine is refused", func() string { tok, _ := launch(t, s); return tok }, "vda-2", tcp8443, ErrWrongMachine},
+		{"a ticket used on a port it does not name is refused", func() string { tok, _ := launch(t, s); return tok }, "vda-1", tcp443, ErrWrongChannel},
+		{"an expired ticket is refused", func() string {
+			tok, _ := launch(t, s)
+			clk.add(61 * time.Second)
+			return tok
+		}, "vda-1", tcp8443, ErrExpired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok := tt.token()
+			if _, err := v.Check(tok, tt.machine, tt.ch); !errors.Is(err, tt.want) {
+				t.Errorf("Check = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestTicketFromTheFutureIsRefused(t *testing.T) {
+	s, v, clk, _ := setup(t)
+	tok, _ := launch(t, s)
+	clk.add(-time.Minute)
+	if _, err := v.Check(tok, "vda-1", tcp8443); !errors.Is(err, ErrNotYetValid) {
+		t.Errorf("Check = %v, want ErrNotYetValid", err)
+	}
+}
+
+func TestReconnectTicketIsReusableUntilRevoked(t *testing.T) {
+	s, v, clk, _ := setup(t)
+	tok, _, err := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: "gateway"}, 10*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		clk.add(time.Hour)
+		if _, err := v.Check(tok, "", tcp8443); err != nil {
+			t.Fatalf("reconnect %d: %v", i, err)
+		}
+	}
+	if err := v.Revoke("s-1", 10*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Check(tok, "", tcp8443); !errors.Is(err, ErrRevoked) {
+		t.Errorf("after logoff: %v, want ErrRevoked", err)
+	}
+}
+
+func TestLedgerIsBounded(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	l := NewMemoryLedger(10, clk.now)
+	for i := 0; i < 10; i++ {
+		if ok, err := l.Use([16]byte{byte(i)}, tcp8443, clk.now().Add(time.Minute)); !ok || err != nil {
+			t.Fatalf("Use %d = %v, %v", i, ok, err)
+		}
+	}
+	if _, err := l.Use([16]byte{99}, tcp8443, clk.now().Add(time.Minute)); !errors.Is(err, ErrLedgerFull) {
+		t.Fatalf("Use over the limit = %v, want ErrLedgerFull", err)
+	}
+	clk.add(2 * time.Minute)
+	if ok, err := l.Use([16]byte{99}, tcp8443, clk.now().Add(time.Minute)); !ok || err != nil {
+		t.Fatalf("Use after expiry = %v, %v; want expired entries purged", ok, err)
+	}
+	if l.Len() != 1 {
+		t.Errorf("Len = %d after purge, want 1", l.Len())
+	}
+}
+
+func TestConcurrentUseAdmitsExactlyOne(t *testing.T) {
+	s, v, _, _ := setup(t)
+	tok, _ := launch(t, s)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := v.Check(tok, "vda-1", tcp8443); err == nil {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != 1 {
+		t.Errorf("%d of 50 concurrent uses were admitted, want exactly 1", ok)
+	}
+}
+
+func TestLoadOrCreateKey(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "keys", "site.key")
+	k1, err := LoadOrCreateKey(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode = %v, %v; want 0600", st.Mode(), err)
+	}
+	k2, err := LoadOrCreateKey(p)
+	if err != nil || !k1.Equal(k2) {
+		t.Fatalf("reloaded key differs: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.key")
+	os.WriteFile(bad, []byte("hello"), 0o600)
+	if _, err := LoadOrCreateKey(bad); err == nil || !strings.Contains(err.Error(), "not a PEM PRIVATE KEY") {
+		t.Errorf("bad key file: %v", err)
+	}
+}
+
+// FuzzParse: arbitrary tokens never panic and never verify.
+func FuzzParse(f *testing.F) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	s := NewSigner(key, nil)
+	tok, _, _ := s.Issue(Claims{Kind: Launch, Session: "s", Machine: "m", Channels: []Channel{tcp8443}}, time.Minute)
+	f.Add(tok)
+	f.Add("")
+	f.Add("AAAA")
+	pub := key.Public().(ed25519.PublicKey)
+	f.Fuzz(func(t *testing.T, in string) {
+		c, err := Parse(in, pub)
+		if err == nil && in != tok {
+			// Only genuinely signed input may parse; base64 allows no other encoding of tok.
+			t.Fatalf("Parse accepted %q: %+v", in, c)
+		}
+	})
+}

@@ -1,0 +1,165 @@
+package ticket
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Ledger remembers which launch-ticket channels were used and which sessions were revoked.
+// MemoryLedger serves one node; a distributed store implements the same with transactions so
+// that no ticket is used twice across nodes.
+type Ledger interface {
+	// Use records that ticket id opened ch and reports false if it already had. Entries may be
+	// forgotten after until (the ticket has expired by then).
+	Use(id [16]byte, ch Channel, until time.Time) (bool, error)
+	// Revoke makes every ticket of session invalid until until.
+	Revoke(session string, until time.Time) error
+	// Revoked reports whether session was revoked.
+	Revoked(session string) (bool, error)
+}
+
+// ErrLedgerFull is returned when a MemoryLedger holds its limit of unexpired entries.
+var ErrLedgerFull = errors.New("ticket ledger full")
+
+// MemoryLedger is a Ledger in memory, bounded by Limit unexpired entries.
+type MemoryLedger struct {
+	now   func() time.Time
+	limit int
+
+	mu      sync.Mutex // guards used and revoked
+	used    map[useKey]time.Time
+	revoked map[string]time.Time
+}
+
+type useKey struct {
+	id [16]byte
+	ch Channel
+}
+
+// NewMemoryLedger returns a ledger holding at most limit entries of each kind (0 means
+// 1,000,000); now is the clock (time.Now when nil).
+func NewMemoryLedger(limit int, now func() time.Time) *MemoryLedger {
+	if limit <= 0 {
+		limit = 1_000_000
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &MemoryLedger{now: now, limit: limit, used: map[useKey]time.Time{}, revoked: map[string]time.Time{}}
+}
+
+// Use implements Ledger.
+func (l *MemoryLedger) Use(id [16]byte, ch Channel, until time.Time) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := useKey{id, ch}
+	if exp, ok := l.used[k]; ok && l.now().Before(exp) {
+		return false, nil
+	}
+	if len(l.used) >= l.limit {
+		purgeLocked(l.used, l.now())
+		if len(l.used) >= l.limit {
+			return false, ErrLedgerFull
+		}
+	}
+	l.used[k] = until
+	return true, nil
+}
+
+// Revoke implements Ledger.
+func (l *MemoryLedger) Revoke(session string, until time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.revoked) >= l.limit {
+		purgeLocked(l.revoked, l.now())
+		if len(l.revoked) >= l.limit {
+			return ErrLedgerFull
+		}
+	}
+	l.revoked[session] = until
+	return nil
+}
+
+// Revoked implements Ledger.
+func (l *MemoryLedger) Revoked(session string) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	exp, ok := l.revoked[session]
+	return ok && l.now().Before(exp), nil
+}
+
+// Len returns the number of entries held, expired or not.
+func (l *MemoryLedger) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.used) + len(l.revoked)
+}
+
+func purgeLocked[K comparable](m map[K]time.Time, now time.Time) {
+	for k, exp := range m {
+		if !now.Before(exp) {
+			delete(m, k)
+		}
+	}
+}
+
+// Verifier checks tickets presented to a gateway.
+type Verifier struct {
+	pub    ed25519.PublicKey
+	ledger Ledger
+	now    func() time.Time
+}
+
+// NewVerifier returns a Verifier for the site's public key; now is the clock (time.Now when nil).
+func NewVerifier(pub ed25519.PublicKey, ledger Ledger, now func() time.Time) *Verifier {
+	if now == nil {
+		now = time.Now
+	}
+	return &Verifier{pub: pub, ledger: ledger, now: now}
+}
+
+// Check verifies token for opening channel ch to machine (any machine when machine is "") and
+// returns its claims. A launch ticket's channel is marked used; a reconnect ticket is refused
+// once its session is revoked. The error says why, for the log; clients are told only
+// "denied".
+func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
+	c, err := Parse(token, v.pub)
+	if err != nil {
+		return c, err
+	}
+	now := v.now()
+	switch {
+	case c.Issued.After(now.Add(clockSkew)):
+		return c, ErrNotYetValid
+	case !now.Before(c.Expires):
+		return c, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
+	case machine != "" && c.Machine != machine:
+		return c, fmt.Errorf("%w: %q, not %q", ErrWrongMachine, c.Machine, machine)
+	case !c.Names(ch):
+		return c, fmt.Errorf("%w: %s", ErrWrongChannel, ch)
+	}
+	if revoked, err := v.ledger.Revoked(c.Session); err != nil {
+		return c, fmt.Errorf("checking revocation: %w", err)
+	} else if revoked {
+		return c, ErrRevoked
+	}
+	if c.Kind == Launch {
+		fresh, err := v.ledger.Use(c.ID, ch, c.Expires.Add(clockSkew))
+		if err != nil {
+			return c, fmt.Errorf("recording ticket use: %w", err)
+		}
+		if !fresh {
+			return c, ErrReplayed
+		}
+	}
+	return c, nil
+}
+
+// Revoke invalidates every ticket of session (on logoff) for ttl, the longest a ticket of it
+// can live.
+func (v *Verifier) Revoke(session string, ttl time.Duration) error {
+	return v.ledger.Revoke(session, v.now().Add(ttl+clockSkew))
+}

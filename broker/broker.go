@@ -1,0 +1,391 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+)
+
+// Broker places launches on machines and follows sessions through their lifecycle. It is safe
+// for concurrent use.
+type Broker struct {
+	m     *model
+	st    Store
+	now   func() time.Time
+	newID func() string
+
+	stateMu sync.Mutex // serializes machine-state writes (taken before mu)
+
+	mu       sync.Mutex // guards sessions, byUser, the dynamic fields of machines and groups, and the buckets
+	sessions map[string]*Session
+	byUser   map[string][]*Session // live sessions of each user, by Created then ID
+}
+
+// Option configures a Broker.
+type Option func(*Broker)
+
+// WithIDs sets the session id generator (default: 16 random bytes in hex). Tests and
+// `frontdoor explain` use it for stable output.
+func WithIDs(newID func() string) Option { return func(b *Broker) { b.newID = newID } }
+
+func randomID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// New builds a broker for the defaulted, validated configuration cfg over the store st, with
+// the clock now, and loads the live state (sessions, machine states) from st. Sessions on
+// machines the configuration no longer has are kept (they can be logged off) but occupy no
+// slot.
+func New(ctx context.Context, cfg *configs.Config, st Store, now func() time.Time, opts ...Option) (*Broker, error) {
+	m, err := newModel(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building broker model: %w", err)
+	}
+	b := &Broker{m: m, st: st, now: now, newID: randomID,
+		sessions: map[string]*Session{}, byUser: map[string][]*Session{}}
+	for _, o := range opts {
+		o(b)
+	}
+	snap, err := st.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("loading broker state: %w", err)
+	}
+	for _, ms := range snap.Machines {
+		mx := m.machines[ms.Name]
+		if mx == nil {
+			continue
+		}
+		mx.applyState(ms)
+	}
+	for i := range snap.Sessions {
+		s := snap.Sessions[i]
+		if !s.live() {
+			continue
+		}
+		b.addLocked(&s)
+		if mx := m.machines[s.Machine]; mx != nil {
+			mx.sessions++
+			if s.State == StatePending {
+				mx.pending++
+			}
+		}
+	}
+	for _, mx := range m.machines {
+		mx.load = mx.loadIndex()
+		mx.group.buckets[mx.zone].insert(mx)
+	}
+	return b, nil
+}
+
+func (mx *machine) applyState(ms MachineState) {
+	mx.cpu, mx.mem, mx.down = ms.CPU, ms.Memory, ms.Down
+	mx.maintenance = mx.cfgMaintenance
+	if ms.Maintenance != nil {
+		mx.maintenance = *ms.Maintenance
+	}
+	mx.reported = true
+}
+
+// addLocked indexes a new session.
+func (b *Broker) addLocked(s *Session) {
+	b.sessions[s.ID] = s
+	l := b.byUser[s.User]
+	i, _ := slices.BinarySearchFunc(l, s, compareSessions)
+	b.byUser[s.User] = slices.Insert(l, i, s)
+}
+
+// removeLocked drops a session from the indexes and frees its slot.
+func (b *Broker) removeLocked(id string) (*Session, bool) {
+	s, ok := b.sessions[id]
+	if !ok {
+		return nil, false
+	}
+	delete(b.sessions, id)
+	l := b.byUser[s.User]
+	if i := slices.Index(l, s); i >= 0 {
+		l = slices.Delete(l, i, i+1)
+	}
+	if len(l) == 0 {
+		delete(b.byUser, s.User)
+	} else {
+		b.byUser[s.User] = l
+	}
+	if mx := b.m.machines[s.Machine]; mx != nil {
+		mx.update(func() {
+			mx.sessions--
+			if s.State == StatePending {
+				mx.pending--
+			}
+		})
+	}
+	return s, true
+}
+
+// replaceLocked installs a newer revision of an existing session; older revisions and
+// sessions that are gone are ignored.
+func (b *Broker) replaceLocked(next Session) {
+	cur, ok := b.sessions[next.ID]
+	if !ok || cur.Rev >= next.Rev {
+		return
+	}
+	if mx := b.m.machines[cur.Machine]; mx != nil && (cur.State == StatePending) != (next.State == StatePending) {
+		mx.update(func() {
+			if next.State == StatePending {
+				mx.pending++
+			} else {
+				mx.pending--
+			}
+		})
+	}
+	*cur = next
+}
+
+func compareSessions(a, b *Session) int {
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c
+	}
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+// Session returns a copy of the live session id.
+func (b *Broker) Session(id string) (Session, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.sessions[id]
+	if !ok {
+		return Session{}, false
+	}
+	return *s, true
+}
+
+// Sessions returns copies of all live sessions, ordered by Created then ID.
+func (b *Broker) Sessions() []Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Session, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, c Session) int { return compareSessions(&a, &c) })
+	return out
+}
+
+// MachineLoad returns the current load index of a machine and its live session count.
+func (b *Broker) MachineLoad(name string) (load, sessions int, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	mx := b.m.machines[name]
+	if mx == nil {
+		return 0, 0, false
+	}
+	return mx.load, mx.sessions, true
+}
+
+// mutate applies fn to a copy of session id and writes it with a compare-and-swap, retrying
+// on conflicts.
+func (b *Broker) mutate(ctx context.Context, id string, fn func(s *Session) error) (Session, error) {
+	for attempt := 0; ; attempt++ {
+		b.mu.Lock()
+		cur, ok := b.sessions[id]
+		if !ok {
+			b.mu.Unlock()
+			return Session{}, fmt.Errorf("session %s: %w", id, ErrNoSession)
+		}
+		next := *cur
+		if err := fn(&next); err != nil {
+			b.mu.Unlock()
+			return Session{}, fmt.Errorf("session %s: %w", id, err)
+		}
+		prev := cur.Rev
+		next.Rev = prev + 1
+		b.mu.Unlock()
+		err := b.st.UpdateSession(ctx, next, prev)
+		if errors.Is(err, ErrConflict) && attempt < 8 {
+			if err := b.refresh(ctx, id); err != nil {
+				return Session{}, err
+			}
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, ErrNoSession) {
+				b.mu.Lock()
+				b.removeLocked(id)
+				b.mu.Unlock()
+			}
+			return Session{}, fmt.Errorf("session %s: %w", id, err)
+		}
+		b.mu.Lock()
+		b.replaceLocked(next)
+		b.mu.Unlock()
+		return next, nil
+	}
+}
+
+// refresh reloads one session from the store after a conflict.
+func (b *Broker) refresh(ctx context.Context, id string) error {
+	snap, err := b.st.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("reloading session %s: %w", id, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range snap.Sessions {
+		if s.ID == id {
+			b.replaceLocked(s)
+			return nil
+		}
+	}
+	b.removeLocked(id)
+	return nil
+}
+
+// Connected records that the client of session id attached: pending or disconnected →
+// connected (connected stays connected).
+func (b *Broker) Connected(ctx context.Context, id string) (Session, error) {
+	now := b.now()
+	return b.mutate(ctx, id, func(s *Session) error {
+		if s.State != StateConnected {
+			s.Changed = now
+		}
+		s.State, s.Expires = StateConnected, time.Time{}
+		return nil
+	})
+}
+
+// Disconnected records that the client of session id went away: connected → disconnected,
+// kept for the group's disconnect_timeout.
+func (b *Broker) Disconnected(ctx context.Context, id string) (Session, error) {
+	now := b.now()
+	return b.mutate(ctx, id, func(s *Session) error {
+		if s.State != StateConnected {
+			return fmt.Errorf("%w: %s → disconnected", ErrBadTransition, s.State)
+		}
+		s.State, s.Changed = StateDisconnected, now
+		s.Expires = now.Add(b.disconnectTimeout(s).D())
+		return nil
+	})
+}
+
+func (b *Broker) disconnectTimeout(s *Session) configs.Duration {
+	if g := b.m.groups[s.Group]; g != nil {
+		return g.disconnectTimeout
+	}
+	return configs.Duration(time.Hour)
+}
+
+// Logoff ends session id and frees its slot. It returns the ended session.
+func (b *Broker) Logoff(ctx context.Context, id string) (Session, error) {
+	b.mu.Lock()
+	cur, ok := b.sessions[id]
+	b.mu.Unlock()
+	if !ok {
+		return Session{}, fmt.Errorf("session %s: %w", id, ErrNoSession)
+	}
+	return b.end(ctx, cur.ID)
+}
+
+func (b *Broker) end(ctx context.Context, id string) (Session, error) {
+	err := b.st.DeleteSession(ctx, id)
+	if err != nil && !errors.Is(err, ErrNoSession) {
+		return Session{}, fmt.Errorf("ending session %s: %w", id, err)
+	}
+	b.mu.Lock()
+	s, ok := b.removeLocked(id)
+	b.mu.Unlock()
+	if !ok {
+		return Session{}, fmt.Errorf("session %s: %w", id, ErrNoSession)
+	}
+	out := *s
+	out.State, out.Changed, out.Expires = StateEnded, b.now(), time.Time{}
+	return out, nil
+}
+
+// Expire ends every pending session that never connected within pending_timeout and every
+// disconnected session past its group's disconnect_timeout, and returns them.
+func (b *Broker) Expire(ctx context.Context) ([]Session, error) {
+	now := b.now()
+	b.mu.Lock()
+	var due []string
+	for id, s := range b.sessions {
+		if (s.State == StatePending || s.State == StateDisconnected) && !s.Expires.IsZero() && !now.Before(s.Expires) {
+			due = append(due, id)
+		}
+	}
+	b.mu.Unlock()
+	slices.Sort(due)
+	var ended []Session
+	for _, id := range due {
+		s, err := b.end(ctx, id)
+		if errors.Is(err, ErrNoSession) {
+			continue
+		}
+		if err != nil {
+			return ended, err
+		}
+		ended = append(ended, s)
+	}
+	return ended, nil
+}
+
+// ReportLoad records the CPU and memory load (percent, 0..100) reported by a machine's agent.
+func (b *Broker) ReportLoad(ctx context.Context, name string, cpu, memory int) error {
+	return b.setMachine(ctx, name, func(mx *machine) { mx.cpu, mx.mem = cpu, memory })
+}
+
+// SetMaintenance puts a machine in maintenance (drain: reconnects only) or takes it out.
+func (b *Broker) SetMaintenance(ctx context.Context, name string, on bool) error {
+	return b.setMachine(ctx, name, func(mx *machine) { mx.maintenance = on })
+}
+
+// SetDown records the health verdict of a machine; a down machine is not available.
+func (b *Broker) SetDown(ctx context.Context, name string, down bool) error {
+	return b.setMachine(ctx, name, func(mx *machine) { mx.down = down })
+}
+
+func (b *Broker) setMachine(ctx context.Context, name string, fn func(*machine)) error {
+	b.stateMu.Lock()
+	defer b.stateMu.Unlock()
+	b.mu.Lock()
+	mx := b.m.machines[name]
+	if mx == nil {
+		b.mu.Unlock()
+		return fmt.Errorf("machine %q: %w", name, ErrUnknownMachine)
+	}
+	mx.update(func() { fn(mx) })
+	mx.reported = true
+	maint := mx.maintenance
+	ms := MachineState{Name: name, CPU: mx.cpu, Memory: mx.mem, Down: mx.down, Maintenance: &maint, Reported: b.now()}
+	b.mu.Unlock()
+	if err := b.st.PutMachine(ctx, ms); err != nil {
+		return fmt.Errorf("storing machine %q: %w", name, err)
+	}
+	return nil
+}
+
+// SetSecureGateway switches a group's secure gateway mode at run time (not persisted): new
+// launches follow it, running sessions keep their mode.
+func (b *Broker) SetSecureGateway(groupName string, on bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.m.groups[groupName]
+	if g == nil {
+		return fmt.Errorf("group %q is not defined", groupName)
+	}
+	g.secureGateway = on
+	return nil
+}

@@ -1,0 +1,645 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// LaunchRequest asks for a session of a resource.
+type LaunchRequest struct {
+	// User is the authenticated user name.
+	User string
+	// Resource is the resource to launch.
+	Resource string
+	// LocationZone is the user-location zone (the zonemap of the client IP); "" when unknown.
+	LocationZone string
+	// Endpoint identifies the client device; it decides same_endpoint_only reconnection and
+	// whether step 4 steals a connected session.
+	Endpoint string
+	// Site is the connecting federation site for global resources; "" means the site of
+	// LocationZone.
+	Site string
+}
+
+// Outcome is what a launch decided.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeNew       Outcome = "new"
+	OutcomeReconnect Outcome = "reconnect"
+	OutcomeDenied    Outcome = "denied"
+)
+
+// Preferred-zone sources (Decision.PreferredZoneSource).
+const (
+	SourceApplicationHome = "ApplicationHome"
+	SourceUserHome        = "UserHome"
+	SourceUserLocation    = "UserLocation"
+)
+
+// Decision is the answer to a launch, with the trace that explains it.
+type Decision struct {
+	// Outcome is new, reconnect or denied.
+	Outcome Outcome `json:"outcome"`
+	// Step is the launch step that matched, 1..5, or 0 without a preferred zone (and for
+	// assigned desktops and global resources).
+	Step int `json:"step"`
+	// PreferredZone is the preferred zone of the group that matched (of the first group
+	// that has one when denied); "" when none.
+	PreferredZone string `json:"preferred_zone"`
+	// PreferredZoneSource is ApplicationHome, UserHome, UserLocation or "".
+	PreferredZoneSource string `json:"preferred_zone_source"`
+	// Group is the delivery group of the machine.
+	Group string `json:"group"`
+	// Machine is the chosen machine.
+	Machine string `json:"machine"`
+	// Address is the machine's address.
+	Address string `json:"address"`
+	// Zone is the machine's zone.
+	Zone string `json:"zone"`
+	// Site is the federation site of the machine (global resources only).
+	Site string `json:"site,omitempty"`
+	// Session is the session id ("" for a new session in a dry run).
+	Session string `json:"session"`
+	// Mode is "gateway" (tunnel through a secure gateway) or "direct".
+	Mode string `json:"mode"`
+	// Stolen is set when step 4 moves a connected session from another endpoint; the
+	// previous endpoint is PreviousEndpoint.
+	Stolen           bool   `json:"stolen,omitempty"`
+	PreviousEndpoint string `json:"previous_endpoint,omitempty"`
+	// Reason says why a launch was denied.
+	Reason string `json:"reason"`
+	// Err is the denial sentinel (ErrNotEntitled, ErrNoCapacity, ...) for errors.Is.
+	Err error `json:"-"`
+	// Trace explains the decision line by line.
+	Trace []string `json:"trace"`
+}
+
+// choice is the result of a decision before it is committed.
+type choice struct {
+	m       *machine
+	s       *Session // existing session for a reconnect
+	g       *group
+	step    int
+	label   string
+	pz, src string
+	site    string
+	steal   bool
+	deny    error
+	reason  string
+}
+
+// launch holds one decision in progress. All of it runs under Broker.mu.
+type launch struct {
+	b       *Broker
+	req     LaunchRequest
+	u       *user
+	r       *resource
+	exclude map[*machine]bool
+	trace   []string
+}
+
+func (l *launch) tracef(format string, args ...any) {
+	l.trace = append(l.trace, fmt.Sprintf(format, args...))
+}
+
+// Decide returns the decision a launch would take now, without reserving or creating
+// anything (a dry run; a new session has no id).
+func (b *Broker) Decide(req LaunchRequest) Decision {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := &launch{b: b, req: req}
+	c := l.decide()
+	d := l.decision(c)
+	return d
+}
+
+// Launch decides where req goes and commits it: a new session is created on the chosen
+// machine in one atomic store step (never over max_sessions); a reconnect updates the
+// session's endpoint. A denial is a Decision with Outcome Denied and a nil error; the error is
+// for store failures only.
+func (b *Broker) Launch(ctx context.Context, req LaunchRequest) (Decision, error) {
+	exclude := map[*machine]bool{}
+	var notes []string
+	for attempt := 0; ; attempt++ {
+		b.mu.Lock()
+		l := &launch{b: b, req: req, exclude: exclude, trace: notes}
+		c := l.decide()
+		d := l.decision(c)
+		if d.Outcome == OutcomeDenied {
+			b.mu.Unlock()
+			return d, nil
+		}
+		now := b.now()
+		if c.s == nil {
+			// Reserve the slot in the index so concurrent launches here see it, then
+			// let the store check capacity and create the session atomically.
+			m := c.m
+			m.update(func() { m.sessions++; m.pending++ })
+			s := Session{ID: b.newID(), User: req.User, Resource: req.Resource, Group: c.g.name,
+				Machine: m.name, Zone: m.zone, State: StatePending, Endpoint: req.Endpoint,
+				Mode: d.Mode, Created: now, Changed: now,
+				Expires: now.Add(b.m.pendingTimeout.D()), Rev: 1}
+			b.mu.Unlock()
+			err := b.st.CreateSession(ctx, s, m.max)
+			b.mu.Lock()
+			if err != nil {
+				m.update(func() { m.sessions--; m.pending-- })
+				b.mu.Unlock()
+				if (errors.Is(err, ErrMachineFull) || errors.Is(err, ErrExists)) && attempt < 4 {
+					exclude[m] = true
+					notes = append(l.trace, fmt.Sprintf("retry: the store refused a session on %s (%v); trying again without it", m.name, err))
+					continue
+				}
+				return d, fmt.Errorf("creating session on %s: %w", m.name, err)
+			}
+			b.addLocked(&s)
+			b.mu.Unlock()
+			d.Session = s.ID
+			return d, nil
+		}
+		prev := c.s.Rev
+		next := *c.s
+		next.Endpoint = req.Endpoint
+		next.Rev = prev + 1
+		if next.State == StateDisconnected {
+			if e := now.Add(b.m.pendingTimeout.D()); next.Expires.Before(e) {
+				next.Expires = e // room to reconnect
+			}
+		}
+		b.mu.Unlock()
+		err := b.st.UpdateSession(ctx, next, prev)
+		if err != nil {
+			if (errors.Is(err, ErrConflict) || errors.Is(err, ErrNoSession)) && attempt < 4 {
+				if err := b.refresh(ctx, next.ID); err != nil {
+					return d, err
+				}
+				notes = append(l.trace, fmt.Sprintf("retry: session %s changed while reconnecting (%v); trying again", next.ID, err))
+				continue
+			}
+			return d, fmt.Errorf("reconnecting session %s: %w", next.ID, err)
+		}
+		b.mu.Lock()
+		b.replaceLocked(next)
+		b.mu.Unlock()
+		return d, nil
+	}
+}
+
+// decision turns a choice into a Decision.
+func (l *launch) decision(c choice) Decision {
+	d := Decision{Step: c.step, PreferredZone: c.pz, PreferredZoneSource: c.src, Site: c.site}
+	if c.deny != nil {
+		d.Outcome, d.Err, d.Reason = OutcomeDenied, c.deny, c.reason
+		l.tracef("denied: %s", c.reason)
+		d.Trace = l.trace
+		return d
+	}
+	d.Group, d.Machine, d.Address, d.Zone = c.g.name, c.m.name, c.m.addr, c.m.zone
+	at := ""
+	if c.label != "" {
+		at = " (" + c.label + ")"
+	}
+	if c.s != nil {
+		d.Outcome, d.Session, d.Mode = OutcomeReconnect, c.s.ID, c.s.Mode
+		if c.steal {
+			d.Stolen, d.PreviousEndpoint = true, c.s.Endpoint
+			l.tracef("choice: reconnect %s session %s on %s in zone %s%s, moved from endpoint %q to %q", c.s.State, c.s.ID, c.m.name, c.m.zone, at, c.s.Endpoint, l.req.Endpoint)
+		} else {
+			l.tracef("choice: reconnect %s session %s on %s in zone %s%s", c.s.State, c.s.ID, c.m.name, c.m.zone, at)
+		}
+	} else {
+		d.Outcome, d.Mode = OutcomeNew, modeOf(c.g)
+		l.tracef("choice: new session on %s in zone %s%s, load index %d, mode %s", c.m.name, c.m.zone, at, c.m.load, d.Mode)
+	}
+	d.Trace = l.trace
+	return d
+}
+
+func modeOf(g *group) string {
+	if g.secureGateway {
+		return "gateway"
+	}
+	return "direct"
+}
+
+// decide picks a session or machine for the request.
+func (l *launch) decide() choice {
+	m := l.b.m
+	u, ok := m.users[l.req.User]
+	if !ok {
+		return choice{deny: ErrUnknownUser, reason: fmt.Sprintf("user %q is not a user of the site", l.req.User)}
+	}
+	l.u = u
+	r, ok := m.resources[l.req.Resource]
+	if !ok {
+		return choice{deny: ErrUnknownResource, reason: fmt.Sprintf("resource %q is not published", l.req.Resource)}
+	}
+	l.r = r
+	if u.homeZone != "" {
+		l.tracef("user %s: home zone %s (%s)", u.name, u.homeZone, u.homeSource)
+	} else {
+		l.tracef("user %s: no home zone", u.name)
+	}
+	if !r.entitled(u) {
+		return choice{deny: ErrNotEntitled, reason: fmt.Sprintf("user %q is not entitled to %q", u.name, r.name)}
+	}
+	gs := make([]string, len(r.groups))
+	for i, g := range r.groups {
+		gs[i] = fmt.Sprintf("%s (priority %d, %s)", g.name, r.prios[i], kindOf(g))
+	}
+	kind := "desktop"
+	if r.app {
+		kind = "app"
+	}
+	l.tracef("resource %s (%s) from %s", r.name, kind, strings.Join(gs, ", "))
+
+	var assigned, shared []*group
+	for _, g := range r.groups {
+		if g.assigned {
+			assigned = append(assigned, g)
+		} else {
+			shared = append(shared, g)
+		}
+	}
+	if len(assigned) > 0 {
+		if c, ok := l.assigned(assigned); ok || len(shared) == 0 {
+			return c
+		}
+	}
+	if r.cfg.Global && len(m.sites) > 0 {
+		return l.global(shared)
+	}
+	if r.cfg.Global {
+		l.tracef("global resource but the config defines no sites: zone preference applies")
+	}
+	return l.shared(shared)
+}
+
+func kindOf(g *group) string {
+	if g.assigned {
+		return "assigned"
+	}
+	return "shared"
+}
+
+// prefZone is the preferred zone of one group for this launch.
+type prefZone struct {
+	zone, src string
+	only      bool   // only steps 1 and 3
+	why       string // the restriction, for the trace
+	missing   bool   // the zone is not a zone of the site
+}
+
+// preferred picks the group's preferred zone: the first candidate of its zone_preferences
+// that exists; the others are then ignored.
+func (l *launch) preferred(g *group) prefZone {
+	r, u := l.r, l.u
+	if len(g.prefs) == 0 {
+		l.tracef("group %s: zone_preferences is empty: zone preference off", g.name)
+		return prefZone{}
+	}
+	var notes []string
+	var pz prefZone
+	for _, p := range g.prefs {
+		switch p {
+		case "ApplicationHome":
+			if r.app && r.cfg.HomeZone != "" {
+				pz = prefZone{zone: r.cfg.HomeZone, src: SourceApplicationHome}
+				if r.cfg.HomeZoneOnly {
+					pz.only, pz.why = true, "home_zone_only"
+				}
+			}
+		case "UserHome", "UserHomeOnly":
+			if r.cfg.IgnoreUserHomeZone {
+				if g.defaultPrefs {
+					if u.homeZone != "" {
+						notes = append(notes, fmt.Sprintf("user home zone %s ignored (ignore_user_home_zone)", u.homeZone))
+					}
+					continue
+				}
+				notes = append(notes, "ignore_user_home_zone has no effect: zone_preferences is not the default order")
+			}
+			if u.homeZone != "" {
+				pz = prefZone{zone: u.homeZone, src: SourceUserHome}
+				if p == "UserHomeOnly" {
+					pz.only, pz.why = true, "UserHomeOnly"
+				}
+			}
+		case "UserLocation":
+			z := l.req.LocationZone
+			if z != "" && !l.b.m.zones[z] {
+				notes = append(notes, fmt.Sprintf("location zone %q is not a zone of the site: ignored", z))
+				continue
+			}
+			if z != "" {
+				pz = prefZone{zone: z, src: SourceUserLocation}
+			}
+		}
+		if pz.zone != "" {
+			break
+		}
+	}
+	line := fmt.Sprintf("group %s: zone_preferences [%s]", g.name, strings.Join(g.prefs, " "))
+	if pz.zone == "" {
+		line += " → no preferred zone"
+	} else {
+		line += fmt.Sprintf(" → preferred zone %s (%s)", pz.zone, pz.src)
+		if pz.only {
+			line += fmt.Sprintf("; %s: only steps 1 and 3", pz.why)
+		}
+		if !l.b.m.zones[pz.zone] {
+			pz.missing = true
+			line += fmt.Sprintf("; zone %s does not exist in the site", pz.zone)
+		}
+	}
+	if len(notes) > 0 {
+		line += "; " + strings.Join(notes, "; ")
+	}
+	l.trace = append(l.trace, line)
+	return pz
+}
+
+// shared runs the launch order over shared groups.
+func (l *launch) shared(groups []*group) choice {
+	if len(groups) == 0 {
+		return choice{deny: ErrNoMachines, reason: fmt.Sprintf("resource %q has no machines for user %q", l.r.name, l.u.name)}
+	}
+	pzs := make([]prefZone, len(groups))
+	first := -1
+	for i, g := range groups {
+		pzs[i] = l.preferred(g)
+		if pzs[i].zone != "" && first < 0 {
+			first = i
+		}
+	}
+	if first < 0 {
+		l.tracef("no preferred zone: reconnect if possible, else balance over all machines")
+		for i, g := range groups {
+			label := stepLabel(0, i, g)
+			if s := l.findSession(g, label, "", anyLive); s != nil {
+				return l.reconnect(g, s, 0, label, prefZone{})
+			}
+		}
+		for i, g := range groups {
+			label := stepLabel(0, i, g)
+			if m := l.findMachine(g, label, ""); m != nil {
+				return choice{m: m, g: g, label: label}
+			}
+		}
+		return l.deny(groups, pzs)
+	}
+	for step := 1; step <= 5; step++ {
+		for i, g := range groups {
+			pz := pzs[i]
+			label := stepLabel(step, i, g)
+			if pz.only && (step == 2 || step == 4 || step == 5) {
+				l.tracef("%s: skipped: launch must stay in %s (%s)", label, pz.zone, pz.why)
+				continue
+			}
+			if pz.zone == "" && (step == 1 || step == 3) {
+				l.tracef("%s: skipped: no preferred zone in this group", label)
+				continue
+			}
+			switch step {
+			case 1:
+				if s := l.findSession(g, label, pz.zone, anyLive); s != nil {
+					return l.reconnect(g, s, step, label, pz)
+				}
+			case 2:
+				if s := l.findSession(g, label, "", onlyDisconnected); s != nil {
+					return l.reconnect(g, s, step, label, pz)
+				}
+			case 3:
+				if pz.missing {
+					l.tracef("%s: zone %s does not exist", label, pz.zone)
+					continue
+				}
+				if m := l.findMachine(g, label, pz.zone); m != nil {
+					return choice{m: m, g: g, step: step, label: label, pz: pz.zone, src: pz.src}
+				}
+			case 4:
+				if s := l.findSession(g, label, "", onlyConnected); s != nil {
+					return l.reconnect(g, s, step, label, pz)
+				}
+			case 5:
+				if m := l.findMachine(g, label, ""); m != nil {
+					return choice{m: m, g: g, step: step, label: label, pz: pz.zone, src: pz.src}
+				}
+			}
+		}
+	}
+	c := l.deny(groups, pzs)
+	c.pz, c.src = pzs[first].zone, pzs[first].src
+	return c
+}
+
+func stepLabel(step, i int, g *group) string {
+	if step == 0 {
+		return "group " + g.name
+	}
+	return fmt.Sprintf("step %d%c %s", step, 'a'+rune(i%26), g.name)
+}
+
+// deny explains why nothing was found.
+func (l *launch) deny(groups []*group, pzs []prefZone) choice {
+	total := 0
+	for _, g := range groups {
+		total += g.machines
+	}
+	if total == 0 {
+		return choice{deny: ErrNoMachines, reason: fmt.Sprintf("resource %q has no machines", l.r.name)}
+	}
+	for _, pz := range pzs {
+		if pz.only && pz.missing {
+			return choice{deny: ErrZoneMissing, reason: fmt.Sprintf("launch must stay in zone %s (%s) but the site has no such zone", pz.zone, pz.why)}
+		}
+	}
+	for _, pz := range pzs {
+		if pz.only {
+			return choice{deny: ErrNoCapacity, reason: fmt.Sprintf("no session to reconnect and no available machine in zone %s (%s forbids other zones)", pz.zone, pz.why)}
+		}
+	}
+	return choice{deny: ErrNoCapacity, reason: fmt.Sprintf("no session to reconnect and no available machine for %q", l.r.name)}
+}
+
+type stateFilter int
+
+const (
+	anyLive stateFilter = iota
+	onlyDisconnected
+	onlyConnected // connected or pending
+)
+
+func (f stateFilter) match(s State) bool {
+	switch f {
+	case onlyDisconnected:
+		return s == StateDisconnected
+	case onlyConnected:
+		return s == StateConnected || s == StatePending
+	}
+	return s != StateEnded
+}
+
+// findSession returns the first session of the user for this resource in group g (in zone,
+// unless ""), in the given states, that is suitable for reconnection. Disconnected sessions
+// come first, then by age.
+func (l *launch) findSession(g *group, label, zone string, f stateFilter) *Session {
+	var found, seen int
+	var best *Session
+	for _, s := range l.b.byUser[l.u.name] {
+		if s.Resource != l.r.name || s.Group != g.name || (zone != "" && s.Zone != zone) || !f.match(s.State) {
+			continue
+		}
+		seen++
+		if why := l.unsuitable(g, s); why != "" {
+			l.tracef("%s: skipped %s session %s on %s: %s", label, s.State, s.ID, s.Machine, why)
+			continue
+		}
+		found++
+		if best == nil || (s.State == StateDisconnected && best.State != StateDisconnected) {
+			best = s
+		}
+	}
+	if best == nil {
+		what := map[stateFilter]string{anyLive: "session", onlyDisconnected: "disconnected session", onlyConnected: "connected session"}[f]
+		where := "in any zone"
+		if zone != "" {
+			where = "in " + zone
+		}
+		if seen == 0 {
+			l.tracef("%s: no %s %s", label, what, where)
+		} else {
+			l.tracef("%s: no suitable %s %s", label, what, where)
+		}
+	}
+	return best
+}
+
+// unsuitable says why session s may not be reconnected by this request, or "".
+func (l *launch) unsuitable(g *group, s *Session) string {
+	mx := l.b.m.machines[s.Machine]
+	switch {
+	case mx == nil:
+		return "machine is no longer in the site"
+	case mx.down:
+		return "machine is down"
+	}
+	switch g.reconnection {
+	case "disconnected_only":
+		if s.State != StateDisconnected {
+			return fmt.Sprintf("%s, and group %s reconnects disconnected sessions only", s.State, g.name)
+		}
+	case "same_endpoint_only":
+		if s.Endpoint != l.req.Endpoint {
+			return fmt.Sprintf("endpoint %q is not %q (same_endpoint_only)", s.Endpoint, l.req.Endpoint)
+		}
+	}
+	return ""
+}
+
+func (l *launch) reconnect(g *group, s *Session, step int, label string, pz prefZone) choice {
+	c := choice{m: l.b.m.machines[s.Machine], s: s, g: g, step: step, label: label, pz: pz.zone, src: pz.src}
+	c.steal = (s.State == StateConnected || s.State == StatePending) && s.Endpoint != l.req.Endpoint
+	return c
+}
+
+// maxListed bounds the skipped machines named in a trace line.
+const maxListed = 5
+
+// findMachine returns the best available machine of g in zone ("" for any zone), tracing the
+// machines it skipped.
+func (l *launch) findMachine(g *group, label, zone string) *machine {
+	return l.findMachineIn(g, label, zone, "", nil)
+}
+
+// findMachineIn is findMachine over one zone, a list of zones (described by zonesDesc), or
+// every zone of g.
+func (l *launch) findMachineIn(g *group, label, zone, zonesDesc string, zones []string) *machine {
+	var best *machine
+	var skipped []string
+	nSkipped, total, avail := 0, 0, 0
+	consider := func(b *bucket) {
+		total += b.all
+		avail += len(b.avail)
+		if m := b.pick(g.vertical, l.exclude); m != nil && better(m, best, g.vertical) {
+			best = m
+		}
+		for _, m := range b.unavail {
+			nSkipped++
+			if len(skipped) < maxListed {
+				skipped = append(skipped, m.name+" "+m.unavailable())
+			}
+		}
+	}
+	where := "any zone"
+	if zone != "" {
+		where = "zone " + zone
+		if b := g.buckets[zone]; b != nil {
+			consider(b)
+		}
+	} else if zones != nil {
+		where = zonesDesc
+		for _, z := range zones {
+			if b := g.buckets[z]; b != nil {
+				consider(b)
+			}
+		}
+	} else {
+		for _, z := range g.zones {
+			consider(g.buckets[z])
+		}
+	}
+	if total == 0 {
+		l.tracef("%s: no machines in %s", label, where)
+		return nil
+	}
+	line := fmt.Sprintf("%s: %s: %d of %d machines available", label, where, avail, total)
+	if nSkipped > 0 {
+		line += "; skipped " + strings.Join(skipped, ", ")
+		if nSkipped > len(skipped) {
+			line += fmt.Sprintf(" and %d more", nSkipped-len(skipped))
+		}
+	}
+	if best != nil {
+		policy := "least loaded"
+		if g.vertical {
+			policy = "vertical: most loaded with room"
+		}
+		line += fmt.Sprintf("; %s: %s (load index %d)", policy, best.name, best.load)
+	}
+	l.trace = append(l.trace, line)
+	return best
+}
+
+// assigned serves private desktops: the user's own machines, no zone preference.
+func (l *launch) assigned(groups []*group) (choice, bool) {
+	l.tracef("assigned desktop: zone preference does not apply")
+	any := false
+	for _, g := range groups {
+		label := "group " + g.name
+		ms := l.u.assigned[g.name]
+		if len(ms) == 0 {
+			l.tracef("%s: no machine is assigned to %s", label, l.u.name)
+			continue
+		}
+		any = true
+		if s := l.findSession(g, label, "", anyLive); s != nil {
+			return l.reconnect(g, s, 0, label, prefZone{}), true
+		}
+		for _, m := range ms {
+			if why := m.unavailable(); why != "" {
+				l.tracef("%s: skipped %s: %s", label, m.name, why)
+				continue
+			}
+			return choice{m: m, g: g, label: label}, true
+		}
+	}
+	if !any {
+		return choice{deny: ErrNoMachines, reason: fmt.Sprintf("no machine of %q is assigned to %q", l.r.name, l.u.name)}, false
+	}
+	return choice{deny: ErrNoCapacity, reason: fmt.Sprintf("the machine assigned to %q is not available", l.u.name)}, false
+}

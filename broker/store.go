@@ -1,0 +1,116 @@
+package broker
+
+import (
+	"context"
+	"time"
+)
+
+// State is the lifecycle state of a session: pending → connected ⇄ disconnected → ended.
+type State string
+
+// Session states.
+const (
+	// StatePending is a launched session whose client has not connected yet. It expires
+	// after site.sessions.pending_timeout and frees its slot.
+	StatePending State = "pending"
+	// StateConnected is a session with a client attached.
+	StateConnected State = "connected"
+	// StateDisconnected is a session kept for reconnection; it expires after its group's
+	// disconnect_timeout.
+	StateDisconnected State = "disconnected"
+	// StateEnded is a session that was logged off or expired. Ended sessions are removed from
+	// the store; the state only appears in values returned by Logoff and Expire.
+	StateEnded State = "ended"
+)
+
+// Session is one user session on one machine. Sessions are values: the broker and the store
+// hand out copies.
+type Session struct {
+	// ID identifies the session in the site.
+	ID string `json:"id"`
+	// User is the user name.
+	User string `json:"user"`
+	// Resource is the launched resource.
+	Resource string `json:"resource"`
+	// Group is the delivery group of the machine.
+	Group string `json:"group"`
+	// Machine is the machine name.
+	Machine string `json:"machine"`
+	// Zone is the machine's zone.
+	Zone string `json:"zone"`
+	// State is the lifecycle state.
+	State State `json:"state"`
+	// Endpoint identifies the client device of the last launch or reconnect.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Mode is "gateway" or "direct", fixed at launch (running sessions keep their mode when
+	// the group's secure_gateway changes).
+	Mode string `json:"mode"`
+	// Created is when the session was launched.
+	Created time.Time `json:"created"`
+	// Changed is when the state last changed.
+	Changed time.Time `json:"changed"`
+	// Expires is when a pending or disconnected session ends; zero for connected sessions.
+	Expires time.Time `json:"expires,omitzero"`
+	// Rev is the store revision of the session, incremented by every write; UpdateSession
+	// compares it (like an etcd ModRevision).
+	Rev uint64 `json:"rev"`
+}
+
+// live reports whether the session occupies a slot on its machine.
+func (s *Session) live() bool { return s.State != StateEnded }
+
+// MachineState is the run-time state of a machine kept in the store: the load reported by its
+// agent and the flags set by operators and health checks.
+type MachineState struct {
+	// Name is the machine name.
+	Name string `json:"name"`
+	// CPU is the percent of CPU busy, 0..100, reported by the agent.
+	CPU int `json:"cpu"`
+	// Memory is the percent of memory used, 0..100, reported by the agent.
+	Memory int `json:"memory"`
+	// Maintenance overrides the configured maintenance flag when not nil.
+	Maintenance *bool `json:"maintenance,omitempty"`
+	// Down is set by health when the machine does not answer; a down machine is not available.
+	Down bool `json:"down"`
+	// Reported is when the load was last reported.
+	Reported time.Time `json:"reported,omitzero"`
+}
+
+// Snapshot is everything a store holds, read once when a broker starts.
+type Snapshot struct {
+	// Sessions are the live sessions.
+	Sessions []Session
+	// Machines are the stored machine states.
+	Machines []MachineState
+}
+
+// Store keeps the live state of a site: sessions and machine states. Implementations must be
+// safe for concurrent use.
+//
+// A launch is one atomic CreateSession call: check the machine's capacity and create the
+// session. With etcd that is one transaction over a per-machine counter key:
+//
+//	txn If(Version("sessions/<id>") == 0, ModRevision("count/<machine>") == rev)
+//	    Then(Put("sessions/<id>", s), Put("count/<machine>", n+1))
+//
+// where n (< max) and rev were read just before; a failed compare is retried or reported as
+// ErrMachineFull. UpdateSession is a compare-and-swap on Session.Rev (an etcd ModRevision).
+type Store interface {
+	// Load returns every live session and every stored machine state.
+	Load(ctx context.Context) (Snapshot, error)
+	// CreateSession stores s (with s.Rev = 1) if s.Machine holds fewer than maxSessions live
+	// sessions, in one atomic step. It returns ErrMachineFull when the machine is full and
+	// ErrExists when s.ID is taken.
+	CreateSession(ctx context.Context, s Session, maxSessions int) error
+	// UpdateSession replaces the session s.ID if its stored revision is prevRev; s.Rev must
+	// be prevRev+1. It returns ErrConflict on another revision and ErrNoSession when the
+	// session does not exist. A session's machine never changes.
+	UpdateSession(ctx context.Context, s Session, prevRev uint64) error
+	// DeleteSession removes the session and frees its slot; ErrNoSession when it does not
+	// exist.
+	DeleteSession(ctx context.Context, id string) error
+	// PutMachine stores a machine's state.
+	PutMachine(ctx context.Context, m MachineState) error
+	// Close releases the store.
+	Close() error
+}

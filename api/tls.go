@@ -1,0 +1,191 @@
+package api
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+)
+
+// CA is a small certificate authority kept in the data dir: the "internal" issuer for lab and
+// tests, used by certmagic through its Issuer interface.
+type CA struct {
+	cert   *x509.Certificate
+	key    crypto.Signer
+	pem    []byte
+	log    *slog.Logger
+	leafTT time.Duration
+}
+
+var _ certmagic.Issuer = (*CA)(nil)
+
+// LoadOrCreateCA reads the CA from dir (ca.pem, ca.key) or creates it there.
+func LoadOrCreateCA(dir, site string, log *slog.Logger) (*CA, error) {
+	certFile, keyFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")
+	certPEM, err := os.ReadFile(certFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := createCA(certFile, keyFile, site); err != nil {
+			return nil, err
+		}
+		certPEM, err = os.ReadFile(certFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading CA certificate: %w", err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA key: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("loading CA from %s: %w", dir, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("parsing CA certificate: %w", err)
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA key in %s cannot sign", dir)
+	}
+	return &CA{cert: cert, key: signer, pem: certPEM, log: log, leafTT: 7 * 24 * time.Hour}, nil
+}
+
+func createCA(certFile, keyFile, site string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generating CA key: %w", err)
+	}
+	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "frontdoor " + site + " internal CA", Organization: []string{"frontdoor"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return fmt.Errorf("creating CA certificate: %w", err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("encoding CA key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
+		return fmt.Errorf("creating CA directory: %w", err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return fmt.Errorf("writing CA key: %w", err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return fmt.Errorf("writing CA certificate: %w", err)
+	}
+	return nil
+}
+
+// CertPEM returns the CA certificate in PEM, for clients to trust.
+func (ca *CA) CertPEM() []byte { return ca.pem }
+
+// Pool returns a pool holding the CA certificate.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// IssuerKey implements certmagic.Issuer.
+func (ca *CA) IssuerKey() string { return "frontdoor-internal-" + ca.cert.SerialNumber.Text(16) }
+
+// Issue implements certmagic.Issuer: it signs the CSR's names for a week.
+func (ca *CA) Issue(_ context.Context, csr *x509.CertificateRequest) (*certmagic.IssuedCertificate, error) {
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("checking CSR: %w", err)
+	}
+	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: firstOr(csr.DNSNames, "frontdoor")},
+		DNSNames:     csr.DNSNames,
+		IPAddresses:  csr.IPAddresses,
+		NotBefore:    now.Add(-5 * time.Minute),
+		NotAfter:     now.Add(ca.leafTT),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, csr.PublicKey, ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("signing certificate: %w", err)
+	}
+	ca.log.Info("issued certificate", "names", csr.DNSNames, "ips", csr.IPAddresses, "not_after", tmpl.NotAfter)
+	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...)
+	return &certmagic.IssuedCertificate{Certificate: chain}, nil
+}
+
+func firstOr(l []string, def string) string {
+	if len(l) > 0 {
+		return l[0]
+	}
+	return def
+}
+
+// Certs manages the node's server certificates with certmagic: issued by the internal CA or
+// obtained with ACME, stored in the data dir, renewed while running.
+type Certs struct {
+	cache *certmagic.Cache
+	cfg   *certmagic.Config
+}
+
+// NewCerts obtains certificates for names (DNS names or IP addresses) with issuer, keeping
+// them under dir. Close stops renewal.
+func NewCerts(ctx context.Context, dir string, names []string, issuer certmagic.Issuer) (*Certs, error) {
+	c := &Certs{}
+	c.cache = certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return c.cfg, nil },
+		Logger:           zap.NewNop(),
+	})
+	c.cfg = certmagic.New(c.cache, certmagic.Config{
+		Storage:             &certmagic.FileStorage{Path: filepath.Join(dir, "certs")},
+		Issuers:             []certmagic.Issuer{issuer},
+		Logger:              zap.NewNop(),
+		DisableStorageCheck: true,
+		OCSP:                certmagic.OCSPConfig{DisableStapling: true},
+	})
+	if err := c.cfg.ManageSync(ctx, names); err != nil {
+		c.cache.Stop()
+		return nil, fmt.Errorf("obtaining certificates for %v: %w", names, err)
+	}
+	return c, nil
+}
+
+// TLSConfig returns a server TLS config that serves the managed certificates.
+func (c *Certs) TLSConfig() *tls.Config {
+	t := c.cfg.TLSConfig()
+	t.NextProtos = []string{"h2", "http/1.1"}
+	t.MinVersion = tls.VersionTLS12
+	return t
+}
+
+// Close stops certificate maintenance.
+func (c *Certs) Close() { c.cache.Stop() }

@@ -55,7 +55,9 @@ type Checker struct {
 
 	notify chan struct{} // events are pending
 	probes sync.WaitGroup
-	inline bool // run probes synchronously in step; for tests
+	// inline, when set, gets the probes step starts instead of goroutines; for tests that
+	// simulate probes on a fake clock.
+	inline func(tg *target, ps *portState, seq uint64, start time.Time)
 }
 
 // target is one Target and its live state; the Checker's mu guards every field but t.
@@ -191,8 +193,8 @@ func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 	}
 	c.mu.Unlock()
 	for _, r := range due {
-		if c.inline {
-			c.runProbe(ctx, r.tgt, r.ps, r.seq)
+		if c.inline != nil {
+			c.inline(r.tgt, r.ps, r.seq, now)
 			continue
 		}
 		c.probes.Add(1)

@@ -32,6 +32,6 @@ func (systemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTim
 
 type sysTimer struct{ t *time.Timer }
 
-func (t sysTimer) C() <-chan time.Time    { return t.t.C }
+func (t sysTimer) C() <-chan time.Time   { return t.t.C }
 func (t sysTimer) Reset(d time.Duration) { t.t.Reset(d) }
 func (t sysTimer) Stop()                 { t.t.Stop() }

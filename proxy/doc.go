@@ -1,0 +1,18 @@
+// Package proxy is frontdoor's layer-4 forwarding engine: TCP listeners, TLS listeners that route
+// by SNI without terminating TLS (passthrough), and UDP listeners with a flow table, all in front
+// of backend pools that follow health verdicts.
+//
+// A Server is built from a Config (listeners, routes and pools) and Options (the logger, the
+// metrics registry, the zone Locator, the Health view and the passive failure reporter that the
+// wiring provides). Its lifecycle is New → Listen → Serve(ctx) → Shutdown(ctx) or Close.
+// Reload swaps pools and routes without touching established sessions.
+//
+// Every accepted connection or UDP flow carries the client's user-location zone (from the
+// Locator); pools may send it to backends in a PROXY protocol v2 TLV (see package proxyproto).
+// Client affinity is shared by all listeners: a client that reached backend X through one
+// listener reaches X through the others too, for AffinityTTL, as long as Health says X is up.
+//
+// TCP payload is moved with (*net.TCPConn).ReadFrom on another *net.TCPConn, which Linux serves
+// with splice(2): bytes never enter user space. The copy loop waits for readability without
+// holding a splice pipe, so an idle connection costs two sockets and two parked goroutines.
+package proxy

@@ -1,0 +1,375 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server runs the listeners of a Config and forwards their connections and flows.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	m    *metrics
+	aff  *affinity // nil when affinity is off
+
+	state atomic.Pointer[state] // pools and listener settings, swapped by Reload
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // accept loops, connection and flow goroutines, the expiry loop
+
+	mu        sync.Mutex // guards listeners, sessions, conns, perClient, serving, closed
+	listeners map[string]*listener
+	sessions  map[*session]struct{}
+	conns     int
+	perClient map[netip.Addr]int
+	flowCount atomic.Int64 // UDP flows over all listeners
+	idle      *sync.Cond   // on mu; broadcast when conns drops to 0
+	serving   bool
+	closed    bool
+}
+
+// state is what Reload replaces.
+type state struct {
+	cfg       Config
+	pools     map[string]*pool
+	listeners map[string]*Listener
+}
+
+// listener is one open socket.
+type listener struct {
+	cfg    Listener // address and protocol; routes and pools are read from state
+	tcp    *net.TCPListener
+	udp    *udpListener
+	m      *listenerMetrics
+	active atomic.Int64  // connections or flows
+	done   chan struct{} // closed when the accept or read loop has returned
+}
+
+// New checks cfg and builds a Server; nothing is opened until Listen.
+func New(cfg Config, opts Options) (*Server, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts.setDefaults()
+	m, err := newMetrics(opts.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("registering proxy metrics: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts: opts, log: opts.Logger.With("component", "proxy"), m: m,
+		ctx: ctx, cancel: cancel,
+		listeners: make(map[string]*listener),
+		sessions:  make(map[*session]struct{}),
+		perClient: make(map[netip.Addr]int),
+	}
+	s.idle = sync.NewCond(&s.mu)
+	if cfg.AffinityTTL > 0 {
+		s.aff = newAffinity(cfg.AffinityTTL, cfg.AffinityMax, opts.Now)
+	}
+	s.state.Store(s.buildState(cfg, nil))
+	return s, nil
+}
+
+func (s *Server) buildState(cfg Config, old *state) *state {
+	st := &state{cfg: cfg, pools: make(map[string]*pool), listeners: make(map[string]*Listener)}
+	for _, p := range cfg.Pools {
+		var op *pool
+		if old != nil {
+			op = old.pools[p.Name]
+		}
+		st.pools[p.Name] = newPool(p, op, s.m)
+	}
+	for i := range cfg.Listeners {
+		st.listeners[cfg.Listeners[i].Name] = &cfg.Listeners[i]
+	}
+	return st
+}
+
+// Listen opens every listener's socket.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	for _, lc := range s.state.Load().cfg.Listeners {
+		if _, ok := s.listeners[lc.Name]; ok {
+			continue
+		}
+		l, err := s.open(lc)
+		if err != nil {
+			return err
+		}
+		s.listeners[lc.Name] = l
+	}
+	return nil
+}
+
+func (s *Server) open(lc Listener) (*listener, error) {
+	l := &listener{cfg: lc, m: s.m.listener(lc.Name), done: make(chan struct{})}
+	switch lc.Protocol {
+	case UDP:
+		u, err := s.listenUDP(l)
+		if err != nil {
+			return nil, fmt.Errorf("listening on udp %s: %w", lc.Address, err)
+		}
+		l.udp = u
+	default:
+		ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(lc.Address))
+		if err != nil {
+			return nil, fmt.Errorf("listening on tcp %s: %w", lc.Address, err)
+		}
+		l.tcp = ln
+	}
+	return l, nil
+}
+
+// Addr returns the bound address of the named listener (useful with port 0), or an invalid
+// AddrPort when there is no such open listener.
+func (s *Server) Addr(listener string) netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.listeners[listener]
+	if !ok {
+		return netip.AddrPort{}
+	}
+	if l.tcp != nil {
+		return l.tcp.Addr().(*net.TCPAddr).AddrPort()
+	}
+	return l.udp.conn.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// Serve runs the listeners until ctx is done (then it closes the server) or Close is called.
+// It returns nil after a clean stop.
+func (s *Server) Serve(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if len(s.listeners) == 0 {
+		s.mu.Unlock()
+		return errors.New("proxy: Serve before Listen")
+	}
+	s.serving = true
+	for _, l := range s.listeners {
+		s.startLocked(l)
+	}
+	s.wg.Add(1)
+	go s.expiryLoop()
+	s.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return s.Close()
+	case <-s.ctx.Done():
+		return nil
+	}
+}
+
+func (s *Server) startLocked(l *listener) {
+	s.wg.Add(1)
+	if l.tcp != nil {
+		go s.acceptLoop(l)
+	} else {
+		go s.readLoop(l)
+	}
+}
+
+// expiryLoop ends idle UDP flows and drops expired affinity entries.
+func (s *Server) expiryLoop() {
+	defer s.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("expiry loop panicked", "panic", r)
+		}
+	}()
+	t := s.opts.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C():
+			s.expire()
+		}
+	}
+}
+
+// expire runs one expiry pass; the expiry loop calls it every second.
+func (s *Server) expire() {
+	s.aff.sweep()
+	s.mu.Lock()
+	ls := make([]*listener, 0, len(s.listeners))
+	for _, l := range s.listeners {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		if l.udp != nil {
+			l.udp.expire(s.opts.Now())
+		}
+	}
+}
+
+// Verdict tells the server that a backend's health changed. A backend going down loses its
+// affinity bindings and its UDP flows (their next datagram opens a flow to an up backend);
+// TCP connections already established are left alone.
+func (s *Server) Verdict(backend string, up bool) {
+	if up {
+		return
+	}
+	s.aff.forget(backend)
+	s.mu.Lock()
+	ls := make([]*listener, 0, len(s.listeners))
+	for _, l := range s.listeners {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		if l.udp != nil {
+			l.udp.dropBackend(backend)
+		}
+	}
+}
+
+// Reload replaces pools, routes and listener settings without touching established
+// connections and flows. Listeners new in cfg are opened (and served, if the server is
+// serving); listeners gone from cfg, or whose address or protocol changed, stop accepting and
+// their connections drain on their own (UDP flows end, since their replies leave from the
+// listening socket).
+func (s *Server) Reload(cfg Config) error {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	want := make(map[string]Listener, len(cfg.Listeners))
+	for _, lc := range cfg.Listeners {
+		want[lc.Name] = lc
+	}
+	var stop []*listener
+	for name, l := range s.listeners {
+		if lc, ok := want[name]; !ok || lc.Address != l.cfg.Address || lc.Protocol != l.cfg.Protocol {
+			stop = append(stop, l)
+			delete(s.listeners, name)
+		}
+	}
+	var opened []*listener
+	for _, lc := range cfg.Listeners {
+		if _, ok := s.listeners[lc.Name]; ok {
+			continue
+		}
+		l, err := s.open(lc)
+		if err != nil {
+			for _, o := range opened {
+				o.closeSocket()
+			}
+			for _, l := range stop {
+				s.listeners[l.cfg.Name] = l
+			}
+			return err
+		}
+		opened = append(opened, l)
+	}
+	s.state.Store(s.buildState(cfg, s.state.Load()))
+	for _, l := range stop {
+		l.closeSocket()
+	}
+	for _, l := range opened {
+		s.listeners[l.cfg.Name] = l
+		if s.serving {
+			s.startLocked(l)
+		}
+	}
+	s.log.Info("proxy reloaded", "listeners", len(cfg.Listeners), "pools", len(cfg.Pools))
+	return nil
+}
+
+func (l *listener) closeSocket() {
+	if l.tcp != nil {
+		l.tcp.Close()
+	} else {
+		l.udp.close()
+	}
+}
+
+// Shutdown drains the server: listeners stop accepting at once, and established connections
+// may finish until ctx is done, when the rest are closed. It returns ctx's error if it had to
+// cut connections.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	for _, l := range s.listeners {
+		l.closeSocket()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.waitSessions()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return s.Close()
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// waitSessions returns when no connection is open and every accept loop has returned.
+func (s *Server) waitSessions() {
+	s.mu.Lock()
+	ls := make([]*listener, 0, len(s.listeners))
+	for _, l := range s.listeners {
+		ls = append(ls, l)
+	}
+	serving := s.serving
+	s.mu.Unlock()
+	if serving {
+		for _, l := range ls {
+			<-l.done
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.conns > 0 {
+		s.idle.Wait()
+	}
+}
+
+// Close stops everything at once: listeners, connections and flows. It waits for every
+// goroutine of the server to return.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	s.cancel()
+	for _, l := range s.listeners {
+		l.closeSocket()
+	}
+	for ss := range s.sessions {
+		ss.kill()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}

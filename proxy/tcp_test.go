@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestTCPEchoLargeTransferKeepsChecksum(t *testing.T) {
+	be := startTCP(t, echo)
+	s := startServer(t, Config{
+		Listeners: []Listener{tcpListener("l", "p")},
+		Pools:     []Pool{onePool("p", be.addr())},
+	}, Options{})
+	c := dial(t, s.Addr("l"))
+	const size = 16 << 20
+	src := make([]byte, size)
+	rand.Read(src)
+	want := sha256.Sum256(src)
+	go func() {
+		c.Write(src)
+		c.CloseWrite()
+	}()
+	h := sha256.New()
+	n, err := io.Copy(h, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != size || !bytes.Equal(h.Sum(nil), want[:]) {
+		t.Fatalf("got %d bytes with sha256 %x, want %d bytes with %x", n, h.Sum(nil), size, want)
+	}
+}
+
+func TestTCPHalfCloseLetsTheBackendAnswerAfterEOF(t *testing.T) {
+	be := startTCP(t, func(c *net.TCPConn) {
+		b, _ := io.ReadAll(c) // until the client's FIN
+		c.Write([]byte("got " + string(b)))
+		c.CloseWrite()
+	})
+	s := startServer(t, Config{
+		Listeners: []Listener{tcpListener("l", "p")},
+		Pools:     []Pool{onePool("p", be.addr())},
+	}, Options{})
+	c := dial(t, s.Addr("l"))
+	c.Write([]byte("question"))
+	c.CloseWrite()
+	got, err := io.ReadAll(c)
+	if err != nil || string(got) != "got question" {
+		t.Fatalf("got %q, %v; want %q", got, err, "got question")
+	}
+}
+
+func TestTCPBackendDyingMidStreamClosesTheClient(t *testing.T) {
+	be := startTCP(t, func(c *net.TCPConn) {
+		c.Write([]byte("hello\n"))
+		io.ReadFull(c, make([]byte, 4))
+		c.SetLinger(0) // RST, like a crashed server
+	})
+	s := startServer(t, Config{
+		Listeners: []Listener{tcpListener("l", "p")},
+		Pools:     []Pool{onePool("p", be.addr())},
+	}, Options{})
+	c := dial(t, s.Addr("l"))
+	if got := readLine(t, c); got != "hello" {
+		t.Fatalf("got %q, want hello", got)
+	}
+	c.Write([]byte("ping"))
+	expectClosed(t, c)
+}
+
+func TestTCPConnectFailureTriesAnotherBackendAndReportsIt(t *testing.T) {
+	dead, _ := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(loopback))
+	deadAddr := dead.Addr().(*net.TCPAddr).AddrPort()
+	dead.Close() // nothing listens there now: connection refused
+	be := startTCP(t, named("live"))
+	var mu sync.Mutex
+	var reported []string
+	s := startServer(t, Config{
+		Listeners: []Listener{tcpListener("l", "p")},
+		Pools: []Pool{{Name: "p", Balance: RoundRobin, Backends: []Backend{
+			{Name: "dead", Address: deadAddr}, {Name: "live", Address: be.addr()}}}},
+	}, Options{Passive: func(name string, _ netip.AddrPort, err error) {
+		mu.Lock()
+		reported = append(reported, name)
+		mu.Unlock()
+	}})
+	for range 4 {
+		c := dial(t, s.Addr("l"))
+		if got := readLine(t, c); got != "live" {
+			t.Fatalf("got %q, want live", got)
+		}
+		c.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) == 0 || reported[0] != "dead" {
+		t.Fatalf("passive reports %v, want dead", reported)
+	}
+}
+
+func TestTCPNoBackendUpRefusesTheConnection(t *testing.T) {
+	be := startTCP(t, echo)
+	s := startServer(t, Config{
+		Listeners: []Listener{tcpListener("l", "p")},
+		Pools:     []Pool{onePool("p", be.addr())},
+	}, Options{Health: HealthFunc(func(string) bool { return false })})
+	expectRefused(t, s.Addr("l"))
+}
+
+func TestTCPLimits(t *testing.T) {
+	be := startTCP(t, named("x"))
+	for _, tc := range []struct {
+		name   string
+		limits Limits
+		lmax   int
+	}{
+		{name: "per client address", limits: Limits{MaxConnsPerClient: 2}},
+		{name: "global", limits: Limits{MaxConns: 2}},
+		{name: "per listener", lmax: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tcpListener("l", "p")
+			l.MaxConns = tc.lmax
+			s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())},
+				Limits: tc.limits}, Options{})
+			a, b := dial(t, s.Addr("l")), dial(t, s.Addr("l"))
+			readLine(t, a)
+			readLine(t, b)
+			expectRefused(t, s.Addr("l"))
+			a.Close()
+			// Once a slot is free a new connection gets through. The release happens
+			// after the proxy sees the close, so allow a few attempts.
+			for i := 0; ; i++ {
+				c, err := net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(s.Addr("l")))
+				if err == nil {
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					_, err = io.ReadFull(c, make([]byte, 2))
+					c.Close()
+				}
+				if err == nil {
+					break
+				}
+				if i == 50 {
+					t.Fatal("no connection admitted after a slot was freed")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+func TestTCPIdleTimeoutClosesQuietConnections(t *testing.T) {
+	be := startTCP(t, echo)
+	l := tcpListener("l", "p")
+	l.IdleTimeout = 100 * time.Millisecond
+	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, Options{})
+	c := dial(t, s.Addr("l"))
+	c.Write([]byte("x"))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	expectClosed(t, c)
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Fatalf("closed after %v, before the idle timeout", d)
+	}
+}
+
+func TestTCPActiveOneWayTrafficIsNotIdle(t *testing.T) {
+	// The backend streams to the client for several idle periods while the client never
+	// writes: the client-to-backend direction is quiet but the connection is not idle.
+	be := startTCP(t, func(c *net.TCPConn) {
+		for range 12 {
+			if _, err := c.Write([]byte("tick\n")); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.CloseWrite()
+		io.Copy(io.Discard, c)
+	})
+	l := tcpListener("l", "p")
+	l.IdleTimeout = 60 * time.Millisecond
+	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, Options{})
+	c := dial(t, s.Addr("l"))
+	got, err := io.ReadAll(c)
+	if err != nil || strings.Count(string(got), "tick") != 12 {
+		t.Fatalf("got %q, %v; want 12 ticks", got, err)
+	}
+}

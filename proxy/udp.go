@@ -1,0 +1,366 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+)
+
+// batchConn is what ipv4.PacketConn and ipv6.PacketConn share: recvmmsg and sendmmsg.
+type batchConn interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+var (
+	_ batchConn = (*ipv4.PacketConn)(nil)
+	_ batchConn = (*ipv6.PacketConn)(nil)
+)
+
+// maxDatagram is the size of each receive buffer; larger datagrams are truncated.
+const maxDatagram = 65535
+
+func newBatchConn(c *net.UDPConn) batchConn {
+	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() != nil {
+		return ipv4.NewPacketConn(c)
+	}
+	return ipv6.NewPacketConn(c)
+}
+
+// udpListener is a UDP socket and its flow table.
+type udpListener struct {
+	s    *Server
+	l    *listener
+	conn *net.UDPConn
+	pc   batchConn
+
+	msgs sync.Pool // of *[]ipv4.Message with receive buffers, for the flows' reply loops
+
+	mu        sync.Mutex // guards flows and perClient
+	flows     map[netip.AddrPort]*flow
+	perClient map[netip.Addr]int
+}
+
+// flow is one client address's conversation with one backend.
+type flow struct {
+	u       *udpListener
+	client  netip.AddrPort
+	addr    *net.UDPAddr // client, for WriteBatch
+	b       *backend
+	pool    string
+	zone    string
+	conn    *net.UDPConn // connected to the backend
+	pc      batchConn
+	start   time.Time
+	last    atomic.Int64 // unix nanoseconds of the last datagram either way
+	in, out atomic.Int64 // bytes
+	closed  atomic.Bool
+}
+
+func (s *Server) listenUDP(l *listener) (*udpListener, error) {
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(l.cfg.Address))
+	if err != nil {
+		return nil, err
+	}
+	c.SetReadBuffer(l.cfg.SocketBuffer)
+	c.SetWriteBuffer(l.cfg.SocketBuffer)
+	u := &udpListener{s: s, l: l, conn: c, pc: newBatchConn(c),
+		flows: make(map[netip.AddrPort]*flow), perClient: make(map[netip.Addr]int)}
+	u.msgs.New = func() any {
+		ms := newMessages(l.cfg.Batch)
+		return &ms
+	}
+	return u, nil
+}
+
+func newMessages(n int) []ipv4.Message {
+	ms := make([]ipv4.Message, n)
+	for i := range ms {
+		ms[i].Buffers = [][]byte{make([]byte, maxDatagram)}
+	}
+	return ms
+}
+
+// readLoop reads datagrams from clients in batches and forwards each to its flow's backend.
+func (s *Server) readLoop(l *listener) {
+	defer s.wg.Done()
+	defer close(l.done)
+	u := l.udp
+	defer u.closeFlows("closed")
+	batch := s.listenerCfg(l).Batch
+	ms := newMessages(batch)
+	out := make([]ipv4.Message, batch)
+	for i := range out {
+		out[i].Buffers = make([][]byte, 1)
+	}
+	for {
+		n, err := u.pc.ReadBatch(ms, 0)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			l.m.err("udp_read")
+			continue
+		}
+		now := s.opts.Now()
+		// Forward runs of datagrams from the same client with one sendmmsg each.
+		for i := 0; i < n; {
+			ua := ms[i].Addr.(*net.UDPAddr)
+			ap := ua.AddrPort()
+			client := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+			f := u.flowFor(client, ua, now)
+			j := i
+			var bytes int64
+			for ; j < n; j++ {
+				if j > i {
+					a := ms[j].Addr.(*net.UDPAddr)
+					if a.Port != int(client.Port()) || a.AddrPort().Addr().Unmap() != client.Addr() {
+						break
+					}
+				}
+				out[j-i].Buffers[0] = ms[j].Buffers[0][:ms[j].N]
+				bytes += int64(ms[j].N)
+			}
+			if f != nil {
+				f.last.Store(now.UnixNano())
+				f.in.Add(bytes)
+				l.m.pktIn.Add(float64(j - i))
+				l.m.bytesIn.Add(float64(bytes))
+				f.b.m.bytesIn.Add(float64(bytes))
+				writeAll(f.pc, out[:j-i])
+			}
+			i = j
+		}
+	}
+}
+
+// writeAll sends ms with as few sendmmsg calls as the socket allows; an error drops the rest
+// (UDP is lossy anyway; a refused backend shows up on the flow's reply socket).
+func writeAll(pc batchConn, ms []ipv4.Message) {
+	for len(ms) > 0 {
+		k, err := pc.WriteBatch(ms, 0)
+		if err != nil || k <= 0 {
+			return
+		}
+		ms = ms[k:]
+	}
+}
+
+// flowFor returns the client's flow, opening one if there is none and the limits allow; it
+// returns nil (the datagram is dropped) otherwise.
+func (u *udpListener) flowFor(client netip.AddrPort, addr *net.UDPAddr, now time.Time) *flow {
+	u.mu.Lock()
+	f := u.flows[client]
+	u.mu.Unlock()
+	if f != nil {
+		return f
+	}
+	s, l := u.s, u.l
+	st := s.state.Load()
+	lim := st.cfg.Limits
+	lc := s.listenerCfg(l)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	reason := ""
+	switch {
+	case int(s.flowCount.Load()) >= lim.MaxFlows:
+		reason = "limit_global"
+	case lc.MaxConns > 0 && l.active.Load() >= int64(lc.MaxConns):
+		reason = "limit_listener"
+	case lim.MaxFlowsPerClient > 0 && u.perClient[client.Addr()] >= lim.MaxFlowsPerClient:
+		reason = "limit_client"
+	}
+	if reason != "" {
+		l.m.err(reason)
+		return nil
+	}
+	p := st.pools[lc.Pool]
+	if p == nil {
+		l.m.err("no_backend")
+		return nil
+	}
+	b := s.choose(p, client.Addr(), nil)
+	if b == nil {
+		l.m.err("no_backend")
+		return nil
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(b.addr))
+	if err != nil {
+		l.m.err("connect")
+		b.m.fails.Inc()
+		s.opts.Passive(b.name, b.addr, err)
+		return nil
+	}
+	if p.cfg.Affinity {
+		s.aff.set(client.Addr(), b.name)
+	}
+	c.SetReadBuffer(lc.SocketBuffer)
+	c.SetWriteBuffer(lc.SocketBuffer)
+	a := *addr
+	f = &flow{u: u, client: client, addr: &a, b: b, pool: p.cfg.Name, conn: c, pc: newBatchConn(c),
+		zone: s.opts.Locator.Zone(client.Addr()), start: now}
+	f.last.Store(now.UnixNano())
+	u.flows[client] = f
+	u.perClient[client.Addr()]++
+	s.flowCount.Add(1)
+	l.active.Add(1)
+	l.m.flows.Inc()
+	l.m.flowsActive.Inc()
+	b.active.Add(1)
+	b.m.conns.Inc()
+	b.m.active.Inc()
+	s.wg.Add(1)
+	go f.replies()
+	return f
+}
+
+// replies forwards the backend's datagrams to the client from the listening socket, so the
+// client sees them come from the address it sent to.
+func (f *flow) replies() {
+	s, l := f.u.s, f.u.l
+	defer s.wg.Done()
+	rc, err := f.conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		if err := waitDatagram(rc); err != nil {
+			if !errors.Is(err, net.ErrClosed) && !f.closed.Load() {
+				// ICMP port unreachable from the backend surfaces here as ECONNREFUSED.
+				l.m.err("udp_backend")
+				s.opts.Passive(f.b.name, f.b.addr, err)
+				f.end("backend_error")
+			}
+			return
+		}
+		// Buffers are borrowed only while there are datagrams, so idle flows hold none.
+		mp := f.u.msgs.Get().(*[]ipv4.Message)
+		ms := *mp
+		n, err := f.pc.ReadBatch(ms, 0)
+		if err != nil {
+			f.u.msgs.Put(mp)
+			if !errors.Is(err, net.ErrClosed) && !f.closed.Load() {
+				l.m.err("udp_backend")
+				s.opts.Passive(f.b.name, f.b.addr, err)
+				f.end("backend_error")
+			}
+			return
+		}
+		var bytes int64
+		for i := range n {
+			ms[i].Buffers[0] = ms[i].Buffers[0][:ms[i].N]
+			ms[i].Addr = f.addr
+			bytes += int64(ms[i].N)
+		}
+		f.last.Store(s.opts.Now().UnixNano())
+		f.out.Add(bytes)
+		l.m.pktOut.Add(float64(n))
+		l.m.bytesOut.Add(float64(bytes))
+		f.b.m.bytesOut.Add(float64(bytes))
+		writeAll(f.u.pc, ms[:n])
+		for i := range n {
+			ms[i].Buffers[0] = ms[i].Buffers[0][:maxDatagram]
+			ms[i].Addr = nil
+		}
+		f.u.msgs.Put(mp)
+	}
+}
+
+// waitDatagram blocks until the socket has a datagram or an error queued; it returns the
+// socket error (such as ECONNREFUSED after an ICMP port unreachable) without consuming data.
+func waitDatagram(rc syscall.RawConn) error {
+	var b [1]byte
+	var opErr error
+	err := rc.Read(func(fd uintptr) bool {
+		_, _, e := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch e {
+		case syscall.EAGAIN:
+			return false
+		case nil:
+		default:
+			opErr = e
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return opErr
+}
+
+// end removes the flow from the table, closes its backend socket and logs it.
+func (f *flow) end(reason string) {
+	u := f.u
+	u.mu.Lock()
+	if u.flows[f.client] == f {
+		delete(u.flows, f.client)
+		if u.perClient[f.client.Addr()]--; u.perClient[f.client.Addr()] <= 0 {
+			delete(u.perClient, f.client.Addr())
+		}
+	}
+	u.mu.Unlock()
+	if f.closed.Swap(true) {
+		return
+	}
+	f.conn.Close()
+	s, l := u.s, u.l
+	s.flowCount.Add(-1)
+	l.active.Add(-1)
+	l.m.flowsActive.Dec()
+	f.b.active.Add(-1)
+	f.b.m.active.Dec()
+	s.accessLog(accessEntry{proto: UDP, listener: l.cfg.Name, client: f.client, zone: f.zone, pool: f.pool,
+		backend: f.b.name, in: f.in.Load(), out: f.out.Load(), start: f.start, reason: reason})
+}
+
+// expire ends the flows idle for the listener's idle timeout or longer.
+func (u *udpListener) expire(now time.Time) {
+	idle := u.s.listenerCfg(u.l).IdleTimeout
+	var old []*flow
+	u.mu.Lock()
+	for _, f := range u.flows {
+		if now.Sub(time.Unix(0, f.last.Load())) >= idle {
+			old = append(old, f)
+		}
+	}
+	u.mu.Unlock()
+	for _, f := range old {
+		f.end("idle")
+	}
+}
+
+// dropBackend ends the flows to a backend that went down.
+func (u *udpListener) dropBackend(name string) {
+	var old []*flow
+	u.mu.Lock()
+	for _, f := range u.flows {
+		if f.b.name == name {
+			old = append(old, f)
+		}
+	}
+	u.mu.Unlock()
+	for _, f := range old {
+		f.end("backend_down")
+	}
+}
+
+func (u *udpListener) closeFlows(reason string) {
+	u.mu.Lock()
+	fs := make([]*flow, 0, len(u.flows))
+	for _, f := range u.flows {
+		fs = append(fs, f)
+	}
+	u.mu.Unlock()
+	for _, f := range fs {
+		f.end(reason)
+	}
+}
+
+func (u *udpListener) close() { u.conn.Close() }

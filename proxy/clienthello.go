@@ -45,7 +45,7 @@ func peekServerName(br *bufio.Reader, max int) (string, error) {
 		if hs[0] != 1 {
 			return "", fmt.Errorf("%w: handshake type %d", ErrClientHello, hs[0])
 		}
-		want := 4 + int(hs[1])<<16 | int(hs[2])<<8 | int(hs[3])
+		want := 4 + (int(hs[1])<<16 | int(hs[2])<<8 | int(hs[3]))
 		if want > max {
 			return "", ErrClientHelloTooLarge
 		}

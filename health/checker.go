@@ -111,7 +111,10 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 		}
 		tg := &target{t: t, byID: make(map[PortID]*portState, len(t.Ports))}
 		for i := range tg.t.Ports {
-			ps := &portState{port: tg.t.Ports[i], state: t.Monitor.Initial, since: now}
+			ps := &portState{port: tg.t.Ports[i], state: StateUp, since: now}
+			if t.Monitor.InitialDown {
+				ps.state = StateDown
+			}
 			tg.ports = append(tg.ports, ps)
 			tg.byID[ps.port.ID] = ps
 			c.sched.push(c.firstRun(tg, ps, now))
@@ -212,11 +215,8 @@ func (c *Checker) runProbe(ctx context.Context, tg *target, ps *portState, seq u
 	ctx, cancel := context.WithTimeout(ctx, m.Timeout)
 	defer cancel()
 	start := c.clock.Now()
-	err := c.safeProbe(ctx, netip.AddrPortFrom(tg.t.Addr, ps.port.ID.Port), &ps.port.Check)
+	err := asTimeout(ctx, c.safeProbe(ctx, netip.AddrPortFrom(tg.t.Addr, ps.port.ID.Port), &ps.port.Check))
 	end := c.clock.Now()
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, ErrTimeout) {
-		err = fmt.Errorf("%w after %v: %w", ErrTimeout, m.Timeout, err)
-	}
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		return // shutting down: not a verdict on the target
 	}

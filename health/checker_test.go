@@ -76,9 +76,9 @@ type pending struct {
 
 // sim drives a Checker with inline probes on a fake clock.
 type sim struct {
-	t      *testing.T
-	clk    *fakeClock
-	net    *fakeNet
+	t        *testing.T
+	clk      *fakeClock
+	net      *fakeNet
 	c        *Checker
 	events   []Event
 	inflight []pending
@@ -333,7 +333,7 @@ func TestAdminOverrides(t *testing.T) {
 
 func TestInitialDownNeedsRise(t *testing.T) {
 	m := DefaultMonitor()
-	m.Initial = StateDown
+	m.InitialDown = true
 	s := newSim(t, 6, gateway("gw", gwAddr, m))
 	if s.c.Eligible("gw") {
 		t.Fatal("eligible before any probe with initial down")

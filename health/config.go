@@ -75,14 +75,11 @@ func MonitorFromConfig(m configs.Monitor) Monitor {
 		Rise:            m.Rise,
 		Fall:            m.Fall,
 		Jitter:          m.Jitter,
-		Initial:         StateUp,
 		Mode:            Mode(m.Mode),
 		PassiveFailures: m.PassiveFailures,
 		PassiveWindow:   m.PassiveWindow.D(),
 	}
-	if strings.EqualFold(m.Initial, "down") {
-		out.Initial = StateDown
-	}
+	out.InitialDown = strings.EqualFold(m.Initial, "down")
 	return out.withDefaults()
 }
 

@@ -33,11 +33,25 @@ var _ ProbeFunc = (&NetProber{}).Probe
 func (p *NetProber) Probe(ctx context.Context, addr netip.AddrPort, c *Check) error {
 	switch c.Kind {
 	case KindUDP:
-		return probeUDP(ctx, addr, c)
+		return asTimeout(ctx, probeUDP(ctx, addr, c))
 	case KindTCP, KindTLS, KindHTTP, KindHTTPS:
-		return p.probeTCP(ctx, addr, c)
+		return asTimeout(ctx, p.probeTCP(ctx, addr, c))
 	}
 	return fmt.Errorf("probing %s: check kind %q: %w", addr, c.Kind, ErrInvalidTarget)
+}
+
+// asTimeout wraps err with ErrTimeout when it comes from a deadline: the socket's (which
+// may fire a moment before the context's) or the context's.
+func asTimeout(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrTimeout) {
+		return err
+	}
+	var ne net.Error
+	if (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
 }
 
 func (p *NetProber) probeTCP(ctx context.Context, addr netip.AddrPort, c *Check) error {

@@ -100,9 +100,9 @@ type Monitor struct {
 	// different ports also get a random phase. Default: 0 in a zero Monitor, 0.1 in
 	// DefaultMonitor and in configs.
 	Jitter float64
-	// Initial is every port's state before its first verdict: StateUp or StateDown.
-	// Default: StateUp.
-	Initial State
+	// InitialDown starts every port down, so that a target needs Rise good probes before
+	// it is eligible. Default: false (ports start up).
+	InitialDown bool
 	// Mode combines port states. Default: ModeAll.
 	Mode Mode
 	// PassiveFailures is how many failures reported with ReportFailure within PassiveWindow
@@ -122,7 +122,6 @@ func DefaultMonitor() Monitor {
 		Rise:            2,
 		Fall:            3,
 		Jitter:          0.1,
-		Initial:         StateUp,
 		Mode:            ModeAll,
 		PassiveFailures: 3,
 		PassiveWindow:   5 * time.Second,
@@ -149,9 +148,6 @@ func (m Monitor) withDefaults() Monitor {
 	}
 	if m.Jitter > 0.5 {
 		m.Jitter = 0.5
-	}
-	if m.Initial != StateDown {
-		m.Initial = StateUp
 	}
 	if m.Mode != ModeAny {
 		m.Mode = ModeAll

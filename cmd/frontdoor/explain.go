@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/store/memory"
+	"github.com/frontdoor-vdi/frontdoor/zonemap"
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+)
+
+// explainState is the STATE.yaml of `frontdoor explain`: the live state to decide against.
+type explainState struct {
+	// Now is the clock of the decision (RFC 3339). Default: the current time.
+	Now time.Time `yaml:"now"`
+	// Sessions are the existing sessions.
+	Sessions []stateSession `yaml:"sessions"`
+	// Machines are per-machine load and flags; machines not listed are idle and up.
+	Machines []stateMachine `yaml:"machines"`
+}
+
+type stateSession struct {
+	ID       string `yaml:"id"`
+	User     string `yaml:"user"`
+	Resource string `yaml:"resource"`
+	Machine  string `yaml:"machine"`
+	State    string `yaml:"state"` // pending, connected or disconnected
+	Endpoint string `yaml:"endpoint"`
+}
+
+type stateMachine struct {
+	Name        string `yaml:"name"`
+	CPU         int    `yaml:"cpu"`    // percent busy
+	Memory      int    `yaml:"memory"` // percent used
+	Maintenance *bool  `yaml:"maintenance"`
+	Down        bool   `yaml:"down"`
+}
+
+type explainOpts struct {
+	config, state, user, resource, clientIP, zone, endpoint, site string
+	json                                                          bool
+}
+
+func newExplainCmd() *cobra.Command {
+	var o explainOpts
+	c := &cobra.Command{
+		Use:   "explain --config FILE --user U --resource R [--state STATE.yaml] [--client-ip IP | --location-zone Z] [--endpoint E] [--json]",
+		Short: "Show where the broker would place a launch, and why",
+		Long: `explain runs the broker's decision for one launch against a site configuration and an
+optional state file (existing sessions, machine load, maintenance and down flags), without
+creating anything, and prints the outcome with its trace.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runExplain(cmd.OutOrStdout(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.config, "config", "", "site configuration file (required)")
+	f.StringVar(&o.state, "state", "", "state file: sessions and machine load/flags")
+	f.StringVar(&o.user, "user", "", "user name (required)")
+	f.StringVar(&o.resource, "resource", "", "resource name (required)")
+	f.StringVar(&o.clientIP, "client-ip", "", "client address; its zone is the user-location zone")
+	f.StringVar(&o.zone, "location-zone", "", "user-location zone")
+	f.StringVar(&o.endpoint, "endpoint", "", "client endpoint (device) id")
+	f.StringVar(&o.site, "site", "", "connecting federation site (global resources; default: the site of the location zone)")
+	f.BoolVar(&o.json, "json", false, "print JSON instead of text")
+	for _, n := range []string{"config", "user", "resource"} {
+		c.MarkFlagRequired(n)
+	}
+	c.MarkFlagsMutuallyExclusive("client-ip", "location-zone")
+	return c
+}
+
+func runExplain(w io.Writer, o explainOpts) error {
+	cfg, err := configs.LoadFile(o.config)
+	if err != nil {
+		return err
+	}
+	var st explainState
+	if o.state != "" {
+		if st, err = loadExplainState(o.state); err != nil {
+			return err
+		}
+	}
+	if st.Now.IsZero() {
+		st.Now = time.Now().UTC()
+	}
+	var pre []string
+	loc := o.zone
+	if o.clientIP != "" {
+		addr, err := netip.ParseAddr(o.clientIP)
+		if err != nil {
+			return fmt.Errorf("--client-ip %q is not an IP address", o.clientIP)
+		}
+		zm, err := zonemap.FromConfig(cfg)
+		if err != nil {
+			return err
+		}
+		r := zm.Lookup(addr.Unmap())
+		loc = r.Zone
+		switch {
+		case r.Matched():
+			pre = append(pre, fmt.Sprintf("client %s: location zone %s (range %s)", addr, r.Zone, r.Prefix))
+		case r.Zone != "":
+			pre = append(pre, fmt.Sprintf("client %s: in no zone's ranges: location zone %s (site.default_zone)", addr, r.Zone))
+		default:
+			pre = append(pre, fmt.Sprintf("client %s: in no zone's ranges and no default zone: no location zone", addr))
+		}
+	}
+	b, err := explainBroker(cfg, o.state, st)
+	if err != nil {
+		return err
+	}
+	d := b.Decide(broker.LaunchRequest{User: o.user, Resource: o.resource, LocationZone: loc, Endpoint: o.endpoint, Site: o.site})
+	d.Trace = append(pre, d.Trace...)
+	if o.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	_, err = io.WriteString(w, explainText(d))
+	return err
+}
+
+func loadExplainState(file string) (explainState, error) {
+	var st explainState
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return st, fmt.Errorf("reading state: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&st); err != nil && !errors.Is(err, io.EOF) {
+		return st, fmt.Errorf("%s: %v", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return st, nil
+}
+
+// explainBroker builds a broker over a memory store holding the state.
+func explainBroker(cfg *configs.Config, file string, st explainState) (*broker.Broker, error) {
+	machines := map[string]*configs.Machine{}
+	for i := range cfg.Machines {
+		machines[cfg.Machines[i].Name] = &cfg.Machines[i]
+	}
+	groups := map[string]*configs.Group{}
+	for i := range cfg.Groups {
+		groups[cfg.Groups[i].Name] = &cfg.Groups[i]
+	}
+	mem := memory.New()
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for i, s := range st.Sessions {
+		where := fmt.Sprintf("%s: sessions[%d]", file, i)
+		m := machines[s.Machine]
+		switch {
+		case s.ID == "":
+			return nil, fmt.Errorf("%s: a session needs an id", where)
+		case seen[s.ID]:
+			return nil, fmt.Errorf("%s: session id %q is used twice", where, s.ID)
+		case m == nil:
+			return nil, fmt.Errorf("%s: machine %q is not in %s", where, s.Machine, cfg.File)
+		case s.State != "pending" && s.State != "connected" && s.State != "disconnected":
+			return nil, fmt.Errorf("%s: state %q is not one of pending, connected, disconnected", where, s.State)
+		}
+		seen[s.ID] = true
+		g := groups[m.Group]
+		mode := "direct"
+		if g.SecureGateway == nil || *g.SecureGateway {
+			mode = "gateway"
+		}
+		bs := broker.Session{ID: s.ID, User: s.User, Resource: s.Resource, Group: m.Group, Machine: m.Name,
+			Zone: m.Zone, State: broker.State(s.State), Endpoint: s.Endpoint, Mode: mode,
+			Created: st.Now.Add(time.Duration(i-len(st.Sessions)) * time.Minute)}
+		bs.Changed = bs.Created
+		switch bs.State {
+		case broker.StatePending:
+			bs.Expires = st.Now.Add(cfg.Site.Sessions.PendingTimeout.D())
+		case broker.StateDisconnected:
+			bs.Expires = st.Now.Add(g.DisconnectTimeout.D())
+		}
+		if err := mem.CreateSession(ctx, bs, 1<<30); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	for i, m := range st.Machines {
+		if machines[m.Name] == nil {
+			return nil, fmt.Errorf("%s: machines[%d]: machine %q is not in %s", file, i, m.Name, cfg.File)
+		}
+		if m.CPU < 0 || m.CPU > 100 || m.Memory < 0 || m.Memory > 100 {
+			return nil, fmt.Errorf("%s: machines[%d]: cpu and memory are percentages, 0..100", file, i)
+		}
+		mem.PutMachine(ctx, broker.MachineState{Name: m.Name, CPU: m.CPU, Memory: m.Memory, Maintenance: m.Maintenance, Down: m.Down})
+	}
+	now := st.Now
+	return broker.New(ctx, cfg, mem, func() time.Time { return now })
+}
+
+func explainText(d broker.Decision) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "outcome: %s\n", d.Outcome)
+	fmt.Fprintf(&b, "step: %d\n", d.Step)
+	if d.PreferredZone != "" {
+		fmt.Fprintf(&b, "preferred zone: %s (%s)\n", d.PreferredZone, d.PreferredZoneSource)
+	} else {
+		b.WriteString("preferred zone: none\n")
+	}
+	if d.Outcome == broker.OutcomeDenied {
+		fmt.Fprintf(&b, "reason: %s\n", d.Reason)
+	} else {
+		fmt.Fprintf(&b, "machine: %s (%s)\n", d.Machine, d.Address)
+		fmt.Fprintf(&b, "zone: %s\n", d.Zone)
+		if d.Site != "" {
+			fmt.Fprintf(&b, "site: %s\n", d.Site)
+		}
+		session := d.Session
+		if session == "" {
+			session = "(new)"
+		}
+		fmt.Fprintf(&b, "session: %s\n", session)
+		fmt.Fprintf(&b, "mode: %s\n", d.Mode)
+		if d.Stolen {
+			fmt.Fprintf(&b, "stolen from endpoint: %s\n", d.PreviousEndpoint)
+		}
+	}
+	b.WriteString("trace:\n")
+	for _, l := range d.Trace {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	return b.String()
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var updateExplain = flag.Bool("update-explain", false, "rewrite the explain golden files")
+
+// run executes the frontdoor command line and returns its output.
+func runExplainCLI(t *testing.T, args []string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestExplainGolden runs each testdata/explain/NAME.args and compares with NAME.golden.
+func TestExplainGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/explain/*.args")
+	if len(files) == 0 {
+		t.Fatal("no golden cases")
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".args")
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := runExplainCLI(t, append([]string{"explain"}, strings.Fields(string(raw))...))
+			if err != nil {
+				t.Fatalf("explain: %v\n%s", err, got)
+			}
+			golden := strings.TrimSuffix(f, ".args") + ".golden"
+			if *updateExplain {
+				os.WriteFile(golden, []byte(got), 0o644)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				t.Errorf("got:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestExplainBadInput(t *testing.T) {
+	lab := "../../configs/lab.yaml"
+	for _, tc := range []struct {
+		name  string
+		state string
+		args  []string
+		want  string
+	}{
+		{"a state naming an unknown machine", "sessions: [{id: x, user: alice, resource: desktop, machine: nope, state: connected}]", nil, `machine "nope" is not in`},
+		{"a state with a bad session state", "sessions: [{id: x, user: alice, resource: desktop, machine: vda-hq-1, state: sleeping}]", nil, `state "sleeping" is not one of`},
+		{"a state with an unknown key", "machines: [{name: vda-hq-1, load: 5}]", nil, "field load not found"},
+		{"a bad client address", "", []string{"--client-ip", "not-an-ip"}, "is not an IP address"},
+		{"client-ip and location-zone together", "", []string{"--client-ip", "127.0.0.1", "--location-zone", "hq"}, "none of the others can be"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"explain", "--config", lab, "--user", "alice", "--resource", "desktop"}
+			if tc.state != "" {
+				p := filepath.Join(t.TempDir(), "state.yaml")
+				os.WriteFile(p, []byte(tc.state), 0o644)
+				args = append(args, "--state", p)
+			}
+			out, err := runExplainCLI(t, append(args, tc.args...))
+			if err == nil || !strings.Contains(err.Error()+out, tc.want) {
+				t.Fatalf("got %v\n%s\nwant an error containing %q", err, out, tc.want)
+			}
+		})
+	}
+}
+
+// TestREADMEExplainExample runs the worked example of README.md (between the explain
+// markers): it writes the state file shown there, runs the command shown, and compares with
+// the output shown.
+func TestREADMEExplainExample(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	start := strings.Index(readme, "<!-- BEGIN explain -->")
+	end := strings.Index(readme, "<!-- END explain -->")
+	if start < 0 || end < start {
+		t.Fatal("README.md has no explain section")
+	}
+	sec := readme[start:end]
+	state := regexp.MustCompile("(?s)```yaml\n# state.yaml\n(.*?)```").FindStringSubmatch(sec)
+	if state == nil {
+		t.Fatal("no ```yaml block starting with '# state.yaml' in the explain section")
+	}
+	dir := t.TempDir()
+	statePath := filepath.Join(dir, "state.yaml")
+	os.WriteFile(statePath, []byte(state[1]), 0o644)
+	examples := regexp.MustCompile("(?s)```console\n\\$ (frontdoor explain[^\n]*)\n(.*?)```").FindAllStringSubmatch(sec, -1)
+	if len(examples) == 0 {
+		t.Fatal("no ```console block with a '$ frontdoor explain' command in the explain section")
+	}
+	for _, ex := range examples {
+		t.Run(ex[1], func(t *testing.T) {
+			var args []string
+			for _, a := range strings.Fields(ex[1])[1:] {
+				switch a {
+				case "configs/lab.yaml":
+					a = "../../configs/lab.yaml"
+				case "state.yaml":
+					a = statePath
+				}
+				args = append(args, a)
+			}
+			got, err := runExplainCLI(t, args)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, got)
+			}
+			if got != ex[2] {
+				t.Errorf("README shows:\n%s\nthe command prints:\n%s", ex[2], got)
+			}
+		})
+	}
+}

@@ -78,17 +78,17 @@ func TestLaunchOrder(t *testing.T) {
 		{name: "maintenance (drain) accepts reconnects",
 			yaml: twoGroups(""), req: req, sessions: []broker.Session{sess("d1", "hi1", D, "laptop")},
 			machines: []broker.MachineState{{Name: "hi1", Maintenance: ptr(true)}},
-			want: want{outcome: broker.OutcomeReconnect, step: 2, pz: "z3", src: "UserHome", machine: "hi1"}},
+			want:     want{outcome: broker.OutcomeReconnect, step: 2, pz: "z3", src: "UserHome", machine: "hi1"}},
 		{name: "maintenance (drain) takes no new session",
 			yaml: twoGroups(""), req: req, machines: []broker.MachineState{{Name: "hi3", Maintenance: ptr(true)}},
-			want: want{outcome: broker.OutcomeNew, step: 3, pz: "z3", src: "UserHome", machine: "lo3", trace: []string{"skipped hi3 maintenance"}}},
+			want: want{outcome: broker.OutcomeNew, step: 3, pz: "z3", src: "UserHome", machine: "lo3", trace: []string{"skipped hi3 (maintenance)"}}},
 		{name: "a machine marked down is not available, not even for reconnection",
 			yaml: twoGroups(""), req: req, sessions: []broker.Session{sess("d1", "hi1", D, "laptop")}, machines: down("hi1"),
 			want: want{outcome: broker.OutcomeNew, step: 3, pz: "z3", src: "UserHome", machine: "hi3", trace: []string{"skipped disconnected session d1 on hi1: machine is down"}}},
 		{name: "everything full is a denial with a reason",
 			yaml: twoGroups(""), req: req, machines: full("hi1", "hi3", "lo1", "lo3"),
 			want: want{outcome: broker.OutcomeDenied, pz: "z3", src: "UserHome", err: broker.ErrNoCapacity,
-				trace: []string{"step 5b lo: any zone: 0 of 2 machines available; skipped lo1 load index 10000, lo3 load index 10000", "denied: no session to reconnect and no available machine"}}},
+				trace: []string{"step 5b lo: any zone: 0 of 2 machines available; skipped lo1 (load index 10000), lo3 (load index 10000)", "denied: no session to reconnect and no available machine"}}},
 	})
 }
 

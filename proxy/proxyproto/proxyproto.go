@@ -58,20 +58,34 @@ type Header struct {
 // Read reads one header from br and nothing after it. It returns ErrNoHeader (having
 // consumed nothing) when the first bytes are not a header signature.
 func Read(br *bufio.Reader) (Header, error) {
-	b, err := br.Peek(12)
-	if err != nil {
-		if len(b) > 0 && !bytes.HasPrefix(v2Sig, b) && !strings.HasPrefix("PROXY ", string(b)) && !strings.HasPrefix(string(b), "PROXY ") {
+	// Peek no further than the bytes still look like a signature, so that a peer sending a
+	// few bytes of something else is turned away at once instead of waiting for 12 bytes.
+	for n := 1; ; n++ {
+		n = max(n, min(br.Buffered(), 12))
+		b, err := br.Peek(n)
+		if !maybeHeader(b) {
 			return Header{}, ErrNoHeader
 		}
-		return Header{}, err
-	}
-	switch {
-	case bytes.Equal(b, v2Sig):
-		return readV2(br)
-	case bytes.HasPrefix(b, []byte("PROXY ")):
+		if err != nil {
+			return Header{}, err
+		}
+		if n < 12 {
+			continue
+		}
+		if bytes.Equal(b, v2Sig) {
+			return readV2(br)
+		}
 		return readV1(br)
 	}
-	return Header{}, ErrNoHeader
+}
+
+// maybeHeader reports whether b can start a v1 or v2 header.
+func maybeHeader(b []byte) bool {
+	const v1 = "PROXY "
+	if len(b) <= len(v1) {
+		return strings.HasPrefix(v1, string(b)) || bytes.HasPrefix(v2Sig, b)
+	}
+	return strings.HasPrefix(string(b), v1) || bytes.HasPrefix(v2Sig, b)
 }
 
 func readV1(br *bufio.Reader) (Header, error) {

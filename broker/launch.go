@@ -505,7 +505,13 @@ func (l *launch) findSession(g *group, label, zone string, f stateFilter) *Sessi
 		}
 	}
 	if best == nil {
-		what := map[stateFilter]string{anyLive: "session", onlyDisconnected: "disconnected session", onlyConnected: "connected session"}[f]
+		what := "session"
+		switch f {
+		case onlyDisconnected:
+			what = "disconnected session"
+		case onlyConnected:
+			what = "connected session"
+		}
 		where := "in any zone"
 		if zone != "" {
 			where = "in " + zone
@@ -571,7 +577,7 @@ func (l *launch) findMachineIn(g *group, label, zone, zonesDesc string, zones []
 		for _, m := range b.unavail {
 			nSkipped++
 			if len(skipped) < maxListed {
-				skipped = append(skipped, m.name+" "+m.unavailable())
+				skipped = append(skipped, m.name+" ("+m.unavailable()+")")
 			}
 		}
 	}

@@ -28,12 +28,14 @@ var mayImport = map[string][]string{
 	"store":   {"broker", "configs"},
 	"proxy":   {"zonemap", "configs", "ticket"},
 	"ticket":  {},
+	"gateway": {"ticket", "configs"},
+	"agent":   {"configs", "ticket"},
 	"api":     {"broker", "zonemap", "health", "configs", "ticket"},
 	"client":  {"ticket", "configs"},
-	"lab":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client"},
-	"drill":   {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "lab"},
+	"lab":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent"},
+	"drill":   {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab"},
 	"bench":   {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client"},
-	"cmd":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "lab", "drill"},
+	"cmd":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "drill"},
 }
 
 // stdlibOnly lists folders whose code may import nothing outside the standard library and the

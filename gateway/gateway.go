@@ -1,0 +1,324 @@
+// Package gateway is frontdoor's secure gateway: it accepts a session's display channels — TLS
+// streams on TCP ports and UDP flows — only after a valid ticket, and splices each to the
+// session's machine. Ticket routing, not source-IP persistence, keeps a session's channels
+// together: every channel names its session, and any gateway can take any session's channels
+// with a reconnect ticket.
+//
+// Wire format. A TCP channel is a TLS connection whose first frame is Magic, a 2-byte big-endian
+// length and the ticket; the gateway answers one byte, StatusOK or StatusDenied (then closes),
+// and from there bytes flow to and from the machine's port of the same number. A UDP flow
+// starts with one datagram holding Magic and the ticket; the gateway answers Magic+"OK" and
+// every later datagram from that client address is forwarded to the machine's port of the same
+// number, replies leaving from the listening socket. Anything else — a datagram from an unknown
+// address that is not a valid ticket, a bad frame — is dropped without creating state; a bad
+// ticket on TCP gets only StatusDenied, the reason goes to the log.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// Magic starts every ticket frame.
+const Magic = "FDT1"
+
+// Status bytes answered to a TCP ticket frame.
+const (
+	StatusOK     byte = 0
+	StatusDenied byte = 1
+)
+
+// ProbePayload is the UDP health probe the gateway echoes (configs' default check payload).
+const ProbePayload = "frontdoor-probe"
+
+// Sessions is what the gateway needs of the broker.
+type Sessions interface {
+	// Active reports whether session id is live (not ended); tickets of ended sessions are
+	// refused.
+	Active(id string) bool
+	// Connected is called when a session's first channel opens on this gateway.
+	Connected(ctx context.Context, id, gateway string)
+	// Disconnected is called when a session's last channel on this gateway closes.
+	Disconnected(ctx context.Context, id, gateway string)
+}
+
+// Options configure a Gateway.
+type Options struct {
+	// Name names the gateway in logs and session events.
+	Name string
+	// Address is the IP address to listen on.
+	Address netip.Addr
+	// TCPPorts are the TLS channel ports (e.g. 4172, 8443).
+	TCPPorts []uint16
+	// UDPPorts are the UDP channel ports (e.g. 4172, 8443).
+	UDPPorts []uint16
+	// HealthPort serves HTTPS HEAD/GET /favicon.ico (200, or 503 while draining); 0 for none.
+	HealthPort uint16
+	// TLS is the server TLS config of channel and health ports. Required.
+	TLS *tls.Config
+	// Verifier checks tickets. Required.
+	Verifier *ticket.Verifier
+	// Sessions receives session events. Required.
+	Sessions Sessions
+	// Machine resolves a machine name to its address. Required.
+	Machine func(name string) (netip.Addr, bool)
+	// DialTimeout bounds connecting to a machine. Default: 2s.
+	DialTimeout time.Duration
+	// HandshakeTimeout bounds the TLS handshake and ticket frame. Default: 5s.
+	HandshakeTimeout time.Duration
+	// UDPIdle closes a UDP flow after this long without traffic. Default: 30s.
+	UDPIdle time.Duration
+	// MaxFlows bounds the UDP flows per port. Default: 10000.
+	MaxFlows int
+	// Logger receives gateway logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Gateway is one secure gateway: a set of listeners on one address.
+type Gateway struct {
+	o        Options
+	log      *slog.Logger
+	draining atomic.Bool
+	track    *Tracker
+
+	mu        sync.Mutex // guards listeners, packets, channels, closed
+	listeners []net.Listener
+	packets   []*udpPort
+	channels  map[*channel]struct{}
+	closed    bool
+	http      *http.Server
+	wg        sync.WaitGroup
+	done      chan struct{} // closed by Close
+}
+
+// channel is one open TCP channel or UDP flow of a session.
+type channel struct {
+	session string
+	close   func()
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("gateway closed")
+
+// New checks opts and returns a Gateway; Listen opens its sockets.
+func New(o Options, track *Tracker) (*Gateway, error) {
+	if o.TLS == nil || o.Verifier == nil || o.Sessions == nil || o.Machine == nil || !o.Address.IsValid() {
+		return nil, errors.New("gateway: TLS, Verifier, Sessions, Machine and Address are required")
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 2 * time.Second
+	}
+	if o.HandshakeTimeout == 0 {
+		o.HandshakeTimeout = 5 * time.Second
+	}
+	if o.UDPIdle == 0 {
+		o.UDPIdle = 30 * time.Second
+	}
+	if o.MaxFlows == 0 {
+		o.MaxFlows = 10000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if track == nil {
+		track = NewTracker(o.Sessions)
+	}
+	return &Gateway{o: o, log: o.Logger.With("gateway", o.Name), track: track, channels: map[*channel]struct{}{}, done: make(chan struct{})}, nil
+}
+
+// Listen opens every TCP, UDP and health socket; on error none stays open.
+func (g *Gateway) Listen() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fail := func(err error) error {
+		for _, l := range g.listeners {
+			l.Close()
+		}
+		for _, p := range g.packets {
+			p.conn.Close()
+		}
+		g.listeners, g.packets = nil, nil
+		return err
+	}
+	for _, p := range g.o.TCPPorts {
+		l, err := net.Listen("tcp", netip.AddrPortFrom(g.o.Address, p).String())
+		if err != nil {
+			return fail(fmt.Errorf("gateway %s: %w", g.o.Name, err))
+		}
+		g.listeners = append(g.listeners, l)
+	}
+	for _, p := range g.o.UDPPorts {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(g.o.Address, p)))
+		if err != nil {
+			return fail(fmt.Errorf("gateway %s: %w", g.o.Name, err))
+		}
+		_ = c.SetReadBuffer(4 << 20)
+		_ = c.SetWriteBuffer(4 << 20)
+		g.packets = append(g.packets, newUDPPort(g, c, p))
+	}
+	if g.o.HealthPort != 0 {
+		l, err := net.Listen("tcp", netip.AddrPortFrom(g.o.Address, g.o.HealthPort).String())
+		if err != nil {
+			return fail(fmt.Errorf("gateway %s: %w", g.o.Name, err))
+		}
+		g.listeners = append(g.listeners, healthListener{l})
+	}
+	return nil
+}
+
+// healthListener marks the HTTPS health listener.
+type healthListener struct{ net.Listener }
+
+// Serve runs the gateway until ctx ends or Close is called.
+func (g *Gateway) Serve(ctx context.Context) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return ErrClosed
+	}
+	for _, l := range g.listeners {
+		if hl, ok := l.(healthListener); ok {
+			g.http = &http.Server{Handler: http.HandlerFunc(g.serveHealth), ReadHeaderTimeout: 5 * time.Second,
+				ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
+			srv, ln := g.http, tls.NewListener(hl.Listener, g.o.TLS)
+			g.wg.Add(1)
+			go func() { defer g.wg.Done(); srv.Serve(ln) }()
+			continue
+		}
+		port := uint16(l.Addr().(*net.TCPAddr).Port)
+		g.wg.Add(1)
+		go func() { defer g.wg.Done(); g.acceptTCP(l, port) }()
+	}
+	for _, p := range g.packets {
+		g.wg.Add(2)
+		go func() { defer g.wg.Done(); p.serve() }()
+		go func() { defer g.wg.Done(); p.janitor() }()
+	}
+	g.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-g.done:
+	}
+	g.Close()
+	return nil
+}
+
+// Drain makes the health port answer 503 so load balancers and GSLB steer new clients away,
+// while channels keep flowing.
+func (g *Gateway) Drain(on bool) { g.draining.Store(on) }
+
+func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if g.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if r.URL.Path == "/favicon.ico" {
+		w.Header().Set("Content-Type", "image/x-icon")
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// Close stops the listeners and cuts every channel (a shut-down gateway), then waits for its
+// goroutines.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		g.wg.Wait()
+		return nil
+	}
+	g.closed = true
+	close(g.done)
+	for _, l := range g.listeners {
+		l.Close()
+	}
+	for _, p := range g.packets {
+		p.conn.Close()
+	}
+	if g.http != nil {
+		g.http.Close()
+	}
+	chans := make([]*channel, 0, len(g.channels))
+	for c := range g.channels {
+		chans = append(chans, c)
+	}
+	g.mu.Unlock()
+	for _, c := range chans {
+		c.close()
+	}
+	g.wg.Wait()
+	return nil
+}
+
+// CloseSession cuts every channel of session on this gateway (after a logoff).
+func (g *Gateway) CloseSession(id string) {
+	g.mu.Lock()
+	var chans []*channel
+	for c := range g.channels {
+		if c.session == id {
+			chans = append(chans, c)
+		}
+	}
+	g.mu.Unlock()
+	for _, c := range chans {
+		c.close()
+	}
+}
+
+// Channels returns the number of open channels.
+func (g *Gateway) Channels() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.channels)
+}
+
+// open registers a channel; it returns false when the gateway is closed.
+func (g *Gateway) open(c *channel) bool {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return false
+	}
+	g.channels[c] = struct{}{}
+	g.mu.Unlock()
+	g.track.open(c.session, g.o.Name)
+	return true
+}
+
+func (g *Gateway) release(c *channel) {
+	g.mu.Lock()
+	_, ok := g.channels[c]
+	delete(g.channels, c)
+	g.mu.Unlock()
+	if ok {
+		g.track.close(c.session, g.o.Name)
+	}
+}
+
+// admit checks a ticket for a channel and returns the machine's address.
+func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (ticket.Claims, netip.Addr, error) {
+	c, err := g.o.Verifier.Check(tok, "", ch)
+	if err != nil {
+		return c, netip.Addr{}, err
+	}
+	if !g.o.Sessions.Active(c.Session) {
+		return c, netip.Addr{}, fmt.Errorf("session %s is not active", c.Session)
+	}
+	addr, ok := g.o.Machine(c.Machine)
+	if !ok {
+		return c, netip.Addr{}, fmt.Errorf("machine %q is unknown", c.Machine)
+	}
+	g.log.Info("channel admitted", "session", c.Session, "kind", c.Kind.String(), "channel", ch.String(), "client", client, "machine", c.Machine)
+	return c, addr, nil
+}

@@ -1,0 +1,366 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// sessions is a Sessions that records events.
+type sessions struct {
+	mu     sync.Mutex
+	active map[string]bool
+	events []string
+	ch     chan string
+}
+
+func newSessions(ids ...string) *sessions {
+	s := &sessions{active: map[string]bool{}, ch: make(chan string, 100)}
+	for _, id := range ids {
+		s.active[id] = true
+	}
+	return s
+}
+func (s *sessions) Active(id string) bool { s.mu.Lock(); defer s.mu.Unlock(); return s.active[id] }
+func (s *sessions) Connected(_ context.Context, id, gw string) {
+	s.ch <- "connected " + id + " " + gw
+}
+func (s *sessions) Disconnected(_ context.Context, id, gw string) {
+	s.ch <- "disconnected " + id + " " + gw
+}
+
+func (s *sessions) want(t *testing.T, ev string) {
+	t.Helper()
+	select {
+	case got := <-s.ch:
+		if got != ev {
+			t.Fatalf("event %q, want %q", got, ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no event, want %q", ev)
+	}
+}
+
+func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gw"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.50.1"), net.ParseIP("127.0.50.2")}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, pool
+}
+
+// machine runs TCP and UDP echo servers on 127.0.60.1 and returns the shared port.
+func machine(t *testing.T) (uint16, func()) {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		l, err := net.Listen("tcp", "127.0.60.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.0.60.1"), Port: port})
+		if err != nil {
+			l.Close()
+			continue
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); io.Copy(c, c); c.Close() }()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			b := make([]byte, 65536)
+			for {
+				n, a, err := u.ReadFromUDPAddrPort(b)
+				if err != nil {
+					return
+				}
+				u.WriteToUDPAddrPort(b[:n], a)
+			}
+		}()
+		return uint16(port), func() { l.Close(); u.Close(); wg.Wait() }
+	}
+	t.Fatal("no free port")
+	return 0, nil
+}
+
+type rig struct {
+	gw     *Gateway
+	signer *ticket.Signer
+	pool   *x509.CertPool
+	port   uint16
+	s      *sessions
+	addr   string
+}
+
+func start(t *testing.T, name, ip string, port uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker) *rig {
+	t.Helper()
+	tlsc, pool := selfSigned(t)
+	g, err := New(Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port}, UDPPorts: []uint16{port},
+		TLS: tlsc, Verifier: v, Sessions: s, UDPIdle: 200 * time.Millisecond,
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" },
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &rig{gw: g, signer: signer, pool: pool, port: port, s: s, addr: ip}
+}
+
+func keys(t *testing.T) (*ticket.Signer, *ticket.Verifier) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	return ticket.NewSigner(key, nil), ticket.NewVerifier(key.Public().(ed25519.PublicKey), ticket.NewMemoryLedger(0, nil), nil)
+}
+
+func (r *rig) issue(t *testing.T, kind ticket.Kind, session, machine string) string {
+	t.Helper()
+	tok, _, err := r.signer.Issue(ticket.Claims{Kind: kind, Session: session, Machine: machine, Mode: "gateway",
+		Channels: []ticket.Channel{{Port: r.port, Proto: "tcp"}, {Port: r.port, Proto: "udp"}}}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// dialTCP opens a TCP channel and returns the conn and the status byte.
+func (r *rig) dialTCP(t *testing.T, tok string) (*tls.Conn, byte) {
+	t.Helper()
+	c, err := tls.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr(r.addr), r.port).String(), &tls.Config{RootCAs: r.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFrame(c, tok); err != nil {
+		t.Fatal(err)
+	}
+	var st [1]byte
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, st[:]); err != nil {
+		c.Close()
+		return nil, StatusDenied
+	}
+	c.SetReadDeadline(time.Time{})
+	return c, st[0]
+}
+
+func TestTCPChannelCarriesDataAfterATicket(t *testing.T) {
+	port, stop := machine(t)
+	defer stop()
+	signer, v := keys(t)
+	s := newSessions("s-1")
+	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
+
+	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
+	if st != StatusOK {
+		t.Fatalf("status %d, want OK", st)
+	}
+	s.want(t, "connected s-1 gw-1")
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	go func() { c.Write(data); c.CloseWrite() }()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(got) != sha256.Sum256(data) {
+		t.Fatalf("echo differs: %d bytes back of %d", len(got), len(data))
+	}
+	c.Close()
+	s.want(t, "disconnected s-1 gw-1")
+}
+
+func TestBadTicketsAreDenied(t *testing.T) {
+	port, stop := machine(t)
+	defer stop()
+	signer, v := keys(t)
+	s := newSessions("s-1")
+	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
+	otherSigner, _ := keys(t)
+	forged := (&rig{signer: otherSigner, port: port}).issue(t, ticket.Launch, "s-1", "vda-1")
+	good := r.issue(t, ticket.Launch, "s-1", "vda-1")
+	if c, st := r.dialTCP(t, good); st != StatusOK {
+		t.Fatal("good ticket denied")
+	} else {
+		c.Close()
+	}
+	for name, tok := range map[string]string{
+		"forged":            forged,
+		"replayed":          good,
+		"garbage":           "hello",
+		"unknown machine":   r.issue(t, ticket.Launch, "s-1", "vda-9"),
+		"session not alive": r.issue(t, ticket.Launch, "s-2", "vda-1"),
+	} {
+		if c, st := r.dialTCP(t, tok); st != StatusDenied {
+			c.Close()
+			t.Errorf("%s ticket: status %d, want denied", name, st)
+		}
+	}
+}
+
+func TestUDPFlowNeedsATicketAndIdlesOut(t *testing.T) {
+	port, stop := machine(t)
+	defer stop()
+	signer, v := keys(t)
+	s := newSessions("s-1")
+	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
+	gwAddr := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(port)}
+	c, err := net.DialUDP("udp", nil, gwAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 2048)
+	// Data before a ticket is dropped without state.
+	c.Write([]byte("no ticket"))
+	c.Write([]byte(ProbePayload))
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, err := c.Read(buf)
+	if err != nil || string(buf[:n]) != ProbePayload {
+		t.Fatalf("probe answer %q, %v", buf[:n], err)
+	}
+	if r.gw.Flows() != 0 {
+		t.Fatalf("%d flows before any ticket", r.gw.Flows())
+	}
+	c.Write([]byte(Magic + r.issue(t, ticket.Launch, "s-1", "vda-1")))
+	n, err = c.Read(buf)
+	if err != nil || string(buf[:n]) != Magic+"OK" {
+		t.Fatalf("ticket answer %q, %v", buf[:n], err)
+	}
+	s.want(t, "connected s-1 gw-1")
+	for i := 0; i < 100; i++ {
+		msg := []byte{byte(i), 1, 2, 3}
+		c.Write(msg)
+		n, err := c.Read(buf)
+		if err != nil || !bytes.Equal(buf[:n], msg) {
+			t.Fatalf("datagram %d: %q, %v", i, buf[:n], err)
+		}
+	}
+	s.want(t, "disconnected s-1 gw-1") // idle timeout 200ms
+	if r.gw.Flows() != 0 {
+		t.Fatalf("%d flows after idle timeout", r.gw.Flows())
+	}
+}
+
+func TestReconnectThroughAnotherGatewayKeepsTheSessionConnected(t *testing.T) {
+	port, stop := machine(t)
+	defer stop()
+	signer, v := keys(t)
+	s := newSessions("s-1")
+	tr := NewTracker(s)
+	a := start(t, "gw-a", "127.0.50.1", port, s, signer, v, tr)
+	b := start(t, "gw-b", "127.0.50.2", port, s, signer, v, tr)
+	reconnect := a.issue(t, ticket.Reconnect, "s-1", "vda-1")
+
+	ca, st := a.dialTCP(t, a.issue(t, ticket.Launch, "s-1", "vda-1"))
+	if st != StatusOK {
+		t.Fatal("launch denied")
+	}
+	s.want(t, "connected s-1 gw-a")
+	cb, st := b.dialTCP(t, reconnect)
+	if st != StatusOK {
+		t.Fatal("reconnect through gw-b denied")
+	}
+	// gw-a shuts down: its channel is cut, but the session stays connected through gw-b.
+	a.gw.Close()
+	ca.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := ca.Read(make([]byte, 1)); err == nil {
+		t.Fatal("channel through a closed gateway still open")
+	}
+	ca.Close()
+	cb.Write([]byte("still here"))
+	got := make([]byte, 10)
+	if _, err := io.ReadFull(cb, got); err != nil || string(got) != "still here" {
+		t.Fatalf("gw-b channel: %q, %v", got, err)
+	}
+	select {
+	case ev := <-s.ch:
+		t.Fatalf("unexpected event %q while gw-b holds a channel", ev)
+	default:
+	}
+	cb.Close()
+	s.want(t, "disconnected s-1 gw-b")
+}
+
+func TestHealthPortAnswersAndDrains(t *testing.T) {
+	signer, v := keys(t)
+	tlsc, pool := selfSigned(t)
+	l, _ := net.Listen("tcp", "127.0.50.1:0")
+	hp := uint16(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	g, err := New(Options{Name: "gw", Address: netip.MustParseAddr("127.0.50.1"), HealthPort: hp, TLS: tlsc, Verifier: v,
+		Sessions: newSessions(), Machine: func(string) (netip.Addr, bool) { return netip.Addr{}, false }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = signer
+	if err := g.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- g.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
+	url := "https://127.0.50.1:" + itoa(hp) + "/favicon.ico"
+	for _, tc := range []struct {
+		drain bool
+		want  int
+	}{{false, 200}, {true, 503}, {false, 200}} {
+		g.Drain(tc.drain)
+		req, _ := http.NewRequest(http.MethodHead, url, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("drain=%v: HEAD status %d, want %d", tc.drain, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+func itoa(p uint16) string { return big.NewInt(int64(p)).String() }

@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+func (g *Gateway) acceptTCP(l net.Listener, port uint16) {
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return
+		}
+		backoff = 0
+		g.wg.Add(1)
+		go func() { defer g.wg.Done(); g.handleTCP(c, port) }()
+	}
+}
+
+// readFrame reads Magic, a length and the ticket.
+func readFrame(r io.Reader) (string, error) {
+	var hdr [len(Magic) + 2]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return "", err
+	}
+	if string(hdr[:len(Magic)]) != Magic {
+		return "", errors.New("bad frame magic")
+	}
+	n := int(binary.BigEndian.Uint16(hdr[len(Magic):]))
+	if n == 0 || n > ticket.MaxLen {
+		return "", errors.New("bad frame length")
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// WriteFrame writes a ticket frame; clients use it to open a TCP channel.
+func WriteFrame(w io.Writer, tok string) error {
+	if len(tok) > ticket.MaxLen {
+		return errors.New("ticket too long")
+	}
+	b := make([]byte, 0, len(Magic)+2+len(tok))
+	b = append(b, Magic...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(tok)))
+	b = append(b, tok...)
+	_, err := w.Write(b)
+	return err
+}
+
+func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
+	client, _ := netip.ParseAddrPort(raw.RemoteAddr().String())
+	conn := tls.Server(raw, g.o.TLS)
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
+	if err := conn.Handshake(); err != nil {
+		g.log.Debug("tls handshake failed", "client", client, "err", err)
+		return
+	}
+	tok, err := readFrame(conn)
+	if err != nil {
+		g.log.Info("channel refused", "client", client, "port", port, "reason", "bad frame: "+err.Error())
+		return
+	}
+	ch := ticket.Channel{Port: port, Proto: "tcp"}
+	claims, addr, err := g.admit(tok, ch, client)
+	if err != nil {
+		g.log.Warn("channel denied", "client", client, "channel", ch.String(), "session", claims.Session, "reason", err)
+		conn.Write([]byte{StatusDenied})
+		return
+	}
+	var d net.Dialer
+	d.Timeout = g.o.DialTimeout
+	up, err := d.Dial("tcp", netip.AddrPortFrom(addr, port).String())
+	if err != nil {
+		g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
+		conn.Write([]byte{StatusDenied})
+		return
+	}
+	defer up.Close()
+	if _, err := conn.Write([]byte{StatusOK}); err != nil {
+		return
+	}
+	conn.SetDeadline(time.Time{})
+	var once sync.Once
+	cut := func() { once.Do(func() { conn.Close(); up.Close() }) }
+	c := &channel{session: claims.Session, close: cut}
+	if !g.open(c) {
+		return
+	}
+	defer g.release(c)
+	splice(conn, up, cut)
+}
+
+// splice copies both ways; when one side ends it half-closes the other, and when both are done
+// (or one fails) it cuts both.
+func splice(client *tls.Conn, up net.Conn, cut func()) {
+	done := make(chan struct{}, 2)
+	go func() {
+		if _, err := io.Copy(up, client); err == nil {
+			if tc, ok := up.(*net.TCPConn); ok {
+				tc.CloseWrite()
+			}
+		} else {
+			cut()
+		}
+		done <- struct{}{}
+	}()
+	go func() {
+		if _, err := io.Copy(client, up); err == nil {
+			client.CloseWrite()
+		} else {
+			cut()
+		}
+		done <- struct{}{}
+	}()
+	<-done
+	<-done
+	cut()
+}

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// udpPort serves one UDP channel port: a flow table keyed by client address.
+type udpPort struct {
+	g    *Gateway
+	conn *net.UDPConn
+	port uint16
+
+	mu    sync.Mutex // guards flows
+	flows map[netip.AddrPort]*flow
+}
+
+// flow is one client's UDP channel: a connected socket toward the machine.
+type flow struct {
+	client  netip.AddrPort
+	up      *net.UDPConn
+	last    atomic.Int64 // unix nanos of the last datagram either way
+	ch      *channel
+	closeMu sync.Once
+}
+
+func newUDPPort(g *Gateway, c *net.UDPConn, port uint16) *udpPort {
+	return &udpPort{g: g, conn: c, port: port, flows: map[netip.AddrPort]*flow{}}
+}
+
+func (p *udpPort) serve() {
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := p.conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			p.closeAll()
+			return
+		}
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		p.mu.Lock()
+		f := p.flows[from]
+		p.mu.Unlock()
+		if f != nil {
+			f.last.Store(time.Now().UnixNano())
+			f.up.Write(buf[:n])
+			continue
+		}
+		p.first(buf[:n], from)
+	}
+}
+
+// first handles a datagram from an address without a flow: a health probe, a ticket, or
+// something to drop.
+func (p *udpPort) first(b []byte, from netip.AddrPort) {
+	if string(b) == ProbePayload {
+		p.conn.WriteToUDPAddrPort(b, from)
+		return
+	}
+	if len(b) <= len(Magic) || string(b[:len(Magic)]) != Magic || len(b)-len(Magic) > ticket.MaxLen {
+		return // not ours: drop without state
+	}
+	ch := ticket.Channel{Port: p.port, Proto: "udp"}
+	claims, addr, err := p.g.admit(string(b[len(Magic):]), ch, from)
+	if err != nil {
+		p.g.log.Warn("flow denied", "client", from, "channel", ch.String(), "session", claims.Session, "reason", err)
+		return
+	}
+	p.mu.Lock()
+	full := len(p.flows) >= p.g.o.MaxFlows
+	p.mu.Unlock()
+	if full {
+		p.g.log.Warn("flow table full", "port", p.port, "client", from)
+		return
+	}
+	up, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, p.port)))
+	if err != nil {
+		p.g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
+		return
+	}
+	f := &flow{client: from, up: up}
+	f.last.Store(time.Now().UnixNano())
+	f.ch = &channel{session: claims.Session, close: func() { p.drop(f) }}
+	if !p.g.open(f.ch) {
+		up.Close()
+		return
+	}
+	p.mu.Lock()
+	if old := p.flows[from]; old != nil {
+		p.mu.Unlock()
+		p.drop(old)
+		p.mu.Lock()
+	}
+	p.flows[from] = f
+	p.mu.Unlock()
+	p.conn.WriteToUDPAddrPort([]byte(Magic+"OK"), from)
+	p.g.wg.Add(1)
+	go func() { defer p.g.wg.Done(); p.replies(f) }()
+}
+
+// replies forwards the machine's datagrams to the client from the listening socket.
+func (p *udpPort) replies(f *flow) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.up.Read(buf)
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			p.drop(f)
+			return
+		}
+		f.last.Store(time.Now().UnixNano())
+		p.conn.WriteToUDPAddrPort(buf[:n], f.client)
+	}
+}
+
+// drop removes a flow and closes its socket once.
+func (p *udpPort) drop(f *flow) {
+	f.closeMu.Do(func() {
+		p.mu.Lock()
+		if p.flows[f.client] == f {
+			delete(p.flows, f.client)
+		}
+		p.mu.Unlock()
+		f.up.Close()
+		p.g.release(f.ch)
+	})
+}
+
+// janitor closes idle flows until the port closes.
+func (p *udpPort) janitor() {
+	idle := p.g.o.UDPIdle
+	t := time.NewTicker(max(idle/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-p.g.done:
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-idle).UnixNano()
+		var stale []*flow
+		p.mu.Lock()
+		for _, f := range p.flows {
+			if f.last.Load() < cutoff {
+				stale = append(stale, f)
+			}
+		}
+		p.mu.Unlock()
+		for _, f := range stale {
+			p.drop(f)
+		}
+	}
+}
+
+func (p *udpPort) closeAll() {
+	p.mu.Lock()
+	fl := make([]*flow, 0, len(p.flows))
+	for _, f := range p.flows {
+		fl = append(fl, f)
+	}
+	p.mu.Unlock()
+	for _, f := range fl {
+		p.drop(f)
+	}
+}
+
+// Flows returns the number of UDP flows of the gateway.
+func (g *Gateway) Flows() int {
+	g.mu.Lock()
+	ps := append([]*udpPort(nil), g.packets...)
+	g.mu.Unlock()
+	n := 0
+	for _, p := range ps {
+		p.mu.Lock()
+		n += len(p.flows)
+		p.mu.Unlock()
+	}
+	return n
+}

@@ -81,6 +81,9 @@ type Listener struct {
 	// SocketBuffer sets SO_RCVBUF and SO_SNDBUF of udp sockets (listener and per-flow
 	// backend sockets) in bytes; the kernel caps it at net.core.[rw]mem_max. Default: 4 MiB.
 	SocketBuffer int
+	// MaxDatagram is the largest datagram forwarded whole (udp only); longer ones are
+	// dropped and counted as errors{reason="udp_truncated"}. Default: 4096.
+	MaxDatagram int
 	// Batch is the number of datagrams moved per recvmmsg/sendmmsg call (udp only).
 	// Default: 64.
 	Batch int
@@ -182,6 +185,9 @@ func (c *Config) SetDefaults() {
 		}
 		if l.Batch == 0 {
 			l.Batch = 64
+		}
+		if l.MaxDatagram == 0 {
+			l.MaxDatagram = 4096
 		}
 	}
 	for i := range c.Pools {
@@ -289,6 +295,9 @@ func (c *Config) Validate() error {
 		}
 		if l.MaxClientHello < 512 || l.MaxClientHello > 1<<20 {
 			return fmt.Errorf("listener %s: max_client_hello %d is not 512..1048576", l.Name, l.MaxClientHello)
+		}
+		if l.MaxDatagram < 512 || l.MaxDatagram > 65535 {
+			return fmt.Errorf("listener %s: max_datagram %d is not 512..65535", l.Name, l.MaxDatagram)
 		}
 		if l.Batch < 1 || l.Batch > 1024 {
 			return fmt.Errorf("listener %s: batch %d is not 1..1024", l.Name, l.Batch)

@@ -27,9 +27,9 @@ var loopback = netip.MustParseAddrPort("127.0.0.1:0")
 
 // tcpBackend is a loopback TCP server whose handler runs per connection.
 type tcpBackend struct {
-	ln   *net.TCPListener
-	wg   sync.WaitGroup
-	mu   sync.Mutex // guards conns
+	ln    *net.TCPListener
+	wg    sync.WaitGroup
+	mu    sync.Mutex // guards conns
 	conns []net.Conn
 }
 

@@ -24,9 +24,6 @@ var (
 	_ batchConn = (*ipv6.PacketConn)(nil)
 )
 
-// maxDatagram is the size of each receive buffer; larger datagrams are truncated.
-const maxDatagram = 65535
-
 func newBatchConn(c *net.UDPConn) batchConn {
 	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() != nil {
 		return ipv4.NewPacketConn(c)
@@ -74,16 +71,19 @@ func (s *Server) listenUDP(l *listener) (*udpListener, error) {
 	u := &udpListener{s: s, l: l, conn: c, pc: newBatchConn(c),
 		flows: make(map[netip.AddrPort]*flow), perClient: make(map[netip.Addr]int)}
 	u.msgs.New = func() any {
-		ms := newMessages(l.cfg.Batch)
+		ms := newMessages(l.cfg.Batch, l.cfg.MaxDatagram)
 		return &ms
 	}
 	return u, nil
 }
 
-func newMessages(n int) []ipv4.Message {
+// newMessages makes n messages with one size+1-byte buffer each: a datagram that fills the
+// extra byte was longer than size.
+func newMessages(n, size int) []ipv4.Message {
 	ms := make([]ipv4.Message, n)
+	buf := make([]byte, n*(size+1))
 	for i := range ms {
-		ms[i].Buffers = [][]byte{make([]byte, maxDatagram)}
+		ms[i].Buffers = [][]byte{buf[i*(size+1) : (i+1)*(size+1) : (i+1)*(size+1)]}
 	}
 	return ms
 }
@@ -94,8 +94,8 @@ func (s *Server) readLoop(l *listener) {
 	defer close(l.done)
 	u := l.udp
 	defer u.closeFlows("closed")
-	batch := s.listenerCfg(l).Batch
-	ms := newMessages(batch)
+	batch, size := l.cfg.Batch, l.cfg.MaxDatagram
+	ms := newMessages(batch, size)
 	out := make([]ipv4.Message, batch)
 	for i := range out {
 		out[i].Buffers = make([][]byte, 1)
@@ -125,16 +125,24 @@ func (s *Server) readLoop(l *listener) {
 						break
 					}
 				}
-				out[j-i].Buffers[0] = ms[j].Buffers[0][:ms[j].N]
-				bytes += int64(ms[j].N)
 			}
-			if f != nil {
+			k := 0
+			for m := i; m < j; m++ {
+				if ms[m].N > size {
+					l.m.err("udp_truncated")
+					continue
+				}
+				out[k].Buffers[0] = ms[m].Buffers[0][:ms[m].N]
+				bytes += int64(ms[m].N)
+				k++
+			}
+			if f != nil && k > 0 {
 				f.last.Store(now.UnixNano())
 				f.in.Add(bytes)
-				l.m.pktIn.Add(float64(j - i))
+				l.m.pktIn.Add(float64(k))
 				l.m.bytesIn.Add(float64(bytes))
 				f.b.m.bytesIn.Add(float64(bytes))
-				writeAll(f.pc, out[:j-i])
+				writeAll(f.pc, out[:k])
 			}
 			i = j
 		}
@@ -254,19 +262,26 @@ func (f *flow) replies() {
 			return
 		}
 		var bytes int64
+		k := 0
 		for i := range n {
-			ms[i].Buffers[0] = ms[i].Buffers[0][:ms[i].N]
-			ms[i].Addr = f.addr
+			if ms[i].N > l.cfg.MaxDatagram {
+				l.m.err("udp_truncated")
+				continue
+			}
+			full := ms[i].Buffers[0]
+			ms[i].Buffers[0], ms[k].Buffers[0] = ms[k].Buffers[0], full[:ms[i].N]
+			ms[k].Addr = f.addr
 			bytes += int64(ms[i].N)
+			k++
 		}
 		f.last.Store(s.opts.Now().UnixNano())
 		f.out.Add(bytes)
-		l.m.pktOut.Add(float64(n))
+		l.m.pktOut.Add(float64(k))
 		l.m.bytesOut.Add(float64(bytes))
 		f.b.m.bytesOut.Add(float64(bytes))
-		writeAll(f.u.pc, ms[:n])
+		writeAll(f.u.pc, ms[:k])
 		for i := range n {
-			ms[i].Buffers[0] = ms[i].Buffers[0][:maxDatagram]
+			ms[i].Buffers[0] = ms[i].Buffers[0][:cap(ms[i].Buffers[0])]
 			ms[i].Addr = nil
 		}
 		f.u.msgs.Put(mp)

@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// udpEcho is a loopback UDP server that answers each datagram with name + ":" + payload.
+func udpEcho(t *testing.T, name string) netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(loopback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 65535)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			c.WriteToUDPAddrPort(append([]byte(name+":"), buf[:n]...), from)
+		}
+	}()
+	t.Cleanup(func() {
+		c.Close()
+		wg.Wait()
+	})
+	return c.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+func udpClient(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(loopback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// exchange sends msg to the proxy and returns the reply and where it came from.
+func exchange(t *testing.T, c *net.UDPConn, to netip.AddrPort, msg string) (string, netip.AddrPort) {
+	t.Helper()
+	buf := make([]byte, 70000)
+	for attempt := 0; attempt < 5; attempt++ {
+		if _, err := c.WriteToUDPAddrPort([]byte(msg), to); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err == nil {
+			return string(buf[:n]), from
+		}
+	}
+	t.Fatalf("no reply to %q", msg)
+	return "", netip.AddrPort{}
+}
+
+func udpListenerCfg(pool string) Listener {
+	return Listener{Name: "udp", Address: loopback, Protocol: UDP, Pool: pool}
+}
+
+func TestUDPFlowsFromManySourcePorts(t *testing.T) {
+	a, b := udpEcho(t, "a"), udpEcho(t, "b")
+	reg := prometheus.NewRegistry()
+	s := startServer(t, Config{
+		Listeners: []Listener{udpListenerCfg("p")},
+		Pools:     []Pool{{Name: "p", Balance: RoundRobin, Backends: []Backend{{Name: "a", Address: a}, {Name: "b", Address: b}}}},
+	}, Options{Registry: reg})
+	proxy := s.Addr("udp")
+	const clients, msgs = 40, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	seen := make([]string, clients)
+	for i := range clients {
+		c := udpClient(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 2000)
+			for j := range msgs {
+				msg := fmt.Sprintf("c%d-m%d", i, j)
+				// Datagrams may be lost under load: resend after a timeout, and skip a
+				// late reply to an earlier message.
+				var reply string
+				var from netip.AddrPort
+				for sent := 0; reply == ""; sent++ {
+					if sent == 5 {
+						errs <- fmt.Errorf("client %d: no reply to %s", i, msg)
+						return
+					}
+					c.WriteToUDPAddrPort([]byte(msg), proxy)
+					c.SetReadDeadline(time.Now().Add(2 * time.Second))
+					for {
+						n, f, err := c.ReadFromUDPAddrPort(buf)
+						if err != nil {
+							break // lost: send again
+						}
+						if _, p, _ := bytes.Cut(buf[:n], []byte(":")); string(p) == msg {
+							reply, from = string(buf[:n]), f
+							break
+						}
+						// A late reply to an earlier message: keep reading.
+					}
+				}
+				if from != proxy {
+					errs <- fmt.Errorf("reply came from %v, want the listening socket %v", from, proxy)
+					return
+				}
+				backend, payload, _ := bytes.Cut([]byte(reply), []byte(":"))
+				if string(payload) != msg {
+					errs <- fmt.Errorf("client %d got %q for %q", i, reply, msg)
+					return
+				}
+				if seen[i] == "" {
+					seen[i] = string(backend)
+				} else if seen[i] != string(backend) {
+					errs <- fmt.Errorf("client %d moved from %s to %s within its flow", i, seen[i], backend)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	count := map[string]int{}
+	for _, b := range seen {
+		count[b]++
+	}
+	if count["a"] != clients/2 || count["b"] != clients/2 {
+		t.Errorf("flows per backend %v, want %d each", count, clients/2)
+	}
+	if got := gatherValue(t, reg, "frontdoor_proxy_udp_flows_total", nil); got != clients {
+		t.Errorf("udp_flows_total = %v, want %d", got, clients)
+	}
+}
+
+func TestUDPFlowTableIsBoundedAndFlowsExpire(t *testing.T) {
+	be := udpEcho(t, "a")
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	l := udpListenerCfg("p")
+	l.IdleTimeout = time.Minute
+	s := startServer(t, Config{
+		Listeners: []Listener{l},
+		Pools:     []Pool{onePool("p", be)},
+		Limits:    Limits{MaxFlows: 2},
+	}, Options{Now: clock, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	proxy := s.Addr("udp")
+	c1, c2, c3 := udpClient(t), udpClient(t), udpClient(t)
+	exchange(t, c1, proxy, "one")
+	exchange(t, c2, proxy, "two")
+	// A third flow is over the bound: its datagram is dropped.
+	c3.WriteToUDPAddrPort([]byte("three"), proxy)
+	c3.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, _, err := c3.ReadFromUDPAddrPort(make([]byte, 100)); err == nil {
+		t.Fatalf("third flow got a %d-byte reply over the bound", n)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	s.expire()
+	if n := s.flowCount.Load(); n != 0 {
+		t.Fatalf("%d flows left after the idle timeout", n)
+	}
+	if got, _ := exchange(t, c3, proxy, "three"); got != "a:three" {
+		t.Fatalf("got %q after expiry, want a:three", got)
+	}
+}
+
+type stoppedTicker struct{}
+
+func (stoppedTicker) C() <-chan time.Time { return nil }
+func (stoppedTicker) Stop()               {}
+
+func TestUDPFlowMovesWhenItsBackendGoesDown(t *testing.T) {
+	a, b := udpEcho(t, "a"), udpEcho(t, "b")
+	var mu sync.Mutex
+	down := map[string]bool{}
+	s := startServer(t, Config{
+		Listeners: []Listener{udpListenerCfg("p")},
+		Pools:     []Pool{{Name: "p", Affinity: true, Backends: []Backend{{Name: "a", Address: a}, {Name: "b", Address: b}}}},
+	}, Options{Health: HealthFunc(func(n string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !down[n]
+	})})
+	c := udpClient(t)
+	first, _ := exchange(t, c, s.Addr("udp"), "x")
+	name := first[:1]
+	mu.Lock()
+	down[name] = true
+	mu.Unlock()
+	s.Verdict(name, false)
+	second, _ := exchange(t, c, s.Addr("udp"), "x")
+	if second[:1] == name {
+		t.Fatalf("flow stayed on %s after it went down", name)
+	}
+}
+

@@ -31,6 +31,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(),
 		newConfigCmd(),
+		newServeCmd(),
 		newExplainCmd(),
 	)
 	return root

@@ -216,4 +216,3 @@ func TestUDPFlowMovesWhenItsBackendGoesDown(t *testing.T) {
 		t.Fatalf("flow stayed on %s after it went down", name)
 	}
 }
-

@@ -5,11 +5,13 @@
 // with a reconnect ticket.
 //
 // Wire format. A TCP channel is a TLS connection whose first frame is Magic, a 2-byte big-endian
-// length and the ticket; the gateway answers one byte, StatusOK or StatusDenied (then closes),
-// and from there bytes flow to and from the machine's port of the same number. A UDP flow
-// starts with one datagram holding Magic and the ticket; the gateway answers Magic+"OK" and
-// every later datagram from that client address is forwarded to the machine's port of the same
-// number, replies leaving from the listening socket. Anything else — a datagram from an unknown
+// length and the ticket; the gateway checks it, dials the machine's port of the same number,
+// passes the frame on (the machine's agent checks it too and so learns the channel's session),
+// and answers one byte, StatusOK or StatusDenied (then closes); from there bytes flow both ways.
+// A UDP flow starts with one datagram holding Magic and the ticket; the gateway checks it and
+// forwards it to the machine's port of the same number, whose agent answers Magic+"OK"; every
+// later datagram from that client address follows, replies leaving from the listening socket.
+// In direct mode the client speaks the same frames to the machine itself. Anything else — a datagram from an unknown
 // address that is not a valid ticket, a bad frame — is dropped without creating state; a bad
 // ticket on TCP gets only StatusDenied, the reason goes to the log.
 package gateway

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"go.uber.org/goleak"
 )
@@ -79,45 +80,29 @@ func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, pool
 }
 
-// machine runs TCP and UDP echo servers on 127.0.60.1 and returns the shared port.
-func machine(t *testing.T) (uint16, func()) {
+// machine runs the agent's display simulator for vda-1 on 127.0.60.1 and returns its port.
+func machine(t *testing.T, pub ed25519.PublicKey) (uint16, func()) {
 	t.Helper()
 	for i := 0; i < 20; i++ {
 		l, err := net.Listen("tcp", "127.0.60.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.0.60.1"), Port: port})
+		port := uint16(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr("127.0.60.1"),
+			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
+			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
+			Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
-			l.Close()
+			t.Fatal(err)
+		}
+		if err := d.Listen(); err != nil {
 			continue
 		}
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				wg.Add(1)
-				go func() { defer wg.Done(); io.Copy(c, c); c.Close() }()
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			b := make([]byte, 65536)
-			for {
-				n, a, err := u.ReadFromUDPAddrPort(b)
-				if err != nil {
-					return
-				}
-				u.WriteToUDPAddrPort(b[:n], a)
-			}
-		}()
-		return uint16(port), func() { l.Close(); u.Close(); wg.Wait() }
+		done := make(chan error)
+		go func() { done <- d.Serve(context.Background()) }()
+		return port, func() { d.Close(); <-done }
 	}
 	t.Fatal("no free port")
 	return 0, nil
@@ -152,9 +137,10 @@ func start(t *testing.T, name, ip string, port uint16, s *sessions, signer *tick
 	return &rig{gw: g, signer: signer, pool: pool, port: port, s: s, addr: ip}
 }
 
-func keys(t *testing.T) (*ticket.Signer, *ticket.Verifier) {
+func keys(t *testing.T) (*ticket.Signer, *ticket.Verifier, ed25519.PublicKey) {
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	return ticket.NewSigner(key, nil), ticket.NewVerifier(key.Public().(ed25519.PublicKey), ticket.NewMemoryLedger(0, nil), nil)
+	pub := key.Public().(ed25519.PublicKey)
+	return ticket.NewSigner(key, nil), ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), pub
 }
 
 func (r *rig) issue(t *testing.T, kind ticket.Kind, session, machine string) string {
@@ -188,9 +174,9 @@ func (r *rig) dialTCP(t *testing.T, tok string) (*tls.Conn, byte) {
 }
 
 func TestTCPChannelCarriesDataAfterATicket(t *testing.T) {
-	port, stop := machine(t)
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
 	defer stop()
-	signer, v := keys(t)
 	s := newSessions("s-1")
 	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
 
@@ -214,12 +200,12 @@ func TestTCPChannelCarriesDataAfterATicket(t *testing.T) {
 }
 
 func TestBadTicketsAreDenied(t *testing.T) {
-	port, stop := machine(t)
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
 	defer stop()
-	signer, v := keys(t)
 	s := newSessions("s-1")
 	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
-	otherSigner, _ := keys(t)
+	otherSigner, _, _ := keys(t)
 	forged := (&rig{signer: otherSigner, port: port}).issue(t, ticket.Launch, "s-1", "vda-1")
 	good := r.issue(t, ticket.Launch, "s-1", "vda-1")
 	if c, st := r.dialTCP(t, good); st != StatusOK {
@@ -242,9 +228,9 @@ func TestBadTicketsAreDenied(t *testing.T) {
 }
 
 func TestUDPFlowNeedsATicketAndIdlesOut(t *testing.T) {
-	port, stop := machine(t)
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
 	defer stop()
-	signer, v := keys(t)
 	s := newSessions("s-1")
 	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
 	gwAddr := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(port)}
@@ -286,9 +272,9 @@ func TestUDPFlowNeedsATicketAndIdlesOut(t *testing.T) {
 }
 
 func TestReconnectThroughAnotherGatewayKeepsTheSessionConnected(t *testing.T) {
-	port, stop := machine(t)
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
 	defer stop()
-	signer, v := keys(t)
 	s := newSessions("s-1")
 	tr := NewTracker(s)
 	a := start(t, "gw-a", "127.0.50.1", port, s, signer, v, tr)
@@ -326,7 +312,7 @@ func TestReconnectThroughAnotherGatewayKeepsTheSessionConnected(t *testing.T) {
 }
 
 func TestHealthPortAnswersAndDrains(t *testing.T) {
-	signer, v := keys(t)
+	signer, v, _ := keys(t)
 	tlsc, pool := selfSigned(t)
 	l, _ := net.Listen("tcp", "127.0.50.1:0")
 	hp := uint16(l.Addr().(*net.TCPAddr).Port)

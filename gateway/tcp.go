@@ -95,10 +95,19 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 		return
 	}
 	defer up.Close()
-	if _, err := conn.Write([]byte{StatusOK}); err != nil {
+	// The machine's agent checks the ticket too: it learns the session of every channel.
+	up.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
+	var st [1]byte
+	if err := WriteFrame(up, tok); err != nil {
+		conn.Write([]byte{StatusDenied})
 		return
 	}
-	conn.SetDeadline(time.Time{})
+	if _, err := io.ReadFull(up, st[:]); err != nil || st[0] != StatusOK {
+		g.log.Warn("machine refused channel", "session", claims.Session, "machine", claims.Machine, "err", err)
+		conn.Write([]byte{StatusDenied})
+		return
+	}
+	up.SetDeadline(time.Time{})
 	var once sync.Once
 	cut := func() { once.Do(func() { conn.Close(); up.Close() }) }
 	c := &channel{session: claims.Session, close: cut}
@@ -106,6 +115,10 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 		return
 	}
 	defer g.release(c)
+	if _, err := conn.Write([]byte{StatusOK}); err != nil {
+		return
+	}
+	conn.SetDeadline(time.Time{})
 	splice(conn, up, cut)
 }
 

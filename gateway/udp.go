@@ -100,7 +100,8 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 	}
 	p.flows[from] = f
 	p.mu.Unlock()
-	p.conn.WriteToUDPAddrPort([]byte(Magic+"OK"), from)
+	// The ticket goes on to the machine's agent, whose Magic+"OK" reaches the client.
+	up.Write(b)
 	p.g.wg.Add(1)
 	go func() { defer p.g.wg.Done(); p.replies(f) }()
 }

@@ -1,0 +1,266 @@
+// Package agent is the VDA side of frontdoor: it serves a machine's display ports as a small
+// desktop simulator (each channel opens with a ticket, then echoes), keeps track of the
+// machine's sessions — a session whose client vanished stays "disconnected" until a timeout —
+// and reports load and direct-mode session events to a front door of its own zone, else of the
+// primary zone, never of another satellite zone.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// Wire format of the display ports: the same frames as the gateway's (see package gateway):
+// TCP: Magic, 2-byte length, ticket; answer StatusOK or StatusDenied. UDP: Magic+ticket; answer
+// Magic+"OK".
+const (
+	Magic        = "FDT1"
+	StatusOK     = 0
+	StatusDenied = 1
+	// ProbePayload is echoed on UDP ports without a ticket, for health probes.
+	ProbePayload = "frontdoor-probe"
+)
+
+// Session states as the agent sees them.
+const (
+	StateConnected    = "connected"
+	StateDisconnected = "disconnected"
+)
+
+// Reporter receives session events; in direct mode it forwards them to the front door.
+type Reporter func(ctx context.Context, session, event string)
+
+// DisplayOptions configure a Display.
+type DisplayOptions struct {
+	// Machine is this machine's name; tickets for other machines are refused.
+	Machine string
+	// Address is the IP address to listen on.
+	Address netip.Addr
+	// TCPPorts and UDPPorts are the display ports.
+	TCPPorts, UDPPorts []uint16
+	// Verifier checks tickets with the site's public key.
+	Verifier *ticket.Verifier
+	// DisconnectTimeout ends a disconnected session's record. Default: 1h.
+	DisconnectTimeout time.Duration
+	// UDPIdle ends a UDP flow after this long without datagrams. Default: 30s.
+	UDPIdle time.Duration
+	// Report receives connected/disconnected events. Optional.
+	Report Reporter
+	// Logger receives logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Display serves a machine's display ports.
+type Display struct {
+	o    DisplayOptions
+	log  *slog.Logger
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex // guards listeners, packets, open, state, since, conns, closed
+	listeners []net.Listener
+	packets   []*net.UDPConn
+	open      map[string]int       // session -> open channels
+	state     map[string]string    // session -> connected|disconnected
+	since     map[string]time.Time // session -> when it was disconnected
+	conns     map[io.Closer]string // open channels -> session
+	flows     map[flowKey]*uflow
+	closed    bool
+}
+
+type flowKey struct {
+	port   uint16
+	client netip.AddrPort
+}
+
+type uflow struct {
+	session string
+	last    time.Time
+}
+
+// NewDisplay returns a Display; Listen opens its ports.
+func NewDisplay(o DisplayOptions) (*Display, error) {
+	if o.Verifier == nil || !o.Address.IsValid() || o.Machine == "" {
+		return nil, errors.New("agent: Machine, Address and Verifier are required")
+	}
+	if o.DisconnectTimeout == 0 {
+		o.DisconnectTimeout = time.Hour
+	}
+	if o.UDPIdle == 0 {
+		o.UDPIdle = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Report == nil {
+		o.Report = func(context.Context, string, string) {}
+	}
+	return &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
+		open: map[string]int{}, state: map[string]string{}, since: map[string]time.Time{},
+		conns: map[io.Closer]string{}, flows: map[flowKey]*uflow{}}, nil
+}
+
+// Listen opens the display ports.
+func (d *Display) Listen() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.o.TCPPorts {
+		l, err := net.Listen("tcp", netip.AddrPortFrom(d.o.Address, p).String())
+		if err != nil {
+			d.closeLocked()
+			return fmt.Errorf("agent %s: %w", d.o.Machine, err)
+		}
+		d.listeners = append(d.listeners, l)
+	}
+	for _, p := range d.o.UDPPorts {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(d.o.Address, p)))
+		if err != nil {
+			d.closeLocked()
+			return fmt.Errorf("agent %s: %w", d.o.Machine, err)
+		}
+		d.packets = append(d.packets, c)
+	}
+	return nil
+}
+
+// Serve runs until ctx ends or Close is called.
+func (d *Display) Serve(ctx context.Context) error {
+	d.mu.Lock()
+	for _, l := range d.listeners {
+		port := uint16(l.Addr().(*net.TCPAddr).Port)
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.acceptTCP(l, port) }()
+	}
+	for _, c := range d.packets {
+		port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.serveUDP(c, port) }()
+	}
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); d.janitor() }()
+	d.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-d.done:
+	}
+	return d.Close()
+}
+
+// Close stops the display and cuts its channels.
+func (d *Display) Close() error {
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		close(d.done)
+		d.closeLocked()
+		for c := range d.conns {
+			c.Close()
+		}
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+	return nil
+}
+
+func (d *Display) closeLocked() {
+	for _, l := range d.listeners {
+		l.Close()
+	}
+	for _, c := range d.packets {
+		c.Close()
+	}
+}
+
+// Sessions returns the state of every session the machine knows.
+func (d *Display) Sessions() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]string, len(d.state))
+	for k, v := range d.state {
+		out[k] = v
+	}
+	return out
+}
+
+// Count returns the number of sessions (connected or disconnected) on the machine.
+func (d *Display) Count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.state)
+}
+
+func (d *Display) opened(session string) {
+	d.mu.Lock()
+	d.open[session]++
+	first := d.open[session] == 1
+	if first {
+		d.state[session] = StateConnected
+		delete(d.since, session)
+	}
+	d.mu.Unlock()
+	if first {
+		d.log.Info("session connected", "session", session)
+		d.o.Report(context.Background(), session, StateConnected)
+	}
+}
+
+func (d *Display) released(session string) {
+	d.mu.Lock()
+	d.open[session]--
+	last := d.open[session] <= 0
+	if last {
+		delete(d.open, session)
+		d.state[session] = StateDisconnected
+		d.since[session] = time.Now()
+	}
+	d.mu.Unlock()
+	if last {
+		d.log.Info("session disconnected", "session", session)
+		d.o.Report(context.Background(), session, StateDisconnected)
+	}
+}
+
+func (d *Display) check(tok string, ch ticket.Channel) (ticket.Claims, error) {
+	return d.o.Verifier.Check(tok, d.o.Machine, ch)
+}
+
+// janitor ends idle UDP flows and forgets sessions disconnected for longer than the timeout.
+func (d *Display) janitor() {
+	t := time.NewTicker(max(min(d.o.UDPIdle/4, time.Second), 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var ended []string
+		d.mu.Lock()
+		for k, f := range d.flows {
+			if now.Sub(f.last) > d.o.UDPIdle {
+				delete(d.flows, k)
+				ended = append(ended, f.session)
+			}
+		}
+		for s, at := range d.since {
+			if now.Sub(at) > d.o.DisconnectTimeout {
+				delete(d.since, s)
+				delete(d.state, s)
+			}
+		}
+		d.mu.Unlock()
+		for _, s := range ended {
+			d.released(s)
+		}
+	}
+}

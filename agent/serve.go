@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+func (d *Display) acceptTCP(l net.Listener, port uint16) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return
+		}
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.handleTCP(c, port) }()
+	}
+}
+
+func readFrame(r io.Reader) (string, error) {
+	var hdr [len(Magic) + 2]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return "", err
+	}
+	n := int(binary.BigEndian.Uint16(hdr[len(Magic):]))
+	if string(hdr[:len(Magic)]) != Magic || n == 0 || n > ticket.MaxLen {
+		return "", errors.New("bad frame")
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(r, b)
+	return string(b), err
+}
+
+// handleTCP checks the channel's ticket, then echoes: the desktop simulator.
+func (d *Display) handleTCP(c net.Conn, port uint16) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	tok, err := readFrame(c)
+	if err != nil {
+		return
+	}
+	ch := ticket.Channel{Port: port, Proto: "tcp"}
+	claims, err := d.check(tok, ch)
+	if err != nil {
+		d.log.Warn("channel denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)
+		c.Write([]byte{StatusDenied})
+		return
+	}
+	if _, err := c.Write([]byte{StatusOK}); err != nil {
+		return
+	}
+	c.SetDeadline(time.Time{})
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.conns[c] = claims.Session
+	d.mu.Unlock()
+	d.opened(claims.Session)
+	defer func() {
+		d.mu.Lock()
+		delete(d.conns, c)
+		d.mu.Unlock()
+		d.released(claims.Session)
+	}()
+	if _, err := io.Copy(c, c); err == nil {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+	}
+}
+
+// serveUDP answers probes, opens flows on a valid ticket and echoes datagrams of open flows.
+func (d *Display) serveUDP(c *net.UDPConn, port uint16) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			d.endFlows(port)
+			return
+		}
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		k := flowKey{port, from}
+		b := buf[:n]
+		d.mu.Lock()
+		f := d.flows[k]
+		if f != nil {
+			f.last = time.Now()
+		}
+		d.mu.Unlock()
+		switch {
+		case f != nil:
+			c.WriteToUDPAddrPort(b, from)
+		case string(b) == ProbePayload:
+			c.WriteToUDPAddrPort(b, from)
+		case len(b) > len(Magic) && string(b[:len(Magic)]) == Magic:
+			ch := ticket.Channel{Port: port, Proto: "udp"}
+			claims, err := d.check(string(b[len(Magic):]), ch)
+			if err != nil {
+				d.log.Warn("flow denied", "channel", ch.String(), "client", from, "reason", err)
+				continue
+			}
+			d.mu.Lock()
+			d.flows[k] = &uflow{session: claims.Session, last: time.Now()}
+			d.mu.Unlock()
+			d.opened(claims.Session)
+			c.WriteToUDPAddrPort([]byte(Magic+"OK"), from)
+		}
+	}
+}
+
+func (d *Display) endFlows(port uint16) {
+	var ended []string
+	d.mu.Lock()
+	for k, f := range d.flows {
+		if k.port == port {
+			delete(d.flows, k)
+			ended = append(ended, f.session)
+		}
+	}
+	d.mu.Unlock()
+	for _, s := range ended {
+		d.released(s)
+	}
+}

@@ -1,0 +1,205 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// AdminOptions configure the admin API.
+type AdminOptions struct {
+	// Config is the site configuration.
+	Config *configs.Config
+	// Broker is switched by the secure-gateway toggle and reports sessions.
+	Broker Broker
+	// Zone is the zone of this front door.
+	Zone string
+	// ModeFile keeps the secure-gateway toggles across restarts ("" keeps them in memory).
+	ModeFile string
+	// Agents supplies the machines' last heartbeats for the status page. Optional.
+	Agents *Agents
+	// Health returns each gateway's eligibility and per-port detail for the status page.
+	Health func() map[string]string
+	// Registry is served on /metrics. Optional.
+	Registry *prometheus.Registry
+	// Logger receives admin logs (every toggle is logged).
+	Logger *slog.Logger
+}
+
+// Admin serves the admin API: status, the secure-gateway toggle, agent heartbeats and
+// /metrics.
+type Admin struct {
+	o     AdminOptions
+	users map[string]configs.User
+	mux   *http.ServeMux
+	log   *slog.Logger
+
+	mu    sync.Mutex // guards modes
+	modes map[string]bool
+}
+
+// NewAdmin builds the admin handler and applies the toggles kept in ModeFile.
+func NewAdmin(o AdminOptions) (*Admin, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	a := &Admin{o: o, users: map[string]configs.User{}, mux: http.NewServeMux(), log: o.Logger, modes: map[string]bool{}}
+	for _, u := range o.Config.Users {
+		a.users[u.Name] = u
+	}
+	for _, g := range o.Config.Groups {
+		a.modes[g.Name] = *g.SecureGateway
+	}
+	if err := a.loadModes(); err != nil {
+		return nil, err
+	}
+	a.mux.HandleFunc("GET /v1/admin/status", a.admin(a.status))
+	a.mux.HandleFunc("POST /v1/admin/gateway", a.admin(a.toggle))
+	if o.Registry != nil {
+		a.mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+	}
+	return a, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	a.mux.ServeHTTP(w, r)
+}
+
+func (a *Admin) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		u, ok := authenticate(a.users, r)
+		if !ok || !u.Admin {
+			w.Header().Set("WWW-Authenticate", `Basic realm="frontdoor admin"`)
+			httpError(w, http.StatusUnauthorized, "admin authentication required")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// loadModes applies the toggles saved in ModeFile.
+func (a *Admin) loadModes() error {
+	if a.o.ModeFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(a.o.ModeFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading secure-gateway modes: %w", err)
+	}
+	var saved map[string]bool
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return fmt.Errorf("secure-gateway modes in %s: %w", a.o.ModeFile, err)
+	}
+	for g, on := range saved {
+		if _, ok := a.modes[g]; !ok {
+			continue // the group left the configuration
+		}
+		if err := a.o.Broker.SetSecureGateway(g, on); err != nil {
+			return err
+		}
+		a.modes[g] = on
+	}
+	return nil
+}
+
+func (a *Admin) saveModesLocked() error {
+	if a.o.ModeFile == "" {
+		return nil
+	}
+	b, _ := json.MarshalIndent(a.modes, "", "  ")
+	tmp := a.o.ModeFile + ".tmp"
+	if err := os.MkdirAll(filepath.Dir(tmp), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, a.o.ModeFile)
+}
+
+// ToggleRequest is the body of POST /v1/admin/gateway.
+type ToggleRequest struct {
+	On    bool   `json:"on"`
+	Group string `json:"group"` // "" for every group
+}
+
+func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
+	var req ToggleRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, "body must be JSON {\"on\": true|false, \"group\": NAME}")
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var groups []string
+	if req.Group == "" {
+		for g := range a.modes {
+			groups = append(groups, g)
+		}
+		sort.Strings(groups)
+	} else if _, ok := a.modes[req.Group]; ok {
+		groups = []string{req.Group}
+	} else {
+		httpError(w, http.StatusNotFound, fmt.Sprintf("group %q is not defined", req.Group))
+		return
+	}
+	for _, g := range groups {
+		if err := a.o.Broker.SetSecureGateway(g, req.On); err != nil {
+			httpError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		a.modes[g] = req.On
+	}
+	if err := a.saveModesLocked(); err != nil {
+		httpError(w, http.StatusInternalServerError, "saving modes: "+err.Error())
+		return
+	}
+	user, _, _ := r.BasicAuth()
+	a.log.Info("secure gateway toggled", "by", user, "on", req.On, "groups", groups)
+	writeJSON(w, http.StatusOK, map[string]any{"secure_gateway": req.On, "groups": groups})
+}
+
+// Status is the admin status document.
+type Status struct {
+	Site          string               `json:"site"`
+	Zone          string               `json:"zone"`
+	SecureGateway map[string]bool      `json:"secure_gateway"`
+	Sessions      map[string]int       `json:"sessions"`
+	Gateways      map[string]string    `json:"gateways,omitempty"`
+	Machines      map[string]Heartbeat `json:"machines,omitempty"`
+}
+
+func (a *Admin) status(w http.ResponseWriter, _ *http.Request) {
+	st := Status{Site: a.o.Config.Site.Name, Zone: a.o.Zone, SecureGateway: map[string]bool{}, Sessions: map[string]int{}, Machines: map[string]Heartbeat{}}
+	a.mu.Lock()
+	for g, on := range a.modes {
+		st.SecureGateway[g] = on
+	}
+	a.mu.Unlock()
+	if a.o.Agents != nil {
+		st.Machines = a.o.Agents.Heartbeats()
+	}
+	for _, s := range a.o.Broker.Sessions() {
+		st.Sessions[string(s.State)]++
+	}
+	if a.o.Health != nil {
+		st.Gateways = a.o.Health()
+	}
+	writeJSON(w, http.StatusOK, st)
+}

@@ -1,0 +1,177 @@
+package api
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+)
+
+// AgentsOptions configure the agent API, served beside the launch API.
+type AgentsOptions struct {
+	// Config is the site configuration.
+	Config *configs.Config
+	// Broker takes load reports and direct-mode session events.
+	Broker Broker
+	// Zone is the zone of this front door: agents of other satellite zones are turned away.
+	Zone string
+	// Key derives the per-machine agent tokens (AgentToken).
+	Key []byte
+	// SitePublicKey is handed to agents so they can check tickets themselves.
+	SitePublicKey ed25519.PublicKey
+	// Logger receives agent API logs.
+	Logger *slog.Logger
+}
+
+// Agents serves the machines' agents: POST /v1/agent/heartbeat,
+// POST /v1/agent/sessions/{id}/connected|disconnected and GET /v1/agent/site-key.
+type Agents struct {
+	o     AgentsOptions
+	mach  map[string]configs.Machine
+	zones map[string]configs.Zone
+	mux   *http.ServeMux
+
+	mu   sync.Mutex // guards load
+	load map[string]Heartbeat
+}
+
+// NewAgents builds the agent API handler.
+func NewAgents(o AgentsOptions) *Agents {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	a := &Agents{o: o, mach: map[string]configs.Machine{}, zones: map[string]configs.Zone{}, mux: http.NewServeMux(), load: map[string]Heartbeat{}}
+	for _, m := range o.Config.Machines {
+		a.mach[m.Name] = m
+	}
+	for _, z := range o.Config.Zones {
+		a.zones[z.Name] = z
+	}
+	a.mux.HandleFunc("POST /v1/agent/heartbeat", a.heartbeat)
+	a.mux.HandleFunc("POST /v1/agent/sessions/{id}/{event}", a.session)
+	a.mux.HandleFunc("GET /v1/agent/site-key", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"ed25519": hex.EncodeToString(o.SitePublicKey)})
+	})
+	return a
+}
+
+// ServeHTTP implements http.Handler.
+func (a *Agents) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	a.mux.ServeHTTP(w, r)
+}
+
+// Heartbeats returns the last heartbeat of every machine that sent one.
+func (a *Agents) Heartbeats() map[string]Heartbeat {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]Heartbeat, len(a.load))
+	for k, v := range a.load {
+		out[k] = v
+	}
+	return out
+}
+
+// AgentToken is the bearer token of a machine's agent: HMAC-SHA256 of the machine name under
+// the site's agent key.
+func AgentToken(key []byte, machine string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("frontdoor-agent:" + machine))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Heartbeat is what an agent reports.
+type Heartbeat struct {
+	Machine  string `json:"machine"`
+	Sessions int    `json:"sessions"`
+	CPU      int    `json:"cpu"`
+	Memory   int    `json:"memory"`
+}
+
+// ErrWrongZone is answered to an agent that must register with another zone's front door.
+var ErrWrongZone = errors.New("register with a front door of your own zone or of the primary zone")
+
+// agentAuth checks an agent's bearer token and that this front door may take its
+// registration: same zone, or the primary zone (never another satellite zone).
+func (a *Agents) auth(w http.ResponseWriter, r *http.Request, machine string) bool {
+	m, ok := a.mach[machine]
+	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || len(a.o.Key) == 0 || subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(a.o.Key, machine))) != 1 {
+		httpError(w, http.StatusUnauthorized, "agent authentication failed")
+		return false
+	}
+	if a.o.Zone != "" && m.Zone != a.o.Zone && !a.zones[a.o.Zone].Primary {
+		httpError(w, http.StatusMisdirectedRequest, fmt.Sprintf("%v: machine zone %s, this front door serves %s", ErrWrongZone, m.Zone, a.o.Zone))
+		return false
+	}
+	return true
+}
+
+func (a *Agents) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var hb Heartbeat
+	if err := json.NewDecoder(r.Body).Decode(&hb); err != nil {
+		httpError(w, http.StatusBadRequest, "body must be a JSON heartbeat")
+		return
+	}
+	if !a.auth(w, r, hb.Machine) {
+		return
+	}
+	hb.CPU, hb.Memory = clamp(hb.CPU), clamp(hb.Memory)
+	if err := a.o.Broker.ReportLoad(r.Context(), hb.Machine, hb.CPU, hb.Memory); err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a.mu.Lock()
+	a.load[hb.Machine] = hb
+	a.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// agentSession takes direct-mode connect and disconnect reports from a machine's agent.
+func (a *Agents) session(w http.ResponseWriter, r *http.Request) {
+	id, ev := r.PathValue("id"), r.PathValue("event")
+	s, ok := a.o.Broker.Session(id)
+	if !ok {
+		httpError(w, http.StatusNotFound, "no such session")
+		return
+	}
+	if !a.auth(w, r, s.Machine) {
+		return
+	}
+	var err error
+	switch ev {
+	case "connected":
+		_, err = a.o.Broker.Connected(r.Context(), id)
+	case "disconnected":
+		_, err = a.o.Broker.Disconnected(r.Context(), id)
+	default:
+		httpError(w, http.StatusNotFound, "event must be connected or disconnected")
+		return
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		httpError(w, http.StatusConflict, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func clamp(p int) int { return min(max(p, 0), 100) }
+
+// Handler serves the launch API and the agent API on one listener.
+func Handler(l *Launch, a *Agents) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/agent/", a)
+	mux.Handle("/", l)
+	return mux
+}

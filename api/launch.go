@@ -1,0 +1,304 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Broker is what the APIs need of the session broker.
+type Broker interface {
+	Launch(ctx context.Context, req broker.LaunchRequest) (broker.Decision, error)
+	Sessions() []broker.Session
+	Session(id string) (broker.Session, bool)
+	Connected(ctx context.Context, id string) (broker.Session, error)
+	Disconnected(ctx context.Context, id string) (broker.Session, error)
+	Logoff(ctx context.Context, id string) (broker.Session, error)
+	ReportLoad(ctx context.Context, machine string, cpu, memory int) error
+	SetSecureGateway(group string, on bool) error
+}
+
+var _ Broker = (*broker.Broker)(nil)
+
+// GatewayEndpoint is one gateway a client may use, as the launch descriptor lists it.
+type GatewayEndpoint struct {
+	Name      string   `json:"name"`
+	Zone      string   `json:"zone"`
+	Addresses []string `json:"addresses"`
+}
+
+// Channel is one display channel of a session (port and protocol).
+type Channel struct {
+	Port  uint16 `json:"port"`
+	Proto string `json:"proto"`
+}
+
+// Descriptor is the launch API's answer: where and how the client connects.
+type Descriptor struct {
+	SessionID       string            `json:"session_id"`
+	Outcome         string            `json:"outcome"`
+	Mode            string            `json:"mode"`
+	Machine         string            `json:"machine"`
+	Zone            string            `json:"zone"`
+	Step            int               `json:"step"`
+	PreferredZone   string            `json:"preferred_zone"`
+	PreferredSource string            `json:"preferred_zone_source"`
+	LocationZone    string            `json:"location_zone"`
+	Channels        []Channel         `json:"channels"`
+	Gateways        []GatewayEndpoint `json:"gateways,omitempty"`
+	LaunchTicket    string            `json:"launch_ticket,omitempty"`
+	ReconnectTicket string            `json:"reconnect_ticket,omitempty"`
+	Address         string            `json:"address,omitempty"`
+	Trace           []string          `json:"trace"`
+}
+
+// LaunchOptions configure the launch API.
+type LaunchOptions struct {
+	// Config is the site configuration (users, machines, gateways, ticket lifetimes).
+	Config *configs.Config
+	// Broker answers launches.
+	Broker Broker
+	// Locate maps a client address to its user-location zone ("" when none).
+	Locate func(netip.Addr) string
+	// Gateways returns the usable gateways of a zone, best first (health-aware).
+	Gateways func(zone string) []GatewayEndpoint
+	// Signer issues tickets; Verifier revokes them on logoff.
+	Signer   *ticket.Signer
+	Verifier *ticket.Verifier
+	// OnLogoff is called after a logoff, to cut the session's channels. Optional.
+	OnLogoff func(session string)
+	// Logger receives API logs.
+	Logger *slog.Logger
+}
+
+// Launch serves POST /v1/launch, GET /v1/sessions and POST /v1/sessions/{id}/disconnect|logoff.
+type Launch struct {
+	o     LaunchOptions
+	users map[string]configs.User
+	mach  map[string]configs.Machine
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+// NewLaunch builds the launch API handler.
+func NewLaunch(o LaunchOptions) *Launch {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	l := &Launch{o: o, users: map[string]configs.User{}, mach: map[string]configs.Machine{}, log: o.Logger, mux: http.NewServeMux()}
+	for _, u := range o.Config.Users {
+		l.users[u.Name] = u
+	}
+	for _, m := range o.Config.Machines {
+		l.mach[m.Name] = m
+	}
+	l.mux.HandleFunc("POST /v1/launch", l.auth(l.launch))
+	l.mux.HandleFunc("GET /v1/sessions", l.auth(l.sessions))
+	l.mux.HandleFunc("POST /v1/sessions/{id}/disconnect", l.auth(l.sessionAction))
+	l.mux.HandleFunc("POST /v1/sessions/{id}/logoff", l.auth(l.sessionAction))
+	return l
+}
+
+// ServeHTTP implements http.Handler.
+func (l *Launch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	l.mux.ServeHTTP(w, r)
+}
+
+// dummyHash is a valid bcrypt hash compared for unknown users.
+const dummyHash = "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"
+
+// authenticate checks HTTP Basic credentials against the configured bcrypt hashes.
+func authenticate(users map[string]configs.User, r *http.Request) (configs.User, bool) {
+	name, pass, ok := r.BasicAuth()
+	if !ok {
+		return configs.User{}, false
+	}
+	u, known := users[name]
+	hash := u.PasswordHash
+	if !known || hash == "" {
+		// Compare anyway so that unknown users take as long as known ones.
+		hash = dummyHash
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) != nil || !known || u.PasswordHash == "" {
+		return configs.User{}, false
+	}
+	return u, true
+}
+
+func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, configs.User)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		u, ok := authenticate(l.users, r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="frontdoor"`)
+			httpError(w, http.StatusUnauthorized, "authentication required")
+			return
+		}
+		h(w, r, u)
+	}
+}
+
+// clientAddr is the client's address as the socket sees it.
+func clientAddr(r *http.Request) netip.Addr {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	a, _ := netip.ParseAddr(host)
+	return a.Unmap()
+}
+
+// LaunchRequest is the body of POST /v1/launch.
+type LaunchRequest struct {
+	Resource string `json:"resource"`
+	Endpoint string `json:"endpoint"`
+}
+
+func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) {
+	var req LaunchRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Resource == "" {
+		httpError(w, http.StatusBadRequest, "body must be JSON {\"resource\": NAME, \"endpoint\": ID}")
+		return
+	}
+	if len(req.Endpoint) > 128 {
+		httpError(w, http.StatusBadRequest, "endpoint is longer than 128 bytes")
+		return
+	}
+	client := clientAddr(r)
+	zone := ""
+	if l.o.Locate != nil && client.IsValid() {
+		zone = l.o.Locate(client)
+	}
+	d, err := l.o.Broker.Launch(r.Context(), broker.LaunchRequest{User: u.Name, Resource: req.Resource, LocationZone: zone, Endpoint: req.Endpoint})
+	if err != nil {
+		l.log.Error("launch failed", "user", u.Name, "resource", req.Resource, "err", err)
+		httpError(w, http.StatusServiceUnavailable, "launch failed")
+		return
+	}
+	l.log.Info("launch", "user", u.Name, "resource", req.Resource, "client", client, "location_zone", zone,
+		"outcome", d.Outcome, "step", d.Step, "machine", d.Machine, "session", d.Session, "mode", d.Mode)
+	if d.Outcome == broker.OutcomeDenied {
+		writeJSON(w, http.StatusForbidden, map[string]any{"error": "denied", "reason": d.Reason, "trace": d.Trace})
+		return
+	}
+	desc, err := l.describe(d, zone)
+	if err != nil {
+		l.log.Error("building descriptor", "session", d.Session, "err", err)
+		httpError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, desc)
+}
+
+// describe turns a decision into the connection descriptor, with tickets in gateway mode.
+func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, error) {
+	desc := Descriptor{SessionID: d.Session, Outcome: string(d.Outcome), Mode: d.Mode, Machine: d.Machine, Zone: d.Zone,
+		Step: d.Step, PreferredZone: d.PreferredZone, PreferredSource: d.PreferredZoneSource, LocationZone: zone, Trace: d.Trace}
+	m := l.mach[d.Machine]
+	var chans []ticket.Channel
+	for _, p := range m.DisplayPorts {
+		port, proto, err := configs.ParsePortSpec(p)
+		if err != nil {
+			return desc, err
+		}
+		desc.Channels = append(desc.Channels, Channel{Port: uint16(port), Proto: proto})
+		chans = append(chans, ticket.Channel{Port: uint16(port), Proto: proto})
+	}
+	if d.Mode != "gateway" {
+		desc.Address = m.Address
+		return desc, nil
+	}
+	if l.o.Gateways != nil {
+		desc.Gateways = l.o.Gateways(d.Zone)
+	}
+	if len(desc.Gateways) == 0 {
+		return desc, fmt.Errorf("no healthy gateway in zone %s", d.Zone)
+	}
+	t := l.o.Config.Site.Tickets
+	lt, _, err := l.o.Signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans}, t.LaunchTTL.D())
+	if err != nil {
+		return desc, err
+	}
+	rt, _, err := l.o.Signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans}, t.ReconnectTTL.D())
+	if err != nil {
+		return desc, err
+	}
+	desc.LaunchTicket, desc.ReconnectTicket = lt, rt
+	return desc, nil
+}
+
+// SessionView is a session as GET /v1/sessions shows it.
+type SessionView struct {
+	ID       string    `json:"id"`
+	Resource string    `json:"resource"`
+	Machine  string    `json:"machine"`
+	Zone     string    `json:"zone"`
+	State    string    `json:"state"`
+	Mode     string    `json:"mode"`
+	Endpoint string    `json:"endpoint,omitempty"`
+	Created  time.Time `json:"created"`
+}
+
+func (l *Launch) sessions(w http.ResponseWriter, _ *http.Request, u configs.User) {
+	out := []SessionView{}
+	for _, s := range l.o.Broker.Sessions() {
+		if s.User == u.Name {
+			out = append(out, SessionView{ID: s.ID, Resource: s.Resource, Machine: s.Machine, Zone: s.Zone, State: string(s.State), Mode: s.Mode, Endpoint: s.Endpoint, Created: s.Created})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, u configs.User) {
+	id := r.PathValue("id")
+	s, ok := l.o.Broker.Session(id)
+	if !ok || s.User != u.Name {
+		httpError(w, http.StatusNotFound, "no such session")
+		return
+	}
+	var err error
+	if strings.HasSuffix(r.URL.Path, "/logoff") {
+		_, err = l.o.Broker.Logoff(r.Context(), id)
+		if err == nil && l.o.Verifier != nil {
+			err = l.o.Verifier.Revoke(id, l.o.Config.Site.Tickets.ReconnectTTL.D())
+		}
+		if err == nil && l.o.OnLogoff != nil {
+			l.o.OnLogoff(id)
+		}
+	} else {
+		_, err = l.o.Broker.Disconnected(r.Context(), id)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return
+		}
+		httpError(w, http.StatusConflict, err.Error())
+		return
+	}
+	s, _ = l.o.Broker.Session(id)
+	writeJSON(w, http.StatusOK, map[string]string{"id": id, "state": string(s.State)})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}

@@ -2,7 +2,8 @@
 // desktop simulator (each channel opens with a ticket, then echoes), keeps track of the
 // machine's sessions — a session whose client vanished stays "disconnected" until a timeout —
 // and reports load and direct-mode session events to a front door of its own zone, else of the
-// primary zone, never of another satellite zone.
+// primary zone, never of another satellite zone. Its display ports speak the frames of package
+// ticket.
 package agent
 
 import (
@@ -17,17 +18,6 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/ticket"
-)
-
-// Wire format of the display ports: the same frames as the gateway's (see package gateway):
-// TCP: Magic, 2-byte length, ticket; answer StatusOK or StatusDenied. UDP: Magic+ticket; answer
-// Magic+"OK".
-const (
-	Magic        = "FDT1"
-	StatusOK     = 0
-	StatusDenied = 1
-	// ProbePayload is echoed on UDP ports without a ticket, for health probes.
-	ProbePayload = "frontdoor-probe"
 )
 
 // Session states as the agent sees them.

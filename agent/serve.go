@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -27,25 +26,11 @@ func (d *Display) acceptTCP(l net.Listener, port uint16) {
 	}
 }
 
-func readFrame(r io.Reader) (string, error) {
-	var hdr [len(Magic) + 2]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return "", err
-	}
-	n := int(binary.BigEndian.Uint16(hdr[len(Magic):]))
-	if string(hdr[:len(Magic)]) != Magic || n == 0 || n > ticket.MaxLen {
-		return "", errors.New("bad frame")
-	}
-	b := make([]byte, n)
-	_, err := io.ReadFull(r, b)
-	return string(b), err
-}
-
 // handleTCP checks the channel's ticket, then echoes: the desktop simulator.
 func (d *Display) handleTCP(c net.Conn, port uint16) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	tok, err := readFrame(c)
+	tok, err := ticket.ReadFrame(c)
 	if err != nil {
 		return
 	}
@@ -53,10 +38,10 @@ func (d *Display) handleTCP(c net.Conn, port uint16) {
 	claims, err := d.check(tok, ch)
 	if err != nil {
 		d.log.Warn("channel denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)
-		c.Write([]byte{StatusDenied})
+		c.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	if _, err := c.Write([]byte{StatusOK}); err != nil {
+	if _, err := c.Write([]byte{ticket.StatusOK}); err != nil {
 		return
 	}
 	c.SetDeadline(time.Time{})
@@ -106,11 +91,15 @@ func (d *Display) serveUDP(c *net.UDPConn, port uint16) {
 		switch {
 		case f != nil:
 			c.WriteToUDPAddrPort(b, from)
-		case string(b) == ProbePayload:
+		case string(b) == ticket.ProbePayload:
 			c.WriteToUDPAddrPort(b, from)
-		case len(b) > len(Magic) && string(b[:len(Magic)]) == Magic:
+		default:
+			tok, ok := ticket.ParseDatagram(b)
+			if !ok {
+				continue
+			}
 			ch := ticket.Channel{Port: port, Proto: "udp"}
-			claims, err := d.check(string(b[len(Magic):]), ch)
+			claims, err := d.check(tok, ch)
 			if err != nil {
 				d.log.Warn("flow denied", "channel", ch.String(), "client", from, "reason", err)
 				continue
@@ -119,7 +108,7 @@ func (d *Display) serveUDP(c *net.UDPConn, port uint16) {
 			d.flows[k] = &uflow{session: claims.Session, last: time.Now()}
 			d.mu.Unlock()
 			d.opened(claims.Session)
-			c.WriteToUDPAddrPort([]byte(Magic+"OK"), from)
+			c.WriteToUDPAddrPort([]byte(ticket.UDPReady), from)
 		}
 	}
 }

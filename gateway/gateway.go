@@ -32,18 +32,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
-// Magic starts every ticket frame.
-const Magic = "FDT1"
-
-// Status bytes answered to a TCP ticket frame.
-const (
-	StatusOK     byte = 0
-	StatusDenied byte = 1
-)
-
-// ProbePayload is the UDP health probe the gateway echoes (configs' default check payload).
-const ProbePayload = "frontdoor-probe"
-
 // Sessions is what the gateway needs of the broker.
 type Sessions interface {
 	// Active reports whether session id is live (not ended); tickets of ended sessions are

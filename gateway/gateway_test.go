@@ -160,14 +160,14 @@ func (r *rig) dialTCP(t *testing.T, tok string) (*tls.Conn, byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFrame(c, tok); err != nil {
+	if err := ticket.WriteFrame(c, tok); err != nil {
 		t.Fatal(err)
 	}
 	var st [1]byte
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(c, st[:]); err != nil {
 		c.Close()
-		return nil, StatusDenied
+		return nil, ticket.StatusDenied
 	}
 	c.SetReadDeadline(time.Time{})
 	return c, st[0]
@@ -181,7 +181,7 @@ func TestTCPChannelCarriesDataAfterATicket(t *testing.T) {
 	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
 
 	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
-	if st != StatusOK {
+	if st != ticket.StatusOK {
 		t.Fatalf("status %d, want OK", st)
 	}
 	s.want(t, "connected s-1 gw-1")
@@ -208,7 +208,7 @@ func TestBadTicketsAreDenied(t *testing.T) {
 	otherSigner, _, _ := keys(t)
 	forged := (&rig{signer: otherSigner, port: port}).issue(t, ticket.Launch, "s-1", "vda-1")
 	good := r.issue(t, ticket.Launch, "s-1", "vda-1")
-	if c, st := r.dialTCP(t, good); st != StatusOK {
+	if c, st := r.dialTCP(t, good); st != ticket.StatusOK {
 		t.Fatal("good ticket denied")
 	} else {
 		c.Close()
@@ -220,7 +220,7 @@ func TestBadTicketsAreDenied(t *testing.T) {
 		"unknown machine":   r.issue(t, ticket.Launch, "s-1", "vda-9"),
 		"session not alive": r.issue(t, ticket.Launch, "s-2", "vda-1"),
 	} {
-		if c, st := r.dialTCP(t, tok); st != StatusDenied {
+		if c, st := r.dialTCP(t, tok); st != ticket.StatusDenied {
 			c.Close()
 			t.Errorf("%s ticket: status %d, want denied", name, st)
 		}
@@ -242,18 +242,18 @@ func TestUDPFlowNeedsATicketAndIdlesOut(t *testing.T) {
 	buf := make([]byte, 2048)
 	// Data before a ticket is dropped without state.
 	c.Write([]byte("no ticket"))
-	c.Write([]byte(ProbePayload))
+	c.Write([]byte(ticket.ProbePayload))
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	n, err := c.Read(buf)
-	if err != nil || string(buf[:n]) != ProbePayload {
+	if err != nil || string(buf[:n]) != ticket.ProbePayload {
 		t.Fatalf("probe answer %q, %v", buf[:n], err)
 	}
 	if r.gw.Flows() != 0 {
 		t.Fatalf("%d flows before any ticket", r.gw.Flows())
 	}
-	c.Write([]byte(Magic + r.issue(t, ticket.Launch, "s-1", "vda-1")))
+	c.Write(ticket.Datagram(r.issue(t, ticket.Launch, "s-1", "vda-1")))
 	n, err = c.Read(buf)
-	if err != nil || string(buf[:n]) != Magic+"OK" {
+	if err != nil || string(buf[:n]) != ticket.UDPReady {
 		t.Fatalf("ticket answer %q, %v", buf[:n], err)
 	}
 	s.want(t, "connected s-1 gw-1")
@@ -282,12 +282,12 @@ func TestReconnectThroughAnotherGatewayKeepsTheSessionConnected(t *testing.T) {
 	reconnect := a.issue(t, ticket.Reconnect, "s-1", "vda-1")
 
 	ca, st := a.dialTCP(t, a.issue(t, ticket.Launch, "s-1", "vda-1"))
-	if st != StatusOK {
+	if st != ticket.StatusOK {
 		t.Fatal("launch denied")
 	}
 	s.want(t, "connected s-1 gw-a")
 	cb, st := b.dialTCP(t, reconnect)
-	if st != StatusOK {
+	if st != ticket.StatusOK {
 		t.Fatal("reconnect through gw-b denied")
 	}
 	// gw-a shuts down: its channel is cut, but the session stays connected through gw-b.

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -32,39 +31,6 @@ func (g *Gateway) acceptTCP(l net.Listener, port uint16) {
 	}
 }
 
-// readFrame reads Magic, a length and the ticket.
-func readFrame(r io.Reader) (string, error) {
-	var hdr [len(Magic) + 2]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return "", err
-	}
-	if string(hdr[:len(Magic)]) != Magic {
-		return "", errors.New("bad frame magic")
-	}
-	n := int(binary.BigEndian.Uint16(hdr[len(Magic):]))
-	if n == 0 || n > ticket.MaxLen {
-		return "", errors.New("bad frame length")
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return "", err
-	}
-	return string(b), nil
-}
-
-// WriteFrame writes a ticket frame; clients use it to open a TCP channel.
-func WriteFrame(w io.Writer, tok string) error {
-	if len(tok) > ticket.MaxLen {
-		return errors.New("ticket too long")
-	}
-	b := make([]byte, 0, len(Magic)+2+len(tok))
-	b = append(b, Magic...)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(tok)))
-	b = append(b, tok...)
-	_, err := w.Write(b)
-	return err
-}
-
 func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	client, _ := netip.ParseAddrPort(raw.RemoteAddr().String())
 	conn := tls.Server(raw, g.o.TLS)
@@ -74,7 +40,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 		g.log.Debug("tls handshake failed", "client", client, "err", err)
 		return
 	}
-	tok, err := readFrame(conn)
+	tok, err := ticket.ReadFrame(conn)
 	if err != nil {
 		g.log.Info("channel refused", "client", client, "port", port, "reason", "bad frame: "+err.Error())
 		return
@@ -83,7 +49,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	claims, addr, err := g.admit(tok, ch, client)
 	if err != nil {
 		g.log.Warn("channel denied", "client", client, "channel", ch.String(), "session", claims.Session, "reason", err)
-		conn.Write([]byte{StatusDenied})
+		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
 	var d net.Dialer
@@ -91,20 +57,20 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	up, err := d.Dial("tcp", netip.AddrPortFrom(addr, port).String())
 	if err != nil {
 		g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
-		conn.Write([]byte{StatusDenied})
+		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
 	defer up.Close()
 	// The machine's agent checks the ticket too: it learns the session of every channel.
 	up.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
 	var st [1]byte
-	if err := WriteFrame(up, tok); err != nil {
-		conn.Write([]byte{StatusDenied})
+	if err := ticket.WriteFrame(up, tok); err != nil {
+		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	if _, err := io.ReadFull(up, st[:]); err != nil || st[0] != StatusOK {
+	if _, err := io.ReadFull(up, st[:]); err != nil || st[0] != ticket.StatusOK {
 		g.log.Warn("machine refused channel", "session", claims.Session, "machine", claims.Machine, "err", err)
-		conn.Write([]byte{StatusDenied})
+		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
 	up.SetDeadline(time.Time{})
@@ -115,7 +81,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 		return
 	}
 	defer g.release(c)
-	if _, err := conn.Write([]byte{StatusOK}); err != nil {
+	if _, err := conn.Write([]byte{ticket.StatusOK}); err != nil {
 		return
 	}
 	conn.SetDeadline(time.Time{})

@@ -60,15 +60,16 @@ func (p *udpPort) serve() {
 // first handles a datagram from an address without a flow: a health probe, a ticket, or
 // something to drop.
 func (p *udpPort) first(b []byte, from netip.AddrPort) {
-	if string(b) == ProbePayload {
+	if string(b) == ticket.ProbePayload {
 		p.conn.WriteToUDPAddrPort(b, from)
 		return
 	}
-	if len(b) <= len(Magic) || string(b[:len(Magic)]) != Magic || len(b)-len(Magic) > ticket.MaxLen {
+	tok, ok := ticket.ParseDatagram(b)
+	if !ok {
 		return // not ours: drop without state
 	}
 	ch := ticket.Channel{Port: p.port, Proto: "udp"}
-	claims, addr, err := p.g.admit(string(b[len(Magic):]), ch, from)
+	claims, addr, err := p.g.admit(tok, ch, from)
 	if err != nil {
 		p.g.log.Warn("flow denied", "client", from, "channel", ch.String(), "session", claims.Session, "reason", err)
 		return
@@ -100,7 +101,7 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 	}
 	p.flows[from] = f
 	p.mu.Unlock()
-	// The ticket goes on to the machine's agent, whose Magic+"OK" reaches the client.
+	// The ticket goes on to the machine's agent, whose ticket.UDPReady reaches the client.
 	up.Write(b)
 	p.g.wg.Add(1)
 	go func() { defer p.g.wg.Done(); p.replies(f) }()

@@ -1,0 +1,66 @@
+package ticket
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+)
+
+// The channel wire format shared by clients, gateways and machine agents.
+//
+// A TCP channel starts with a frame: FrameMagic, a 2-byte big-endian length and the ticket;
+// the receiver answers one byte, StatusOK or StatusDenied (and then closes). A UDP flow starts
+// with one datagram holding FrameMagic and the ticket; the machine's agent answers UDPReady.
+// ProbePayload, sent alone in a datagram, is echoed by gateways and agents for health probes.
+const (
+	FrameMagic   = "FDT1"
+	UDPReady     = FrameMagic + "OK"
+	ProbePayload = "frontdoor-probe"
+
+	StatusOK     byte = 0
+	StatusDenied byte = 1
+)
+
+// ErrFrame is returned for a frame that is not FrameMagic, a length in 1..MaxLen and a ticket.
+var ErrFrame = errors.New("bad ticket frame")
+
+// ReadFrame reads one ticket frame.
+func ReadFrame(r io.Reader) (string, error) {
+	var hdr [len(FrameMagic) + 2]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return "", err
+	}
+	n := int(binary.BigEndian.Uint16(hdr[len(FrameMagic):]))
+	if string(hdr[:len(FrameMagic)]) != FrameMagic || n == 0 || n > MaxLen {
+		return "", ErrFrame
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// WriteFrame writes one ticket frame.
+func WriteFrame(w io.Writer, tok string) error {
+	if len(tok) == 0 || len(tok) > MaxLen {
+		return ErrFrame
+	}
+	b := make([]byte, 0, len(FrameMagic)+2+len(tok))
+	b = append(b, FrameMagic...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(tok)))
+	b = append(b, tok...)
+	_, err := w.Write(b)
+	return err
+}
+
+// Datagram returns the first datagram of a UDP flow for tok.
+func Datagram(tok string) []byte { return append([]byte(FrameMagic), tok...) }
+
+// ParseDatagram returns the ticket of a flow's first datagram, or false.
+func ParseDatagram(b []byte) (string, bool) {
+	if len(b) <= len(FrameMagic) || len(b)-len(FrameMagic) > MaxLen || string(b[:len(FrameMagic)]) != FrameMagic {
+		return "", false
+	}
+	return string(b[len(FrameMagic):]), true
+}

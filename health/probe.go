@@ -55,8 +55,18 @@ func asTimeout(ctx context.Context, err error) error {
 }
 
 func (p *NetProber) probeTCP(ctx context.Context, addr netip.AddrPort, c *Check) error {
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", addr.String())
+	// A deadline instead of a cancellable context: dialing with a context that can be
+	// cancelled costs a goroutine per connect, and the timeout bounds the dial anyway.
+	// No keep-alive: the connection lives for one probe, and each keep-alive option is
+	// another system call.
+	d := net.Dialer{KeepAlive: -1}
+	dctx := context.Background()
+	if dl, ok := ctx.Deadline(); ok {
+		d.Deadline = dl
+	} else {
+		dctx = ctx
+	}
+	raw, err := d.DialContext(dctx, "tcp", addr.String())
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", addr, err)
 	}

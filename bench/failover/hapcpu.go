@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// procCPU returns a process's user and system CPU time from /proc/<pid>/stat.
+func procCPU(pid int) (user, sys time.Duration, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// Fields after the parenthesised command: state is field 3; utime 14, stime 15.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if f[0] == "Z" {
+		return 0, 0, fmt.Errorf("process %d exited", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(ut) * tick, time.Duration(st) * tick, nil
+}
+
+// runHAPCPU runs HAProxy with one server per listed port (TCP connect checks on the tcp
+// ports, check-ssl on the tls ports) at the given interval, and prints its CPU time.
+func runHAPCPU(bin, cpu, portsFile string, kinds []string, interval, dur time.Duration) error {
+	f, err := os.Open(portsFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "global\n\tmaxconn 4000\ndefaults\n\tmode tcp\n\ttimeout connect 250ms\n\ttimeout check 250ms\n\ttimeout client 5s\n\ttimeout server 5s\n")
+	servers := map[string]*strings.Builder{}
+	for _, k := range kinds {
+		servers[k] = &strings.Builder{}
+	}
+	sc := bufio.NewScanner(f)
+	n := 0
+	for i := 0; sc.Scan(); i++ {
+		var tlsP, tcpP, udpP int
+		if _, err := fmt.Sscanf(sc.Text(), "%d %d %d", &tlsP, &tcpP, &udpP); err != nil {
+			return err
+		}
+		n++
+		for _, k := range kinds {
+			switch k {
+			case "tcp":
+				fmt.Fprintf(servers[k], "\tserver s%d 127.0.0.1:%d check inter %dms\n", i, tcpP, interval.Milliseconds())
+			case "tls":
+				fmt.Fprintf(servers[k], "\tserver s%d 127.0.0.1:%d check check-ssl verify none inter %dms\n", i, tlsP, interval.Milliseconds())
+			default:
+				return fmt.Errorf("HAProxy cannot run %s checks", k)
+			}
+		}
+	}
+	front, err := freePort()
+	if err != nil {
+		return err
+	}
+	// HAProxy refuses to run without a listener.
+	fmt.Fprintf(&b, "frontend fe\n\tbind 127.0.0.1:%d\n\tdefault_backend be_%s\n", front, kinds[0])
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "backend be_%s\n%s", k, servers[k].String())
+	}
+	dir, err := os.MkdirTemp("", "hapcpu")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command("taskset", "-c", cpu, bin, "-f", cfg, "-db")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(2 * interval)
+	pid := cmd.Process.Pid // taskset execs HAProxy in place
+	u0, s0, err := procCPU(pid)
+	if err != nil {
+		return fmt.Errorf("%w (haproxy said: %s)", err, out.String())
+	}
+	w0 := time.Now()
+	time.Sleep(dur)
+	u1, s1, err := procCPU(pid)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(w0)
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / wall.Seconds() }
+	checks := float64(n*len(kinds)) / interval.Seconds()
+	fmt.Printf("| HAProxy: %d × [%s] | %v | %.0f | n/a | %.2f%% (user %.2f%%, sys %.2f%%) | %.1f | n/a |\n", n, strings.Join(kinds, ","),
+		interval, checks, pct(u1-u0+s1-s0), pct(u1-u0), pct(s1-s0), float64((u1-u0+s1-s0).Microseconds())/(checks*wall.Seconds()))
+	return nil
+}

@@ -1,0 +1,51 @@
+// Command failover measures the health prober: detection time against HAProxy on the same
+// loopback listeners (detect), and the CPU cost of probing many targets (serve + cpu). It is
+// run by bench/failover.sh.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+var (
+	verbose = flag.Bool("v", false, "print HAProxy's log lines and frontdoor's down events")
+	only    = flag.String("only", "", "detect: run only the scenarios whose target contains this")
+)
+
+func main() {
+	var (
+		runs     = flag.Int("runs", 15, "detect: failures injected per scenario")
+		hapBin   = flag.String("haproxy", "haproxy", "detect, hapcpu: the HAProxy binary")
+		hapCPU   = flag.String("haproxy-cpu", "1", "detect, hapcpu: the CPU HAProxy is pinned to")
+		inter    = flag.Duration("interval", 250*time.Millisecond, "probe interval (detect and cpu)")
+		timeout  = flag.Duration("timeout", 250*time.Millisecond, "detect: probe timeout")
+		fall     = flag.Int("fall", 3, "detect: fall")
+		rise     = flag.Int("rise", 2, "detect: rise")
+		n        = flag.Int("n", 1000, "serve: number of targets")
+		ports    = flag.String("ports", "", "serve: file to write the ports to; cpu: file to read them from")
+		kinds    = flag.String("kinds", "tls,tcp,udp", "cpu: the checks of each target")
+		duration = flag.Duration("duration", 30*time.Second, "cpu: measuring window")
+	)
+	flag.Parse()
+	var err error
+	switch flag.Arg(0) {
+	case "detect":
+		err = runDetect(*hapBin, *hapCPU, *runs, *inter, *timeout, *fall, *rise)
+	case "serve":
+		err = runServe(*n, *ports)
+	case "cpu":
+		err = runCPU(*ports, strings.Split(*kinds, ","), *inter, *duration)
+	case "hapcpu":
+		err = runHAPCPU(*hapBin, *hapCPU, *ports, strings.Split(*kinds, ","), *inter, *duration)
+	default:
+		err = fmt.Errorf("usage: failover [flags] detect|serve|cpu|hapcpu")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "failover:", err)
+		os.Exit(1)
+	}
+}

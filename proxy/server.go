@@ -18,6 +18,13 @@ type Server struct {
 	log  *slog.Logger
 	m    *metrics
 	aff  *affinity // nil when affinity is off
+	// poller holds quiet TCP copy directions without goroutines; nil if epoll is missing,
+	// then quiet directions keep their goroutines.
+	poller *poller
+	// parkAfter is how long a copy direction waits for bytes in its own goroutine before
+	// it parks in the poller. onPark, if set, is called after each park (tests).
+	parkAfter time.Duration
+	onPark    func()
 
 	state atomic.Pointer[state] // pools and listener settings, swapped by Reload
 
@@ -73,6 +80,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 		perClient: make(map[netip.Addr]int),
 	}
 	s.idle = sync.NewCond(&s.mu)
+	s.parkAfter = time.Second
+	if p, err := newPoller(s); err == nil {
+		s.poller = p
+	} else {
+		s.log.Warn("no idle poller; quiet connections keep their goroutines", "err", err)
+	}
 	if cfg.AffinityTTL > 0 {
 		s.aff = newAffinity(cfg.AffinityTTL, cfg.AffinityMax, opts.Now)
 	}
@@ -167,6 +180,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.expiryLoop()
+	if s.poller != nil {
+		s.wg.Add(1)
+		go s.poller.loop()
+	}
 	s.mu.Unlock()
 	select {
 	case <-ctx.Done():
@@ -205,9 +222,22 @@ func (s *Server) expiryLoop() {
 	}
 }
 
-// expire runs one expiry pass; the expiry loop calls it every second.
+// expire runs one expiry pass; the expiry loop calls it every second. Quiet TCP connections
+// whose halves are parked are ended here (running halves watch their own idle timeout).
 func (s *Server) expire() {
 	s.aff.sweep()
+	now := time.Now()
+	var idle []*session
+	s.mu.Lock()
+	for ss := range s.sessions {
+		if t := ss.t; t != nil && now.Sub(time.Unix(0, t.last.Load())) >= t.idle {
+			idle = append(idle, ss)
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range idle {
+		ss.kill(s.poller, errIdle)
+	}
 	s.mu.Lock()
 	ls := make([]*listener, 0, len(s.listeners))
 	for _, l := range s.listeners {
@@ -367,9 +397,15 @@ func (s *Server) Close() error {
 		l.closeSocket()
 	}
 	for ss := range s.sessions {
-		ss.kill()
+		ss.kill(s.poller, net.ErrClosed)
 	}
 	s.mu.Unlock()
+	if s.poller != nil {
+		s.poller.stop()
+	}
 	s.wg.Wait()
+	if s.poller != nil {
+		s.poller.close()
+	}
 	return nil
 }

@@ -10,100 +10,164 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 )
 
 // errIdle ends a connection that moved no byte for the listener's idle timeout.
 var errIdle = errors.New("idle timeout")
 
-// pipe copies between client and backend in both directions until both are done, an error
-// ends one of them, or the connection is idle for idle. Each direction half-closes the
-// other side's write end on EOF. It closes both sockets and returns the bytes moved
-// (in = client to backend) and why it ended.
-func (s *Server) pipe(client, backend *net.TCPConn, idle time.Duration, lm *listenerMetrics, bm *backendMetrics) (in, out int64, reason string) {
-	var last atomic.Int64
-	last.Store(time.Now().UnixNano())
-	type result struct {
-		n   int64
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		n, err := copyHalf(client, backend, idle, &last, lm.bytesOut, bm.bytesOut)
-		if err != nil {
-			// The backend reset or the connection went idle: end both directions now.
-			client.SetLinger(0)
-			client.Close()
-			backend.Close()
-		}
-		done <- result{n, err}
-	}()
-	in, errIn := copyHalf(backend, client, idle, &last, lm.bytesIn, bm.bytesIn)
-	if errIn != nil {
-		backend.Close()
-		client.Close()
-	}
-	r := <-done
-	client.Close()
-	backend.Close()
-	out = r.n
-	switch {
-	case errors.Is(errIn, errIdle) || errors.Is(r.err, errIdle):
-		reason = "idle"
-	case errIn == nil && r.err == nil:
-		reason = "eof"
-	case errIn != nil && !errors.Is(errIn, net.ErrClosed):
-		reason = "client_error"
-	case r.err != nil && !errors.Is(r.err, net.ErrClosed):
-		reason = "backend_error"
-	default:
-		reason = "closed"
-	}
-	return in, out, reason
+// tconn is one proxied TCP connection after the backend is connected: two halves that copy
+// one direction each, and what the last half to end must report.
+type tconn struct {
+	s       *Server
+	l       *listener
+	ss      *session
+	b       *backend
+	e       accessEntry
+	idle    time.Duration
+	last    atomic.Int64 // unix nanoseconds of the last byte either way
+	in, out half         // in is client to backend
+	ended   atomic.Int32 // halves done
 }
 
-// copyHalf moves bytes from src to dst until src's EOF (then it half-closes dst and returns
-// nil) or an error. The payload goes through dst.ReadFrom(&io.LimitedReader{src, n}), which
-// Linux serves with splice(2); between bursts the loop waits for readability without a
-// splice pipe, so idle connections hold no pipe file descriptors.
-func copyHalf(dst, src *net.TCPConn, idle time.Duration, last *atomic.Int64, c1, c2 prometheus.Counter) (int64, error) {
-	rc, err := src.SyscallConn()
-	if err != nil {
-		return 0, err
+// half copies src to dst. While it has bytes to move it runs in a goroutine; once quiet for
+// parkAfter it parks in the server's idle poller and the goroutine ends, so an idle
+// connection costs memory for its sockets and this struct only.
+type half struct {
+	t        *tconn
+	src, dst *net.TCPConn
+	rc       syscall.RawConn
+	lr       io.LimitedReader
+	n        atomic.Int64 // bytes moved
+	lastRead int64        // unix nanoseconds of this half's last byte; owned by the running half
+	err      error
+	parked   pollEntry
+}
+
+// start runs both halves of t.
+func (t *tconn) start() {
+	now := time.Now().UnixNano()
+	t.last.Store(now)
+	for _, h := range []*half{&t.in, &t.out} {
+		h.t = t
+		h.lastRead = now
+		h.lr.R = h.src
+		rc, err := h.src.SyscallConn()
+		if err != nil {
+			h.end(err)
+			continue
+		}
+		h.rc = rc
+		t.s.wg.Add(1)
+		go h.run()
 	}
-	var total int64
-	src.SetReadDeadline(time.Unix(0, last.Load()).Add(idle))
-	lr := &io.LimitedReader{R: src}
+}
+
+// run moves bytes until EOF, an error, idleness past the timeout (the half ends), or
+// quietness past parkAfter (the half parks).
+func (h *half) run() {
+	defer h.t.s.wg.Done()
+	t := h.t
+	parkAfter := t.s.parkAfter
+	h.src.SetReadDeadline(time.Unix(0, h.lastRead).Add(min(parkAfter, t.idle)))
+	lm, bm := t.l.m.bytesOut, t.b.m.bytesOut
+	if h == &t.in {
+		lm, bm = t.l.m.bytesIn, t.b.m.bytesIn
+	}
 	for {
-		avail, err := waitReadable(rc)
+		avail, err := waitReadable(h.rc)
 		if err == nil {
-			lr.N = int64(avail)
+			h.lr.N = int64(avail)
 			var n int64
-			n, err = dst.ReadFrom(lr)
+			// *net.TCPConn.ReadFrom(*io.LimitedReader{*net.TCPConn}) is splice(2) on Linux.
+			n, err = h.dst.ReadFrom(&h.lr)
 			if n > 0 {
-				total += n
-				last.Store(time.Now().UnixNano())
-				c1.Add(float64(n))
-				c2.Add(float64(n))
+				now := time.Now().UnixNano()
+				h.lastRead = now
+				t.last.Store(now)
+				h.n.Add(n)
+				lm.Add(float64(n))
+				bm.Add(float64(n))
 			}
 		}
 		switch {
 		case err == nil:
-		case err == io.EOF:
-			dst.CloseWrite()
-			return total, nil
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			// Idle only if neither direction moved a byte for idle.
-			deadline := time.Unix(0, last.Load()).Add(idle)
-			if !time.Now().Before(deadline) {
-				return total, errIdle
+			now := time.Now()
+			last := time.Unix(0, t.last.Load())
+			if now.Sub(last) >= t.idle {
+				h.end(errIdle)
+				return
 			}
-			src.SetReadDeadline(deadline)
+			if now.Sub(time.Unix(0, h.lastRead)) >= parkAfter && t.s.poller != nil {
+				if t.s.poller.park(h) == nil {
+					if t.s.onPark != nil {
+						t.s.onPark()
+					}
+					return
+				}
+			}
+			h.src.SetReadDeadline(now.Add(min(parkAfter, last.Add(t.idle).Sub(now))))
 		default:
-			return total, err
+			h.end(err)
+			return
 		}
 	}
+}
+
+// resume continues a parked half in a new goroutine; the poller calls it.
+func (h *half) resume() {
+	h.lastRead = time.Now().UnixNano()
+	h.run()
+}
+
+// end finishes one half: at EOF it half-closes the other side's write end; on an error it
+// closes both sockets so the other half stops too. The second half to end closes the
+// connection and reports it.
+func (h *half) end(err error) {
+	t := h.t
+	if err == io.EOF {
+		err = nil
+		h.dst.CloseWrite()
+	}
+	h.err = err
+	if err != nil {
+		if h == &t.out && !errors.Is(err, net.ErrClosed) {
+			t.ss.client.SetLinger(0) // pass a backend reset on to the client
+		}
+		t.ss.client.Close()
+		t.ss.backend.Close()
+	}
+	if t.ended.Add(1) == 2 {
+		t.finish()
+	}
+}
+
+// finish closes the connection and runs the accounting of its end.
+func (t *tconn) finish() {
+	t.ss.client.Close()
+	t.ss.backend.Close()
+	errIn, errOut := t.in.err, t.out.err
+	e := &t.e
+	e.in += t.in.n.Load()
+	e.out += t.out.n.Load()
+	switch {
+	case errors.Is(errIn, errIdle) || errors.Is(errOut, errIdle):
+		e.reason = "idle"
+	case errIn == nil && errOut == nil:
+		e.reason = "eof"
+	case errIn != nil && !errors.Is(errIn, net.ErrClosed):
+		e.reason = "client_error"
+	case errOut != nil && !errors.Is(errOut, net.ErrClosed):
+		e.reason = "backend_error"
+	default:
+		e.reason = "closed"
+	}
+	t.b.active.Add(-1)
+	t.b.m.active.Dec()
+	t.l.m.active.Dec()
+	t.s.release(t.l, t.e.peer, t.ss)
+	t.s.accessLog(*e)
 }
 
 // waitReadable blocks until src has bytes to read and returns how many are queued, or
@@ -112,33 +176,35 @@ func waitReadable(rc syscall.RawConn) (int, error) {
 	var avail int
 	var opErr error
 	err := rc.Read(func(fd uintptr) bool {
-		n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
-		if err != nil {
-			opErr = err
-			return true
-		}
-		if n > 0 {
-			avail = n
-			return true
-		}
-		// Nothing queued: EOF, a pending error, or simply no data yet.
-		var b byte
-		r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1,
-			unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-		switch {
-		case e == unix.EAGAIN:
-			return false
-		case e != 0:
-			opErr = os.NewSyscallError("recvfrom", e)
-		case r == 0:
-			opErr = io.EOF
-		default:
-			avail = int(r)
-		}
-		return true
+		avail, opErr = readable(fd)
+		return opErr != unix.EAGAIN
 	})
 	if err != nil {
 		return 0, err
 	}
 	return avail, opErr
+}
+
+// readable returns the bytes queued on a stream socket without consuming them: n > 0, or
+// io.EOF at the peer's FIN, or EAGAIN when nothing is there yet, or the socket's error.
+func readable(fd uintptr) (int, error) {
+	n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		return n, nil
+	}
+	var b byte
+	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1,
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	switch {
+	case e == unix.EAGAIN:
+		return 0, unix.EAGAIN
+	case e != 0:
+		return 0, os.NewSyscallError("recvfrom", e)
+	case r == 0:
+		return 0, io.EOF
+	}
+	return int(r), nil
 }

@@ -17,13 +17,22 @@ import (
 type session struct {
 	client  *net.TCPConn
 	backend *net.TCPConn // nil until connected
+	t       *tconn       // nil until both halves run
 }
 
-// kill closes both sockets at once; the copy loops return.
-func (ss *session) kill() {
+// kill closes both sockets at once with reason why; running halves see the closed sockets,
+// parked halves are taken from the poller and ended here.
+func (ss *session) kill(p *poller, why error) {
 	ss.client.Close()
 	if ss.backend != nil {
 		ss.backend.Close()
+	}
+	if t := ss.t; t != nil {
+		for _, h := range []*half{&t.in, &t.out} {
+			if p.take(h) {
+				h.end(why)
+			}
+		}
 	}
 }
 
@@ -88,7 +97,8 @@ func (s *Server) admit(l *listener, client netip.Addr, ss *session) string {
 	return ""
 }
 
-func (s *Server) release(l *listener, client netip.Addr, ss *session) {
+func (s *Server) release(l *listener, peer netip.AddrPort, ss *session) {
+	client := peer.Addr()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.conns--
@@ -113,7 +123,7 @@ func (s *Server) listenerCfg(l *listener) *Listener {
 // accessEntry is what the access log line of one connection or flow says.
 type accessEntry struct {
 	proto, listener, sni, zone, pool, backend, reason string
-	client                                            netip.AddrPort
+	client, peer                                      netip.AddrPort // peer is the socket's remote end
 	in, out                                           int64
 	start                                             time.Time
 }
@@ -126,13 +136,18 @@ func (s *Server) accessLog(e accessEntry) {
 
 func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	defer s.wg.Done()
-	defer s.release(l, peer.Addr(), ss)
-	defer ss.client.Close()
 	l.m.conns.Inc()
 	l.m.active.Inc()
-	defer l.m.active.Dec()
-	e := accessEntry{proto: l.cfg.Protocol, listener: l.cfg.Name, client: peer, start: s.opts.Now()}
-	defer func() { s.accessLog(e) }()
+	e := accessEntry{proto: l.cfg.Protocol, listener: l.cfg.Name, client: peer, peer: peer, start: s.opts.Now()}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			ss.client.Close()
+			l.m.active.Dec()
+			s.release(l, peer, ss)
+			s.accessLog(e)
+		}
+	}()
 	c := ss.client
 	lc := s.listenerCfg(l)
 	st := s.state.Load()
@@ -211,13 +226,6 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 		e.reason = "closed"
 		return
 	}
-	b.active.Add(1)
-	b.m.conns.Inc()
-	b.m.active.Inc()
-	defer func() {
-		b.active.Add(-1)
-		b.m.active.Dec()
-	}()
 	var hdr []byte
 	switch p.cfg.SendProxy {
 	case "v1", "v2":
@@ -233,7 +241,6 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 			e.reason = "backend_write"
 			l.m.err("backend_write")
 			c.SetLinger(0)
-			c.Close()
 			bc.Close()
 			return
 		}
@@ -241,10 +248,17 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 		l.m.bytesIn.Add(float64(len(pending)))
 		b.m.bytesIn.Add(float64(len(pending)))
 	}
-	in, out, reason := s.pipe(c, bc, lc.IdleTimeout, l.m, b.m)
-	e.in += in
-	e.out += out
-	e.reason = reason
+	b.active.Add(1)
+	b.m.conns.Inc()
+	b.m.active.Inc()
+	t := &tconn{s: s, l: l, ss: ss, b: b, e: e, idle: lc.IdleTimeout}
+	t.in.src, t.in.dst = c, bc
+	t.out.src, t.out.dst = bc, c
+	s.mu.Lock()
+	ss.t = t
+	s.mu.Unlock()
+	handedOff = true
+	t.start()
 }
 
 // route returns the pool of a server name on a TLS listener.

@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestQuietConnectionsParkWithoutGoroutinesAndResume(t *testing.T) {
+	be := startTCP(t, echo)
+	var logs syncBuffer
+	l := tcpListener("l", "p")
+	l.IdleTimeout = 300 * time.Millisecond
+	s, err := New(Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}},
+		Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.poller == nil {
+		t.Skip("no epoll")
+	}
+	parked := make(chan struct{}, 16)
+	s.parkAfter = 20 * time.Millisecond
+	s.onPark = func() { parked <- struct{}{} }
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(context.Background()) }()
+	defer func() {
+		s.Close()
+		<-errc
+	}()
+	c := dial(t, s.Addr("l"))
+	for round := range 3 {
+		// Both directions go quiet and park...
+		<-parked
+		<-parked
+		s.poller.mu.Lock()
+		n := len(s.poller.parked)
+		s.poller.mu.Unlock()
+		if n != 2 {
+			t.Fatalf("round %d: %d halves parked, want 2", round, n)
+		}
+		// ...and bytes wake them up again.
+		c.Write([]byte("ping"))
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("round %d: echo %q, %v", round, buf, err)
+		}
+	}
+	<-parked
+	<-parked
+	// Parked connections are ended by the expiry pass once idle for the timeout.
+	time.Sleep(l.IdleTimeout)
+	s.expire()
+	expectClosed(t, c)
+	s.Close()
+	if line := logs.String(); !strings.Contains(line, "reason=idle") {
+		t.Fatalf("access log %q lacks reason=idle", line)
+	}
+}

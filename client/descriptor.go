@@ -1,0 +1,108 @@
+package client
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Descriptor is the launch API's answer: where and how the client connects. It mirrors the
+// JSON of POST /v1/launch.
+type Descriptor struct {
+	SessionID       string            `json:"session_id"`
+	Outcome         string            `json:"outcome,omitempty"`
+	Mode            string            `json:"mode"`
+	Machine         string            `json:"machine"`
+	Zone            string            `json:"zone"`
+	Step            int               `json:"step,omitempty"`
+	PreferredZone   string            `json:"preferred_zone,omitempty"`
+	PreferredSource string            `json:"preferred_zone_source,omitempty"`
+	LocationZone    string            `json:"location_zone,omitempty"`
+	Channels        []Channel         `json:"channels"`
+	Gateways        []GatewayEndpoint `json:"gateways,omitempty"`
+	LaunchTicket    string            `json:"launch_ticket,omitempty"`
+	ReconnectTicket string            `json:"reconnect_ticket,omitempty"`
+	Address         string            `json:"address,omitempty"`
+	Trace           []string          `json:"trace"`
+}
+
+// Channel is one display channel of a session: a port and "tcp" or "udp".
+type Channel struct {
+	Port  uint16 `json:"port"`
+	Proto string `json:"proto"`
+}
+
+// String formats the channel as "8443/tcp".
+func (c Channel) String() string { return fmt.Sprintf("%d/%s", c.Port, c.Proto) }
+
+// GatewayEndpoint is one gateway the descriptor offers: its name, zone and addresses.
+type GatewayEndpoint struct {
+	Name      string   `json:"name"`
+	Zone      string   `json:"zone"`
+	Addresses []string `json:"addresses"`
+}
+
+// The modes of a descriptor.
+const (
+	ModeGateway = "gateway"
+	ModeDirect  = "direct"
+)
+
+// DefaultChannels are the channels a session opens when Options.Channels is empty.
+var DefaultChannels = []Channel{{Port: 8443, Proto: "tcp"}, {Port: 4172, Proto: "udp"}}
+
+// route is one place to open a session's channels: a gateway address (TLS on TCP) or the
+// machine itself (plain TCP).
+type route struct {
+	name string     // gateway name, or "direct"
+	zone string     // gateway zone
+	addr netip.Addr // where to dial
+	tls  bool
+}
+
+func (r route) String() string {
+	if r.name == "" || r.name == ModeDirect {
+		return "direct " + r.addr.String()
+	}
+	return r.name + " " + r.addr.String()
+}
+
+// parseHost accepts an IP address or an "IP:port" and returns the IP.
+func parseHost(s string) (netip.Addr, error) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
+		return a.Unmap(), nil
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), nil
+	}
+	return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
+}
+
+// routes lists where d's channels can be opened, in the descriptor's order.
+func routes(d *Descriptor) ([]route, error) {
+	switch d.Mode {
+	case ModeDirect:
+		a, err := parseHost(d.Address)
+		if err != nil {
+			return nil, fmt.Errorf("direct descriptor: machine address: %w", err)
+		}
+		return []route{{name: ModeDirect, zone: d.Zone, addr: a}}, nil
+	case ModeGateway:
+		var out []route
+		for _, g := range d.Gateways {
+			for _, s := range g.Addresses {
+				a, err := parseHost(s)
+				if err != nil {
+					return nil, fmt.Errorf("gateway %s: %w", g.Name, err)
+				}
+				out = append(out, route{name: g.Name, zone: g.Zone, addr: a, tls: true})
+			}
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("gateway descriptor lists no gateway address")
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("descriptor mode %q is neither %q nor %q", d.Mode, ModeGateway, ModeDirect)
+}

@@ -1,0 +1,182 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Errors of Launch; the returned errors wrap them.
+var (
+	// ErrUnauthorized means the launch API refused the credentials (HTTP 401).
+	ErrUnauthorized = errors.New("authentication failed")
+	// ErrDenied means the broker denied the launch (HTTP 403); see DeniedError for the reason.
+	ErrDenied = errors.New("launch denied")
+)
+
+// DeniedError is the broker's refusal of a launch, with its reason and trace.
+type DeniedError struct {
+	Reason string
+	Trace  []string
+}
+
+// Error implements error.
+func (e *DeniedError) Error() string {
+	if e.Reason == "" {
+		return ErrDenied.Error()
+	}
+	return ErrDenied.Error() + ": " + e.Reason
+}
+
+// Unwrap makes errors.Is(err, ErrDenied) true.
+func (e *DeniedError) Unwrap() error { return ErrDenied }
+
+// Launch asks the launch API at launchURL (e.g. "https://192.0.2.10:9443"; "/v1/launch" is
+// added when the URL has no path) for resource as user, over HTTPS with HTTP Basic
+// authentication, and returns the connection descriptor. rootCAs verifies the server (nil: the
+// system pool). endpoint names the client device ("" for none).
+func Launch(ctx context.Context, launchURL, user, password, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
+	u := launchURL
+	if i := strings.Index(u, "://"); i >= 0 && !strings.Contains(u[i+3:], "/") {
+		u += "/v1/launch"
+	}
+	body, err := json.Marshal(map[string]string{"resource": resource, "endpoint": endpoint})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("launch at %s: %w", launchURL, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth(user, password)
+	tr := &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12},
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 3 * time.Second,
+		DisableKeepAlives:   true,
+	}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("launch at %s: %w", launchURL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("launch at %s: reading answer: %w", launchURL, err)
+	}
+	var answer struct {
+		Error  string   `json:"error"`
+		Reason string   `json:"reason"`
+		Trace  []string `json:"trace"`
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return nil, fmt.Errorf("launch at %s as %q: %w", launchURL, user, ErrUnauthorized)
+	case http.StatusForbidden:
+		_ = json.Unmarshal(b, &answer)
+		return nil, fmt.Errorf("launch of %q at %s: %w", resource, launchURL, &DeniedError{Reason: answer.Reason, Trace: answer.Trace})
+	default:
+		_ = json.Unmarshal(b, &answer)
+		msg := answer.Error
+		if msg == "" {
+			msg = strings.TrimSpace(string(b))
+		}
+		return nil, fmt.Errorf("launch at %s: %s: %s", launchURL, resp.Status, msg)
+	}
+	var d Descriptor
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("launch at %s: bad descriptor: %w", launchURL, err)
+	}
+	if d.SessionID == "" {
+		return nil, fmt.Errorf("launch at %s: descriptor has no session_id", launchURL)
+	}
+	return &d, nil
+}
+
+// Launcher launches a resource through the front doors that a DNS name resolves to: it
+// resolves the name, then tries each address in turn, the one that answered last time after
+// the others (so that a new launch after a cut goes through another front door).
+type Launcher struct {
+	// Name is the front door DNS name (or an IP address).
+	Name string
+	// DNSServer is the DNS server to ask ("host:port"); "" uses the system resolver.
+	DNSServer string
+	// Port is the launch API port. Default: 9443.
+	Port uint16
+	// User and Password authenticate with HTTP Basic.
+	User, Password string
+	// Resource is the application or desktop to launch; Endpoint names the device.
+	Resource, Endpoint string
+	// RootCAs verifies the front doors (nil: the system pool).
+	RootCAs *x509.CertPool
+
+	mu   sync.Mutex // guards last
+	last netip.Addr // the front door that answered last
+}
+
+// Launch resolves the name and launches through the first front door that answers, returning
+// the descriptor and that front door's address. It fails fast on ErrUnauthorized and
+// ErrDenied, which another front door would repeat.
+func (l *Launcher) Launch(ctx context.Context) (*Descriptor, netip.Addr, error) {
+	addrs, err := Resolve(ctx, l.Name, l.DNSServer)
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	l.mu.Lock()
+	last := l.last
+	l.mu.Unlock()
+	order := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if a != last {
+			order = append(order, a)
+		}
+	}
+	if len(order) < len(addrs) {
+		order = append(order, last)
+	}
+	port := l.Port
+	if port == 0 {
+		port = 9443
+	}
+	var errs []error
+	for _, a := range order {
+		u := "https://" + net.JoinHostPort(a.String(), strconv.Itoa(int(port)))
+		d, err := Launch(ctx, u, l.User, l.Password, l.Resource, l.Endpoint, l.RootCAs)
+		if err == nil {
+			l.mu.Lock()
+			l.last = a
+			l.mu.Unlock()
+			return d, a, nil
+		}
+		if errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrDenied) || ctx.Err() != nil {
+			return nil, netip.Addr{}, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, netip.Addr{}, fmt.Errorf("no front door of %s answered: %w", l.Name, errors.Join(errs...))
+}
+
+// Relaunch is Launch shaped for Options.Relaunch.
+func (l *Launcher) Relaunch(ctx context.Context) (*Descriptor, string, error) {
+	d, a, err := l.Launch(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	return d, a.String(), nil
+}

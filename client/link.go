@@ -1,0 +1,311 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// keepaliveMagic starts a keepalive datagram: keepaliveMagic and an 8-byte sequence number.
+// The machine echoes it like any datagram.
+const keepaliveMagic = "FDKA"
+
+// ErrTicketDenied is returned when a gateway or machine refuses a channel's ticket.
+var ErrTicketDenied = errors.New("ticket denied")
+
+// link is one generation of a session's channels, all opened on one route with one ticket.
+type link struct {
+	via      route
+	routeIdx int    // index of via in the routes of the descriptor it came from
+	ticket   string // "launch" or "reconnect"
+	tcp      map[uint16]*tcpLink
+	udp      map[uint16]*udpLink
+	opened   time.Time
+
+	down     atomic.Bool
+	mu       sync.Mutex // guards cutAt, reason
+	cutAt    time.Time
+	reason   string
+	downOnce sync.Once
+}
+
+// tcpLink is one TCP channel of a link.
+type tcpLink struct {
+	port uint16
+	conn net.Conn
+
+	mu    sync.Mutex // guards local
+	local net.Conn   // the attached local connection, or nil
+}
+
+// udpLink is one UDP flow of a link.
+type udpLink struct {
+	port     uint16
+	conn     *net.UDPConn
+	lastEcho atomic.Int64 // unix nanos of the last keepalive echo
+	seq      uint64       // keepalive sequence; used by the keepalive goroutine only
+}
+
+// teardown closes every channel of the link and its attached local connections, once.
+func (l *link) teardown() {
+	l.downOnce.Do(func() {
+		for _, t := range l.tcp {
+			t.conn.Close()
+			t.mu.Lock()
+			if t.local != nil {
+				t.local.Close()
+				t.local = nil
+			}
+			t.mu.Unlock()
+		}
+		for _, u := range l.udp {
+			u.conn.Close()
+		}
+	})
+}
+
+// connect opens every channel of the session on r with tok; on error none stays open.
+func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx int) (*link, error) {
+	if tok == "" {
+		return nil, fmt.Errorf("descriptor has no %s ticket", kind)
+	}
+	l := &link{via: r, routeIdx: idx, ticket: kind, tcp: map[uint16]*tcpLink{}, udp: map[uint16]*udpLink{}}
+	for _, ch := range s.chans {
+		var err error
+		switch ch.Proto {
+		case "tcp":
+			var c net.Conn
+			if c, err = s.dialTCP(ctx, r, ch.Port, tok); err == nil {
+				l.tcp[ch.Port] = &tcpLink{port: ch.Port, conn: c}
+			}
+		case "udp":
+			var c *net.UDPConn
+			if c, err = s.dialUDP(ctx, r, ch.Port, tok); err == nil {
+				u := &udpLink{port: ch.Port, conn: c}
+				u.lastEcho.Store(s.now().UnixNano())
+				l.udp[ch.Port] = u
+			}
+		}
+		if err != nil {
+			l.teardown()
+			return nil, fmt.Errorf("%s: %w", ch, err)
+		}
+	}
+	l.opened = s.now()
+	return l, nil
+}
+
+// dialTCP opens one TCP channel: TLS to a gateway or plain TCP to the machine, the ticket
+// frame, and the status byte, all within DialTimeout.
+func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
+	defer cancel()
+	addr := netip.AddrPortFrom(r.addr, port).String()
+	nd := &net.Dialer{}
+	var c net.Conn
+	var err error
+	if r.tls {
+		td := &tls.Dialer{NetDialer: nd, Config: &tls.Config{RootCAs: s.o.RootCAs, ServerName: r.addr.String(), MinVersion: tls.VersionTLS12}}
+		c, err = td.DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = nd.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dl, _ := ctx.Deadline()
+	c.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := ticket.WriteFrame(c, tok); err != nil {
+		c.Close()
+		return nil, err
+	}
+	var st [1]byte
+	if _, err := io.ReadFull(c, st[:]); err != nil {
+		c.Close()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("%w (closed without a status)", ErrTicketDenied)
+		}
+		return nil, err
+	}
+	if st[0] != ticket.StatusOK {
+		c.Close()
+		return nil, ErrTicketDenied
+	}
+	if !stop() {
+		c.Close()
+		return nil, ctx.Err()
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// dialUDP opens one UDP flow: the ticket datagram, sent again every 100ms until the machine's
+// ticket.UDPReady (or the echo of the ticket datagram) comes back within DialTimeout.
+func (s *Session) dialUDP(ctx context.Context, r route, port uint16, tok string) (*net.UDPConn, error) {
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.addr, port)))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	dg := ticket.Datagram(tok)
+	buf := make([]byte, 2048)
+	for try := 0; try < 50; try++ {
+		if _, err := c.Write(dg); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if ctx.Err() == nil {
+			c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		}
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil {
+					break // send the ticket again
+				}
+				c.Close()
+				if ctx.Err() != nil {
+					return nil, fmt.Errorf("no answer to the ticket datagram: %w", ctx.Err())
+				}
+				return nil, err
+			}
+			if string(buf[:n]) == ticket.UDPReady || bytes.Equal(buf[:n], dg) {
+				if !stop() {
+					c.Close()
+					return nil, ctx.Err()
+				}
+				c.SetReadDeadline(time.Time{})
+				return c, nil
+			}
+		}
+	}
+	c.Close()
+	return nil, errors.New("no answer to the ticket datagram")
+}
+
+// run starts the link's goroutines: a reader per channel and the UDP keepalive.
+func (s *Session) run(l *link) {
+	for _, t := range l.tcp {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.readTCP(l, t) }()
+	}
+	for _, u := range l.udp {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.readUDP(l, u) }()
+	}
+	if len(l.udp) > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.keepalive(l) }()
+	}
+}
+
+// readTCP carries the tunnel's bytes to the attached local connection (or drops them when
+// none is attached) until the channel breaks.
+func (s *Session) readTCP(l *link, t *tcpLink) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := t.conn.Read(buf)
+		if n > 0 {
+			t.mu.Lock()
+			local := t.local
+			t.mu.Unlock()
+			if local != nil {
+				local.SetWriteDeadline(time.Now().Add(5 * time.Second))
+				if _, werr := local.Write(buf[:n]); werr != nil {
+					t.detach(local)
+				}
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("closed by the far end")
+			}
+			s.fail(l, fmt.Errorf("%d/tcp: %w", t.port, err))
+			return
+		}
+	}
+}
+
+// detach closes local and forgets it if it is still the attached connection.
+func (t *tcpLink) detach(local net.Conn) {
+	t.mu.Lock()
+	if t.local == local {
+		t.local = nil
+	}
+	t.mu.Unlock()
+	local.Close()
+}
+
+// readUDP takes the flow's datagrams: keepalive echoes mark the flow alive, ticket answers are
+// dropped, everything else goes to the session's queue for the port.
+func (s *Session) readUDP(l *link, u *udpLink) {
+	buf := make([]byte, 64<<10)
+	q := s.udpIn[u.port]
+	for {
+		n, err := u.conn.Read(buf)
+		if err != nil {
+			s.fail(l, fmt.Errorf("%d/udp: %w", u.port, err))
+			return
+		}
+		b := buf[:n]
+		switch {
+		case n == len(keepaliveMagic)+8 && string(b[:len(keepaliveMagic)]) == keepaliveMagic:
+			u.lastEcho.Store(s.now().UnixNano())
+		case bytes.HasPrefix(b, []byte(ticket.FrameMagic)):
+		default:
+			select {
+			case q <- bytes.Clone(b):
+			default: // the reader is behind: drop, as a network would
+			}
+		}
+	}
+}
+
+// keepalive sends a keepalive datagram on every UDP flow each KeepaliveInterval and cuts the
+// link when a flow's echo is missing for KeepaliveTimeout.
+func (s *Session) keepalive(l *link) {
+	t := time.NewTicker(s.o.KeepaliveInterval)
+	defer t.Stop()
+	msg := make([]byte, len(keepaliveMagic)+8)
+	copy(msg, keepaliveMagic)
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if l.down.Load() {
+			return
+		}
+		now := s.now()
+		for _, u := range l.udp {
+			if silent := now.Sub(time.Unix(0, u.lastEcho.Load())); silent > s.o.KeepaliveTimeout {
+				s.fail(l, fmt.Errorf("%d/udp: no keepalive echo for %s", u.port, silent.Round(time.Millisecond)))
+				return
+			}
+			u.seq++
+			binary.BigEndian.PutUint64(msg[len(keepaliveMagic):], u.seq)
+			if _, err := u.conn.Write(msg); err != nil {
+				s.fail(l, fmt.Errorf("%d/udp: %w", u.port, err))
+				return
+			}
+		}
+	}
+}

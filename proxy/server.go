@@ -80,7 +80,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		perClient: make(map[netip.Addr]int),
 	}
 	s.idle = sync.NewCond(&s.mu)
-	s.parkAfter = time.Second
+	s.parkAfter = 250 * time.Millisecond
 	if p, err := newPoller(s); err == nil {
 		s.poller = p
 	} else {

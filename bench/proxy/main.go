@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -106,6 +107,12 @@ func serve(args []string) error {
 			runtime.ReadMemStats(&m)
 			fmt.Fprintf(os.Stderr, "memstats heap_inuse=%d stack_inuse=%d sys=%d goroutines=%d\n",
 				m.HeapInuse, m.StackInuse, m.Sys, runtime.NumGoroutine())
+			if p := os.Getenv("FRONTDOOR_HEAP_PROFILE"); p != "" {
+				if f, err := os.Create(p); err == nil {
+					pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
 		}
 	}()
 	fmt.Fprintln(os.Stderr, "ready")

@@ -26,8 +26,9 @@ const (
 	StateDisconnected = "disconnected"
 )
 
-// Reporter receives session events; in direct mode it forwards them to the front door.
-type Reporter func(ctx context.Context, session, event string)
+// EventFunc receives the events of direct-mode sessions (in gateway mode the gateway reports
+// them); it forwards them to the front door.
+type EventFunc func(ctx context.Context, session, event string)
 
 // DisplayOptions configure a Display.
 type DisplayOptions struct {
@@ -44,7 +45,7 @@ type DisplayOptions struct {
 	// UDPIdle ends a UDP flow after this long without datagrams. Default: 30s.
 	UDPIdle time.Duration
 	// Report receives connected/disconnected events. Optional.
-	Report Reporter
+	Report EventFunc
 	// Logger receives logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -63,6 +64,7 @@ type Display struct {
 	state     map[string]string    // session -> connected|disconnected
 	since     map[string]time.Time // session -> when it was disconnected
 	conns     map[io.Closer]string // open channels -> session
+	direct    map[string]bool      // sessions launched in direct mode
 	flows     map[flowKey]*uflow
 	closed    bool
 }
@@ -96,7 +98,7 @@ func NewDisplay(o DisplayOptions) (*Display, error) {
 	}
 	return &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
 		open: map[string]int{}, state: map[string]string{}, since: map[string]time.Time{},
-		conns: map[io.Closer]string{}, flows: map[flowKey]*uflow{}}, nil
+		conns: map[io.Closer]string{}, flows: map[flowKey]*uflow{}, direct: map[string]bool{}}, nil
 }
 
 // Listen opens the display ports.
@@ -188,8 +190,12 @@ func (d *Display) Count() int {
 	return len(d.state)
 }
 
-func (d *Display) opened(session string) {
+func (d *Display) opened(session, mode string) {
 	d.mu.Lock()
+	if mode == "direct" {
+		d.direct[session] = true
+	}
+	report := d.direct[session]
 	d.open[session]++
 	first := d.open[session] == 1
 	if first {
@@ -198,8 +204,10 @@ func (d *Display) opened(session string) {
 	}
 	d.mu.Unlock()
 	if first {
-		d.log.Info("session connected", "session", session)
-		d.o.Report(context.Background(), session, StateConnected)
+		d.log.Info("session connected", "session", session, "mode", mode)
+		if report {
+			d.o.Report(context.Background(), session, StateConnected)
+		}
 	}
 }
 
@@ -207,6 +215,7 @@ func (d *Display) released(session string) {
 	d.mu.Lock()
 	d.open[session]--
 	last := d.open[session] <= 0
+	report := d.direct[session]
 	if last {
 		delete(d.open, session)
 		d.state[session] = StateDisconnected
@@ -215,7 +224,9 @@ func (d *Display) released(session string) {
 	d.mu.Unlock()
 	if last {
 		d.log.Info("session disconnected", "session", session)
-		d.o.Report(context.Background(), session, StateDisconnected)
+		if report {
+			d.o.Report(context.Background(), session, StateDisconnected)
+		}
 	}
 }
 
@@ -246,6 +257,7 @@ func (d *Display) janitor() {
 			if now.Sub(at) > d.o.DisconnectTimeout {
 				delete(d.since, s)
 				delete(d.state, s)
+				delete(d.direct, s)
 			}
 		}
 		d.mu.Unlock()

@@ -52,7 +52,7 @@ func (d *Display) handleTCP(c net.Conn, port uint16) {
 	}
 	d.conns[c] = claims.Session
 	d.mu.Unlock()
-	d.opened(claims.Session)
+	d.opened(claims.Session, claims.Mode)
 	defer func() {
 		d.mu.Lock()
 		delete(d.conns, c)
@@ -107,7 +107,7 @@ func (d *Display) serveUDP(c *net.UDPConn, port uint16) {
 			d.mu.Lock()
 			d.flows[k] = &uflow{session: claims.Session, last: time.Now()}
 			d.mu.Unlock()
-			d.opened(claims.Session)
+			d.opened(claims.Session, claims.Mode)
 			c.WriteToUDPAddrPort([]byte(ticket.UDPReady), from)
 		}
 	}

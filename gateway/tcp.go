@@ -42,7 +42,10 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	}
 	tok, err := ticket.ReadFrame(conn)
 	if err != nil {
-		g.log.Info("channel refused", "client", client, "port", port, "reason", "bad frame: "+err.Error())
+		// A health probe closes right after the handshake: not worth a log line.
+		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			g.log.Info("channel refused", "client", client, "port", port, "reason", "bad frame: "+err.Error())
+		}
 		return
 	}
 	ch := ticket.Channel{Port: port, Proto: "tcp"}

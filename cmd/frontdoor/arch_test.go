@@ -32,10 +32,11 @@ var mayImport = map[string][]string{
 	"agent":   {"configs", "ticket"},
 	"api":     {"broker", "zonemap", "health", "configs", "ticket"},
 	"client":  {"ticket", "configs"},
-	"lab":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent"},
-	"drill":   {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab"},
+	"node":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "gateway"},
+	"lab":     {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent"},
+	"drill":   {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab"},
 	"bench":   {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client"},
-	"cmd":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "drill"},
+	"cmd":     {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "drill"},
 }
 
 // stdlibOnly lists folders whose code may import nothing outside the standard library and the

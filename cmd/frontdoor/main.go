@@ -33,6 +33,8 @@ func newRootCmd() *cobra.Command {
 		newConfigCmd(),
 		newServeCmd(),
 		newExplainCmd(),
+		newLabCmd(),
+		newResolveCmd(),
 	)
 	return root
 }

@@ -1,0 +1,201 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+)
+
+// FrontDoor is a front door an agent may report to.
+type FrontDoor struct {
+	Node string
+	Zone string
+	URL  string // https://host:port of the node's launch listener
+}
+
+// ErrNoFrontDoor is returned when no front door of the machine's zone or the primary zone
+// has a launch listener.
+var ErrNoFrontDoor = errors.New("no front door in the machine's zone or the primary zone")
+
+// Candidates returns the front doors machine may register with, in order: those of its own
+// zone, then those of the primary zone — never those of another satellite zone (seed 001).
+func Candidates(cfg *configs.Config, machine string) ([]FrontDoor, error) {
+	var zone string
+	for _, m := range cfg.Machines {
+		if m.Name == machine {
+			zone = m.Zone
+		}
+	}
+	if zone == "" {
+		return nil, fmt.Errorf("machine %q is not in the config", machine)
+	}
+	primary := ""
+	for _, z := range cfg.Zones {
+		if z.Primary {
+			primary = z.Name
+		}
+	}
+	var own, prim []FrontDoor
+	for _, n := range cfg.Nodes {
+		for _, l := range n.Listeners {
+			if l.Kind != "launch" {
+				continue
+			}
+			fd := FrontDoor{Node: n.Name, Zone: n.Zone, URL: "https://" + l.Address}
+			switch n.Zone {
+			case zone:
+				own = append(own, fd)
+			case primary:
+				prim = append(prim, fd)
+			}
+		}
+	}
+	out := append(own, prim...)
+	if len(out) == 0 {
+		return nil, ErrNoFrontDoor
+	}
+	return out, nil
+}
+
+// Reporter sends a machine's heartbeats and direct-mode session events to the first front
+// door that takes them, keeping to it until it fails.
+type Reporter struct {
+	machine string
+	token   string
+	doors   []FrontDoor
+	client  *http.Client
+	log     *slog.Logger
+
+	mu      sync.Mutex // guards current
+	current int
+}
+
+// NewReporter returns a Reporter for machine with its agent token; tlsc trusts the site CA.
+func NewReporter(machine, token string, doors []FrontDoor, tlsc *tls.Config, log *slog.Logger) *Reporter {
+	return &Reporter{machine: machine, token: token, doors: doors, log: log.With("machine", machine),
+		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc, MaxIdleConnsPerHost: 1}}}
+}
+
+// Current returns the front door in use.
+func (r *Reporter) Current() FrontDoor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.doors[r.current]
+}
+
+// post sends body to path on the current front door, moving on to the next on failure.
+func (r *Reporter) post(ctx context.Context, path string, body any) error {
+	b, _ := json.Marshal(body)
+	var errs []error
+	r.mu.Lock()
+	start := r.current
+	r.mu.Unlock()
+	for i := range r.doors {
+		k := (start + i) % len(r.doors)
+		fd := r.doors[k]
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, fd.URL+path, bytes.NewReader(b))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+r.token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := r.client.Do(req)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", fd.Node, err))
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			errs = append(errs, fmt.Errorf("%s: %s", fd.Node, resp.Status))
+			continue
+		}
+		r.mu.Lock()
+		if r.current != k {
+			r.log.Info("reporting to front door", "node", fd.Node, "zone", fd.Zone)
+		}
+		r.current = k
+		r.mu.Unlock()
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// Heartbeat reports the machine's load.
+func (r *Reporter) Heartbeat(ctx context.Context, sessions, cpu, memory int) error {
+	return r.post(ctx, "/v1/agent/heartbeat", map[string]any{"machine": r.machine, "sessions": sessions, "cpu": cpu, "memory": memory})
+}
+
+// Event reports a direct-mode session event ("connected" or "disconnected").
+func (r *Reporter) Event(ctx context.Context, session, event string) {
+	if err := r.post(ctx, "/v1/agent/sessions/"+session+"/"+event, map[string]string{}); err != nil {
+		r.log.Warn("reporting session event", "session", session, "event", event, "err", err)
+	}
+}
+
+// LoadFunc returns a machine's session count, CPU and memory use (percent).
+type LoadFunc func() (sessions, cpu, memory int)
+
+// Run sends a heartbeat every interval until ctx ends, with the load that load returns.
+func (r *Reporter) Run(ctx context.Context, interval time.Duration, load LoadFunc) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, cpu, mem := load()
+		if err := r.Heartbeat(ctx, n, cpu, mem); err != nil && ctx.Err() == nil {
+			r.log.Warn("heartbeat", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// HostLoad returns the host's CPU load (1-minute load average per core, percent) and memory
+// use (percent), from /proc; zeros where /proc is not there.
+func HostLoad() (cpu, memory int) {
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if la, err := strconv.ParseFloat(f[0], 64); err == nil {
+				cpu = int(la / float64(max(1, runtime.NumCPU())) * 100)
+			}
+		}
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		defer f.Close()
+		var total, avail float64
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 2 {
+				continue
+			}
+			v, _ := strconv.ParseFloat(fs[1], 64)
+			switch fs[0] {
+			case "MemTotal:":
+				total = v
+			case "MemAvailable:":
+				avail = v
+			}
+		}
+		if total > 0 {
+			memory = int((total - avail) / total * 100)
+		}
+	}
+	return min(max(cpu, 0), 100), min(max(memory, 0), 100)
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/lab"
+	"github.com/spf13/cobra"
+)
+
+func newLabCmd() *cobra.Command {
+	var file, data, logFile string
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "lab [--config FILE] [--data DIR]",
+		Short: "Run a whole site on loopback: DNS, front doors, gateways and an agent per machine",
+		Long: "lab starts the site of configs/lab.yaml (or --config) on loopback addresses, with the embedded\n" +
+			"bolt store in --data (a temporary directory when not given), and runs it until Ctrl-C.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cfg *configs.Config
+			var err error
+			if file != "" {
+				cfg, err = configs.LoadFile(file)
+			} else {
+				cfg, err = configs.Lab()
+			}
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			logw := cmd.ErrOrStderr()
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			if logFile != "" {
+				f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				logw, level = f, slog.LevelInfo
+			}
+			if data != "" {
+				if data, err = filepath.Abs(data); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(out, "starting lab site %q\n", cfg.Site.Name)
+			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, DataDir: data,
+				Logger:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level})),
+				Progress: func(step string) { fmt.Fprintf(out, "  ... %s\n", step) }})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out)
+			fmt.Fprint(out, l.Describe())
+			err = l.Serve(cmd.Context())
+			fmt.Fprintln(out, "lab stopped")
+			return err
+		},
+	}
+	c.Flags().StringVar(&file, "config", "", "site configuration (default: the embedded configs/lab.yaml)")
+	c.Flags().StringVar(&data, "data", "", "data directory (default: a temporary directory, removed on exit)")
+	c.Flags().StringVar(&logFile, "log", "", "write component logs to this file")
+	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component's events to stderr")
+	return c
+}

@@ -1,0 +1,259 @@
+// Package lab runs a whole frontdoor site on loopback in one process: every node of the
+// configuration (DNS, launch and admin APIs), every gateway, and an agent with a desktop
+// simulator for every machine. `frontdoor lab` runs the embedded configs/lab.yaml with it;
+// the drill runner builds its sites on it.
+package lab
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/node"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options configure a Lab.
+type Options struct {
+	// Config is the site; default: the embedded configs/lab.yaml.
+	Config *configs.Config
+	// DataDir keeps the store, keys and certificates; default: a new temporary directory,
+	// removed by Close.
+	DataDir string
+	// Logger receives the components' logs. Default: discard.
+	Logger *slog.Logger
+	// Progress, when set, is told each step while the lab starts.
+	Progress func(step string)
+	// HeartbeatInterval is how often agents report load. Default: 2s.
+	HeartbeatInterval time.Duration
+}
+
+// Lab is a running site.
+type Lab struct {
+	Config   *configs.Config
+	DataDir  string
+	Runtime  *node.Runtime
+	Displays map[string]*agent.Display
+	Reports  map[string]*agent.Reporter
+
+	o      Options
+	tmpDir bool
+	log    *slog.Logger
+}
+
+// New builds the lab and opens every socket; Serve runs it.
+func New(ctx context.Context, o Options) (*Lab, error) {
+	if o.Config == nil {
+		c, err := configs.Lab()
+		if err != nil {
+			return nil, err
+		}
+		o.Config = c
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = 2 * time.Second
+	}
+	l := &Lab{Config: o.Config, DataDir: o.DataDir, Displays: map[string]*agent.Display{}, Reports: map[string]*agent.Reporter{}, o: o, log: o.Logger}
+	if l.DataDir == "" {
+		d, err := os.MkdirTemp("", "frontdoor-lab-")
+		if err != nil {
+			return nil, fmt.Errorf("creating data dir: %w", err)
+		}
+		l.DataDir, l.tmpDir = d, true
+	}
+	rt, err := node.New(ctx, node.Options{Config: o.Config, AllGateways: true, DataDir: l.DataDir, Logger: o.Logger,
+		Registry: prometheus.NewRegistry(), Progress: o.Progress})
+	if err != nil {
+		l.cleanup()
+		return nil, err
+	}
+	l.Runtime = rt
+	o.Progress("opening DNS, launch, admin and gateway sockets")
+	if err := rt.Listen(); err != nil {
+		l.cleanup()
+		return nil, err
+	}
+	o.Progress(fmt.Sprintf("starting %d machine agents", len(o.Config.Machines)))
+	if err := l.buildAgents(); err != nil {
+		rt.Close()
+		l.cleanup()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Lab) buildAgents() error {
+	pub := l.Runtime.SiteKey.Public().(ed25519.PublicKey)
+	groups := map[string]configs.Group{}
+	for _, g := range l.Config.Groups {
+		groups[g.Name] = g
+	}
+	for _, m := range l.Config.Machines {
+		doors, err := agent.Candidates(l.Config, m.Name)
+		if err != nil {
+			return err
+		}
+		rep := agent.NewReporter(m.Name, api.AgentToken(l.Runtime.AgentKey, m.Name), doors, l.Runtime.TLSClientConfig(), l.log.With("component", "agent"))
+		o := agent.DisplayOptions{Machine: m.Name, Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
+			DisconnectTimeout: groups[m.Group].DisconnectTimeout.D(), Report: rep.Event, Logger: l.log.With("component", "agent")}
+		o.Address, _ = netip.ParseAddr(m.Address)
+		for _, p := range m.DisplayPorts {
+			port, proto, _ := configs.ParsePortSpec(p)
+			if proto == "tcp" {
+				o.TCPPorts = append(o.TCPPorts, uint16(port))
+			} else {
+				o.UDPPorts = append(o.UDPPorts, uint16(port))
+			}
+		}
+		d, err := agent.NewDisplay(o)
+		if err != nil {
+			return err
+		}
+		if err := d.Listen(); err != nil {
+			for _, open := range l.Displays {
+				open.Close()
+			}
+			return err
+		}
+		l.Displays[m.Name], l.Reports[m.Name] = d, rep
+	}
+	return nil
+}
+
+// Serve runs the site until ctx ends, then stops everything.
+func (l *Lab) Serve(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return l.Runtime.Serve(gctx) })
+	for name, d := range l.Displays {
+		g.Go(func() error { return d.Serve(gctx) })
+		rep := l.Reports[name]
+		g.Go(func() error { return rep.Run(gctx, l.o.HeartbeatInterval, simulatedLoad(d)) })
+	}
+	err := g.Wait()
+	l.cleanup()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Close stops a lab that is not serving.
+func (l *Lab) Close() error {
+	for _, d := range l.Displays {
+		d.Close()
+	}
+	err := l.Runtime.Close()
+	l.cleanup()
+	return err
+}
+
+func (l *Lab) cleanup() {
+	if l.tmpDir {
+		os.RemoveAll(l.DataDir)
+		l.tmpDir = false
+	}
+}
+
+// simulatedLoad is the load a lab machine reports: its machines share one host, so the host's
+// CPU would make every machine look alike; each session costs 10% CPU and 5% memory instead.
+func simulatedLoad(d *agent.Display) agent.LoadFunc {
+	return func() (int, int, int) {
+		n := d.Count()
+		return n, min(100, 5+10*n), min(100, 20+5*n)
+	}
+}
+
+// CAFile is the PEM file of the site CA that clients must trust.
+func (l *Lab) CAFile() string { return filepath.Join(l.DataDir, "ca.pem") }
+
+// Describe says what runs where and gives three commands to try.
+func (l *Lab) Describe() string {
+	var b strings.Builder
+	c := l.Config
+	fmt.Fprintf(&b, "frontdoor lab: site %q is up (data in %s)\n\n", c.Site.Name, l.DataDir)
+	for _, z := range c.Zones {
+		role := "satellite"
+		if z.Primary {
+			role = "primary"
+		}
+		fmt.Fprintf(&b, "zone %s (%s, clients from %s)\n", z.Name, role, strings.Join(z.Ranges, ", "))
+		for _, h := range l.Runtime.HTTPServers {
+			if zoneOfNode(c, h.Node) == z.Name {
+				fmt.Fprintf(&b, "  %-8s %-6s https://%s\n", h.Node, h.Kind, h.Addr())
+			}
+		}
+		for _, n := range c.Nodes {
+			if n.Zone != z.Name {
+				continue
+			}
+			for _, li := range n.Listeners {
+				if li.Kind == "dns" {
+					fmt.Fprintf(&b, "  %-8s dns    %s (udp, tcp)\n", n.Name, li.Address)
+				}
+			}
+		}
+		var gws, ms []string
+		for _, g := range c.Gateways {
+			if g.Zone == z.Name {
+				gws = append(gws, g.Name+" "+g.Address)
+			}
+		}
+		for _, m := range c.Machines {
+			if m.Zone == z.Name {
+				ms = append(ms, m.Name)
+			}
+		}
+		sort.Strings(ms)
+		fmt.Fprintf(&b, "  gateways: %s\n  machines: %s\n", strings.Join(gws, ", "), strings.Join(ms, ", "))
+	}
+	dns, name := l.firstDNS(), ""
+	if len(c.GSLB.Names) > 0 {
+		name = strings.TrimSuffix(c.GSLB.Names[0].Name, ".")
+	}
+	fmt.Fprintf(&b, "\nTry, in another terminal (users alice, bob, carol, dave; password \"lab\"):\n\n")
+	fmt.Fprintf(&b, "  go run ./cmd/frontdoor resolve %s --dns %s --client-subnet 127.2.0.0/24\n", name, dns)
+	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --user alice --password lab --resource desktop --duration 10s\n", name, dns, l.CAFile())
+	fmt.Fprintf(&b, "  go run ./cmd/frontdoor explain --config configs/lab.yaml --user carol --resource browser --client-ip 127.3.0.9\n")
+	fmt.Fprintf(&b, "\nCtrl-C stops everything.\n")
+	return b.String()
+}
+
+func (l *Lab) firstDNS() string {
+	for _, n := range l.Config.Nodes {
+		for _, li := range n.Listeners {
+			if li.Kind == "dns" {
+				return li.Address
+			}
+		}
+	}
+	return ""
+}
+
+func zoneOfNode(c *configs.Config, node string) string {
+	for _, n := range c.Nodes {
+		if n.Name == node {
+			return n.Zone
+		}
+	}
+	return ""
+}

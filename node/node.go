@@ -1,0 +1,500 @@
+// Package node runs frontdoor nodes: it builds every component of a node from the site
+// configuration — GSLB DNS, the health checker, the broker over its store, the launch, agent and
+// admin APIs, and the secure gateways the node hosts — and wires them through the small
+// interfaces each package owns. `frontdoor serve` runs one node; `frontdoor lab` runs every node
+// of a site in one process.
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/gateway"
+	"github.com/frontdoor-vdi/frontdoor/gslb"
+	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/store"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/frontdoor-vdi/frontdoor/zonemap"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Config is the loaded site configuration. Required.
+	Config *configs.Config
+	// Nodes are the nodes to run; empty runs every node of the config.
+	Nodes []string
+	// AllGateways runs every gateway of the config in this process (the lab); otherwise only
+	// the gateways whose node is run here.
+	AllGateways bool
+	// DataDir holds the store, the site key, the CA and certificates. Required.
+	DataDir string
+	// Logger receives every component's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Registry receives every component's metrics. Default: a new registry.
+	Registry *prometheus.Registry
+	// Progress, when set, is told what starts, for a progress display.
+	Progress func(step string)
+}
+
+// Runtime is the running components of one or more nodes.
+type Runtime struct {
+	o   Options
+	cfg *configs.Config
+	log *slog.Logger
+
+	Store    broker.Store
+	Broker   *broker.Broker
+	Zones    *zonemap.Map
+	Health   *health.Checker
+	DNS      *gslb.Handler
+	CA       *api.CA
+	Certs    *api.Certs
+	Signer   *ticket.Signer
+	Verifier *ticket.Verifier
+	SiteKey  ed25519.PrivateKey
+	AgentKey []byte
+
+	// Gateways are the gateways run here, by name.
+	Gateways map[string]*gateway.Gateway
+	// DNSServers, HTTPServers are the node listeners.
+	DNSServers  []*gslb.Server
+	HTTPServers []*HTTPServer
+
+	nodes   []configs.Node
+	admins  []*api.Admin
+	agents  []*api.Agents
+	closeMu sync.Mutex // serializes Close
+}
+
+// HTTPServer is one HTTPS listener of a node (launch+agent API or admin API).
+type HTTPServer struct {
+	Node, Kind, Address string
+	srv                 *http.Server
+	ln                  net.Listener
+}
+
+// Addr returns the listening address once Listen has run.
+func (h *HTTPServer) Addr() string {
+	if h.ln == nil {
+		return h.Address
+	}
+	return h.ln.Addr().String()
+}
+
+// New builds the components; nothing listens until Listen.
+func New(ctx context.Context, o Options) (*Runtime, error) {
+	if o.Config == nil || o.DataDir == "" {
+		return nil, errors.New("node: Config and DataDir are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	cfg := o.Config
+	r := &Runtime{o: o, cfg: cfg, log: o.Logger, Gateways: map[string]*gateway.Gateway{}}
+	for _, n := range cfg.Nodes {
+		if len(o.Nodes) == 0 || slices.Contains(o.Nodes, n.Name) {
+			r.nodes = append(r.nodes, n)
+		}
+	}
+	if len(r.nodes) == 0 {
+		return nil, fmt.Errorf("none of the nodes %v is in the config", o.Nodes)
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data dir: %w", err)
+	}
+	var err error
+	o.Progress("store and broker")
+	sc := *cfg
+	if sc.Site.DataDir == "" {
+		sc.Site.DataDir = o.DataDir
+	}
+	if r.Store, err = store.Open(&sc); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Runtime, error) { r.Close(); return nil, err }
+	if r.Broker, err = broker.New(ctx, cfg, r.Store, time.Now); err != nil {
+		return fail(err)
+	}
+	if r.Zones, err = zonemap.FromConfig(cfg); err != nil {
+		return fail(err)
+	}
+
+	o.Progress("site key and certificates")
+	keyFile := cfg.Site.Tickets.KeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(o.DataDir, "site.key")
+	}
+	if r.SiteKey, err = ticket.LoadOrCreateKey(keyFile); err != nil {
+		return fail(err)
+	}
+	sum := sha256.Sum256(append([]byte("frontdoor-agent-key:"), r.SiteKey.Seed()...))
+	r.AgentKey = sum[:]
+	pub := r.SiteKey.Public().(ed25519.PublicKey)
+	r.Signer = ticket.NewSigner(r.SiteKey, nil)
+	r.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
+	if r.CA, err = api.LoadOrCreateCA(o.DataDir, cfg.Site.Name, o.Logger.With("component", "ca")); err != nil {
+		return fail(err)
+	}
+	if r.Certs, err = api.NewCerts(ctx, o.DataDir, r.certNames(), r.CA); err != nil {
+		return fail(err)
+	}
+
+	o.Progress("health checker")
+	targets, err := health.TargetsFromConfig(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	prober := &health.NetProber{RootCAs: r.CA.Pool()}
+	if r.Health, err = health.New(targets, health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe}); err != nil {
+		return fail(err)
+	}
+	r.Health.Subscribe(r.onHealth)
+
+	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{r.Health}, Registry: o.Registry, Logger: o.Logger.With("component", "gslb")}); err != nil {
+		return fail(err)
+	}
+	if err := r.buildGateways(); err != nil {
+		return fail(err)
+	}
+	if err := r.buildListeners(); err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+// certNames are the names and addresses the node's certificates cover.
+func (r *Runtime) certNames() []string {
+	set := map[string]bool{}
+	for _, n := range r.cfg.GSLB.Names {
+		set[strings.TrimSuffix(n.Name, ".")] = true
+	}
+	for _, g := range r.cfg.Gateways {
+		set[g.Address] = true
+		for _, a := range g.PublicAddresses {
+			set[a] = true
+		}
+	}
+	for _, n := range r.nodes {
+		for _, l := range n.Listeners {
+			if ap, err := netip.ParseAddrPort(l.Address); err == nil && !ap.Addr().IsUnspecified() {
+				set[ap.Addr().String()] = true
+			}
+		}
+	}
+	set["localhost"] = true
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// onHealth turns machine verdicts into broker availability.
+func (r *Runtime) onHealth(ev health.Event) {
+	if !ev.VerdictChanged() {
+		return
+	}
+	st, ok := r.Health.Status(ev.Target)
+	if !ok || st.Kind != "machine" {
+		return
+	}
+	if err := r.Broker.SetDown(context.Background(), ev.Target, ev.To != health.StateUp); err != nil {
+		r.log.Warn("marking machine", "machine", ev.Target, "err", err)
+	}
+}
+
+// gslbHealth answers gslb's Health from the checker.
+type gslbHealth struct{ c *health.Checker }
+
+// GatewayUp implements gslb.Health.
+func (h gslbHealth) GatewayUp(name string) (bool, bool) {
+	st, ok := h.c.Status(name)
+	if !ok {
+		return false, false
+	}
+	return st.Verdict == health.StateUp, true
+}
+
+// sessions adapts the broker to gateway.Sessions.
+type sessions struct {
+	b   *broker.Broker
+	log *slog.Logger
+}
+
+// Active implements gateway.Sessions.
+func (s sessions) Active(id string) bool {
+	se, ok := s.b.Session(id)
+	return ok && se.State != broker.StateEnded
+}
+
+// Connected implements gateway.Sessions.
+func (s sessions) Connected(ctx context.Context, id, gw string) {
+	if _, err := s.b.Connected(ctx, id); err != nil {
+		s.log.Warn("session connected", "session", id, "gateway", gw, "err", err)
+	}
+}
+
+// Disconnected implements gateway.Sessions.
+func (s sessions) Disconnected(ctx context.Context, id, gw string) {
+	if _, err := s.b.Disconnected(ctx, id); err != nil {
+		s.log.Warn("session disconnected", "session", id, "gateway", gw, "err", err)
+	}
+}
+
+func (r *Runtime) buildGateways() error {
+	run := map[string]bool{}
+	for _, n := range r.nodes {
+		run[n.Name] = true
+	}
+	machines := map[string]netip.Addr{}
+	for _, m := range r.cfg.Machines {
+		machines[m.Name], _ = netip.ParseAddr(m.Address)
+	}
+	tr := gateway.NewTracker(sessions{r.Broker, r.log})
+	for _, g := range r.cfg.Gateways {
+		if !r.o.AllGateways && (g.Node == "" || !run[g.Node]) {
+			continue
+		}
+		o := gateway.Options{Name: g.Name, TLS: r.Certs.TLSConfig(), Verifier: r.Verifier, Sessions: sessions{r.Broker, r.log},
+			Machine: func(n string) (netip.Addr, bool) { a, ok := machines[n]; return a, ok },
+			Logger:  r.log.With("component", "gateway")}
+		o.Address, _ = netip.ParseAddr(g.Address)
+		for _, p := range g.Ports {
+			switch {
+			case p.Protocol == "udp":
+				o.UDPPorts = append(o.UDPPorts, uint16(p.Port))
+			case p.Check.Kind == "http" || p.Check.Kind == "https":
+				o.HealthPort = uint16(p.Port)
+			default:
+				o.TCPPorts = append(o.TCPPorts, uint16(p.Port))
+			}
+		}
+		gw, err := gateway.New(o, tr)
+		if err != nil {
+			return err
+		}
+		r.Gateways[g.Name] = gw
+	}
+	return nil
+}
+
+// GatewaysFor returns the usable gateways for a machine in zone: the zone's eligible
+// gateways, then those of the other zones, each group by name.
+func (r *Runtime) GatewaysFor(zone string) []api.GatewayEndpoint {
+	var same, other []api.GatewayEndpoint
+	for _, g := range r.cfg.Gateways {
+		if !r.Health.Eligible(g.Name) {
+			continue
+		}
+		e := api.GatewayEndpoint{Name: g.Name, Zone: g.Zone, Addresses: g.PublicAddresses}
+		if g.Zone == zone {
+			same = append(same, e)
+		} else {
+			other = append(other, e)
+		}
+	}
+	return append(same, other...)
+}
+
+func (r *Runtime) buildListeners() error {
+	for _, n := range r.nodes {
+		log := r.log.With("node", n.Name)
+		launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Broker: r.Broker, Locate: r.Zones.Zone, Gateways: r.GatewaysFor,
+			Signer: r.Signer, Verifier: r.Verifier, OnLogoff: r.closeSession, Logger: log.With("component", "launch")})
+		agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.Broker, Zone: n.Zone, Key: r.AgentKey,
+			SitePublicKey: r.SiteKey.Public().(ed25519.PublicKey), Logger: log.With("component", "agents")})
+		r.agents = append(r.agents, agents)
+		for _, l := range n.Listeners {
+			switch l.Kind {
+			case "dns":
+				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: l.Address, Protocols: l.Protocols, Logger: log}))
+			case "launch":
+				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
+			case "admin":
+				admin, err := api.NewAdmin(api.AdminOptions{Config: r.cfg, Broker: r.Broker, Zone: n.Zone,
+					ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents,
+					Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin")})
+				if err != nil {
+					return err
+				}
+				r.admins = append(r.admins, admin)
+				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, admin, log))
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) httpServer(node string, l configs.Listener, h http.Handler, log *slog.Logger) *HTTPServer {
+	return &HTTPServer{Node: node, Kind: l.Kind, Address: l.Address, srv: &http.Server{Handler: h, TLSConfig: r.Certs.TLSConfig(),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
+}
+
+// healthSummary describes each gateway's verdict and ports for the admin status.
+func (r *Runtime) healthSummary() map[string]string {
+	out := map[string]string{}
+	for _, st := range r.Health.Snapshot() {
+		if st.Kind != "gateway" {
+			continue
+		}
+		var ports []string
+		for _, p := range st.Ports {
+			ports = append(ports, fmt.Sprintf("%s %s", p.ID, p.State))
+		}
+		out[st.Name] = fmt.Sprintf("%s (%s)", st.Verdict, strings.Join(ports, ", "))
+	}
+	return out
+}
+
+func (r *Runtime) closeSession(id string) {
+	for _, g := range r.Gateways {
+		g.CloseSession(id)
+	}
+}
+
+// Listen opens every socket: DNS, HTTPS, gateways. On error nothing stays open.
+func (r *Runtime) Listen() error {
+	for _, s := range r.DNSServers {
+		if err := s.Listen(); err != nil {
+			r.Close()
+			return err
+		}
+	}
+	for _, h := range r.HTTPServers {
+		ln, err := net.Listen("tcp", h.Address)
+		if err != nil {
+			r.Close()
+			return fmt.Errorf("%s %s listener: %w", h.Node, h.Kind, err)
+		}
+		h.ln = ln
+	}
+	for name, g := range r.Gateways {
+		if err := g.Listen(); err != nil {
+			r.Close()
+			return fmt.Errorf("gateway %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Serve runs every component until ctx ends; the first failure stops them all.
+func (r *Runtime) Serve(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := r.Health.Run(gctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, health.ErrClosed) {
+			return err
+		}
+		return nil
+	})
+	for _, s := range r.DNSServers {
+		g.Go(func() error { return s.Serve(gctx) })
+	}
+	for _, h := range r.HTTPServers {
+		g.Go(func() error {
+			err := h.srv.ServeTLS(h.ln, "", "")
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
+		})
+	}
+	for _, gw := range r.Gateways {
+		g.Go(func() error { return gw.Serve(gctx) })
+	}
+	g.Go(func() error { return r.expire(gctx) })
+	g.Go(func() error {
+		<-gctx.Done()
+		for _, h := range r.HTTPServers {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			h.srv.Shutdown(sctx)
+			cancel()
+		}
+		return nil
+	})
+	err := g.Wait()
+	r.Close()
+	return err
+}
+
+// expire ends pending and disconnected sessions past their time, every second.
+func (r *Runtime) expire(ctx context.Context) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			ended, err := r.Broker.Expire(ctx)
+			if err != nil && ctx.Err() == nil {
+				r.log.Warn("expiring sessions", "err", err)
+			}
+			for _, s := range ended {
+				r.log.Info("session expired", "session", s.ID, "user", s.User, "machine", s.Machine)
+				r.closeSession(s.ID)
+			}
+		}
+	}
+}
+
+// Close stops everything and closes the store.
+func (r *Runtime) Close() error {
+	r.closeMu.Lock()
+	defer r.closeMu.Unlock()
+	for _, g := range r.Gateways {
+		g.Close()
+	}
+	for _, s := range r.DNSServers {
+		s.Close()
+	}
+	for _, h := range r.HTTPServers {
+		if h.ln != nil {
+			h.srv.Close()
+			h.ln.Close()
+		}
+	}
+	if r.Health != nil {
+		r.Health.Close()
+	}
+	if r.Certs != nil {
+		r.Certs.Close()
+		r.Certs = nil
+	}
+	if r.Store != nil {
+		err := r.Store.Close()
+		r.Store = nil
+		return err
+	}
+	return nil
+}
+
+// TLSClientConfig returns a client config that trusts the site's internal CA.
+func (r *Runtime) TLSClientConfig() *tls.Config { return &tls.Config{RootCAs: r.CA.Pool()} }

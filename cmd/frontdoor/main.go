@@ -35,6 +35,7 @@ func newRootCmd() *cobra.Command {
 		newExplainCmd(),
 		newLabCmd(),
 		newResolveCmd(),
+		newConnectCmd(),
 	)
 	return root
 }

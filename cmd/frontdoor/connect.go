@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/spf13/cobra"
+)
+
+// connectOpts are the flags of frontdoor connect.
+type connectOpts struct {
+	name, user, password, resource, endpoint string
+	dns, ca, local                           string
+	launchPort                               uint16
+	tcp, udp                                 []uint
+	duration, echo                           time.Duration
+	verbose                                  bool
+}
+
+func newConnectCmd() *cobra.Command {
+	var o connectOpts
+	c := &cobra.Command{
+		Use:   "connect NAME --user U --resource R",
+		Short: "Launch a resource through a front door and keep its display channels up",
+		Long: `connect resolves NAME through the site's DNS (--dns, e.g. the GSLB server), launches the
+resource at https://ADDRESS:LAUNCH-PORT/v1/launch, prints the descriptor and the broker's trace,
+and opens the session's channels: through a secure gateway (TLS and UDP, each opened with the
+launch ticket) or directly to the machine. It proves each channel with a little echo traffic and
+reconnects by itself when a channel breaks — the reconnect ticket through the next gateway
+first, then a new launch through another front door — printing when it was cut and when it was
+back. With --local, a local TCP port rides the first TCP channel (one connection at a time), so
+that nc, ssh or an RDP client can use the tunnel. It runs until Ctrl-C or --duration.
+
+The password comes from --password or the FRONTDOOR_PASSWORD environment variable.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.name = args[0]
+			if o.password == "" {
+				o.password = os.Getenv("FRONTDOOR_PASSWORD")
+			}
+			return runConnect(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.user, "user", "", "user name (required)")
+	f.StringVar(&o.password, "password", "", "password (default: $FRONTDOOR_PASSWORD)")
+	f.StringVar(&o.resource, "resource", "", "application or desktop to launch (required)")
+	f.StringVar(&o.endpoint, "endpoint", "", "name of this client device, for session reconnection rules")
+	f.StringVar(&o.dns, "dns", "", "DNS server that resolves NAME, host:port (default: the system resolver)")
+	f.Uint16Var(&o.launchPort, "launch-port", 9443, "port of the launch API")
+	f.StringVar(&o.ca, "ca", "", "PEM file of the CA that signs the front doors' and gateways' certificates (default: system roots)")
+	f.UintSliceVar(&o.tcp, "tcp", []uint{8443}, "TCP channels to open")
+	f.UintSliceVar(&o.udp, "udp", []uint{4172}, "UDP channels to open")
+	f.StringVar(&o.local, "local", "", "expose the first TCP channel on this local address, e.g. 127.0.0.1:2222")
+	f.DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
+	f.DurationVar(&o.echo, "echo", time.Second, "period of the echo traffic that proves the channels; 0 for none")
+	f.BoolVar(&o.verbose, "verbose", false, "print every failed reconnect attempt and every echo")
+	_ = c.MarkFlagRequired("user")
+	_ = c.MarkFlagRequired("resource")
+	return c
+}
+
+// runConnect launches, opens the channels and reports until ctx ends or the duration passes.
+func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
+	if o.password == "" {
+		return errors.New("no password: give --password or set FRONTDOOR_PASSWORD")
+	}
+	chans, err := connectChannels(o.tcp, o.udp)
+	if err != nil {
+		return err
+	}
+	var pool *x509.CertPool
+	if o.ca != "" {
+		b, err := os.ReadFile(o.ca)
+		if err != nil {
+			return fmt.Errorf("reading CA file: %w", err)
+		}
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return fmt.Errorf("CA file %s holds no PEM certificate", o.ca)
+		}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	out := &syncWriter{w: w}
+	l := &client.Launcher{Name: o.name, DNSServer: o.dns, Port: o.launchPort, User: o.user, Password: o.password,
+		Resource: o.resource, Endpoint: o.endpoint, RootCAs: pool}
+	d, frontDoor, err := l.Launch(ctx)
+	if err != nil {
+		var de *client.DeniedError
+		if errors.As(err, &de) && len(de.Trace) > 0 {
+			out.printf("trace:\n  %s\n", strings.Join(de.Trace, "\n  "))
+		}
+		return err
+	}
+	out.printf("%s", describeLaunch(d, frontDoor.String()))
+	echoed := newEchoMarks()
+	relaunch := func(ctx context.Context) (*client.Descriptor, string, error) {
+		d, fd, err := l.Relaunch(ctx)
+		if err == nil {
+			out.printf("%s", describeLaunch(d, fd))
+		}
+		return d, fd, err
+	}
+	sess, err := client.Open(ctx, client.Options{
+		Descriptor: d, RootCAs: pool, Channels: chans, Relaunch: relaunch,
+		Logger: slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		OnEvent: func(e client.Event) {
+			switch e.Kind {
+			case client.EventAttempt:
+				if !o.verbose {
+					return
+				}
+			case client.EventBack:
+				echoed.reset()
+			}
+			out.printf("%s\n", e)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	exposed := -1
+	if o.local != "" {
+		if len(o.tcp) == 0 {
+			return errors.New("--local needs a TCP channel (--tcp)")
+		}
+		addr, err := sess.Expose(o.local, uint16(o.tcp[0]))
+		if err != nil {
+			return err
+		}
+		exposed = int(o.tcp[0])
+		out.printf("local %s rides %d/tcp (one connection at a time)\n", addr, o.tcp[0])
+	}
+	var tick <-chan time.Time
+	if o.echo > 0 {
+		t := time.NewTicker(o.echo)
+		defer t.Stop()
+		tick = t.C
+		connectEcho(ctx, sess, chans, exposed, echoed, out, o.verbose)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			sess.Close()
+			out.printf("%s\n", connectSummary(sess.Timeline()))
+			return nil
+		case <-sess.Done():
+			out.printf("%s\n", connectSummary(sess.Timeline()))
+			return sess.Err()
+		case <-tick:
+			connectEcho(ctx, sess, chans, exposed, echoed, out, o.verbose)
+		}
+	}
+}
+
+func connectChannels(tcp, udp []uint) ([]client.Channel, error) {
+	var chans []client.Channel
+	for _, p := range tcp {
+		if p == 0 || p > 65535 {
+			return nil, fmt.Errorf("--tcp %d: not a port", p)
+		}
+		chans = append(chans, client.Channel{Port: uint16(p), Proto: "tcp"})
+	}
+	for _, p := range udp {
+		if p == 0 || p > 65535 {
+			return nil, fmt.Errorf("--udp %d: not a port", p)
+		}
+		chans = append(chans, client.Channel{Port: uint16(p), Proto: "udp"})
+	}
+	if len(chans) == 0 {
+		return nil, errors.New("no channel to open: give --tcp or --udp")
+	}
+	return chans, nil
+}
+
+// describeLaunch is the descriptor summary that connect prints.
+func describeLaunch(d *client.Descriptor, frontDoor string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "launched session %s through front door %s\n", d.SessionID, frontDoor)
+	fmt.Fprintf(&b, "  machine %s in zone %s, %s mode", d.Machine, d.Zone, d.Mode)
+	if d.Outcome != "" {
+		fmt.Fprintf(&b, ", %s (step %d)", d.Outcome, d.Step)
+	}
+	b.WriteString("\n")
+	pz := d.PreferredZone
+	if pz == "" {
+		pz = "none"
+	}
+	fmt.Fprintf(&b, "  preferred zone %s", pz)
+	if d.PreferredSource != "" {
+		fmt.Fprintf(&b, " (%s)", d.PreferredSource)
+	}
+	if d.LocationZone != "" {
+		fmt.Fprintf(&b, ", location zone %s", d.LocationZone)
+	}
+	b.WriteString("\n")
+	if d.Mode == client.ModeDirect {
+		fmt.Fprintf(&b, "  machine address %s\n", d.Address)
+	}
+	for _, g := range d.Gateways {
+		fmt.Fprintf(&b, "  gateway %s (zone %s) %s\n", g.Name, g.Zone, strings.Join(g.Addresses, ", "))
+	}
+	var chans []string
+	for _, c := range d.Channels {
+		chans = append(chans, c.String())
+	}
+	if len(chans) > 0 {
+		fmt.Fprintf(&b, "  channels %s\n", strings.Join(chans, " "))
+	}
+	if len(d.Trace) > 0 {
+		b.WriteString("  trace:\n")
+		for _, t := range d.Trace {
+			fmt.Fprintf(&b, "    %s\n", t)
+		}
+	}
+	return b.String()
+}
+
+// echoMarks remembers which channels printed a successful echo since the last (re)connect.
+type echoMarks struct {
+	mu   sync.Mutex // guards done
+	done map[client.Channel]bool
+}
+
+func newEchoMarks() *echoMarks { return &echoMarks{done: map[client.Channel]bool{}} }
+
+func (m *echoMarks) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.done)
+}
+
+// first marks c and reports whether it was not marked yet.
+func (m *echoMarks) first(c client.Channel) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	was := m.done[c]
+	m.done[c] = true
+	return !was
+}
+
+// connectEcho sends a little echo traffic on each channel (not on the exposed one) and prints
+// the first success after each (re)connect and every failure while the session is up.
+func connectEcho(ctx context.Context, sess *client.Session, chans []client.Channel, exposed int, marks *echoMarks, out *syncWriter, verbose bool) {
+	if !sess.Up() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, c := range chans {
+		var err error
+		var what string
+		switch c.Proto {
+		case "tcp":
+			if int(c.Port) == exposed {
+				continue
+			}
+			err, what = sess.EchoTCP(ctx, c.Port, 4096), "4096 bytes, sha256 match"
+		case "udp":
+			err, what = sess.EchoUDP(ctx, c.Port, 3, 200), "3 datagrams of 200 bytes"
+		}
+		switch {
+		case err == nil:
+			if marks.first(c) || verbose {
+				out.printf("echo %s ok (%s)\n", c, what)
+			}
+		case errors.Is(err, client.ErrDown) || errors.Is(err, client.ErrBusy) || ctx.Err() != nil || !sess.Up():
+		default:
+			out.printf("echo %s failed: %v\n", c, err)
+		}
+	}
+}
+
+// connectSummary sums up a timeline: cuts, returns and the longest gap.
+func connectSummary(tl []client.Event) string {
+	var cuts, backs, relaunches int
+	var longest time.Duration
+	session := ""
+	for _, e := range tl {
+		session = e.Session
+		switch e.Kind {
+		case client.EventCut:
+			cuts++
+		case client.EventBack:
+			backs++
+			longest = max(longest, e.Gap)
+			if e.Relaunched {
+				relaunches++
+			}
+		}
+	}
+	return fmt.Sprintf("session %s: %d cut(s), %d back (%d after a new launch), longest gap %.3fs", session, cuts, backs, relaunches, longest.Seconds())
+}
+
+// syncWriter serializes writes from the event callback and the echo loop.
+type syncWriter struct {
+	mu sync.Mutex // guards w
+	w  io.Writer
+}
+
+func (s *syncWriter) printf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.w, format, args...)
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/gateway"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/miekg/dns"
+)
+
+// The loopback addresses of the connect tests.
+const (
+	connMachine = "127.0.73.1"
+	connGwA     = "127.0.74.1"
+	connGwB     = "127.0.74.2"
+	connFD      = "127.0.75.1"
+)
+
+var connQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type connectActive struct{}
+
+func (connectActive) Active(string) bool                           { return true }
+func (connectActive) Connected(context.Context, string, string)    {}
+func (connectActive) Disconnected(context.Context, string, string) {}
+
+// lockedBuffer is a bytes.Buffer safe for the command's writes and the test's reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor polls out until it contains want, for a generous while.
+func waitFor(t *testing.T, out *lockedBuffer, want string) {
+	t.Helper()
+	for i := 0; i < 400; i++ {
+		if strings.Contains(out.String(), want) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("output lacks %q:\n%s", want, out.String())
+}
+
+// connectSite runs a machine, two gateways, a launch endpoint and a DNS server on loopback and
+// returns the connect flags that reach them, and the stop function of gateway gw-a.
+func connectSite(t *testing.T, mode string) ([]string, func()) {
+	t.Helper()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	pub := key.Public().(ed25519.PublicKey)
+	signer := ticket.NewSigner(key, nil)
+	ckey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	var ips []net.IP
+	for _, a := range []string{connGwA, connGwB, connFD} {
+		ips = append(ips, net.ParseIP(a))
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "connect test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: ips,
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &ckey.PublicKey, ckey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsc := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: ckey}}}
+
+	// The machine, on a port free for tcp and udp.
+	var port uint16
+	for i := 0; i < 20 && port == 0; i++ {
+		l, err := net.Listen("tcp", connMachine+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := uint16(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(connMachine),
+			TCPPorts: []uint16{p}, UDPPorts: []uint16{p}, Logger: connQuiet,
+			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Listen() != nil {
+			continue
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Serve(context.Background()) }()
+		t.Cleanup(func() { d.Close(); <-done })
+		port = p
+	}
+	if port == 0 {
+		t.Fatal("no free display port")
+	}
+
+	// Two gateways of one node.
+	v := ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
+	tr := gateway.NewTracker(connectActive{})
+	stops := map[string]func(){}
+	for name, ip := range map[string]string{"gw-a": connGwA, "gw-b": connGwB} {
+		g, err := gateway.New(gateway.Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
+			UDPPorts: []uint16{port}, TLS: tlsc, Verifier: v, Sessions: connectActive{}, Logger: connQuiet,
+			Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }}, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.Serve(ctx) }()
+		var once sync.Once
+		stops[name] = func() { once.Do(func() { cancel(); <-done }) }
+		t.Cleanup(stops[name])
+	}
+
+	// The launch endpoint answers with a descriptor built here.
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		chans := []ticket.Channel{{Port: port, Proto: "tcp"}, {Port: port, Proto: "udp"}}
+		lt, _, _ := signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: "s-42", Machine: "vda-1", Mode: mode, Channels: chans}, time.Minute)
+		rt, _, _ := signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: "s-42", Machine: "vda-1", Mode: mode, Channels: chans}, time.Hour)
+		d := client.Descriptor{SessionID: "s-42", Outcome: "new", Step: 3, Mode: mode, Machine: "vda-1", Zone: "east",
+			PreferredZone: "east", PreferredSource: "user_location", LocationZone: "east",
+			Channels:     []client.Channel{{Port: port, Proto: "tcp"}, {Port: port, Proto: "udp"}},
+			LaunchTicket: lt, ReconnectTicket: rt, Trace: []string{"preferred zone east: the user's location"}}
+		if mode == client.ModeDirect {
+			d.Address = connMachine
+		} else {
+			d.Gateways = []client.GatewayEndpoint{{Name: "gw-a", Zone: "east", Addresses: []string{connGwA}},
+				{Name: "gw-b", Zone: "east", Addresses: []string{connGwB}}}
+		}
+		json.NewEncoder(w).Encode(d)
+	}))
+	srv.Listener.Close()
+	ln, err := net.Listen("tcp", connFD+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = ln
+	srv.TLS = tlsc
+	srv.Config.ErrorLog = slog.NewLogLogger(connQuiet.Handler(), slog.LevelDebug)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	// The DNS server answers desk.test with the front door.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	dsrv := &dns.Server{PacketConn: pc, NotifyStartedFunc: func() { close(started) },
+		Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			m.SetReply(r)
+			if r.Question[0].Qtype == dns.TypeA && r.Question[0].Name == "desk.test." {
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: "desk.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5},
+					A: net.ParseIP(connFD)})
+			}
+			w.WriteMsg(m)
+		})}
+	ddone := make(chan error, 1)
+	go func() { ddone <- dsrv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { dsrv.Shutdown(); <-ddone })
+
+	p := strconv.Itoa(int(port))
+	lp := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	return []string{"connect", "desk.test", "--user", "alice", "--password", "secret", "--resource", "desktop", "--dns", pc.LocalAddr().String(),
+		"--launch-port", lp, "--ca", caFile, "--tcp", p, "--udp", p, "--echo", "100ms"}, stops["gw-a"]
+}
+
+// runConnectCmd runs frontdoor connect with args; stop cancels it and returns its error (the
+// test's cleanup stops it too).
+func runConnectCmd(t *testing.T, args []string) (out *lockedBuffer, stop func() error) {
+	t.Helper()
+	out = &lockedBuffer{}
+	root := newRootCmd()
+	root.SetOut(out)
+	root.SetErr(out)
+	root.SetArgs(args)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error { once.Do(func() { cancel(); err = <-done }); return err }
+	t.Cleanup(func() { stop() })
+	return out, stop
+}
+
+func TestConnectThroughAGatewaySurvivesItsShutdown(t *testing.T) {
+	args, stopA := connectSite(t, client.ModeGateway)
+	out, stop := runConnectCmd(t, args)
+	for _, want := range []string{"launched session s-42 through front door " + connFD, "machine vda-1 in zone east, gateway mode",
+		"preferred zone east (user_location), location zone east", "preferred zone east: the user's location", "/tcp ok (4096 bytes, sha256 match)",
+		"/udp ok (3 datagrams"} {
+		waitFor(t, out, want)
+	}
+	stopA()
+	waitFor(t, out, "cut at ")
+	waitFor(t, out, "(same session via gw-b "+connGwB+")")
+	if err := stop(); err != nil {
+		t.Fatalf("connect: %v\n%s", err, out)
+	}
+	t.Logf("connect printed:\n%s", out)
+	if !strings.Contains(out.String(), "session s-42: 1 cut(s), 1 back") {
+		t.Fatalf("no summary:\n%s", out)
+	}
+}
+
+func TestConnectDirectWithALocalPort(t *testing.T) {
+	args, _ := connectSite(t, client.ModeDirect)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := l.Addr().String()
+	l.Close()
+	out, _ := runConnectCmd(t, append(args, "--local", local))
+	waitFor(t, out, "machine address "+connMachine)
+	waitFor(t, out, "local "+local+" rides")
+	c, err := net.Dial("tcp", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	c.Write([]byte("hello through the tunnel"))
+	got := make([]byte, len("hello through the tunnel"))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "hello through the tunnel" {
+		t.Fatalf("local port echo %q, %v", got, err)
+	}
+}
+
+func TestConnectErrors(t *testing.T) {
+	t.Setenv("FRONTDOOR_PASSWORD", "")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no password", []string{"connect", "desk.test", "--user", "alice", "--resource", "r"}, "no password"},
+		{"no user", []string{"connect", "desk.test", "--resource", "r", "--password", "x"}, `"user" not set`},
+		{"bad port", []string{"connect", "desk.test", "--user", "a", "--resource", "r", "--password", "x", "--tcp", "70000"}, "not a port"},
+		{"missing CA file", []string{"connect", "desk.test", "--user", "a", "--resource", "r", "--password", "x", "--ca", "/nonexistent/ca.pem"}, "reading CA file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs, err := run(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error()+errs, tc.want) {
+				t.Fatalf("err %v, stderr %q; want %q", err, errs, tc.want)
+			}
+		})
+	}
+}

@@ -45,6 +45,8 @@ type Admin struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 
+	cache authCache
+
 	mu    sync.Mutex // guards modes
 	modes map[string]bool
 }
@@ -80,7 +82,7 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, ok := authenticate(a.users, r)
+		u, ok := authenticate(a.users, &a.cache, r)
 		if !ok || !u.Admin {
 			w.Header().Set("WWW-Authenticate", `Basic realm="frontdoor admin"`)
 			httpError(w, http.StatusUnauthorized, "admin authentication required")

@@ -83,6 +83,12 @@ func (a *Agents) Heartbeats() map[string]Heartbeat {
 	return out
 }
 
+// AgentKey derives the key of the agent tokens from the site's signing key.
+func AgentKey(site ed25519.PrivateKey) []byte {
+	sum := sha256.Sum256(append([]byte("frontdoor-agent-key:"), site.Seed()...))
+	return sum[:]
+}
+
 // AgentToken is the bearer token of a machine's agent: HMAC-SHA256 of the machine name under
 // the site's agent key.
 func AgentToken(key []byte, machine string) string {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
@@ -90,6 +92,7 @@ type Launch struct {
 	mach  map[string]configs.Machine
 	log   *slog.Logger
 	mux   *http.ServeMux
+	cache authCache
 }
 
 // NewLaunch builds the launch API handler.
@@ -120,8 +123,52 @@ func (l *Launch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // dummyHash is a valid bcrypt hash compared for unknown users.
 const dummyHash = "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"
 
+// authCache remembers credentials that passed bcrypt for a few minutes, so that a client's
+// repeated calls do not each pay bcrypt's deliberate cost. It keeps a SHA-256 of user, password
+// and hash (never the password) and is bounded.
+type authCache struct {
+	mu   sync.Mutex // guards seen
+	seen map[[32]byte]time.Time
+}
+
+const (
+	authCacheTTL  = 5 * time.Minute
+	authCacheSize = 10000
+)
+
+func (c *authCache) key(user, pass, hash string) [32]byte {
+	return sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + hash))
+}
+
+func (c *authCache) ok(k [32]byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, hit := c.seen[k]
+	return hit && time.Now().Before(exp)
+}
+
+func (c *authCache) add(k [32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[[32]byte]time.Time{}
+	}
+	if len(c.seen) >= authCacheSize {
+		now := time.Now()
+		for k, exp := range c.seen {
+			if now.After(exp) {
+				delete(c.seen, k)
+			}
+		}
+		if len(c.seen) >= authCacheSize {
+			clear(c.seen)
+		}
+	}
+	c.seen[k] = time.Now().Add(authCacheTTL)
+}
+
 // authenticate checks HTTP Basic credentials against the configured bcrypt hashes.
-func authenticate(users map[string]configs.User, r *http.Request) (configs.User, bool) {
+func authenticate(users map[string]configs.User, cache *authCache, r *http.Request) (configs.User, bool) {
 	name, pass, ok := r.BasicAuth()
 	if !ok {
 		return configs.User{}, false
@@ -132,15 +179,20 @@ func authenticate(users map[string]configs.User, r *http.Request) (configs.User,
 		// Compare anyway so that unknown users take as long as known ones.
 		hash = dummyHash
 	}
+	k := cache.key(name, pass, hash)
+	if known && u.PasswordHash != "" && cache.ok(k) {
+		return u, true
+	}
 	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) != nil || !known || u.PasswordHash == "" {
 		return configs.User{}, false
 	}
+	cache.add(k)
 	return u, true
 }
 
 func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, configs.User)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, ok := authenticate(l.users, r)
+		u, ok := authenticate(l.users, &l.cache, r)
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="frontdoor"`)
 			httpError(w, http.StatusUnauthorized, "authentication required")
@@ -217,14 +269,15 @@ func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, error) {
 		chans = append(chans, ticket.Channel{Port: uint16(port), Proto: proto})
 	}
 	if d.Mode != "gateway" {
+		// Direct: the client talks to the machine, whose agent checks the same tickets.
 		desc.Address = m.Address
-		return desc, nil
-	}
-	if l.o.Gateways != nil {
-		desc.Gateways = l.o.Gateways(d.Zone)
-	}
-	if len(desc.Gateways) == 0 {
-		return desc, fmt.Errorf("no healthy gateway in zone %s", d.Zone)
+	} else {
+		if l.o.Gateways != nil {
+			desc.Gateways = l.o.Gateways(d.Zone)
+		}
+		if len(desc.Gateways) == 0 {
+			return desc, fmt.Errorf("no healthy gateway for zone %s", d.Zone)
+		}
 	}
 	t := l.o.Config.Site.Tickets
 	lt, _, err := l.o.Signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans}, t.LaunchTTL.D())

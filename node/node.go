@@ -8,7 +8,6 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -153,8 +152,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if r.SiteKey, err = ticket.LoadOrCreateKey(keyFile); err != nil {
 		return fail(err)
 	}
-	sum := sha256.Sum256(append([]byte("frontdoor-agent-key:"), r.SiteKey.Seed()...))
-	r.AgentKey = sum[:]
+	r.AgentKey = api.AgentKey(r.SiteKey)
 	pub := r.SiteKey.Public().(ed25519.PublicKey)
 	r.Signer = ticket.NewSigner(r.SiteKey, nil)
 	r.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)

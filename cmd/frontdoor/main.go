@@ -35,6 +35,8 @@ func newRootCmd() *cobra.Command {
 		newExplainCmd(),
 		newLabCmd(),
 		newResolveCmd(),
+		newAgentCmd(),
+		newAdminCmd(),
 		newConnectCmd(),
 	)
 	return root

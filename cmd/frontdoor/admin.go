@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/spf13/cobra"
+)
+
+// adminFlags are the connection settings of the admin commands.
+type adminFlags struct {
+	url, user, password, ca string
+}
+
+func (f *adminFlags) do(cmd *cobra.Command, method, path string, body any) error {
+	tlsc, err := trustCA(f.ca)
+	if err != nil {
+		return err
+	}
+	pass := f.password
+	if pass == "" {
+		pass = os.Getenv("FRONTDOOR_PASSWORD")
+	}
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), method, f.url+path, rd)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(f.user, pass)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	cmd.OutOrStdout().Write(out)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	return nil
+}
+
+func newAdminCmd() *cobra.Command {
+	f := &adminFlags{}
+	c := &cobra.Command{Use: "admin", Short: "Operate a running site: status, the secure-gateway toggle, agent tokens"}
+	c.PersistentFlags().StringVar(&f.url, "url", "https://127.1.0.1:9090", "admin API of a front door")
+	c.PersistentFlags().StringVar(&f.user, "user", "admin", "admin user")
+	c.PersistentFlags().StringVar(&f.password, "password", "", "password (default: $FRONTDOOR_PASSWORD)")
+	c.PersistentFlags().StringVar(&f.ca, "ca", "", "PEM file of the site CA (the lab prints it)")
+
+	var group string
+	gw := &cobra.Command{
+		Use:       "gateway on|off [--group G]",
+		Short:     "Switch secure-gateway mode for new launches (running sessions keep theirs)",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"on", "off"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != "on" && args[0] != "off" {
+				return fmt.Errorf("want on or off, not %q", args[0])
+			}
+			return f.do(cmd, http.MethodPost, "/v1/admin/gateway", api.ToggleRequest{On: args[0] == "on", Group: group})
+		},
+	}
+	gw.Flags().StringVar(&group, "group", "", "only this delivery group (default: every group)")
+
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show secure-gateway modes, sessions, gateway health and machine load",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return f.do(cmd, http.MethodGet, "/v1/admin/status", nil) },
+	}
+
+	var data string
+	tok := &cobra.Command{
+		Use:   "agent-token MACHINE --data DIR",
+		Short: "Print the token a machine's agent presents (derived from the site key in the data dir)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := filepath.Join(data, "site.key")
+			if _, err := os.Stat(p); err != nil {
+				return fmt.Errorf("no site key in %s: %w", data, err)
+			}
+			key, err := ticket.LoadOrCreateKey(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), api.AgentToken(api.AgentKey(key), args[0]))
+			return nil
+		},
+	}
+	tok.Flags().StringVar(&data, "data", "frontdoor-data", "data directory of a front door")
+	c.AddCommand(gw, status, tok)
+	return c
+}

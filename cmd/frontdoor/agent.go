@@ -1,0 +1,146 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+)
+
+func newAgentCmd() *cobra.Command {
+	var file, machine, caFile, token string
+	var interval time.Duration
+	c := &cobra.Command{
+		Use:   "agent --config FILE --machine NAME --ca FILE --token TOKEN",
+		Short: "Run a machine's agent: display ports (ticket-checked echo), heartbeats, session reports",
+		Long: "agent serves a machine's display ports as a desktop simulator, registers with a front door of\n" +
+			"the machine's zone (else the primary zone, never another satellite zone) and sends heartbeats.\n" +
+			"The token is printed by `frontdoor admin agent-token MACHINE` (also read from FRONTDOOR_AGENT_TOKEN).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := configs.LoadFile(file)
+			if err != nil {
+				return err
+			}
+			if token == "" {
+				token = os.Getenv("FRONTDOOR_AGENT_TOKEN")
+			}
+			if token == "" {
+				return errors.New("no agent token: pass --token or set FRONTDOOR_AGENT_TOKEN")
+			}
+			var m *configs.Machine
+			for i := range cfg.Machines {
+				if cfg.Machines[i].Name == machine {
+					m = &cfg.Machines[i]
+				}
+			}
+			if m == nil {
+				return fmt.Errorf("machine %q is not in %s", machine, file)
+			}
+			tlsc, err := trustCA(caFile)
+			if err != nil {
+				return err
+			}
+			doors, err := agent.Candidates(cfg, machine)
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			pub, err := fetchSiteKey(doors, tlsc)
+			if err != nil {
+				return err
+			}
+			rep := agent.NewReporter(machine, token, doors, tlsc, log)
+			o := agent.DisplayOptions{Machine: machine, Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
+				Report: rep.Event, Logger: log}
+			if o.Address, err = netip.ParseAddr(m.Address); err != nil {
+				return err
+			}
+			for _, p := range m.DisplayPorts {
+				port, proto, _ := configs.ParsePortSpec(p)
+				if proto == "tcp" {
+					o.TCPPorts = append(o.TCPPorts, uint16(port))
+				} else {
+					o.UDPPorts = append(o.UDPPorts, uint16(port))
+				}
+			}
+			d, err := agent.NewDisplay(o)
+			if err != nil {
+				return err
+			}
+			if err := d.Listen(); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "agent %s: display ports %v on %s, reporting to %s\n", machine, m.DisplayPorts, m.Address, rep.Current().URL)
+			g, ctx := errgroup.WithContext(cmd.Context())
+			g.Go(func() error { return d.Serve(ctx) })
+			g.Go(func() error {
+				return rep.Run(ctx, interval, func() (int, int, int) { cpu, mem := agent.HostLoad(); return d.Count(), cpu, mem })
+			})
+			return g.Wait()
+		},
+	}
+	c.Flags().StringVar(&file, "config", "", "site configuration (required)")
+	c.Flags().StringVar(&machine, "machine", "", "this machine's name in the config (required)")
+	c.Flags().StringVar(&caFile, "ca", "", "PEM file of the CA that signs the front doors' certificates (default: system roots)")
+	c.Flags().StringVar(&token, "token", "", "agent token")
+	c.Flags().DurationVar(&interval, "interval", 5*time.Second, "heartbeat interval")
+	_ = c.MarkFlagRequired("config")
+	_ = c.MarkFlagRequired("machine")
+	return c
+}
+
+// trustCA returns a client TLS config trusting the CA in file (system roots when "").
+func trustCA(file string) (*tls.Config, error) {
+	if file == "" {
+		return &tls.Config{}, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return &tls.Config{RootCAs: pool}, nil
+}
+
+// fetchSiteKey asks the first answering front door for the site's ticket-signing public key.
+func fetchSiteKey(doors []agent.FrontDoor, tlsc *tls.Config) (ed25519.PublicKey, error) {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc}}
+	var errs []error
+	for _, d := range doors {
+		resp, err := hc.Get(d.URL + "/v1/agent/site-key")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var body struct {
+			Key string `json:"ed25519"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		k, herr := hex.DecodeString(body.Key)
+		if err != nil || herr != nil || len(k) != ed25519.PublicKeySize {
+			errs = append(errs, fmt.Errorf("%s: bad site key answer", d.Node))
+			continue
+		}
+		return ed25519.PublicKey(k), nil
+	}
+	return nil, fmt.Errorf("fetching the site key: %w", errors.Join(errs...))
+}

@@ -1,0 +1,216 @@
+package lab
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/miekg/dns"
+)
+
+// testSite is the embedded lab site moved to other loopback blocks (127.41-43 instead of
+// 127.1-3) so that tests do not collide with a lab running on the same machine.
+func testSite(t *testing.T) *configs.Config {
+	t.Helper()
+	b, err := configs.Shipped("lab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer("127.1.", "127.41.", "127.2.", "127.42.", "127.3.", "127.43.").Replace(string(b))
+	c, err := configs.Load("lab.yaml", []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startLab runs the test site and waits until every gateway is up.
+func startLab(t *testing.T) (*Lab, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := New(ctx, Options{Config: testSite(t), HeartbeatInterval: 200 * time.Millisecond})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for _, g := range l.Config.Gateways {
+		for !l.Runtime.Health.Eligible(g.Name) {
+			if time.Now().After(deadline) {
+				st, _ := l.Runtime.Health.Status(g.Name)
+				t.Fatalf("gateway %s not up after 10s: %+v", g.Name, st)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return l, cancel
+}
+
+// descriptor mirrors the launch API's answer.
+type descriptor struct {
+	SessionID       string `json:"session_id"`
+	Mode            string `json:"mode"`
+	Machine         string `json:"machine"`
+	Zone            string `json:"zone"`
+	Step            int    `json:"step"`
+	PreferredZone   string `json:"preferred_zone"`
+	Address         string `json:"address"`
+	LaunchTicket    string `json:"launch_ticket"`
+	ReconnectTicket string `json:"reconnect_ticket"`
+	Gateways        []struct {
+		Name      string   `json:"name"`
+		Addresses []string `json:"addresses"`
+	} `json:"gateways"`
+	Trace []string `json:"trace"`
+}
+
+func launch(t *testing.T, l *Lab, from, url, user, resource string) (descriptor, int) {
+	t.Helper()
+	tc := l.Runtime.TLSClientConfig()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DialContext: d.DialContext}}
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/launch", strings.NewReader(`{"resource":"`+resource+`","endpoint":"test-laptop"}`))
+	req.SetBasicAuth(user, "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var desc descriptor
+	json.NewDecoder(resp.Body).Decode(&desc)
+	return desc, resp.StatusCode
+}
+
+// TestLabEndToEnd walks the user's path through the lab: DNS, launch, a channel through a
+// gateway with a ticket, echo with a checksum, the broker seeing the session connected.
+func TestLabEndToEnd(t *testing.T) {
+	l, _ := startLab(t)
+
+	// DNS: a client of the east zone (by EDNS Client Subnet) gets east's gateways first.
+	m := new(dns.Msg)
+	m.SetQuestion("desktop.vdi.lab.test.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: net.ParseIP("127.42.5.0").To4()})
+	r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, "127.41.0.1:5353")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Answer) == 0 || !strings.HasPrefix(r.Answer[0].(*dns.A).A.String(), "127.42.0.") {
+		t.Fatalf("answer for an east client = %v, want east's gateways first", r.Answer)
+	}
+
+	// Launch from an address of the west zone: alice's home zone east wins (UserHome).
+	desc, code := launch(t, l, "127.43.0.9", "https://127.42.0.1:9443", "alice", "desktop")
+	if code != http.StatusOK {
+		t.Fatalf("launch status %d: %+v", code, desc)
+	}
+	if desc.Mode != "gateway" || desc.Zone != "east" || desc.PreferredZone != "east" || desc.Step != 3 || desc.LaunchTicket == "" || len(desc.Gateways) == 0 {
+		t.Fatalf("descriptor %+v, want a gateway-mode session in east from step 3", desc)
+	}
+
+	// A TLS channel on 8443 through the first gateway.
+	gw := desc.Gateways[0].Addresses[0]
+	c, err := tls.Dial("tcp", net.JoinHostPort(gw, "8443"), &tls.Config{RootCAs: l.Runtime.CA.Pool(), ServerName: gw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ticket.WriteFrame(c, desc.LaunchTicket)
+	st := make([]byte, 1)
+	if _, err := io.ReadFull(c, st); err != nil || st[0] != ticket.StatusOK {
+		t.Fatalf("channel status %v, %v", st, err)
+	}
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	go func() { c.Write(data) }()
+	got := make([]byte, len(data))
+	if _, err := io.ReadFull(c, got); err != nil || sha256.Sum256(got) != sha256.Sum256(data) {
+		t.Fatalf("echo through the gateway differs: %v", err)
+	}
+	waitState(t, l, desc.SessionID, broker.StateConnected)
+
+	// The same ticket again is a replay: denied.
+	c2, err := tls.Dial("tcp", net.JoinHostPort(gw, "8443"), &tls.Config{RootCAs: l.Runtime.CA.Pool(), ServerName: gw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticket.WriteFrame(c2, desc.LaunchTicket)
+	if _, err := io.ReadFull(c2, st); err == nil && st[0] == ticket.StatusOK {
+		t.Fatal("a replayed launch ticket opened a channel")
+	}
+	c2.Close()
+
+	c.Close()
+	waitState(t, l, desc.SessionID, broker.StateDisconnected)
+
+	// Launching again reconnects to the same session (step 1: an existing session in the
+	// preferred zone).
+	again, code := launch(t, l, "127.43.0.9", "https://127.43.0.1:9443", "alice", "desktop")
+	if code != http.StatusOK || again.SessionID != desc.SessionID || again.Step != 1 {
+		t.Fatalf("second launch: %d %+v, want a reconnect to %s at step 1", code, again, desc.SessionID)
+	}
+}
+
+// TestLabPrivateDesktopIsDirect: alice's assigned desktop is in a group with secure_gateway
+// off, so the descriptor names the machine itself and the channel goes straight to it.
+func TestLabPrivateDesktopIsDirect(t *testing.T) {
+	l, _ := startLab(t)
+	desc, code := launch(t, l, "127.42.0.9", "https://127.42.0.1:9443", "alice", "my-desktop")
+	if code != http.StatusOK || desc.Mode != "direct" || desc.Machine != "pc-alice" || desc.Address != "127.42.3.1" {
+		t.Fatalf("launch: %d %+v", code, desc)
+	}
+	if desc.LaunchTicket == "" || len(desc.Gateways) != 0 {
+		t.Fatalf("direct descriptor %+v: want tickets (the machine's agent checks them) and no gateways", desc)
+	}
+	c, err := net.Dial("tcp", net.JoinHostPort(desc.Address, "8443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ticket.WriteFrame(c, desc.LaunchTicket)
+	st := make([]byte, 1)
+	if _, err := io.ReadFull(c, st); err != nil || st[0] != ticket.StatusOK {
+		t.Fatalf("direct channel status %v, %v", st, err)
+	}
+	c.Write([]byte("hello"))
+	got := make([]byte, 5)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "hello" {
+		t.Fatalf("direct echo %q, %v", got, err)
+	}
+	// The agent reports the direct session to its front door.
+	waitState(t, l, desc.SessionID, broker.StateConnected)
+}
+
+func waitState(t *testing.T, l *Lab, id string, want broker.State) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, ok := l.Runtime.Broker.Session(id)
+		if ok && s.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s is %v, want %s", id, s.State, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -79,7 +80,8 @@ func parseHost(s string) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
 }
 
-// routes lists where d's channels can be opened, in the descriptor's order.
+// routes lists where d's channels can be opened, in the descriptor's order; gateway addresses
+// that are not IP addresses are skipped.
 func routes(d *Descriptor) ([]route, error) {
 	switch d.Mode {
 	case ModeDirect:
@@ -90,17 +92,19 @@ func routes(d *Descriptor) ([]route, error) {
 		return []route{{name: ModeDirect, zone: d.Zone, addr: a}}, nil
 	case ModeGateway:
 		var out []route
+		var bad []error
 		for _, g := range d.Gateways {
 			for _, s := range g.Addresses {
 				a, err := parseHost(s)
 				if err != nil {
-					return nil, fmt.Errorf("gateway %s: %w", g.Name, err)
+					bad = append(bad, fmt.Errorf("gateway %s: %w", g.Name, err))
+					continue
 				}
 				out = append(out, route{name: g.Name, zone: g.Zone, addr: a, tls: true})
 			}
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("gateway descriptor lists no gateway address")
+			return nil, fmt.Errorf("gateway descriptor lists no usable gateway address: %w", errors.Join(bad...))
 		}
 		return out, nil
 	}

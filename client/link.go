@@ -112,7 +112,9 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer cancel()
 	addr := netip.AddrPortFrom(r.addr, port).String()
-	nd := &net.Dialer{}
+	// TCP keepalives notice a gateway that vanished without a word within about 3s, even on
+	// a session without a UDP flow.
+	nd := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 2}}
 	var c net.Conn
 	var err error
 	if r.tls {

@@ -35,34 +35,36 @@ func (s *Session) Attach(port uint16) (net.Conn, error) {
 
 // attach makes local ride the TCP channel on port and starts carrying its bytes to the tunnel.
 func (s *Session) attach(port uint16, local net.Conn) error {
+	if !s.hasChannel(port, "tcp") {
+		return fmt.Errorf("%w: %d/tcp", ErrNoChannel, port)
+	}
 	s.mu.Lock()
 	l, closed := s.link, s.closed
-	s.mu.Unlock()
-	switch {
-	case closed:
-		return ErrClosed
-	case l == nil:
-		if !s.hasChannel(port, "tcp") {
-			return fmt.Errorf("%w: %d/tcp", ErrNoChannel, port)
+	if closed || l == nil {
+		s.mu.Unlock()
+		if closed {
+			return ErrClosed
 		}
 		return ErrDown
 	}
+	s.wg.Add(1) // under mu, so that Close waits for the pump
+	s.mu.Unlock()
 	t := l.tcp[port]
-	if t == nil {
-		return fmt.Errorf("%w: %d/tcp", ErrNoChannel, port)
-	}
 	t.mu.Lock()
-	if l.down.Load() {
-		t.mu.Unlock()
-		return ErrDown
+	err := error(nil)
+	switch {
+	case l.down.Load():
+		err = ErrDown
+	case t.local != nil:
+		err = ErrBusy
+	default:
+		t.local = local
 	}
-	if t.local != nil {
-		t.mu.Unlock()
-		return ErrBusy
-	}
-	t.local = local
 	t.mu.Unlock()
-	s.wg.Add(1)
+	if err != nil {
+		s.wg.Done()
+		return err
+	}
 	go func() {
 		defer s.wg.Done()
 		buf := make([]byte, 32<<10)

@@ -119,7 +119,7 @@ func TestLabEndToEnd(t *testing.T) {
 	}
 
 	// Launch from an address of the west zone: alice's home zone east wins (UserHome).
-	desc, code := launch(t, l, "127.43.0.9", "https://127.42.0.1:9443", "alice", "desktop")
+	desc, code := launch(t, l, "127.43.0.9", "https://127.42.0.11:9443", "alice", "desktop")
 	if code != http.StatusOK {
 		t.Fatalf("launch status %d: %+v", code, desc)
 	}
@@ -164,7 +164,7 @@ func TestLabEndToEnd(t *testing.T) {
 
 	// Launching again reconnects to the same session (step 1: an existing session in the
 	// preferred zone).
-	again, code := launch(t, l, "127.43.0.9", "https://127.43.0.1:9443", "alice", "desktop")
+	again, code := launch(t, l, "127.43.0.9", "https://127.43.0.11:9443", "alice", "desktop")
 	if code != http.StatusOK || again.SessionID != desc.SessionID || again.Step != 1 {
 		t.Fatalf("second launch: %d %+v, want a reconnect to %s at step 1", code, again, desc.SessionID)
 	}
@@ -174,7 +174,7 @@ func TestLabEndToEnd(t *testing.T) {
 // off, so the descriptor names the machine itself and the channel goes straight to it.
 func TestLabPrivateDesktopIsDirect(t *testing.T) {
 	l, _ := startLab(t)
-	desc, code := launch(t, l, "127.42.0.9", "https://127.42.0.1:9443", "alice", "my-desktop")
+	desc, code := launch(t, l, "127.42.0.9", "https://127.42.0.11:9443", "alice", "my-desktop")
 	if code != http.StatusOK || desc.Mode != "direct" || desc.Machine != "pc-alice" || desc.Address != "127.42.3.1" {
 		t.Fatalf("launch: %d %+v", code, desc)
 	}

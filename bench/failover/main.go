@@ -7,13 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
 
 var (
-	verbose = flag.Bool("v", false, "print HAProxy's log lines and frontdoor's down events")
-	only    = flag.String("only", "", "detect: run only the scenarios whose target contains this")
+	verbose    = flag.Bool("v", false, "print HAProxy's log lines and frontdoor's down events")
+	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of this process to the file")
+	only       = flag.String("only", "", "detect: run only the scenarios whose target contains this")
 )
 
 func main() {
@@ -31,6 +33,13 @@ func main() {
 		duration = flag.Duration("duration", 30*time.Second, "cpu: measuring window")
 	)
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	var err error
 	switch flag.Arg(0) {
 	case "detect":
@@ -46,6 +55,7 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "failover:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }

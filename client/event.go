@@ -25,6 +25,8 @@ const (
 	EventLost EventKind = "lost"
 	// EventClosed: Close was called.
 	EventClosed EventKind = "closed"
+	// EventMigrated: the QUIC connection moved to a new local address (Address) without a cut.
+	EventMigrated EventKind = "migrated"
 )
 
 // Event is one entry of a session's timeline.
@@ -76,6 +78,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("back at %s after %.3fs (%s via %s %s)", at, e.Gap.Seconds(), how, e.Via, e.Address)
 	case EventLost:
 		return fmt.Sprintf("lost at %s after %.3fs: %s", at, e.Gap.Seconds(), e.Reason)
+	case EventMigrated:
+		return fmt.Sprintf("migrated at %s: session %s via %s now from %s", at, e.Session, e.Via, e.Address)
 	case EventClosed:
 		return fmt.Sprintf("closed at %s: session %s", at, e.Session)
 	}

@@ -31,6 +31,7 @@ type link struct {
 	ticket   string // "launch" or "reconnect"
 	tcp      map[uint16]*tcpLink
 	udp      map[uint16]*udpLink
+	quic     *quicLink // the QUIC connection carrying the channels, or nil
 	opened   time.Time
 
 	down     atomic.Bool
@@ -43,7 +44,7 @@ type link struct {
 // tcpLink is one TCP channel of a link.
 type tcpLink struct {
 	port uint16
-	conn net.Conn
+	conn io.ReadWriteCloser // a TLS or TCP connection, or a QUIC stream
 
 	mu    sync.Mutex // guards local
 	local net.Conn   // the attached local connection, or nil
@@ -52,9 +53,9 @@ type tcpLink struct {
 // udpLink is one UDP flow of a link.
 type udpLink struct {
 	port     uint16
-	conn     *net.UDPConn
-	lastEcho atomic.Int64 // unix nanos of the last keepalive echo
-	seq      uint64       // keepalive sequence; used by the keepalive goroutine only
+	conn     io.ReadWriteCloser // a connected UDP socket, or a flow of QUIC datagrams
+	lastEcho atomic.Int64       // unix nanos of the last keepalive echo
+	seq      uint64             // keepalive sequence; used by the keepalive goroutine only
 }
 
 // teardown closes every channel of the link and its attached local connections, once.
@@ -72,6 +73,9 @@ func (l *link) teardown() {
 		for _, u := range l.udp {
 			u.conn.Close()
 		}
+		if l.quic != nil {
+			l.quic.close()
+		}
 	})
 }
 
@@ -81,17 +85,34 @@ func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx in
 		return nil, fmt.Errorf("descriptor has no %s ticket", kind)
 	}
 	l := &link{via: r, routeIdx: idx, ticket: kind, tcp: map[uint16]*tcpLink{}, udp: map[uint16]*udpLink{}}
+	if s.o.QUIC != nil && r.tls {
+		q, err := s.dialQUIC(ctx, r)
+		if err != nil {
+			return nil, fmt.Errorf("quic: %w", err)
+		}
+		l.quic = q
+	}
 	for _, ch := range s.chans {
 		var err error
-		switch ch.Proto {
-		case "tcp":
+		switch {
+		case ch.Proto == "tcp" && l.quic != nil:
+			var c io.ReadWriteCloser
+			if c, err = s.quicTCP(ctx, l.quic, ch.Port, tok); err == nil {
+				l.tcp[ch.Port] = &tcpLink{port: ch.Port, conn: c}
+			}
+		case ch.Proto == "tcp":
 			var c net.Conn
 			if c, err = s.dialTCP(ctx, r, ch.Port, tok); err == nil {
 				l.tcp[ch.Port] = &tcpLink{port: ch.Port, conn: c}
 			}
-		case "udp":
-			var c *net.UDPConn
-			if c, err = s.dialUDP(ctx, r, ch.Port, tok); err == nil {
+		case ch.Proto == "udp":
+			var c io.ReadWriteCloser
+			if l.quic != nil {
+				c, err = s.quicUDP(ctx, l.quic, ch.Port, tok)
+			} else {
+				c, err = s.dialUDP(ctx, r, ch.Port, tok)
+			}
+			if err == nil {
 				u := &udpLink{port: ch.Port, conn: c}
 				u.lastEcho.Store(s.now().UnixNano())
 				l.udp[ch.Port] = u
@@ -215,6 +236,10 @@ func (s *Session) run(l *link) {
 	if len(l.udp) > 0 {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.keepalive(l) }()
+	}
+	if l.quic != nil {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.quicDemux(l) }()
 	}
 }
 

@@ -55,6 +55,7 @@ type site struct {
 	track  *gateway.Tracker
 	gws    map[string]*gateway.Gateway
 	stops  map[string]func()
+	quic   map[string]*QUICGateway
 }
 
 // alwaysActive is a gateway.Sessions for which every session is live.
@@ -74,7 +75,8 @@ func newSite(t *testing.T) *site {
 	tc, pool := testCA(t)
 	s := &site{t: t, signer: ticket.NewSigner(key, nil), pub: pub, tls: tc, pool: pool,
 		gwVer: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
-		track: gateway.NewTracker(alwaysActive{}), gws: map[string]*gateway.Gateway{}, stops: map[string]func(){}}
+		track: gateway.NewTracker(alwaysActive{}), gws: map[string]*gateway.Gateway{}, stops: map[string]func(){},
+		quic: map[string]*QUICGateway{}}
 	s.startMachine()
 	return s
 }

@@ -52,6 +52,10 @@ type Options struct {
 	MaxBackoff time.Duration
 	// GiveUpAfter ends reconnecting this long after a cut (EventLost). Default: 2m.
 	GiveUpAfter time.Duration
+	// QUIC, when set, carries the channels to gateways over one QUIC connection (TCP channels
+	// as streams, UDP channels as DATAGRAM frames) instead of TLS and UDP. Direct mode ignores
+	// it. Default: nil.
+	QUIC *QUICOptions
 	// Logger receives the session's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of events. Default: time.Now.
@@ -203,11 +207,15 @@ func (s *Session) fail(l *link, err error) {
 	l.mu.Unlock()
 	l.teardown()
 	s.mu.Lock()
-	if s.link == l {
+	current := s.link == l
+	if current {
 		s.link = nil
 		s.up = make(chan struct{})
 	}
 	s.mu.Unlock()
+	if !current {
+		return // a link that was never installed, or is already replaced
+	}
 	select {
 	case s.cuts <- l:
 	default:

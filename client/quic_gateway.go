@@ -1,0 +1,327 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/quic-go/quic-go"
+)
+
+// QUICGateway is the gateway end of the QUIC transport, small and self-contained.
+//
+// Note: the secure gateway (package gateway) does not serve QUIC yet. QUICGateway defines the
+// wire format from the gateway's side and lets the client's QUIC transport be tested on
+// loopback; it is meant to move into package gateway, which would add what it lacks here:
+// session events toward the broker (connected/disconnected), health and drain, limits on
+// streams and flows per connection, and the shared listener lifecycle. It checks every
+// channel's ticket with the site's verifier exactly as the TLS and UDP ports do, then splices
+// TCP channels to the machine's port and relays UDP datagrams to it.
+type QUICGateway struct {
+	o   QUICGatewayOptions
+	ln  *quic.Listener
+	pc  net.PacketConn
+	log *slog.Logger
+	wg  sync.WaitGroup
+
+	mu     sync.Mutex // guards conns, closed
+	conns  map[*quic.Conn]struct{}
+	closed bool
+}
+
+// QUICGatewayOptions configure a QUICGateway.
+type QUICGatewayOptions struct {
+	// Address is the UDP address to listen on, e.g. "127.0.71.1:4433". Required.
+	Address string
+	// TLS is the server TLS config (its certificate must name the gateway's IP). Required.
+	TLS *tls.Config
+	// Verifier checks channel tickets. Required.
+	Verifier *ticket.Verifier
+	// Machine resolves a machine name to its address. Required.
+	Machine func(name string) (netip.Addr, bool)
+	// Logger receives the gateway's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// ListenQUIC opens the QUIC gateway's socket; Serve runs it.
+func ListenQUIC(o QUICGatewayOptions) (*QUICGateway, error) {
+	if o.TLS == nil || o.Verifier == nil || o.Machine == nil || o.Address == "" {
+		return nil, errors.New("quic gateway: Address, TLS, Verifier and Machine are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	pc, err := net.ListenPacket("udp", o.Address)
+	if err != nil {
+		return nil, fmt.Errorf("quic gateway: %w", err)
+	}
+	tc := o.TLS.Clone()
+	tc.NextProtos = []string{QUICALPN}
+	ln, err := quic.Listen(pc, tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second})
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("quic gateway: %w", err)
+	}
+	return &QUICGateway{o: o, ln: ln, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]struct{}{}}, nil
+}
+
+// Addr returns the listening address.
+func (g *QUICGateway) Addr() net.Addr { return g.ln.Addr() }
+
+// Serve accepts connections until ctx ends or Close is called.
+func (g *QUICGateway) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { g.Close() })
+	defer stop()
+	for {
+		c, err := g.ln.Accept(ctx)
+		if err != nil {
+			g.Close()
+			return nil
+		}
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			c.CloseWithError(0, "gateway closed")
+			return nil
+		}
+		g.conns[c] = struct{}{}
+		g.wg.Add(1)
+		g.mu.Unlock()
+		go func() {
+			defer g.wg.Done()
+			g.serveConn(c)
+			g.mu.Lock()
+			delete(g.conns, c)
+			g.mu.Unlock()
+		}()
+	}
+}
+
+// Clients returns the current address of every connected client (after a migration, the new
+// one).
+func (g *QUICGateway) Clients() []netip.AddrPort {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []netip.AddrPort
+	for c := range g.conns {
+		if a, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Close closes every connection and the socket, then waits for the connections' goroutines.
+func (g *QUICGateway) Close() error {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		for c := range g.conns {
+			c.CloseWithError(0, "gateway closed")
+		}
+		g.ln.Close()
+		g.pc.Close()
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+	return nil
+}
+
+// qflows are one connection's UDP flows toward the machine, by port.
+type qflows struct {
+	mu sync.Mutex // guards m
+	m  map[uint16]*net.UDPConn
+}
+
+func (g *QUICGateway) serveConn(c *quic.Conn) {
+	fl := &qflows{m: map[uint16]*net.UDPConn{}}
+	var wg sync.WaitGroup
+	defer func() {
+		c.CloseWithError(0, "")
+		fl.mu.Lock()
+		for _, u := range fl.m {
+			u.Close()
+		}
+		fl.mu.Unlock()
+		wg.Wait()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			b, err := c.ReceiveDatagram(context.Background())
+			if err != nil {
+				return
+			}
+			if len(b) < 2 {
+				continue
+			}
+			fl.mu.Lock()
+			u := fl.m[binary.BigEndian.Uint16(b)]
+			fl.mu.Unlock()
+			if u != nil {
+				u.Write(b[2:])
+			}
+		}
+	}()
+	for {
+		st, err := c.AcceptStream(context.Background())
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); g.serveStream(c, st, fl, &wg) }()
+	}
+}
+
+// serveStream reads a channel's header and ticket, checks it, and opens the channel.
+func (g *QUICGateway) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.WaitGroup) {
+	deny := func(reason string, err error) {
+		g.log.Warn("quic channel denied", "client", c.RemoteAddr().String(), "reason", reason, "err", err)
+		st.Write([]byte{ticket.StatusDenied})
+		st.Close()
+		st.CancelRead(0)
+	}
+	st.SetDeadline(time.Now().Add(5 * time.Second))
+	var hdr [3]byte
+	if _, err := io.ReadFull(st, hdr[:]); err != nil {
+		st.CancelRead(0)
+		st.CancelWrite(0)
+		return
+	}
+	tok, err := ticket.ReadFrame(st)
+	if err != nil {
+		deny("bad frame", err)
+		return
+	}
+	port := binary.BigEndian.Uint16(hdr[1:])
+	ch := ticket.Channel{Port: port, Proto: "tcp"}
+	if hdr[0] == quicKindUDP {
+		ch.Proto = "udp"
+	} else if hdr[0] != quicKindTCP {
+		deny("bad kind", nil)
+		return
+	}
+	claims, err := g.o.Verifier.Check(tok, "", ch)
+	if err != nil {
+		deny("ticket", err)
+		return
+	}
+	addr, ok := g.o.Machine(claims.Machine)
+	if !ok {
+		deny("unknown machine "+claims.Machine, nil)
+		return
+	}
+	target := netip.AddrPortFrom(addr, port)
+	if ch.Proto == "tcp" {
+		g.spliceTCP(st, target, tok, deny)
+		return
+	}
+	u, err := openMachineFlow(target, tok)
+	if err != nil {
+		deny("machine", err)
+		return
+	}
+	fl.mu.Lock()
+	if old := fl.m[port]; old != nil {
+		old.Close()
+	}
+	fl.m[port] = u
+	fl.mu.Unlock()
+	if _, err := st.Write([]byte{ticket.StatusOK}); err != nil {
+		u.Close()
+		return
+	}
+	st.SetDeadline(time.Time{})
+	g.log.Info("quic flow admitted", "session", claims.Session, "channel", ch.String(), "client", c.RemoteAddr().String())
+	// The machine's datagrams go back as DATAGRAM frames until the flow's socket closes.
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := u.Read(buf)
+		if err != nil {
+			break
+		}
+		msg := make([]byte, 2+n)
+		binary.BigEndian.PutUint16(msg, port)
+		copy(msg[2:], buf[:n])
+		if c.SendDatagram(msg) != nil {
+			break
+		}
+	}
+	st.CancelRead(0)
+	st.Close()
+}
+
+// openMachineFlow sends the ticket datagram to the machine and waits for ticket.UDPReady.
+func openMachineFlow(target netip.AddrPort, tok string) (*net.UDPConn, error) {
+	u, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(target))
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 2048)
+	for try := 0; try < 10; try++ {
+		u.Write(ticket.Datagram(tok))
+		u.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		n, err := u.Read(buf)
+		if err == nil && string(buf[:n]) == ticket.UDPReady {
+			u.SetReadDeadline(time.Time{})
+			return u, nil
+		}
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			u.Close()
+			return nil, err
+		}
+	}
+	u.Close()
+	return nil, errors.New("machine did not answer the ticket datagram")
+}
+
+// spliceTCP dials the machine, passes the ticket on, answers the status and copies both ways.
+func (g *QUICGateway) spliceTCP(st *quic.Stream, target netip.AddrPort, tok string, deny func(string, error)) {
+	up, err := net.DialTimeout("tcp", target.String(), 2*time.Second)
+	if err != nil {
+		deny("machine unreachable", err)
+		return
+	}
+	defer up.Close()
+	up.SetDeadline(time.Now().Add(5 * time.Second))
+	var status [1]byte
+	if err := ticket.WriteFrame(up, tok); err == nil {
+		_, err = io.ReadFull(up, status[:])
+	}
+	if err != nil || status[0] != ticket.StatusOK {
+		deny("machine refused", err)
+		return
+	}
+	up.SetDeadline(time.Time{})
+	if _, err := st.Write([]byte{ticket.StatusOK}); err != nil {
+		return
+	}
+	st.SetDeadline(time.Time{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := io.Copy(up, st); err != nil {
+			up.Close()
+			return
+		}
+		if tc, ok := up.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+	}()
+	io.Copy(st, up)
+	st.Close()
+	up.Close()
+	st.CancelRead(0)
+	<-done
+}

@@ -1,0 +1,147 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startQUICGateways runs a QUIC gateway on each ip at one common port and returns the port and
+// a stop function per ip.
+func (s *site) startQUICGateways(ips ...string) (uint16, map[string]func()) {
+	t := s.t
+	t.Helper()
+	for try := 0; try < 20; try++ {
+		port := "0"
+		var gs []*QUICGateway
+		for _, ip := range ips {
+			g, err := ListenQUIC(QUICGatewayOptions{Address: net.JoinHostPort(ip, port), TLS: s.tls, Verifier: s.gwVer, Logger: quiet,
+				Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" }})
+			if err != nil {
+				break
+			}
+			gs = append(gs, g)
+			s.quic[ip] = g
+			port = strconv.Itoa(g.Addr().(*net.UDPAddr).Port)
+		}
+		if len(gs) < len(ips) {
+			for _, g := range gs {
+				g.Close()
+			}
+			continue
+		}
+		stops := map[string]func(){}
+		for i, g := range gs {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- g.Serve(ctx) }()
+			var once sync.Once
+			stops[ips[i]] = func() { once.Do(func() { cancel(); <-done; g.Close() }) }
+			t.Cleanup(stops[ips[i]])
+		}
+		p, _ := strconv.Atoi(port)
+		return uint16(p), stops
+	}
+	t.Fatal("no free QUIC port")
+	return 0, nil
+}
+
+func TestQUICCarriesTheChannelsAndSurvivesAnAddressChange(t *testing.T) {
+	s := newSite(t)
+	port, _ := s.startQUICGateways(gwA)
+	g := s.quic[gwA]
+	ev := newEvents()
+	sess, err := Open(ctxT(t), Options{Descriptor: s.descriptor("s-q", ModeGateway, "gw-a"), RootCAs: s.pool, Channels: s.channels(),
+		QUIC: &QUICOptions{Port: port, LocalAddr: "127.0.76.1:0"}, OnEvent: ev.on, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ev.wait(t, EventUp)
+	ctx := ctxT(t)
+	if err := sess.EchoTCP(ctx, s.port, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.EchoUDP(ctx, s.port, 20, 800); err != nil {
+		t.Fatal(err)
+	}
+	waitClient(t, g, "127.0.76.1")
+	if err := sess.MigrateQUIC(ctx, "127.0.76.2:0"); err != nil {
+		t.Fatal(err)
+	}
+	if m := ev.wait(t, EventMigrated); m.Session != "s-q" {
+		t.Fatalf("migrated event %+v", m)
+	}
+	// The old address is silent now; everything flows from the new one.
+	if err := sess.EchoTCP(ctx, s.port, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.EchoUDP(ctx, s.port, 20, 800); err != nil {
+		t.Fatal(err)
+	}
+	waitClient(t, g, "127.0.76.2")
+	time.Sleep(1500 * time.Millisecond) // longer than the keepalive timeout: a dead path would cut
+	for _, e := range sess.Timeline() {
+		if e.Kind == EventCut {
+			t.Fatalf("the session was cut: %s", e)
+		}
+	}
+	if err := sess.EchoUDP(ctx, s.port, 5, 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQUICGatewayClosedMeansTheNextWithTheReconnectTicket(t *testing.T) {
+	s := newSite(t)
+	port, stops := s.startQUICGateways(gwA, gwB)
+	ev := newEvents()
+	sess, err := Open(ctxT(t), Options{Descriptor: s.descriptor("s-q2", ModeGateway, "gw-a", "gw-b"), RootCAs: s.pool,
+		Channels: s.channels(), QUIC: &QUICOptions{Port: port}, OnEvent: ev.on, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ev.wait(t, EventUp)
+	stops[gwA]()
+	ev.wait(t, EventCut)
+	back := ev.wait(t, EventBack)
+	if back.Via != "gw-b" || !back.SameSession || back.Ticket != "reconnect" {
+		t.Fatalf("back event %+v, want the same session via gw-b with the reconnect ticket", back)
+	}
+	ctx := ctxT(t)
+	if err := sess.EchoTCP(ctx, s.port, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.EchoUDP(ctx, s.port, 5, 100); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQUICGatewayDeniesAForgedTicket(t *testing.T) {
+	s := newSite(t)
+	port, _ := s.startQUICGateways(gwA)
+	d := s.descriptor("s-q3", ModeGateway, "gw-a")
+	d.LaunchTicket, d.ReconnectTicket = "forged", ""
+	_, err := Open(ctxT(t), Options{Descriptor: d, RootCAs: s.pool, Channels: s.channels(), QUIC: &QUICOptions{Port: port}, Logger: quiet})
+	if !errors.Is(err, ErrTicketDenied) {
+		t.Fatalf("Open with a forged ticket over QUIC: %v, want ErrTicketDenied", err)
+	}
+}
+
+// waitClient waits until the gateway's only client comes from ip.
+func waitClient(t *testing.T, g *QUICGateway, ip string) {
+	t.Helper()
+	var got []netip.AddrPort
+	for i := 0; i < 200; i++ {
+		if got = g.Clients(); len(got) == 1 && got[0].Addr().String() == ip {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("gateway clients %v, want one from %s", got, ip)
+}

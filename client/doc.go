@@ -14,4 +14,9 @@
 // local pipe), Expose serves it on a local TCP port. A cut closes the attached connection —
 // bytes in flight are lost, so a stream protocol must reconnect — and the next connection rides
 // the new channel.
+//
+// Options.QUIC switches the gateway transport to QUIC: one connection per session, TCP channels
+// as streams, UDP channels as DATAGRAM frames, surviving a change of the client's address
+// (MigrateQUIC). The secure gateway does not serve QUIC yet; QUICGateway is the gateway end of
+// that wire format, for tests and for the gateway to adopt.
 package client

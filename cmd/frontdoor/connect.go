@@ -20,7 +20,7 @@ import (
 type connectOpts struct {
 	name, user, password, resource, endpoint string
 	dns, ca, local                           string
-	launchPort                               uint16
+	launchPort, quicPort                     uint16
 	tcp, udp                                 []uint
 	duration, echo                           time.Duration
 	verbose                                  bool
@@ -63,6 +63,7 @@ The password comes from --password or the FRONTDOOR_PASSWORD environment variabl
 	f.StringVar(&o.local, "local", "", "expose the first TCP channel on this local address, e.g. 127.0.0.1:2222")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	f.DurationVar(&o.echo, "echo", time.Second, "period of the echo traffic that proves the channels; 0 for none")
+	f.Uint16Var(&o.quicPort, "quic", 0, "carry the channels to gateways over QUIC on this UDP port (the gateway must serve QUIC: see client.QUICGateway); 0 for TLS and UDP")
 	f.BoolVar(&o.verbose, "verbose", false, "print every failed reconnect attempt and every echo")
 	_ = c.MarkFlagRequired("user")
 	_ = c.MarkFlagRequired("resource")
@@ -117,8 +118,12 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 		}
 		return d, fd, err
 	}
+	var quic *client.QUICOptions
+	if o.quicPort != 0 {
+		quic = &client.QUICOptions{Port: o.quicPort}
+	}
 	sess, err := client.Open(ctx, client.Options{
-		Descriptor: d, RootCAs: pool, Channels: chans, Relaunch: relaunch,
+		Descriptor: d, RootCAs: pool, Channels: chans, Relaunch: relaunch, QUIC: quic,
 		Logger: slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnEvent: func(e client.Event) {
 			switch e.Kind {

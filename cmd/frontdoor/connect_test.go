@@ -80,9 +80,10 @@ func waitFor(t *testing.T, out *lockedBuffer, want string) {
 	t.Fatalf("output lacks %q:\n%s", want, out.String())
 }
 
-// connectSite runs a machine, two gateways, a launch endpoint and a DNS server on loopback and
-// returns the connect flags that reach them, and the stop function of gateway gw-a.
-func connectSite(t *testing.T, mode string) ([]string, func()) {
+// connectSite runs a machine, two gateways (TLS and UDP, and QUIC), a launch endpoint and a
+// DNS server on loopback and returns the connect flags that reach them, the stop function of
+// gateway gw-a and the QUIC port.
+func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 	t.Helper()
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	pub := key.Public().(ed25519.PublicKey)
@@ -154,6 +155,32 @@ func connectSite(t *testing.T, mode string) ([]string, func()) {
 		t.Cleanup(stops[name])
 	}
 
+	// QUIC gateways on both gateway addresses, at one port.
+	var quicPort uint16
+	for try := 0; try < 20 && quicPort == 0; try++ {
+		qa, err := client.ListenQUIC(client.QUICGatewayOptions{Address: connGwA + ":0", TLS: tlsc, Verifier: v, Logger: connQuiet,
+			Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := qa.Addr().(*net.UDPAddr).Port
+		qb, err := client.ListenQUIC(client.QUICGatewayOptions{Address: net.JoinHostPort(connGwB, strconv.Itoa(p)), TLS: tlsc, Verifier: v,
+			Logger: connQuiet, Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }})
+		if err != nil {
+			qa.Close()
+			continue
+		}
+		for _, g := range []*client.QUICGateway{qa, qb} {
+			done := make(chan error, 1)
+			go func() { done <- g.Serve(context.Background()) }()
+			t.Cleanup(func() { g.Close(); <-done })
+		}
+		quicPort = uint16(p)
+	}
+	if quicPort == 0 {
+		t.Fatal("no free QUIC port")
+	}
+
 	// The launch endpoint answers with a descriptor built here.
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" {
@@ -210,7 +237,7 @@ func connectSite(t *testing.T, mode string) ([]string, func()) {
 	p := strconv.Itoa(int(port))
 	lp := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	return []string{"connect", "desk.test", "--user", "alice", "--password", "secret", "--resource", "desktop", "--dns", pc.LocalAddr().String(),
-		"--launch-port", lp, "--ca", caFile, "--tcp", p, "--udp", p, "--echo", "100ms"}, stops["gw-a"]
+		"--launch-port", lp, "--ca", caFile, "--tcp", p, "--udp", p, "--echo", "100ms"}, stops["gw-a"], quicPort
 }
 
 // runConnectCmd runs frontdoor connect with args; stop cancels it and returns its error (the
@@ -233,7 +260,7 @@ func runConnectCmd(t *testing.T, args []string) (out *lockedBuffer, stop func() 
 }
 
 func TestConnectThroughAGatewaySurvivesItsShutdown(t *testing.T) {
-	args, stopA := connectSite(t, client.ModeGateway)
+	args, stopA, _ := connectSite(t, client.ModeGateway)
 	out, stop := runConnectCmd(t, args)
 	for _, want := range []string{"launched session s-42 through front door " + connFD, "machine vda-1 in zone east, gateway mode",
 		"preferred zone east (user_location), location zone east", "preferred zone east: the user's location", "/tcp ok (4096 bytes, sha256 match)",
@@ -253,7 +280,7 @@ func TestConnectThroughAGatewaySurvivesItsShutdown(t *testing.T) {
 }
 
 func TestConnectDirectWithALocalPort(t *testing.T) {
-	args, _ := connectSite(t, client.ModeDirect)
+	args, _, _ := connectSite(t, client.ModeDirect)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +300,17 @@ func TestConnectDirectWithALocalPort(t *testing.T) {
 	got := make([]byte, len("hello through the tunnel"))
 	if _, err := io.ReadFull(c, got); err != nil || string(got) != "hello through the tunnel" {
 		t.Fatalf("local port echo %q, %v", got, err)
+	}
+}
+
+func TestConnectOverQUIC(t *testing.T) {
+	args, _, quicPort := connectSite(t, client.ModeGateway)
+	out, stop := runConnectCmd(t, append(args, "--quic", strconv.Itoa(int(quicPort))))
+	waitFor(t, out, "via gw-a "+connGwA+" (launch ticket)")
+	waitFor(t, out, "/tcp ok (4096 bytes, sha256 match)")
+	waitFor(t, out, "/udp ok (3 datagrams")
+	if err := stop(); err != nil {
+		t.Fatalf("connect --quic: %v\n%s", err, out)
 	}
 }
 

@@ -70,8 +70,17 @@ func qname(req *dns.Msg) string {
 	return req.Question[0].Name
 }
 
+// addrPortWriter is a ResponseWriter that gives its peer without allocating.
+type addrPortWriter interface {
+	RemoteAddrPort() (peer netip.AddrPort, tcp bool)
+}
+
 // remoteAddr returns the peer's address and whether the connection is TCP.
 func remoteAddr(w dns.ResponseWriter) (netip.Addr, bool) {
+	if a, ok := w.(addrPortWriter); ok {
+		ap, tcp := a.RemoteAddrPort()
+		return ap.Addr().Unmap(), tcp
+	}
 	switch a := w.RemoteAddr().(type) {
 	case *net.UDPAddr:
 		return a.AddrPort().Addr().Unmap(), false

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -72,8 +73,25 @@ func (s *Server) Listen() error {
 	if s.closed {
 		return net.ErrClosed
 	}
+	udp, tcp := slices.Contains(s.opts.Protocols, "udp"), slices.Contains(s.opts.Protocols, "tcp")
+	if !udp && !tcp {
+		return fmt.Errorf("dns listener %s has neither udp nor tcp", s.opts.Address)
+	}
+	_, port, _ := net.SplitHostPort(s.opts.Address)
+	var err error
+	for try := 0; try < 20; try++ {
+		err = s.listenLocked(udp, tcp)
+		// A free UDP port whose TCP twin is taken: with port 0, try another.
+		if err == nil || port != "0" || !udp || !tcp || !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	return err
+}
+
+func (s *Server) listenLocked(udp, tcp bool) error {
 	addr := s.opts.Address
-	if slices.Contains(s.opts.Protocols, "udp") {
+	if udp {
 		pc, err := net.ListenPacket("udp", addr)
 		if err != nil {
 			return fmt.Errorf("listening on udp %s: %w", addr, err)
@@ -81,7 +99,7 @@ func (s *Server) Listen() error {
 		s.pc = pc
 		addr = pc.LocalAddr().String()
 	}
-	if slices.Contains(s.opts.Protocols, "tcp") {
+	if tcp {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			if s.pc != nil {
@@ -91,9 +109,6 @@ func (s *Server) Listen() error {
 			return fmt.Errorf("listening on tcp %s: %w", addr, err)
 		}
 		s.ln = ln
-	}
-	if s.pc == nil && s.ln == nil {
-		return fmt.Errorf("dns listener %s has neither udp nor tcp", s.opts.Address)
 	}
 	return nil
 }
@@ -134,8 +149,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.cancel, s.done = cancel, make(chan struct{})
 	defer close(s.done)
 	var servers []*dns.Server
+	var loop *udpLoop
 	if s.pc != nil {
-		servers = append(servers, &dns.Server{PacketConn: s.pc, Handler: s.mux})
+		if loop = usableUDPLoop(s.pc, s.mux, s.log); loop == nil {
+			servers = append(servers, &dns.Server{PacketConn: s.pc, Handler: s.mux, UDPSize: maxUDPRequest})
+		}
 	}
 	if s.ln != nil {
 		servers = append(servers, &dns.Server{
@@ -146,10 +164,22 @@ func (s *Server) Serve(ctx context.Context) error {
 			WriteTimeout:  2 * time.Second,
 		})
 	}
+	pc := s.pc
 	s.mu.Unlock()
 	defer cancel()
 
 	g, gctx := errgroup.WithContext(ctx)
+	if loop != nil {
+		for _, w := range loop.workers() {
+			g.Go(w)
+		}
+		g.Go(func() error {
+			<-gctx.Done()
+			loop.shutdown()
+			pc.Close() // ends the workers' reads
+			return nil
+		})
+	}
 	for _, srv := range servers {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }

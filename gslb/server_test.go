@@ -166,3 +166,39 @@ func TestImports(t *testing.T) {
 		}
 	}
 }
+
+func TestServeUDPGarbage(t *testing.T) {
+	e := newEnv(t)
+	s := startServer(t, e)
+	conn, err := net.Dial("udp", s.UDPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A header that promises a question the datagram does not hold.
+	garbage := []byte{0xbe, 0xef, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, 'd'}
+	buf := make([]byte, 512)
+	for try := 0; try < 3; try++ {
+		if _, err := conn.Write(garbage); err != nil {
+			t.Fatal(err)
+		}
+		conn.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := conn.Read(buf)
+		if err != nil {
+			continue
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err != nil {
+			t.Fatalf("reply does not unpack: %v", err)
+		}
+		if r.Id != 0xbeef || r.Rcode != dns.RcodeFormatError || !r.Response {
+			t.Fatalf("reply %v, want FORMERR with id 0xbeef", r)
+		}
+		// The server still answers after the bad datagram.
+		m := new(dns.Msg)
+		m.SetQuestion("mail.example.test.", dns.TypeA)
+		exchange(t, &dns.Client{Net: "udp", Timeout: 2 * time.Second}, m, s.UDPAddr().String())
+		return
+	}
+	t.Fatal("no reply to a malformed query")
+}

@@ -18,14 +18,6 @@ import (
 	"time"
 )
 
-// Errors of Launch; the returned errors wrap them.
-var (
-	// ErrUnauthorized means the launch API refused the credentials (HTTP 401).
-	ErrUnauthorized = errors.New("authentication failed")
-	// ErrDenied means the broker denied the launch (HTTP 403); see DeniedError for the reason.
-	ErrDenied = errors.New("launch denied")
-)
-
 // DeniedError is the broker's refusal of a launch, with its reason and trace.
 type DeniedError struct {
 	Reason string

@@ -21,9 +21,6 @@ import (
 // The machine echoes it like any datagram.
 const keepaliveMagic = "FDKA"
 
-// ErrTicketDenied is returned when a gateway or machine refuses a channel's ticket.
-var ErrTicketDenied = errors.New("ticket denied")
-
 // link is one generation of a session's channels, all opened on one route with one ticket.
 type link struct {
 	via      route

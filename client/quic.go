@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -261,9 +260,6 @@ func (s *Session) quicDemux(l *link) {
 		}
 	}
 }
-
-// ErrNoQUIC is returned by MigrateQUIC when the session does not use QUIC.
-var ErrNoQUIC = errors.New("session does not use QUIC")
 
 // MigrateQUIC moves the session's QUIC connection to a new local UDP address (e.g.
 // "127.0.0.2:0") — as when a laptop changes networks: it probes the new path, switches to it

@@ -11,9 +11,6 @@ import (
 	"github.com/miekg/dns"
 )
 
-// ErrNoAddress is returned by Resolve when the name has no A or AAAA record.
-var ErrNoAddress = errors.New("no address")
-
 // Resolve looks name up (A, then AAAA) at the DNS server dnsServer ("host:port", e.g. the
 // site's GSLB server) and returns the addresses in answer order, IPv4 first. An IP literal is
 // returned as is; an empty dnsServer uses the system resolver. A truncated UDP answer is asked

@@ -11,20 +11,6 @@ import (
 	"time"
 )
 
-// Errors of a Session.
-var (
-	// ErrClosed is returned after Close.
-	ErrClosed = errors.New("session closed")
-	// ErrDown is returned while the session is cut and reconnecting.
-	ErrDown = errors.New("session is reconnecting")
-	// ErrLost is wrapped by Err when the session gave up reconnecting.
-	ErrLost = errors.New("session lost")
-	// ErrNoChannel is returned for a port the session did not open.
-	ErrNoChannel = errors.New("no such channel")
-	// ErrBusy is returned by Attach when another connection rides the channel.
-	ErrBusy = errors.New("channel already attached")
-)
-
 // Options configure a Session.
 type Options struct {
 	// Descriptor is the launch's answer. Required.

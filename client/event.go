@@ -64,6 +64,9 @@ func (e Event) String() string {
 	case EventCut:
 		return fmt.Sprintf("cut at %s: session %s via %s %s: %s", at, e.Session, e.Via, e.Address, e.Reason)
 	case EventAttempt:
+		if e.Address == "" {
+			return fmt.Sprintf("attempt at %s: %s", at, e.Reason)
+		}
 		return fmt.Sprintf("attempt at %s via %s %s (%s): %s", at, e.Via, e.Address, e.Ticket, e.Reason)
 	case EventRelaunch:
 		return fmt.Sprintf("relaunch at %s through front door %s: session %s, %s mode", at, e.FrontDoor, e.Session, e.Mode)

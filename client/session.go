@@ -236,8 +236,9 @@ func (s *Session) supervise() {
 }
 
 // recover brings the session back after l broke: the reconnect ticket through the next
-// gateways, then a new launch, in rounds with a capped backoff, until GiveUpAfter. It returns
-// false when the session is over.
+// gateways, then a new launch, in rounds with a capped backoff, until GiveUpAfter. The first
+// new launch comes right after the first round fails; later ones are paced so that a client
+// does not hammer the front doors. It returns false when the session is over.
 func (s *Session) recover(l *link) bool {
 	l.mu.Lock()
 	cutAt, reason := l.cutAt, l.reason
@@ -248,11 +249,14 @@ func (s *Session) recover(l *link) bool {
 	oldSession := d.SessionID
 	s.emit(Event{Kind: EventCut, At: cutAt, Session: d.SessionID, Mode: d.Mode, Via: l.via.name, Address: l.via.addr.String(), Reason: reason})
 	after := l.routeIdx
-	var backoff time.Duration
+	var backoff, relaunchGap time.Duration
+	var nextRelaunch time.Time // new launches are paced: at once, then 1s, 2s, 4s... up to 10s apart
 	for round := 0; round < 100000; round++ {
 		nl, _ := s.openDescriptor(d, after, false)
 		relaunched, frontDoor := false, ""
-		if nl == nil && s.ctx.Err() == nil && s.o.Relaunch != nil {
+		if nl == nil && s.ctx.Err() == nil && s.o.Relaunch != nil && !s.now().Before(nextRelaunch) {
+			relaunchGap = min(max(2*relaunchGap, time.Second), 10*time.Second)
+			nextRelaunch = s.now().Add(relaunchGap)
 			nd, fd, err := s.relaunch()
 			switch {
 			case err != nil:

@@ -365,3 +365,31 @@ func TestLaunchErrorsSayWhy(t *testing.T) {
 		t.Fatal("Launch trusted an unknown CA")
 	}
 }
+
+func TestASessionGivesUpWhenNothingAnswers(t *testing.T) {
+	s := newSite(t)
+	s.startGateway("gw-a", gwA)
+	ev := newEvents()
+	sess, err := Open(ctxT(t), Options{Descriptor: s.descriptor("s-9", ModeGateway, "gw-a"), RootCAs: s.pool, Channels: s.channels(),
+		OnEvent: ev.on, Logger: quiet, GiveUpAfter: 300 * time.Millisecond,
+		Relaunch: func(context.Context) (*Descriptor, string, error) { return nil, "", errors.New("no front door") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ev.wait(t, EventUp)
+	s.stops["gw-a"]()
+	ev.wait(t, EventCut)
+	lost := ev.wait(t, EventLost)
+	select {
+	case <-sess.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("Done not closed after the session was lost")
+	}
+	if !errors.Is(sess.Err(), ErrLost) || lost.Gap < 300*time.Millisecond {
+		t.Fatalf("Err %v, lost after %v; want ErrLost after at least 300ms", sess.Err(), lost.Gap)
+	}
+	if _, err := sess.Attach(s.port); !errors.Is(err, ErrDown) {
+		t.Fatalf("Attach on a lost session: %v, want ErrDown", err)
+	}
+}

@@ -25,27 +25,40 @@ type listener struct {
 // reconnecting Attach returns ErrDown.
 func (s *Session) Attach(port uint16) (net.Conn, error) {
 	a, b := net.Pipe()
-	if err := s.attach(port, b); err != nil {
+	t, err := s.attach(port, b)
+	if err != nil {
 		a.Close()
 		b.Close()
 		return nil, err
 	}
-	return a, nil
+	return &attached{Conn: a, detach: func() { t.detach(b) }}, nil
+}
+
+// attached is the caller's end of an attached pipe; closing it frees the channel at once.
+type attached struct {
+	net.Conn
+	detach func()
+}
+
+// Close detaches from the channel and closes the pipe.
+func (a *attached) Close() error {
+	a.detach()
+	return a.Conn.Close()
 }
 
 // attach makes local ride the TCP channel on port and starts carrying its bytes to the tunnel.
-func (s *Session) attach(port uint16, local net.Conn) error {
+func (s *Session) attach(port uint16, local net.Conn) (*tcpLink, error) {
 	if !s.hasChannel(port, "tcp") {
-		return fmt.Errorf("%w: %d/tcp", ErrNoChannel, port)
+		return nil, fmt.Errorf("%w: %d/tcp", ErrNoChannel, port)
 	}
 	s.mu.Lock()
 	l, closed := s.link, s.closed
 	if closed || l == nil {
 		s.mu.Unlock()
 		if closed {
-			return ErrClosed
+			return nil, ErrClosed
 		}
-		return ErrDown
+		return nil, ErrDown
 	}
 	s.wg.Add(1) // under mu, so that Close waits for the pump
 	s.mu.Unlock()
@@ -63,7 +76,7 @@ func (s *Session) attach(port uint16, local net.Conn) error {
 	t.mu.Unlock()
 	if err != nil {
 		s.wg.Done()
-		return err
+		return nil, err
 	}
 	go func() {
 		defer s.wg.Done()
@@ -83,7 +96,7 @@ func (s *Session) attach(port uint16, local net.Conn) error {
 			}
 		}
 	}()
-	return nil
+	return t, nil
 }
 
 func (s *Session) hasChannel(port uint16, proto string) bool {
@@ -145,11 +158,11 @@ func (s *Session) Expose(addr string, port uint16) (net.Addr, error) {
 
 // serveLocal attaches an accepted connection, waiting briefly when the session is down.
 func (s *Session) serveLocal(c net.Conn, port uint16) {
-	err := s.attach(port, c)
+	_, err := s.attach(port, c)
 	if errors.Is(err, ErrDown) {
 		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 		if s.WaitUp(ctx) == nil {
-			err = s.attach(port, c)
+			_, err = s.attach(port, c)
 		}
 		cancel()
 	}

@@ -1,6 +1,8 @@
 package gslb
 
 import (
+	"sync"
+
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -10,7 +12,19 @@ type metrics struct {
 	queries *prometheus.CounterVec // by type and rcode
 	answers *prometheus.CounterVec // by GSLB name, site and client zone
 	dropped prometheus.Counter     // queries answered with nothing (responses, write errors)
+
+	// The caches keep the hot path off WithLabelValues' hashing; their keys are bounded by
+	// the known types, the rcodes, and the configured names, sites and zones.
+	queryCache  sync.Map // queryKey -> prometheus.Counter
+	answerCache sync.Map // answerKey -> prometheus.Counter
 }
+
+type queryKey struct {
+	qtype uint16
+	rcode int
+}
+
+type answerKey struct{ name, site, zone string }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	if reg == nil {
@@ -54,15 +68,30 @@ func rcodeLabel(rc int) string {
 }
 
 func (m *metrics) query(qtype uint16, rcode int) {
-	if m.queries != nil {
-		m.queries.WithLabelValues(typeLabel(qtype), rcodeLabel(rcode)).Inc()
+	if m.queries == nil {
+		return
 	}
+	if _, known := dns.TypeToString[qtype]; !known {
+		qtype = 0 // every unknown type shares the "other" counter
+	}
+	k := queryKey{qtype, rcode}
+	c, ok := m.queryCache.Load(k)
+	if !ok {
+		c, _ = m.queryCache.LoadOrStore(k, m.queries.WithLabelValues(typeLabel(qtype), rcodeLabel(rcode)))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 func (m *metrics) answer(name, site, zone string) {
-	if m.answers != nil {
-		m.answers.WithLabelValues(name, site, zone).Inc()
+	if m.answers == nil {
+		return
 	}
+	k := answerKey{name, site, zone}
+	c, ok := m.answerCache.Load(k)
+	if !ok {
+		c, _ = m.answerCache.LoadOrStore(k, m.answers.WithLabelValues(name, site, zone))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 func (m *metrics) drop() {

@@ -210,11 +210,13 @@ func (h *Handler) resolve(resp *dns.Msg, d *data, q dns.Question, name string, c
 		if dom == nil { // a CNAME led out of our domains: the client follows it
 			return
 		}
-		if g := d.names[name]; g != nil {
+		n := d.nodes[name]
+		// A GSLB name owns its A and AAAA answers; other types (the SOA and NS of a GSLB
+		// name at a domain's apex) come from the static data.
+		if g := d.names[name]; g != nil && (n == nil || q.Qtype == dns.TypeA || q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY) {
 			h.answerGSLB(resp, dom, g, q.Qtype, owner, client, out, scope)
 			return
 		}
-		n := d.nodes[name]
 		acme := h.acmeTXT(name)
 		if n == nil && len(acme) == 0 {
 			if _, ok := d.exists[name]; !ok {

@@ -166,7 +166,9 @@ func (c *Checker) Run(ctx context.Context) error {
 	}
 }
 
-// Close stops Run and waits for it to return. Later calls to Run return ErrClosed.
+// Close stops Run and waits for it to return, which includes probes in flight (a TCP
+// connect in flight finishes within the monitor's Timeout). Later calls to Run return
+// ErrClosed.
 func (c *Checker) Close() error {
 	c.mu.Lock()
 	c.closed = true

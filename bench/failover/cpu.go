@@ -70,7 +70,7 @@ func cpuTime() (user, sys time.Duration) {
 
 // runCPU probes the services listed in portsFile with the given kinds for dur after a warm-up
 // and prints the prober's CPU time as a share of one core.
-func runCPU(portsFile string, kinds []string, interval, dur time.Duration) error {
+func runCPU(portsFile string, kinds []string, interval, timeout, dur time.Duration) error {
 	f, err := os.Open(portsFile)
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func runCPU(portsFile string, kinds []string, interval, dur time.Duration) error
 	defer f.Close()
 	lo := netip.MustParseAddr("127.0.0.1")
 	mon := health.DefaultMonitor()
-	mon.Interval = interval
+	mon.Interval, mon.Timeout = interval, timeout
 	var targets []health.Target
 	sc := bufio.NewScanner(f)
 	for i := 0; sc.Scan(); i++ {
@@ -147,11 +147,11 @@ func runCPU(portsFile string, kinds []string, interval, dur time.Duration) error
 		}
 	}
 	for msg, n := range errs {
-		fmt.Fprintf(os.Stderr, "cpu: %d probes failed: %s\n", n, msg)
+		fmt.Fprintf(os.Stderr, "cpu [%s] timeout %v: %d probes failed: %s\n", strings.Join(kinds, ","), timeout, n, msg)
 	}
 	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / wall.Seconds() }
-	fmt.Printf("| %d × [%s] | %v | %.0f | %d | %.2f%% (user %.2f%%, sys %.2f%%) | %.1f | %d |\n", len(targets), strings.Join(kinds, ","),
-		interval, float64(n)/wall.Seconds(), f1-f0, pct(cpu), pct(u1-u0), pct(s1-s0),
+	fmt.Printf("| %d × [%s] | %v / %v | %.0f | %d | %.2f%% (user %.2f%%, sys %.2f%%) | %.1f | %d |\n", len(targets), strings.Join(kinds, ","),
+		interval, timeout, float64(n)/wall.Seconds(), f1-f0, pct(cpu), pct(u1-u0), pct(s1-s0),
 		float64(cpu.Microseconds())/float64(max(n, 1)), down)
 	return nil
 }

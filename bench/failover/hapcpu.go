@@ -102,7 +102,7 @@ func runHAPCPU(bin, cpu, portsFile string, kinds []string, interval, dur time.Du
 	wall := time.Since(w0)
 	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / wall.Seconds() }
 	checks := float64(n*len(kinds)) / interval.Seconds()
-	fmt.Printf("| HAProxy: %d × [%s] | %v | %.0f | n/a | %.2f%% (user %.2f%%, sys %.2f%%) | %.1f | n/a |\n", n, strings.Join(kinds, ","),
+	fmt.Printf("| HAProxy: %d × [%s] | %v / 250ms | %.0f | n/a | %.2f%% (user %.2f%%, sys %.2f%%) | %.1f | n/a |\n", n, strings.Join(kinds, ","),
 		interval, checks, pct(u1-u0+s1-s0), pct(u1-u0), pct(s1-s0), float64((u1-u0+s1-s0).Microseconds())/(checks*wall.Seconds()))
 	return nil
 }

@@ -24,7 +24,7 @@ func main() {
 		hapBin   = flag.String("haproxy", "haproxy", "detect, hapcpu: the HAProxy binary")
 		hapCPU   = flag.String("haproxy-cpu", "1", "detect, hapcpu: the CPU HAProxy is pinned to")
 		inter    = flag.Duration("interval", 250*time.Millisecond, "probe interval (detect and cpu)")
-		timeout  = flag.Duration("timeout", 250*time.Millisecond, "detect: probe timeout")
+		timeout  = flag.Duration("timeout", 250*time.Millisecond, "detect and cpu: probe timeout")
 		fall     = flag.Int("fall", 3, "detect: fall")
 		rise     = flag.Int("rise", 2, "detect: rise")
 		n        = flag.Int("n", 1000, "serve: number of targets")
@@ -47,7 +47,7 @@ func main() {
 	case "serve":
 		err = runServe(*n, *ports)
 	case "cpu":
-		err = runCPU(*ports, strings.Split(*kinds, ","), *inter, *duration)
+		err = runCPU(*ports, strings.Split(*kinds, ","), *inter, *timeout, *duration)
 	case "hapcpu":
 		err = runHAPCPU(*hapBin, *hapCPU, *ports, strings.Split(*kinds, ","), *inter, *duration)
 	default:

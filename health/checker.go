@@ -129,8 +129,9 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 }
 
 // Run probes until ctx is done or Close is called, then waits for probes in flight and
-// delivers the last events. It returns nil then, ErrRunning if already running and
-// ErrClosed after Close.
+// delivers the last events, and returns nil. Run may be called once: later calls return
+// ErrRunning, and calls after Close return ErrClosed. Events queued before Run (overrides,
+// passive reports) are delivered when it starts.
 func (c *Checker) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {

@@ -38,8 +38,14 @@ go build -o "$BIN/failover" ./bench/failover
 	echo
 	echo "Each run injects the failure at a random phase of both probers' schedules. Verdict ="
 	echo "time from the failure to the DOWN decision (frontdoor: the Event; HAProxy: its \"Server ... is DOWN\""
-	echo "log line, timestamped on arrival at a local syslog socket). \"First new conn\" = a client opens a"
-	echo "new connection through HAProxy every 10 ms; time to the first one served by the backup server."
+	echo "log line, timestamped on arrival at a local syslog socket). \"New conns avoid it\" = a client opens"
+	echo "a new connection every 10 ms through each forwarding peer; the time from the failure to the start"
+	echo "of the first connection from which on every new connection was served by the spare server."
+	echo "HAProxy: victim + backup server, retries 0, so only its health verdict moves traffic. frontdoor:"
+	echo "its proxy package, pool of victim (weight 1000) + spare (weight 1), health via Checker.Eligible;"
+	echo "the proxy always retries another backend after a failed connect (retries cannot be 0), so when"
+	echo "connects fail (kill, port closed, blackhole after the 250 ms connect timeout) new connections reach"
+	echo "the spare before the verdict; the hung-TLS row, where connects succeed, shows the verdict path alone."
 	echo
 	echo "Command: \`taskset -c 0 failover -runs $RUNS detect\` (HAProxy pinned to CPU 1)."
 	echo
@@ -79,10 +85,10 @@ kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=
 	echo
 	echo "## Not measured here"
 	echo
-	echo "- frontdoor's own \"first new connection that avoids it\": that needs the proxy (proxy/, being"
-	echo "  built) to consume Subscribe/Eligible. With HAProxy as the forwarding peer, the first new"
-	echo "  connection avoiding the victim follows HAProxy's verdict by about one client tick (10 ms), so the"
-	echo "  proxy should add no more than its own reaction to the Event on top of the verdict times above."
+	echo "- The node wiring (cmd/node) of health into proxy and gslb: here the bench wires Checker.Eligible"
+	echo "  into proxy.Options.Health by hand; passive reports (proxy.Options.Passive -> ReportFailure) are"
+	echo "  left off so that the verdict columns compare probing alone."
+	echo "- The time a client spends on its first failed attempt (a connect timeout) is not in these numbers."
 	echo "- HAProxy with one backend per port tied together by \"track\" (which would see the one-port"
 	echo "  failure); the configuration measured is the seed's: one check on 443 for the whole server."
 	echo

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/proxy"
 )
 
 // scenario is one failure injected into one victim, watched by both probers.
@@ -21,13 +22,14 @@ type scenario struct {
 	target    string // frontdoor target
 	hapServer string // HAProxy backend/server
 	front     int    // HAProxy frontend port, for the avoidance client
+	fdFront   int    // frontdoor proxy listener port, for the avoidance client
 	inject    func() (time.Time, error)
 	restore   func() error
 }
 
 // sample is one injected failure's timings; negative means not seen within the limit.
 type sample struct {
-	fd, hap, hapAvoid time.Duration
+	fd, hap, fdAvoid, hapAvoid time.Duration
 }
 
 const notSeen = -1
@@ -119,15 +121,47 @@ func runDetect(hapBin, hapCPU string, runs int, inter, timeout time.Duration, fa
 	go chk.Run(ctx)
 	defer chk.Close()
 
+	// frontdoor's own proxy in front of the same servers: one pool per scenario, the victim
+	// (named as its health target) weighted 1000 to the spare's 1, no retries, so that only
+	// the health verdict moves new connections off the victim, as with HAProxy's backup server.
+	pxCfg := proxy.Config{}
+	spareAP := netip.AddrPortFrom(lo, uint16(spare.Port()))
+	for _, v := range []struct {
+		name string
+		port int
+	}{{"kill", killed.Port()}, {"blackhole", bh.port}, {"tls", mute.Port()}, {"port", pcoip.Port()}} {
+		pxCfg.Listeners = append(pxCfg.Listeners, proxy.Listener{Name: v.name, Address: netip.AddrPortFrom(lo, 0), Pool: v.name})
+		pxCfg.Pools = append(pxCfg.Pools, proxy.Pool{Name: v.name, Balance: "weighted", Retries: 0, ConnectTimeout: timeout,
+			Backends: []proxy.Backend{
+				{Name: v.name, Address: netip.AddrPortFrom(lo, uint16(v.port)), Weight: 1000},
+				{Name: "spare-" + v.name, Address: spareAP, Weight: 1},
+			}})
+	}
+	px, err := proxy.New(pxCfg, proxy.Options{Health: proxy.HealthFunc(func(b string) bool {
+		if strings.HasPrefix(b, "spare-") {
+			return true
+		}
+		return chk.Eligible(b)
+	})})
+	if err != nil {
+		return err
+	}
+	if err := px.Listen(); err != nil {
+		return err
+	}
+	go px.Serve(ctx)
+	defer px.Close()
+	fdFront := func(name string) int { return int(px.Addr(name).Port()) }
+
 	scenarios := []scenario{
-		{name: "kill (listener closed, RST)", target: "kill", hapServer: "be_kill/victim", front: fronts[0],
+		{name: "kill (listener closed, RST)", target: "kill", hapServer: "be_kill/victim", front: fronts[0], fdFront: fdFront("kill"),
 			inject: func() (time.Time, error) { t := time.Now(); killed.Kill(); return t, nil }, restore: killed.Restart},
-		{name: "blackhole (SYNs dropped)", target: "blackhole", hapServer: "be_blackhole/victim", front: fronts[1],
+		{name: "blackhole (SYNs dropped)", target: "blackhole", hapServer: "be_blackhole/victim", front: fronts[1], fdFront: fdFront("blackhole"),
 			inject: bh.Blackhole, restore: func() error { bh.Restore(); return nil }},
-		{name: "hung TLS (accepts, never answers)", target: "tls", hapServer: "be_tls/victim", front: fronts[2],
+		{name: "hung TLS (accepts, never answers)", target: "tls", hapServer: "be_tls/victim", front: fronts[2], fdFront: fdFront("tls"),
 			inject:  func() (time.Time, error) { t := time.Now(); mute.mute.Store(true); return t, nil },
 			restore: func() error { mute.mute.Store(false); return nil }},
-		{name: "one port closed (4172 down, 443 up)", target: "port", hapServer: "be_port/victim", front: fronts[3],
+		{name: "one port closed (4172 down, 443 up)", target: "port", hapServer: "be_port/victim", front: fronts[3], fdFront: fdFront("port"),
 			inject: func() (time.Time, error) { t := time.Now(); pcoip.Kill(); return t, nil }, restore: pcoip.Restart},
 	}
 	time.Sleep(2 * time.Second) // both probers settle: every victim up
@@ -147,7 +181,7 @@ func runDetect(hapBin, hapCPU string, runs int, inter, timeout time.Duration, fa
 				continue
 			}
 			results[i] = append(results[i], s)
-			fmt.Fprintf(os.Stderr, "%-40s run %2d: frontdoor %v, haproxy %v, haproxy avoid %v\n", sc.name, run, s.fd, s.hap, s.hapAvoid)
+			fmt.Fprintf(os.Stderr, "%-40s run %2d: frontdoor %v, avoid %v; haproxy %v, avoid %v\n", sc.name, run, s.fd, s.fdAvoid, s.hap, s.hapAvoid)
 		}
 	}
 	printDetect(scenarios, results, runs, inter, timeout, fall, rise, limit)
@@ -163,9 +197,10 @@ func oneRun(sc scenario, chk *health.Checker, fdEvents chan health.Event, hapEve
 	if err != nil {
 		return sample{}, err
 	}
-	avoid := make(chan time.Duration, 1)
+	avoid, fdAvoid := make(chan time.Duration, 1), make(chan time.Duration, 1)
 	go func() { avoid <- firstAvoiding(sc.front, t0, limit) }()
-	s := sample{fd: notSeen, hap: notSeen, hapAvoid: notSeen}
+	go func() { fdAvoid <- firstAvoiding(sc.fdFront, t0, limit) }()
+	s := sample{fd: notSeen, hap: notSeen, hapAvoid: notSeen, fdAvoid: notSeen}
 	deadline := time.After(limit)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -190,6 +225,7 @@ wait:
 	}
 	wg.Wait()
 	s.hapAvoid = <-avoid
+	s.fdAvoid = <-fdAvoid
 	if chk.Eligible(sc.target) {
 		return s, fmt.Errorf("frontdoor still has %s eligible", sc.target)
 	}
@@ -214,27 +250,62 @@ wait:
 	return s, nil
 }
 
-// firstAvoiding opens a new connection through HAProxy every 10ms from t0 and returns how
-// long after t0 the first one started that reached the spare server, or notSeen.
+// firstAvoiding opens a new connection through front every 10ms from t0 and returns how long
+// after t0 the first connection started from which on every new connection reached the spare
+// server (it stops after 20 such in a row), or notSeen.
 func firstAvoiding(front int, t0 time.Time, limit time.Duration) time.Duration {
 	addr := fmt.Sprintf("127.0.0.1:%d", front)
-	found := make(chan time.Time, 1000)
-	var wg sync.WaitGroup
+	type attempt struct {
+		start time.Time
+		spare bool
+	}
+	var (
+		mu       sync.Mutex // guards attempts
+		attempts []*attempt
+		wg       sync.WaitGroup
+	)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	end := time.After(limit)
-	first := time.Duration(notSeen)
+	// avoided returns when the current run of spare answers started, and its length.
+	avoided := func() (time.Time, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		var since time.Time
+		run := 0
+		for _, a := range attempts {
+			if a.spare {
+				if run == 0 {
+					since = a.start
+				}
+				run++
+			} else if !a.start.IsZero() {
+				run = 0
+			}
+		}
+		return since, run
+	}
 loop:
 	for {
 		select {
-		case at := <-found:
-			first = at.Sub(t0)
-			break loop
 		case <-end:
 			break loop
 		case <-tick.C:
+			if _, run := avoided(); run >= 20 {
+				break loop
+			}
+			a := &attempt{}
+			mu.Lock()
+			attempts = append(attempts, a)
+			mu.Unlock()
 			wg.Go(func() {
 				start := time.Now()
+				ok := false
+				defer func() {
+					mu.Lock()
+					a.start, a.spare = start, ok
+					mu.Unlock()
+				}()
 				c, err := net.DialTimeout("tcp", addr, time.Second)
 				if err != nil {
 					return
@@ -243,20 +314,19 @@ loop:
 				c.SetDeadline(time.Now().Add(time.Second))
 				buf := make([]byte, 16)
 				n, _ := c.Read(buf)
-				if strings.HasPrefix(string(buf[:n]), "spare") {
-					found <- start
-				}
+				ok = strings.HasPrefix(string(buf[:n]), "spare")
 			})
 		}
 	}
 	wg.Wait()
-	close(found)
-	for at := range found {
-		if d := at.Sub(t0); first == notSeen || d < first {
-			first = d
-		}
+	since, run := avoided()
+	mu.Lock()
+	last := attempts[len(attempts)-1]
+	mu.Unlock()
+	if run == 0 || !last.spare {
+		return notSeen
 	}
-	return first
+	return since.Sub(t0)
 }
 
 func drain(c chan health.Event) {
@@ -307,22 +377,27 @@ func ms(d time.Duration) string {
 func printDetect(scs []scenario, res [][]sample, runs int, inter, timeout time.Duration, fall, rise int, limit time.Duration) {
 	fmt.Printf("Settings for both: interval %v, timeout %v, fall %d, rise %d (frontdoor jitter 0.1); %d runs per scenario; \"never\" = not within %v.\n\n",
 		inter, timeout, fall, rise, runs, limit)
-	fmt.Println("| failure | frontdoor verdict p50 / p99 / max (ms) | HAProxy verdict p50 / p99 / max (ms) | HAProxy/frontdoor p50 | HAProxy: first new conn avoiding it p50 / max (ms) |")
-	fmt.Println("|---|---|---|---|---|")
+	fmt.Println("| failure | frontdoor verdict p50 / p99 / max (ms) | HAProxy verdict p50 / p99 / max (ms) | HAProxy/frontdoor p50 | new conns avoid it, frontdoor proxy p50 / max (ms) | new conns avoid it, HAProxy p50 / max (ms) |")
+	fmt.Println("|---|---|---|---|---|---|")
 	for i, sc := range scs {
-		var fd, hp, av []time.Duration
+		if len(res[i]) == 0 {
+			continue
+		}
+		var fd, hp, fa, ha []time.Duration
 		for _, s := range res[i] {
-			fd, hp, av = append(fd, s.fd), append(hp, s.hap), append(av, s.hapAvoid)
+			fd, hp, fa, ha = append(fd, s.fd), append(hp, s.hap), append(fa, s.fdAvoid), append(ha, s.hapAvoid)
 		}
 		f50, f99, fmx, fmiss := stats(fd)
 		h50, h99, hmx, hmiss := stats(hp)
-		a50, _, amx, amiss := stats(av)
+		fa50, _, famx, famiss := stats(fa)
+		ha50, _, hamx, hamiss := stats(ha)
 		ratio := "n/a"
 		if f50 > 0 && h50 > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(h50)/float64(f50))
 		}
-		fmt.Printf("| %s | %s / %s / %s%s | %s / %s / %s%s | %s | %s / %s%s |\n", sc.name,
-			ms(f50), ms(f99), ms(fmx), missNote(fmiss), ms(h50), ms(h99), ms(hmx), missNote(hmiss), ratio, ms(a50), ms(amx), missNote(amiss))
+		fmt.Printf("| %s | %s / %s / %s%s | %s / %s / %s%s | %s | %s / %s%s | %s / %s%s |\n", sc.name,
+			ms(f50), ms(f99), ms(fmx), missNote(fmiss), ms(h50), ms(h99), ms(hmx), missNote(hmiss), ratio,
+			ms(fa50), ms(famx), missNote(famiss), ms(ha50), ms(hamx), missNote(hamiss))
 	}
 }
 

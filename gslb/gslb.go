@@ -66,8 +66,7 @@ type Options struct {
 	Load Load
 	// Registry receives the metrics. Default: nil (no metrics are registered).
 	Registry *prometheus.Registry
-	// Logger logs the sampled query log and serve errors. Default: slog.Default() with no
-	// output of its own.
+	// Logger logs the sampled query log and serve errors. Default: none (discarded).
 	Logger *slog.Logger
 	// QueryLogSample logs one query in N; 0 turns the query log off. Default: the config's
 	// gslb.query_log_sample.

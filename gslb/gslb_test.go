@@ -3,6 +3,7 @@ package gslb
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -270,5 +271,24 @@ func TestNewNeedsZones(t *testing.T) {
 	zm, _ := zonemap.FromConfig(e.cfg)
 	if _, err := New(e.cfg, Options{Zones: zm, Registry: e.reg}); err == nil {
 		t.Fatal("registering the metrics twice on one registry did not fail")
+	}
+}
+
+func TestQueryLogIsSampled(t *testing.T) {
+	e := newEnv(t)
+	var buf strings.Builder
+	zm, _ := zonemap.FromConfig(e.cfg)
+	h, err := New(e.cfg, Options{Zones: zm, Health: e.health, QueryLogSample: 2,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.h = h
+	for i := 0; i < 4; i++ {
+		e.ask(t, q{name: "desktop.example.test.", qtype: dns.TypeA, from: eastResolver})
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "zone=east") || !strings.Contains(lines[0], "site=east") || !strings.Contains(lines[0], "component=gslb") {
+		t.Fatalf("query log of 4 queries sampled 1 in 2:\n%s", buf.String())
 	}
 }

@@ -77,8 +77,12 @@ func (p *poller) park(h *half) error {
 		}
 		h.parked.registered = wasRegistered
 		p.mu.Unlock()
+		return err
 	}
-	return err
+	if p.s.onPark != nil {
+		p.s.onPark()
+	}
+	return nil
 }
 
 // take removes h from the poller if it is parked there; the caller then owns it.

@@ -235,9 +235,7 @@ func (s *Server) expire() {
 		}
 	}
 	s.mu.Unlock()
-	for _, ss := range idle {
-		ss.kill(s.poller, errIdle)
-	}
+	s.killSessions(idle, errIdle)
 	s.mu.Lock()
 	ls := make([]*listener, 0, len(s.listeners))
 	for _, l := range s.listeners {
@@ -396,10 +394,12 @@ func (s *Server) Close() error {
 	for _, l := range s.listeners {
 		l.closeSocket()
 	}
+	sessions := make([]*session, 0, len(s.sessions))
 	for ss := range s.sessions {
-		ss.kill(s.poller, net.ErrClosed)
+		sessions = append(sessions, ss)
 	}
 	s.mu.Unlock()
+	s.killSessions(sessions, net.ErrClosed)
 	if s.poller != nil {
 		s.poller.stop()
 	}

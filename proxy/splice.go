@@ -44,7 +44,8 @@ type half struct {
 	parked   pollEntry
 }
 
-// start runs both halves of t.
+// start runs both halves of t. A half with nothing to read yet goes straight to the poller
+// (when there is one) instead of starting a goroutine that would only wait.
 func (t *tconn) start() {
 	now := time.Now().UnixNano()
 	t.last.Store(now)
@@ -58,9 +59,22 @@ func (t *tconn) start() {
 			continue
 		}
 		h.rc = rc
+		if t.s.poller != nil && !h.hasInput() && t.s.poller.park(h) == nil {
+			continue
+		}
 		t.s.wg.Add(1)
 		go h.run()
 	}
+}
+
+// hasInput reports whether the source socket has bytes, an EOF or an error to act on now.
+func (h *half) hasInput() bool {
+	ready := true
+	h.rc.Control(func(fd uintptr) {
+		_, err := readable(fd)
+		ready = err != unix.EAGAIN
+	})
+	return ready
 }
 
 // run moves bytes until EOF, an error, idleness past the timeout (the half ends), or
@@ -101,9 +115,6 @@ func (h *half) run() {
 			}
 			if now.Sub(time.Unix(0, h.lastRead)) >= parkAfter && t.s.poller != nil {
 				if t.s.poller.park(h) == nil {
-					if t.s.onPark != nil {
-						t.s.onPark()
-					}
 					return
 				}
 			}

@@ -20,17 +20,30 @@ type session struct {
 	t       *tconn       // nil until both halves run
 }
 
-// kill closes both sockets at once with reason why; running halves see the closed sockets,
-// parked halves are taken from the poller and ended here.
-func (ss *session) kill(p *poller, why error) {
-	ss.client.Close()
-	if ss.backend != nil {
-		ss.backend.Close()
+// killSessions closes both sockets of each session at once; running halves see the closed
+// sockets, parked halves are taken from the poller and ended here with why. Call it without
+// mu held: ending a half releases its session, which takes mu.
+func (s *Server) killSessions(list []*session, why error) {
+	type snap struct {
+		client, backend *net.TCPConn
+		t               *tconn
 	}
-	if t := ss.t; t != nil {
-		for _, h := range []*half{&t.in, &t.out} {
-			if p.take(h) {
-				h.end(why)
+	snaps := make([]snap, 0, len(list))
+	s.mu.Lock()
+	for _, ss := range list {
+		snaps = append(snaps, snap{ss.client, ss.backend, ss.t})
+	}
+	s.mu.Unlock()
+	for _, sn := range snaps {
+		sn.client.Close()
+		if sn.backend != nil {
+			sn.backend.Close()
+		}
+		if t := sn.t; t != nil {
+			for _, h := range []*half{&t.in, &t.out} {
+				if s.poller.take(h) {
+					h.end(why)
+				}
 			}
 		}
 	}

@@ -115,6 +115,17 @@ func serve(args []string) error {
 			}
 		}
 	}()
+	if p := os.Getenv("FRONTDOOR_CPU_PROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	fmt.Fprintln(os.Stderr, "ready")
 	return s.Serve(ctx)
 }

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# bench/proxy.sh — frontdoor's L4 proxy against HAProxy (tcp mode, option splice-auto), nginx
+# stream and a direct connection, in one run on one machine, all on loopback:
+#   * iperf3 TCP throughput, 1 and 4 streams, plus the proxy's CPU seconds per GB;
+#   * wrk with "Connection: close" against a loopback nginx origin (new connection per
+#     request), plus the proxy's CPU milliseconds per 1000 connections;
+#   * iperf3 UDP at 64 and 1200 bytes: datagrams/s received and loss (HAProxy has no UDP);
+#   * RSS per idle connection with 9,900 connections held open (open-files limit 20,000).
+# The proxy runs on PROXY_CPU, load generators and origins on LOAD_CPU (taskset).
+# Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DUR=${1:-${DUR:-5}}
+OUT=${OUT:-bench/results/proxy.md}
+PROXY_CPU=${PROXY_CPU:-1}
+LOAD_CPU=${LOAD_CPU:-0}
+IDLE_CONNS=${IDLE_CONNS:-9900}
+ROUNDS=${ROUNDS:-3}
+
+need=()
+command -v iperf3 >/dev/null || need+=(iperf3)
+command -v wrk >/dev/null || need+=(wrk)
+command -v haproxy >/dev/null || need+=(haproxy)
+command -v nginx >/dev/null || need+=(nginx)
+[ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || need+=(libnginx-mod-stream)
+if [ ${#need[@]} -gt 0 ]; then
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+go build -o "$WORK/fdproxy" ./bench/proxy
+
+# start NAME CPU CMD... — runs CMD pinned to CPU in the background; its PID goes to $WORK/NAME.pid.
+start() {
+	local name=$1 cpu=$2
+	shift 2
+	taskset -c "$cpu" "$@" >"$WORK/$name.log" 2>&1 &
+	local pid=$!
+	PIDS+=("$pid")
+	echo "$pid" >"$WORK/$name.pid"
+}
+pidof_() { cat "$WORK/$1.pid"; }
+# cpu_ticks PID — user+system clock ticks of a process.
+cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+rss_kb() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
+wait_port() { # wait_port PORT — until something accepts TCP on 127.0.0.1:PORT (bounded).
+	for _ in $(seq 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "port $1 never opened" >&2
+	exit 1
+}
+TCK=$(getconf CLK_TCK)
+
+# Origins and load targets (LOAD_CPU).
+start iperf3 "$LOAD_CPU" iperf3 -s -p 15201
+cat >"$WORK/origin.conf" <<EOF
+worker_processes 1;
+pid $WORK/origin.pid.nginx;
+error_log $WORK/origin.err;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    server { listen 127.0.0.1:18080 reuseport; keepalive_timeout 0; location / { return 200 "ok\n"; } }
+}
+EOF
+start origin "$LOAD_CPU" nginx -c "$WORK/origin.conf" -g 'daemon off; master_process off;'
+start sink "$LOAD_CPU" "$WORK/fdproxy" sink -listen 127.0.0.1:19000
+
+# The proxies (PROXY_CPU): TCP 1 -> iperf3, 2 -> origin, 9 -> sink; UDP 1 -> iperf3.
+start frontdoor "$PROXY_CPU" "$WORK/fdproxy" serve \
+	-tcp 127.0.0.1:16001=127.0.0.1:15201 -udp 127.0.0.1:16001=127.0.0.1:15201 \
+	-tcp 127.0.0.1:16002=127.0.0.1:18080 -tcp 127.0.0.1:16009=127.0.0.1:19000
+cat >"$WORK/haproxy.cfg" <<EOF
+global
+    # 9,900 proxied connections need 19,800 sockets; HAProxy also reserves 2 fds per splice
+    # pipe (maxpipes, default maxconn/4), so cap pipes to stay under the 20,000 open-files
+    # limit. 24 pipes are plenty for the at most 4 concurrent streams of the throughput tests.
+    maxconn $((IDLE_CONNS + 40))
+    maxpipes 24
+    nbthread 1
+defaults
+    mode tcp
+    option splice-auto
+    timeout connect 5s
+    timeout client 10m
+    timeout server 10m
+listen iperf
+    bind 127.0.0.1:17001
+    server s 127.0.0.1:15201
+listen web
+    bind 127.0.0.1:17002
+    server s 127.0.0.1:18080
+listen idle
+    bind 127.0.0.1:17009
+    server s 127.0.0.1:19000
+EOF
+start haproxy "$PROXY_CPU" haproxy -db -f "$WORK/haproxy.cfg"
+cat >"$WORK/stream.conf" <<EOF
+load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+worker_processes 1;
+worker_rlimit_nofile 20000;
+pid $WORK/stream.pid.nginx;
+error_log $WORK/stream.err;
+events { worker_connections 19990; }
+stream {
+    proxy_timeout 10m;
+    server { listen 127.0.0.1:18001; proxy_pass 127.0.0.1:15201; }
+    server { listen 127.0.0.1:18001 udp; proxy_pass 127.0.0.1:15201; }
+    server { listen 127.0.0.1:18002; proxy_pass 127.0.0.1:18080; }
+    server { listen 127.0.0.1:18009; proxy_pass 127.0.0.1:19000; }
+}
+EOF
+start nginx "$PROXY_CPU" nginx -c "$WORK/stream.conf" -g 'daemon off; master_process off;'
+for p in 15201 18080 19000 16001 16002 16009 17001 17002 17009 18001 18002 18009; do wait_port $p; done
+
+RES="$WORK/results.tsv"
+: >"$RES"
+# row TEST TARGET VALUE UNIT CPU_SECONDS WORK_UNITS — one measurement.
+row() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$RES"; }
+
+# RSS per idle connection first, while every proxy is fresh: IDLE_CONNS connections held
+# open through each proxy, one byte sent on each.
+for t in frontdoor:16009 haproxy:17009 nginx:18009; do
+	IFS=: read -r name port <<<"$t"
+	pid=$(pidof_ "$name")
+	r0=$(rss_kb "$pid")
+	start "hold-$name" "$LOAD_CPU" "$WORK/fdproxy" hold -connect "127.0.0.1:$port" -n "$IDLE_CONNS"
+	for _ in $(seq 600); do
+		grep -q holding "$WORK/hold-$name.log" && break
+		grep -q 'proxy:' "$WORK/hold-$name.log" && break
+		sleep 0.1
+	done
+	sleep 5
+	r1=$(rss_kb "$pid")
+	held=$(awk '/holding/{print $2}' "$WORK/hold-$name.log")
+	held=${held:-0}
+	row idle_rss "$name" "$(echo "($r1-$r0)*1024/($held+($held==0))" | bc)" "B/conn: $held held, RSS ${r0}->${r1} KB" 0 "$held"
+	kill "$(pidof_ "hold-$name")"
+	sleep 3
+done
+
+targets=("direct:15201:18080:" "frontdoor:16001:16002:frontdoor" "haproxy:17001:17002:haproxy" "nginx:18001:18002:nginx")
+
+# measure TEST NAME PID CMD... — runs CMD, charging the proxy PID's CPU time to TEST.
+c0=0
+cpu_start() { c0=0; [ -z "$1" ] || c0=$(cpu_ticks "$1"); }
+cpu_used() { local c1=0; [ -z "$1" ] || c1=$(cpu_ticks "$1"); echo "($c1-$c0)/$TCK" | bc -l; }
+
+# The machine is shared, so every test runs ROUNDS times with the targets interleaved, and
+# the report takes the median.
+for round in $(seq "$ROUNDS"); do
+	for t in "${targets[@]}"; do
+		IFS=: read -r name iport wport pname <<<"$t"
+		pid=""
+		[ -n "$pname" ] && pid=$(pidof_ "$pname")
+		for streams in 1 4; do
+			cpu_start "$pid"
+			taskset -c "$LOAD_CPU" iperf3 -c 127.0.0.1 -p "$iport" -t "$DUR" -P "$streams" -J >"$WORK/iperf.json"
+			cpu=$(cpu_used "$pid")
+			read -r bps bytes < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]["sum_received"]; print(e["bits_per_second"], e["bytes"])' "$WORK/iperf.json")
+			row "tcp_${streams}" "$name" "$bps" bit/s "$cpu" "$bytes"
+			sleep 1
+		done
+		cpu_start "$pid"
+		taskset -c "$LOAD_CPU" wrk -t1 -c32 -d"${DUR}s" -H 'Connection: close' "http://127.0.0.1:$wport/" >"$WORK/wrk.txt"
+		cpu=$(cpu_used "$pid")
+		rps=$(awk '/Requests\/sec/{print $2}' "$WORK/wrk.txt")
+		reqs=$(awk '/requests in/{print $1}' "$WORK/wrk.txt")
+		errs=$(awk '/Socket errors|Non-2xx/{print}' "$WORK/wrk.txt" | tr '\n' ' ')
+		[ -z "$errs" ] || echo "wrk via $name: $errs" >&2
+		row conn_rate "$name" "$rps" conn/s "$cpu" "$reqs"
+		sleep 1
+		[ "$name" != haproxy ] || continue # HAProxy has no UDP
+		for len in 64 1200; do
+			cpu_start "$pid"
+			taskset -c "$LOAD_CPU" iperf3 -c 127.0.0.1 -p "$iport" -u -b 0 -l "$len" -t "$DUR" -J >"$WORK/udp.json" || true
+			cpu=$(cpu_used "$pid")
+			read -r pps loss pkts < <(python3 -c '
+import json,sys
+s=json.load(open(sys.argv[1]))["end"]["sum"]
+got=s["packets"]-s["lost_packets"]
+print(got/s["seconds"], s["lost_percent"], got)' "$WORK/udp.json")
+			row "udp_${len}" "$name" "$pps" "pkt/s loss=$loss" "$cpu" "$pkts"
+			sleep 1
+		done
+	done
+done
+
+python3 - "$RES" "$OUT" "$DUR" "$PROXY_CPU" "$LOAD_CPU" "$IDLE_CONNS" "$ROUNDS" "$(nproc)" "$(uname -r)" <<'PY'
+import sys, collections, statistics
+res, out, dur, pcpu, lcpu, idle, rounds, ncpu, kernel = sys.argv[1:]
+runs = collections.OrderedDict()
+for line in open(res):
+    test, target, value, unit, cpu, work = line.rstrip("\n").split("\t")
+    runs.setdefault(test, collections.OrderedDict()).setdefault(target, []).append((float(value), unit, float(cpu), float(work)))
+def med(xs):
+    return statistics.median(xs)
+def fmt(v, unit):
+    if unit == "bit/s":
+        return f"{v/1e9:.2f} Gbit/s"
+    if unit.startswith("pkt/s"):
+        return f"{v/1e3:.1f} kpkt/s"
+    if unit == "conn/s":
+        return f"{v:.0f} conn/s"
+    if unit.startswith("B/conn"):
+        return f"{v:.0f} B/conn"
+    return f"{v:.0f} {unit}"
+names = {"tcp_1": "iperf3 TCP, 1 stream", "tcp_4": "iperf3 TCP, 4 streams",
+         "conn_rate": "wrk -c32, Connection: close (one new TCP connection per request) to a loopback nginx origin",
+         "udp_64": "iperf3 UDP, 64-byte datagrams, -b 0 (received datagrams/s)",
+         "udp_1200": "iperf3 UDP, 1200-byte datagrams, -b 0 (received datagrams/s)",
+         "idle_rss": f"RSS per idle connection, {idle} connections held open"}
+L = ["# frontdoor L4 proxy benchmark", ""]
+L.append(f"Produced by `bench/proxy.sh {dur}` (each test {dur} s, {rounds} rounds with the targets interleaved; "
+         f"medians shown, all rounds listed). Machine: {ncpu} CPUs, Linux {kernel}, shared with other work, so "
+         f"absolute numbers move between runs; compare within a table. Proxies pinned to CPU {pcpu}, load "
+         f"generators and origins to CPU {lcpu} (taskset). One thread/worker each: HAProxy `nbthread 1` in tcp mode "
+         f"with `option splice-auto`, nginx stream 1 worker, frontdoor with GOMAXPROCS from its one-CPU affinity. "
+         f"Proxy CPU is user+system time of the proxy process during the test (loopback TCP work done in the "
+         f"sender's context is charged to it).")
+L.append("")
+for test, t in runs.items():
+    L.append(f"## {names.get(test, test)}")
+    L.append("")
+    L.append("| target | median | proxy CPU | all rounds | frontdoor ÷ target |")
+    L.append("|---|---|---|---|---|")
+    fdv = med([r[0] for r in t["frontdoor"]]) if "frontdoor" in t else None
+    for target, rs in t.items():
+        v = med([r[0] for r in rs])
+        unit = rs[0][1]
+        per = ""
+        if target != "direct" and test != "idle_rss":
+            cpu_per = [r[2] / r[3] for r in rs if r[3] > 0]
+            if cpu_per:
+                c = med(cpu_per)
+                if test.startswith("tcp"):
+                    per = f"{c*1e9:.2f} CPU s/GB"
+                elif test == "conn_rate":
+                    per = f"{c*1e6:.0f} CPU µs/conn"
+                else:
+                    per = f"{c*1e9:.0f} CPU ns/datagram"
+        extra = ""
+        if unit.startswith("pkt/s"):
+            extra = " (loss " + "/".join(f"{float(r[1].split('=')[1]):.0f}%" for r in rs) + ")"
+        if test == "idle_rss":
+            extra = " (" + "; ".join(r[1] for r in rs) + ")"
+        allr = ", ".join(fmt(r[0], unit) for r in rs)
+        ratio = f"{fdv/v:.2f}×" if fdv and target != "frontdoor" and v else ""
+        L.append(f"| {target} | {fmt(v, unit)} | {per} | {allr}{extra} | {ratio} |")
+    L.append("")
+open(out, "w").write("\n".join(L))
+print("\n".join(L))
+PY

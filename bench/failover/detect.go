@@ -294,12 +294,12 @@ loop:
 			if _, run := avoided(); run >= 20 {
 				break loop
 			}
+			start := time.Now()
 			a := &attempt{}
 			mu.Lock()
 			attempts = append(attempts, a)
 			mu.Unlock()
 			wg.Go(func() {
-				start := time.Now()
 				ok := false
 				defer func() {
 					mu.Lock()

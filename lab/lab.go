@@ -40,6 +40,8 @@ type Options struct {
 	Progress func(step string)
 	// HeartbeatInterval is how often agents report load. Default: 2s.
 	HeartbeatInterval time.Duration
+	// Rebind is passed to the node runtime (see node.Options.Rebind). Default: nil.
+	Rebind func(netip.Addr) netip.Addr
 }
 
 // Lab is a running site.
@@ -82,7 +84,7 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 		l.DataDir, l.tmpDir = d, true
 	}
 	rt, err := node.New(ctx, node.Options{Config: o.Config, AllGateways: true, DataDir: l.DataDir, Logger: o.Logger,
-		Registry: prometheus.NewRegistry(), Progress: o.Progress})
+		Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind})
 	if err != nil {
 		l.cleanup()
 		return nil, err

@@ -53,6 +53,11 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Progress, when set, is told what starts, for a progress display.
 	Progress func(step string)
+	// Rebind, when set, maps every address the runtime listens on (DNS, HTTPS, gateways) to
+	// the address it really binds; the configured address stays what clients, probes and
+	// DNS answers use. The drill puts each front door behind a fault-injection wire this way.
+	// Default: nil (listen on the configured addresses).
+	Rebind func(netip.Addr) netip.Addr
 }
 
 // Runtime is the running components of one or more nodes.
@@ -186,6 +191,22 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	return r, nil
 }
 
+func (r *Runtime) rebind(a netip.Addr) netip.Addr {
+	if r.o.Rebind == nil {
+		return a
+	}
+	return r.o.Rebind(a)
+}
+
+// rebindAddrPort rebinds the address of "host:port".
+func (r *Runtime) rebindAddrPort(s string) string {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || r.o.Rebind == nil {
+		return s
+	}
+	return netip.AddrPortFrom(r.o.Rebind(ap.Addr()), ap.Port()).String()
+}
+
 // certNames are the names and addresses the node's certificates cover.
 func (r *Runtime) certNames() []string {
 	set := map[string]bool{}
@@ -212,6 +233,33 @@ func (r *Runtime) certNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// serverTLS returns the TLS config of every listener. A client that sends no server name (it
+// dialled an IP address) gets the certificate of the address it reached — the configured one,
+// also when the runtime listens on a rebound inner address.
+func (r *Runtime) serverTLS() *tls.Config {
+	tc := r.Certs.TLSConfig()
+	get := tc.GetCertificate
+	public := map[netip.Addr]string{}
+	for _, n := range r.certNames() {
+		if a, err := netip.ParseAddr(n); err == nil {
+			public[r.rebind(a)] = a.String()
+		}
+	}
+	tc.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if h.ServerName == "" && h.Conn != nil {
+			if ap, err := netip.ParseAddrPort(h.Conn.LocalAddr().String()); err == nil {
+				if name, ok := public[ap.Addr().Unmap()]; ok {
+					hc := *h
+					hc.ServerName = name
+					return get(&hc)
+				}
+			}
+		}
+		return get(h)
+	}
+	return tc
 }
 
 // onHealth turns machine verdicts into broker availability.
@@ -280,10 +328,11 @@ func (r *Runtime) buildGateways() error {
 		if !r.o.AllGateways && (g.Node == "" || !run[g.Node]) {
 			continue
 		}
-		o := gateway.Options{Name: g.Name, TLS: r.Certs.TLSConfig(), Verifier: r.Verifier, Sessions: sessions{r.Broker, r.log},
+		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.Verifier, Sessions: sessions{r.Broker, r.log},
 			Machine: func(n string) (netip.Addr, bool) { a, ok := machines[n]; return a, ok },
 			Logger:  r.log.With("component", "gateway")}
 		o.Address, _ = netip.ParseAddr(g.Address)
+		o.Address = r.rebind(o.Address)
 		for _, p := range g.Ports {
 			switch {
 			case p.Protocol == "udp":
@@ -332,7 +381,7 @@ func (r *Runtime) buildListeners() error {
 		for _, l := range n.Listeners {
 			switch l.Kind {
 			case "dns":
-				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: l.Address, Protocols: l.Protocols, Logger: log}))
+				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log}))
 			case "launch":
 				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 			case "admin":
@@ -351,7 +400,7 @@ func (r *Runtime) buildListeners() error {
 }
 
 func (r *Runtime) httpServer(node string, l configs.Listener, h http.Handler, log *slog.Logger) *HTTPServer {
-	return &HTTPServer{Node: node, Kind: l.Kind, Address: l.Address, srv: &http.Server{Handler: h, TLSConfig: r.Certs.TLSConfig(),
+	return &HTTPServer{Node: node, Kind: l.Kind, Address: r.rebindAddrPort(l.Address), srv: &http.Server{Handler: h, TLSConfig: r.serverTLS(),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 }
@@ -376,6 +425,30 @@ func (r *Runtime) closeSession(id string) {
 	for _, g := range r.Gateways {
 		g.CloseSession(id)
 	}
+}
+
+// StopNode shuts a node down gracefully while the rest of the runtime runs on: its HTTPS
+// listeners stop and the gateways it hosts close (their channels end with a FIN).
+func (r *Runtime) StopNode(name string) error {
+	found := false
+	for _, h := range r.HTTPServers {
+		if h.Node == name {
+			found = true
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			h.srv.Shutdown(ctx)
+			cancel()
+		}
+	}
+	for _, g := range r.cfg.Gateways {
+		if g.Node == name && r.Gateways[g.Name] != nil {
+			found = true
+			r.Gateways[g.Name].Close()
+		}
+	}
+	if !found {
+		return fmt.Errorf("node %q runs nothing here", name)
+	}
+	return nil
 }
 
 // Listen opens every socket: DNS, HTTPS, gateways. On error nothing stays open.

@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 		newResolveCmd(),
 		newAgentCmd(),
 		newAdminCmd(),
+		newDrillCmd(),
 		newConnectCmd(),
 	)
 	return root

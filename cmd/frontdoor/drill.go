@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/drill"
+	"github.com/spf13/cobra"
+)
+
+func newDrillCmd() *cobra.Command {
+	var scenario, mode, report, logFile string
+	var observe time.Duration
+	c := &cobra.Command{
+		Use:   "drill [--scenario NAME[,NAME]] [--mode gateway|direct|both] [--report DIR]",
+		Short: "Run seed 004's failure drills on a lab site and print the expected/actual table",
+		Long: "drill starts a lab site (two front doors and two gateways per zone, an agent per machine),\n" +
+			"has clients hold live sessions streaming TCP and UDP, injects each failure into the front door\n" +
+			"that carries them, and measures when each client saw the cut and when it was back in its desktop.\n" +
+			"Scenarios: " + strings.Join(drill.Names(), ", ") + ".",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o := drill.Options{Observe: observe, Progress: cmd.OutOrStdout()}
+			if scenario != "" && scenario != "all" {
+				o.Scenarios = strings.Split(scenario, ",")
+			}
+			switch mode {
+			case "both", "":
+			case "gateway", "direct":
+				o.Modes = []string{mode}
+			default:
+				return fmt.Errorf("--mode must be gateway, direct or both, not %q", mode)
+			}
+			if logFile != "" {
+				f, err := os.Create(logFile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				o.Logger = slog.New(slog.NewTextHandler(f, nil))
+			}
+			rep, err := drill.Run(cmd.Context(), o)
+			out := cmd.OutOrStdout()
+			fmt.Fprintln(out)
+			drill.WriteTable(out, rep)
+			if report != "" {
+				if werr := drill.WriteFiles(report, rep); werr != nil {
+					return werr
+				}
+				fmt.Fprintf(out, "\nreport: %s/report.html and report.json\n", report)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, drill.Summary(rep))
+			if !rep.Passed() {
+				return fmt.Errorf("some scenarios missed their expected result")
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&scenario, "scenario", "all", "scenarios to run, comma-separated")
+	c.Flags().StringVar(&mode, "mode", "both", "secure gateway mode: gateway (ticked), direct (unticked) or both")
+	c.Flags().StringVar(&report, "report", "", "write report.json and report.html here")
+	c.Flags().DurationVar(&observe, "observe", 6*time.Second, "how long to watch after each failure")
+	c.Flags().StringVar(&logFile, "log", "", "write the site's logs to this file")
+	return c
+}

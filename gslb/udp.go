@@ -60,13 +60,16 @@ func usableUDPLoop(pc net.PacketConn, h dns.Handler, log *slog.Logger) *udpLoop 
 	return u
 }
 
-// workers returns the functions to run, each until the socket is closed: a batch reader per
-// processor, at most 8.
+// workers returns the functions to run, each until the socket is closed: one per processor,
+// at most 8; raw recvmmsg/sendmmsg workers on 64-bit Linux (udp_linux.go), else batch
+// workers through golang.org/x/net.
 func (u *udpLoop) workers() []func() error {
 	n := max(1, min(runtime.GOMAXPROCS(0), 8))
 	fs := make([]func() error, n)
 	for i := range fs {
-		fs[i] = u.serveBatches
+		if fs[i] = u.mmsgWorker(); fs[i] == nil {
+			fs[i] = u.serveBatches
+		}
 	}
 	return fs
 }

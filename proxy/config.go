@@ -75,6 +75,10 @@ type Listener struct {
 	// MaxClientHello bounds the bytes read to find the ClientHello's server name (tls only).
 	// Default: 16384.
 	MaxClientHello int
+	// KeepAlive turns on TCP keepalive probes at this interval on client and backend sockets
+	// (tcp and tls); 0 leaves them off, as HAProxy does by default, and IdleTimeout ends
+	// dead connections. Default: 0.
+	KeepAlive time.Duration
 	// MaxConns bounds this listener's concurrent connections (tcp, tls) or flows (udp);
 	// 0 means only the global limits apply. Default: 0.
 	MaxConns int

@@ -6,8 +6,6 @@ import "errors"
 var (
 	// ErrNoBackend means no backend of the pool is eligible (all down, or the pool is empty).
 	ErrNoBackend = errors.New("no eligible backend")
-	// ErrLimit means a global, listener or per-client limit refused the connection or flow.
-	ErrLimit = errors.New("connection limit reached")
 	// ErrClientHello means the first bytes on a TLS listener were not a usable ClientHello.
 	ErrClientHello = errors.New("malformed tls client hello")
 	// ErrClientHelloTooLarge means the ClientHello exceeded Listener.MaxClientHello.

@@ -138,11 +138,12 @@ func (s *Server) open(lc Listener) (*listener, error) {
 		}
 		l.udp = u
 	default:
-		ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(lc.Address))
+		lcfg := net.ListenConfig{KeepAlive: keepAliveOf(&lc)}
+		ln, err := lcfg.Listen(context.Background(), "tcp", lc.Address.String())
 		if err != nil {
 			return nil, fmt.Errorf("listening on tcp %s: %w", lc.Address, err)
 		}
-		l.tcp = ln
+		l.tcp = ln.(*net.TCPListener)
 	}
 	return l, nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -91,10 +92,8 @@ func (h *half) run() {
 	for {
 		avail, err := waitReadable(h.rc)
 		if err == nil {
-			h.lr.N = int64(avail)
 			var n int64
-			// *net.TCPConn.ReadFrom(*io.LimitedReader{*net.TCPConn}) is splice(2) on Linux.
-			n, err = h.dst.ReadFrom(&h.lr)
+			n, err = h.move(avail)
 			if n > 0 {
 				now := time.Now().UnixNano()
 				h.lastRead = now
@@ -197,15 +196,9 @@ func waitReadable(rc syscall.RawConn) (int, error) {
 }
 
 // readable returns the bytes queued on a stream socket without consuming them: n > 0, or
-// io.EOF at the peer's FIN, or EAGAIN when nothing is there yet, or the socket's error.
+// io.EOF at the peer's FIN, or EAGAIN when nothing is there yet, or the socket's error. The
+// peek comes first because "nothing yet" is the common answer when a copy loop goes to wait.
 func readable(fd uintptr) (int, error) {
-	n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
-	if err != nil {
-		return 0, err
-	}
-	if n > 0 {
-		return n, nil
-	}
 	var b byte
 	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1,
 		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
@@ -217,5 +210,40 @@ func readable(fd uintptr) (int, error) {
 	case r == 0:
 		return 0, io.EOF
 	}
-	return int(r), nil
+	n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+	if err != nil {
+		return 0, err
+	}
+	return max(n, 1), nil
+}
+
+// smallCopy is the most bytes copied through user space with read and write instead of
+// splice: for a few hundred bytes two splice calls cost more than a read and a write.
+const smallCopy = 16 << 10
+
+var copyBufs = sync.Pool{New: func() any {
+	b := make([]byte, smallCopy)
+	return &b
+}}
+
+// move copies avail queued bytes from src to dst: small amounts with read and write, larger
+// ones with splice(2) through dst.ReadFrom(&io.LimitedReader{src, avail}).
+func (h *half) move(avail int) (int64, error) {
+	if avail > smallCopy {
+		h.lr.N = int64(avail)
+		return h.dst.ReadFrom(&h.lr)
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	n, err := h.src.Read((*bp)[:avail])
+	if n > 0 {
+		w, werr := h.dst.Write((*bp)[:n])
+		if werr != nil {
+			return int64(w), werr
+		}
+	}
+	if err == io.EOF && n > 0 {
+		err = nil // the next wait sees the EOF again
+	}
+	return int64(n), err
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -219,7 +218,7 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	e.zone = zone
 	p := st.pools[poolName]
 	e.pool = poolName
-	b, bc, err := s.connect(p, e.client.Addr())
+	b, bc, err := s.connect(p, e.client.Addr(), keepAliveOf(lc))
 	if err != nil {
 		e.reason = "connect"
 		if errors.Is(err, ErrNoBackend) {
@@ -290,7 +289,7 @@ func route(lc *Listener, name string) string {
 
 // connect dials a backend of p for client, trying up to Retries other backends after a
 // failure and reporting each failure to the passive reporter.
-func (s *Server) connect(p *pool, client netip.Addr) (*backend, *net.TCPConn, error) {
+func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration) (*backend, *net.TCPConn, error) {
 	if p == nil {
 		return nil, nil, ErrNoBackend
 	}
@@ -301,10 +300,8 @@ func (s *Server) connect(p *pool, client netip.Addr) (*backend, *net.TCPConn, er
 		if b == nil {
 			break
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, p.cfg.ConnectTimeout)
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", b.addr.String())
-		cancel()
+		d := net.Dialer{Timeout: p.cfg.ConnectTimeout, KeepAlive: keepAlive}
+		c, err := d.DialContext(s.ctx, "tcp", b.addr.String())
 		if err == nil {
 			if p.cfg.Affinity {
 				s.aff.set(client, b.name)
@@ -339,4 +336,12 @@ func (s *Server) choose(p *pool, client netip.Addr, tried []*backend) *backend {
 		}
 	}
 	return p.pick(client, ok)
+}
+
+// keepAliveOf turns Listener.KeepAlive into net's convention (negative is off).
+func keepAliveOf(lc *Listener) time.Duration {
+	if lc.KeepAlive > 0 {
+		return lc.KeepAlive
+	}
+	return -1
 }

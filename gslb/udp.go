@@ -60,16 +60,13 @@ func usableUDPLoop(pc net.PacketConn, h dns.Handler, log *slog.Logger) *udpLoop 
 	return u
 }
 
-// workers returns the functions to run, each until the socket is closed: one per processor,
-// at most 8; raw recvmmsg/sendmmsg workers on 64-bit Linux (udp_linux.go), else batch
-// workers through golang.org/x/net.
+// workers returns the functions to run, each until the socket is closed: a batch reader per
+// processor, at most 8.
 func (u *udpLoop) workers() []func() error {
 	n := max(1, min(runtime.GOMAXPROCS(0), 8))
 	fs := make([]func() error, n)
 	for i := range fs {
-		if fs[i] = u.mmsgWorker(); fs[i] == nil {
-			fs[i] = u.serveBatches
-		}
+		fs[i] = u.serveBatches
 	}
 	return fs
 }

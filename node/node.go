@@ -179,7 +179,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	r.Health.Subscribe(r.onHealth)
 
-	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{r.Health}, Registry: o.Registry, Logger: o.Logger.With("component", "gslb")}); err != nil {
+	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{r.Health}, Registry: o.Registry, Logger: o.Logger}); err != nil {
 		return fail(err)
 	}
 	if err := r.buildGateways(); err != nil {

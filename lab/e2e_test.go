@@ -1,0 +1,164 @@
+package lab
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/client"
+)
+
+// TestUserPathSurvivesGatewayLossAndToggle is the whole path a user walks: DNS → launch → TCP
+// and UDP echo through the gateway with checksums → the gateway is killed → the client is back
+// in the SAME session through another gateway → the operator switches the secure gateway off →
+// the next launch is direct and survives its front door being stopped.
+func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
+	l, _ := startLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := l.Runtime.CA.Pool()
+	launcher := func(user string) *client.Launcher {
+		return &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: user, Password: "lab",
+			Resource: "desktop", Endpoint: user + "-laptop", RootCAs: pool}
+	}
+
+	// DNS and launch.
+	ln := launcher("alice")
+	desc, fd, err := ln.Launch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Mode != client.ModeGateway {
+		t.Fatalf("first launch mode %s, want gateway", desc.Mode)
+	}
+	events := make(chan client.Event, 64)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := client.Open(ctx, client.Options{Descriptor: desc, RootCAs: pool, Relaunch: ln.Relaunch, Logger: quiet,
+		KeepaliveTimeout: 3 * time.Second, OnEvent: func(e client.Event) {
+			select {
+			case events <- e:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EchoTCP(ctx, 8443, 256<<10); err != nil {
+		t.Fatalf("TCP echo through the gateway: %v", err)
+	}
+	if err := s.EchoUDP(ctx, 4172, 20, 1000); err != nil {
+		t.Fatalf("UDP echo through the gateway: %v", err)
+	}
+	via, _ := s.Via()
+	t.Logf("launched %s through front door %s, session on %s via %s", desc.SessionID, fd, desc.Machine, via)
+
+	// The gateway is killed: the client comes back by itself, same session, another gateway.
+	gw := l.Runtime.Gateways[via]
+	if gw == nil {
+		t.Fatalf("session via %q, which the lab does not run", via)
+	}
+	gw.Close()
+	back := waitEvent(t, events, client.EventBack, 20*time.Second)
+	if !back.SameSession || back.Relaunched || back.Via == via {
+		t.Fatalf("back: %+v; want the same session through another gateway", back)
+	}
+	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+		t.Fatalf("TCP echo after the reconnect: %v", err)
+	}
+	waitState(t, l, desc.SessionID, broker.StateConnected)
+
+	// The operator switches the secure gateway off through the admin API.
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig()}}
+	req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/gateway", strings.NewReader(`{"on": false}`))
+	req.SetBasicAuth("admin", "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("toggle: %s", resp.Status)
+	}
+	// Running sessions keep their mode.
+	if st, _ := l.Runtime.Broker.Session(desc.SessionID); st.Mode != "gateway" {
+		t.Errorf("running session switched to %s mode", st.Mode)
+	}
+
+	// The next launch is direct and survives its front door being stopped.
+	ln2 := launcher("dave")
+	d2, fd2, err := ln2.Launch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.Mode != client.ModeDirect {
+		t.Fatalf("launch after the toggle: mode %s, want direct", d2.Mode)
+	}
+	events2 := make(chan client.Event, 64)
+	s2, err := client.Open(ctx, client.Options{Descriptor: d2, RootCAs: pool, KeepaliveTimeout: 3 * time.Second, Logger: quiet,
+		OnEvent: func(e client.Event) {
+			select {
+			case events2 <- e:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := s2.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var node string
+	for _, h := range l.Runtime.HTTPServers {
+		if strings.HasPrefix(h.Addr(), fd2.String()+":") {
+			node = h.Node
+		}
+	}
+	if node == "" {
+		t.Fatalf("no node serves front door %s", fd2)
+	}
+	if err := l.Runtime.StopNode(node); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if err := s2.EchoTCP(ctx, 8443, 32<<10); err != nil {
+			t.Fatalf("direct session after its front door %s stopped: %v", node, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for {
+		select {
+		case e := <-events2:
+			if e.Kind == client.EventCut {
+				t.Fatalf("the direct session was cut when its front door stopped: %v", e)
+			}
+			continue
+		default:
+		}
+		break
+	}
+}
+
+func waitEvent(t *testing.T, ch <-chan client.Event, kind client.EventKind, d time.Duration) client.Event {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case e := <-ch:
+			if e.Kind == kind {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %s event within %s", kind, d)
+		}
+	}
+}

@@ -279,13 +279,25 @@ func (r *Runtime) onHealth(ev health.Event) {
 // gslbHealth answers gslb's Health from the checker.
 type gslbHealth struct{ c *health.Checker }
 
-// GatewayUp implements gslb.Health.
+// GatewayUp implements gslb.Health. A gateway's verdict counts as known once every required
+// port has been probed and the result is definite: a down verdict, or every required port
+// answering. Until then the GSLB name's configured initial state holds (an admin override is
+// always known).
 func (h gslbHealth) GatewayUp(name string) (bool, bool) {
 	st, ok := h.c.Status(name)
 	if !ok {
 		return false, false
 	}
-	return st.Verdict == health.StateUp, true
+	up := st.Verdict == health.StateUp
+	if st.Override != health.OverrideNone || st.Verdict == health.StateDown {
+		return up, true
+	}
+	for _, p := range st.Ports {
+		if !p.Optional && (p.LastCheck.IsZero() || p.Successes == 0) {
+			return up, false
+		}
+	}
+	return up, true
 }
 
 // sessions adapts the broker to gateway.Sessions.

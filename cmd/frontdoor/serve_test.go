@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/miekg/dns"
 )
 
@@ -74,23 +75,23 @@ func TestServeAnswersUntilCancelled(t *testing.T) {
 		p2 = freePort(t)
 	}
 	file := writeConfig(t, strings.NewReplacer("PORT1", p1, "PORT2", p2).Replace(serveConfig))
-	ready := make(chan *services, 1)
-	cmd := newServeCmdWith(func(s *services) { ready <- s })
+	ready := make(chan *node.Runtime, 1)
+	cmd := newServeCmdWith(func(s *node.Runtime) { ready <- s })
 	var stderr bytes.Buffer
 	cmd.SetErr(&stderr)
-	cmd.SetArgs([]string{"--config", file})
+	cmd.SetArgs([]string{"--config", file, "--data", t.TempDir()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	var s *services
+	var s *node.Runtime
 	select {
 	case s = <-ready:
 	case err := <-done:
 		t.Fatalf("serve stopped before listening: %v\n%s", err, stderr.String())
 	}
-	if len(s.dnsServers) != 2 || s.dnsServers[1].TCPAddr() != nil {
-		t.Fatalf("servers %d, want 2 with the second udp only", len(s.dnsServers))
+	if len(s.DNSServers) != 2 || s.DNSServers[1].TCPAddr() != nil {
+		t.Fatalf("servers %d, want 2 with the second udp only", len(s.DNSServers))
 	}
 	for _, proto := range []string{"udp", "tcp"} {
 		c := &dns.Client{Net: proto, Timeout: 2 * time.Second}
@@ -99,14 +100,15 @@ func TestServeAnswersUntilCancelled(t *testing.T) {
 		var r *dns.Msg
 		var err error
 		for try := 0; try < 3 && r == nil; try++ {
-			r, _, err = c.Exchange(m, s.dnsServers[0].UDPAddr().String())
+			r, _, err = c.Exchange(m, s.DNSServers[0].UDPAddr().String())
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", proto, err)
 		}
-		// No health checker yet: the initial state (down) holds, so the name fails open.
+		// No gateway answers (none runs here): before the first verdicts the initial state
+		// (down) holds, after them the verdicts are down; either way the name fails open.
 		if len(r.Answer) != 2 || r.Rcode != dns.RcodeSuccess {
-			t.Fatalf("%s: got %v, want both addresses (fail open from the initial state)", proto, r)
+			t.Fatalf("%s: got %v, want both addresses (fail open)", proto, r)
 		}
 	}
 	cancel()
@@ -121,7 +123,6 @@ func TestServeAnswersUntilCancelled(t *testing.T) {
 func TestServeErrors(t *testing.T) {
 	twoNodes := strings.Replace(serveConfig, "gateways:", `  - name: fd-2
     zone: east
-    listeners: [{kind: launch, address: "127.0.0.1:9"}]
 gateways:`, 1)
 	tests := []struct {
 		name, config string
@@ -131,7 +132,7 @@ gateways:`, 1)
 		{name: "a missing --config is an error", args: []string{}, want: "required flag"},
 		{name: "an unknown node is named", config: serveConfig, args: []string{"--node", "nope"}, want: `no node "nope"`},
 		{name: "several nodes need --node", config: twoNodes, want: "choose one with --node"},
-		{name: "a node without dns listeners has nothing to serve", config: twoNodes, args: []string{"--node", "fd-2"}, want: "no dns listener"},
+		{name: "a node without listeners or gateways has nothing to serve", config: twoNodes, args: []string{"--node", "fd-2"}, want: "nothing to serve"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -87,12 +87,12 @@ func TestRejections(t *testing.T) {
 		}, "vda-1", tcp8443, ErrSignature},
 		{"a ticket with one byte flipped is refused", func() string {
 			tok, _ := launch(t, s)
-			b := []byte(tok)
-			b[10] ^= 1
-			if b[10] == '-' || b[10] == '_' || b[10] < '0' {
-				b[10] = 'A'
+			b, err := enc.DecodeString(tok)
+			if err != nil {
+				t.Fatal(err)
 			}
-			return string(b)
+			b[40] ^= 1 // inside the session name
+			return enc.EncodeToString(b)
 		}, "vda-1", tcp8443, ErrSignature},
 		{"garbage is malformed", func() string { return "not a ticket!" }, "vda-1", tcp8443, ErrMalformed},
 		{"an empty token is malformed", func() string { return "" }, "vda-1", tcp8443, ErrMalformed},

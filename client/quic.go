@@ -27,13 +27,13 @@ import (
 // its IDs, not by the client's address, a session survives a change of the client's address
 // (connection migration, MigrateQUIC).
 
-// QUICALPN is the ALPN protocol of the QUIC transport.
-const QUICALPN = "frontdoor-channels/1"
+// QUICALPN is the ALPN protocol of the QUIC transport (see package ticket for the format).
+const QUICALPN = ticket.QUICALPN
 
 // QUIC stream kinds.
 const (
-	quicKindTCP byte = 't'
-	quicKindUDP byte = 'u'
+	quicKindTCP = ticket.QUICKindTCP
+	quicKindUDP = ticket.QUICKindUDP
 )
 
 // QUICOptions turn on the QUIC transport to gateways.

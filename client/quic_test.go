@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"net"
 	"net/netip"
 	"strconv"
@@ -18,9 +19,9 @@ func (s *site) startQUICGateways(ips ...string) (uint16, map[string]func()) {
 	t.Helper()
 	for try := 0; try < 20; try++ {
 		port := "0"
-		var gs []*QUICGateway
+		var gs []*gateway.QUIC
 		for _, ip := range ips {
-			g, err := ListenQUIC(QUICGatewayOptions{Address: net.JoinHostPort(ip, port), TLS: s.tls, Verifier: s.gwVer, Logger: quiet,
+			g, err := gateway.ListenQUIC(gateway.QUICOptions{Address: net.JoinHostPort(ip, port), TLS: s.tls, Verifier: s.gwVer, Logger: quiet,
 				Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" }})
 			if err != nil {
 				break
@@ -130,7 +131,7 @@ func TestQUICGatewayDeniesAForgedTicket(t *testing.T) {
 }
 
 // waitClient waits until the gateway's only client comes from ip.
-func waitClient(t *testing.T, g *QUICGateway, ip string) {
+func waitClient(t *testing.T, g *gateway.QUIC, ip string) {
 	t.Helper()
 	var got []netip.AddrPort
 	for i := 0; i < 200; i++ {

@@ -55,7 +55,7 @@ type site struct {
 	track  *gateway.Tracker
 	gws    map[string]*gateway.Gateway
 	stops  map[string]func()
-	quic   map[string]*QUICGateway
+	quic   map[string]*gateway.QUIC
 }
 
 // alwaysActive is a gateway.Sessions for which every session is live.
@@ -76,7 +76,7 @@ func newSite(t *testing.T) *site {
 	s := &site{t: t, signer: ticket.NewSigner(key, nil), pub: pub, tls: tc, pool: pool,
 		gwVer: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
 		track: gateway.NewTracker(alwaysActive{}), gws: map[string]*gateway.Gateway{}, stops: map[string]func(){},
-		quic: map[string]*QUICGateway{}}
+		quic: map[string]*gateway.QUIC{}}
 	s.startMachine()
 	return s
 }

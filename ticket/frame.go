@@ -21,6 +21,17 @@ const (
 	StatusDenied byte = 1
 )
 
+// The QUIC transport between client and gateway carries all of a session's channels on one
+// connection (ALPN QUICALPN). Each channel opens a bidirectional stream that starts with a kind
+// byte (QUICKindTCP or QUICKindUDP), the channel's port (2 bytes, big endian) and a ticket
+// frame; the gateway answers one status byte. A TCP channel's bytes then flow on its stream; a
+// UDP channel's datagrams travel as QUIC DATAGRAM frames, each prefixed with the channel's port.
+const (
+	QUICALPN         = "frontdoor-channels/1"
+	QUICKindTCP byte = 't'
+	QUICKindUDP byte = 'u'
+)
+
 // ErrFrame is returned for a frame that is not FrameMagic, a length in 1..MaxLen and a ticket.
 var ErrFrame = errors.New("bad ticket frame")
 

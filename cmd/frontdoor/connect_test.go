@@ -158,19 +158,19 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 	// QUIC gateways on both gateway addresses, at one port.
 	var quicPort uint16
 	for try := 0; try < 20 && quicPort == 0; try++ {
-		qa, err := client.ListenQUIC(client.QUICGatewayOptions{Address: connGwA + ":0", TLS: tlsc, Verifier: v, Logger: connQuiet,
+		qa, err := gateway.ListenQUIC(gateway.QUICOptions{Address: connGwA + ":0", TLS: tlsc, Verifier: v, Logger: connQuiet,
 			Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := qa.Addr().(*net.UDPAddr).Port
-		qb, err := client.ListenQUIC(client.QUICGatewayOptions{Address: net.JoinHostPort(connGwB, strconv.Itoa(p)), TLS: tlsc, Verifier: v,
+		qb, err := gateway.ListenQUIC(gateway.QUICOptions{Address: net.JoinHostPort(connGwB, strconv.Itoa(p)), TLS: tlsc, Verifier: v,
 			Logger: connQuiet, Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }})
 		if err != nil {
 			qa.Close()
 			continue
 		}
-		for _, g := range []*client.QUICGateway{qa, qb} {
+		for _, g := range []*gateway.QUIC{qa, qb} {
 			done := make(chan error, 1)
 			go func() { done <- g.Serve(context.Background()) }()
 			t.Cleanup(func() { g.Close(); <-done })

@@ -1,4 +1,4 @@
-package client
+package gateway
 
 import (
 	"context"
@@ -17,17 +17,13 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// QUICGateway is the gateway end of the QUIC transport, small and self-contained.
-//
-// Note: the secure gateway (package gateway) does not serve QUIC yet. QUICGateway defines the
-// wire format from the gateway's side and lets the client's QUIC transport be tested on
-// loopback; it is meant to move into package gateway, which would add what it lacks here:
-// session events toward the broker (connected/disconnected), health and drain, limits on
-// streams and flows per connection, and the shared listener lifecycle. It checks every
-// channel's ticket with the site's verifier exactly as the TLS and UDP ports do, then splices
-// TCP channels to the machine's port and relays UDP datagrams to it.
-type QUICGateway struct {
-	o   QUICGatewayOptions
+// QUIC is the gateway end of the QUIC transport (wire format in package ticket). It checks
+// every channel's ticket with the site's verifier exactly as the TLS and UDP ports do, then
+// splices TCP channels to the machine's port and relays UDP datagrams to it; with Track set it
+// reports session events like the other ports. Not yet served by node: a gateway's config has
+// no QUIC port, and there are no per-connection limits on streams and flows.
+type QUIC struct {
+	o   QUICOptions
 	ln  *quic.Listener
 	pc  net.PacketConn
 	log *slog.Logger
@@ -38,8 +34,14 @@ type QUICGateway struct {
 	closed bool
 }
 
-// QUICGatewayOptions configure a QUICGateway.
-type QUICGatewayOptions struct {
+// QUICOptions configure a QUIC gateway.
+type QUICOptions struct {
+	// Name names the gateway in logs and session events.
+	Name string
+	// Sessions, when set, refuses tickets of sessions that are no longer active.
+	Sessions Sessions
+	// Track, when set, counts the channels for session events (share the node's Tracker).
+	Track *Tracker
 	// Address is the UDP address to listen on, e.g. "127.0.71.1:4433". Required.
 	Address string
 	// TLS is the server TLS config (its certificate must name the gateway's IP). Required.
@@ -53,7 +55,7 @@ type QUICGatewayOptions struct {
 }
 
 // ListenQUIC opens the QUIC gateway's socket; Serve runs it.
-func ListenQUIC(o QUICGatewayOptions) (*QUICGateway, error) {
+func ListenQUIC(o QUICOptions) (*QUIC, error) {
 	if o.TLS == nil || o.Verifier == nil || o.Machine == nil || o.Address == "" {
 		return nil, errors.New("quic gateway: Address, TLS, Verifier and Machine are required")
 	}
@@ -65,20 +67,20 @@ func ListenQUIC(o QUICGatewayOptions) (*QUICGateway, error) {
 		return nil, fmt.Errorf("quic gateway: %w", err)
 	}
 	tc := o.TLS.Clone()
-	tc.NextProtos = []string{QUICALPN}
+	tc.NextProtos = []string{ticket.QUICALPN}
 	ln, err := quic.Listen(pc, tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second})
 	if err != nil {
 		pc.Close()
 		return nil, fmt.Errorf("quic gateway: %w", err)
 	}
-	return &QUICGateway{o: o, ln: ln, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]struct{}{}}, nil
+	return &QUIC{o: o, ln: ln, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]struct{}{}}, nil
 }
 
 // Addr returns the listening address.
-func (g *QUICGateway) Addr() net.Addr { return g.ln.Addr() }
+func (g *QUIC) Addr() net.Addr { return g.ln.Addr() }
 
 // Serve accepts connections until ctx ends or Close is called.
-func (g *QUICGateway) Serve(ctx context.Context) error {
+func (g *QUIC) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { g.Close() })
 	defer stop()
 	for {
@@ -108,7 +110,7 @@ func (g *QUICGateway) Serve(ctx context.Context) error {
 
 // Clients returns the current address of every connected client (after a migration, the new
 // one).
-func (g *QUICGateway) Clients() []netip.AddrPort {
+func (g *QUIC) Clients() []netip.AddrPort {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []netip.AddrPort
@@ -121,7 +123,7 @@ func (g *QUICGateway) Clients() []netip.AddrPort {
 }
 
 // Close closes every connection and the socket, then waits for the connections' goroutines.
-func (g *QUICGateway) Close() error {
+func (g *QUIC) Close() error {
 	g.mu.Lock()
 	if !g.closed {
 		g.closed = true
@@ -142,7 +144,7 @@ type qflows struct {
 	m  map[uint16]*net.UDPConn
 }
 
-func (g *QUICGateway) serveConn(c *quic.Conn) {
+func (g *QUIC) serveConn(c *quic.Conn) {
 	fl := &qflows{m: map[uint16]*net.UDPConn{}}
 	var wg sync.WaitGroup
 	defer func() {
@@ -184,7 +186,7 @@ func (g *QUICGateway) serveConn(c *quic.Conn) {
 }
 
 // serveStream reads a channel's header and ticket, checks it, and opens the channel.
-func (g *QUICGateway) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.WaitGroup) {
+func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.WaitGroup) {
 	deny := func(reason string, err error) {
 		g.log.Warn("quic channel denied", "client", c.RemoteAddr().String(), "reason", reason, "err", err)
 		st.Write([]byte{ticket.StatusDenied})
@@ -205,9 +207,9 @@ func (g *QUICGateway) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg 
 	}
 	port := binary.BigEndian.Uint16(hdr[1:])
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
-	if hdr[0] == quicKindUDP {
+	if hdr[0] == ticket.QUICKindUDP {
 		ch.Proto = "udp"
-	} else if hdr[0] != quicKindTCP {
+	} else if hdr[0] != ticket.QUICKindTCP {
 		deny("bad kind", nil)
 		return
 	}
@@ -216,10 +218,18 @@ func (g *QUICGateway) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg 
 		deny("ticket", err)
 		return
 	}
+	if g.o.Sessions != nil && !g.o.Sessions.Active(claims.Session) {
+		deny("session not active", nil)
+		return
+	}
 	addr, ok := g.o.Machine(claims.Machine)
 	if !ok {
 		deny("unknown machine "+claims.Machine, nil)
 		return
+	}
+	if g.o.Track != nil {
+		g.o.Track.open(claims.Session, g.o.Name)
+		defer g.o.Track.close(claims.Session, g.o.Name)
 	}
 	target := netip.AddrPortFrom(addr, port)
 	if ch.Proto == "tcp" {
@@ -287,7 +297,7 @@ func openMachineFlow(target netip.AddrPort, tok string) (*net.UDPConn, error) {
 }
 
 // spliceTCP dials the machine, passes the ticket on, answers the status and copies both ways.
-func (g *QUICGateway) spliceTCP(st *quic.Stream, target netip.AddrPort, tok string, deny func(string, error)) {
+func (g *QUIC) spliceTCP(st *quic.Stream, target netip.AddrPort, tok string, deny func(string, error)) {
 	up, err := net.DialTimeout("tcp", target.String(), 2*time.Second)
 	if err != nil {
 		deny("machine unreachable", err)

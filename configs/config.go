@@ -179,6 +179,9 @@ type Gateway struct {
 	Ports []GatewayPort `yaml:"ports"`
 	// Monitor sets probe timing and how port verdicts combine. Default: see Monitor.
 	Monitor Monitor `yaml:"monitor"`
+	// QUICPort is the UDP port of the optional QUIC transport (all of a session's channels on
+	// one connection that survives a client address change). Default: 0 (no QUIC).
+	QUICPort int `yaml:"quic_port"`
 }
 
 // GatewayPort is one port of a gateway and its health check.

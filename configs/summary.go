@@ -53,6 +53,9 @@ func (c *Config) Summary() string {
 					ps[i] += " (optional)"
 				}
 			}
+			if g.QUICPort != 0 {
+				ps = append(ps, fmt.Sprintf("%d/udp quic", g.QUICPort))
+			}
 			m := g.Monitor
 			line("  %s\tzone %s\t%s\tports %s\t%s-of, every %s, timeout %s, rise %d, fall %d",
 				g.Name, g.Zone, g.Address, strings.Join(ps, ", "), m.Mode, m.Interval, m.Timeout, m.Rise, m.Fall)

@@ -229,13 +229,17 @@ func (k *checker) validateGateways(zones, nodes map[string]int) map[string]int {
 			k.ref(p+".node", "node", g.Node, nodes)
 		}
 		seen := map[string]bool{}
+		if g.QUICPort != 0 {
+			k.port(p+".quic_port", g.QUICPort)
+			seen[fmt.Sprintf("%d/udp", g.QUICPort)] = true
+		}
 		for j, pt := range g.Ports {
 			pp := fmt.Sprintf("%s.ports[%d]", p, j)
 			k.port(pp+".port", pt.Port)
 			k.oneOf(pp+".protocol", pt.Protocol, "tcp", "udp")
 			key := fmt.Sprintf("%d/%s", pt.Port, pt.Protocol)
 			if seen[key] {
-				k.errf(pp, "port %s is listed twice", key)
+				k.errf(pp, "port %s is listed twice (or is also the quic_port)", key)
 			}
 			seen[key] = true
 			if pt.Protocol == "udp" {

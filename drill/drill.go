@@ -256,6 +256,9 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 		a, _ := netip.ParseAddr(g.Address)
 		fd := &frontDoor{node: g.Node, gateway: g.Name, public: a}
 		var tcp, udp []uint16
+		if g.QUICPort != 0 {
+			udp = append(udp, uint16(g.QUICPort))
+		}
 		for _, p := range g.Ports {
 			if p.Protocol == "udp" {
 				udp = append(udp, uint16(p.Port))

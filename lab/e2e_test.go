@@ -162,3 +162,34 @@ func waitEvent(t *testing.T, ch <-chan client.Event, kind client.EventKind, d ti
 		}
 	}
 }
+
+// TestQUICTransportThroughTheLab carries a session's channels over QUIC to the gateways'
+// quic_port and checks that the broker sees the session connected.
+func TestQUICTransportThroughTheLab(t *testing.T) {
+	l, _ := startLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := l.Runtime.CA.Pool()
+	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "bob", Password: "lab",
+		Resource: "desktop", Endpoint: "bob-tablet", RootCAs: pool}
+	desc, _, err := ln.Launch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := client.Open(ctx, client.Options{Descriptor: desc, RootCAs: pool, QUIC: &client.QUICOptions{Port: 4433},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+		t.Fatalf("TCP channel over QUIC: %v", err)
+	}
+	if err := s.EchoUDP(ctx, 4172, 10, 800); err != nil {
+		t.Fatalf("UDP channel over QUIC: %v", err)
+	}
+	waitState(t, l, desc.SessionID, broker.StateConnected)
+}

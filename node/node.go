@@ -80,11 +80,14 @@ type Runtime struct {
 
 	// Gateways are the gateways run here, by name.
 	Gateways map[string]*gateway.Gateway
+	// QUIC are the QUIC ends of the gateways that have a quic_port, by gateway name.
+	QUIC map[string]*gateway.QUIC
 	// DNSServers, HTTPServers are the node listeners.
 	DNSServers  []*gslb.Server
 	HTTPServers []*HTTPServer
 
 	nodes   []configs.Node
+	tracker *gateway.Tracker
 	admins  []*api.Admin
 	agents  []*api.Agents
 	closeMu sync.Mutex // serializes Close
@@ -120,7 +123,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		o.Progress = func(string) {}
 	}
 	cfg := o.Config
-	r := &Runtime{o: o, cfg: cfg, log: o.Logger, Gateways: map[string]*gateway.Gateway{}}
+	r := &Runtime{o: o, cfg: cfg, log: o.Logger, Gateways: map[string]*gateway.Gateway{}, QUIC: map[string]*gateway.QUIC{}}
 	for _, n := range cfg.Nodes {
 		if len(o.Nodes) == 0 || slices.Contains(o.Nodes, n.Name) {
 			r.nodes = append(r.nodes, n)
@@ -336,6 +339,7 @@ func (r *Runtime) buildGateways() error {
 		machines[m.Name], _ = netip.ParseAddr(m.Address)
 	}
 	tr := gateway.NewTracker(sessions{r.Broker, r.log})
+	r.tracker = tr
 	for _, g := range r.cfg.Gateways {
 		if !r.o.AllGateways && (g.Node == "" || !run[g.Node]) {
 			continue
@@ -455,6 +459,9 @@ func (r *Runtime) StopNode(name string) error {
 		if g.Node == name && r.Gateways[g.Name] != nil {
 			found = true
 			r.Gateways[g.Name].Close()
+			if q := r.QUIC[g.Name]; q != nil {
+				q.Close()
+			}
 		}
 	}
 	if !found {
@@ -485,6 +492,24 @@ func (r *Runtime) Listen() error {
 			return fmt.Errorf("gateway %s: %w", name, err)
 		}
 	}
+	machines := map[string]netip.Addr{}
+	for _, m := range r.cfg.Machines {
+		machines[m.Name], _ = netip.ParseAddr(m.Address)
+	}
+	for _, g := range r.cfg.Gateways {
+		if r.Gateways[g.Name] == nil || g.QUICPort == 0 {
+			continue
+		}
+		a, _ := netip.ParseAddr(g.Address)
+		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(a), uint16(g.QUICPort)).String(),
+			TLS: r.serverTLS(), Verifier: r.Verifier, Sessions: sessions{r.Broker, r.log}, Track: r.tracker,
+			Machine: func(n string) (netip.Addr, bool) { a, ok := machines[n]; return a, ok }, Logger: r.log.With("component", "gateway")})
+		if err != nil {
+			r.Close()
+			return fmt.Errorf("gateway %s quic: %w", g.Name, err)
+		}
+		r.QUIC[g.Name] = q
+	}
 	return nil
 }
 
@@ -511,6 +536,9 @@ func (r *Runtime) Serve(ctx context.Context) error {
 	}
 	for _, gw := range r.Gateways {
 		g.Go(func() error { return gw.Serve(gctx) })
+	}
+	for _, q := range r.QUIC {
+		g.Go(func() error { return q.Serve(gctx) })
 	}
 	g.Go(func() error { return r.expire(gctx) })
 	g.Go(func() error {
@@ -554,6 +582,9 @@ func (r *Runtime) Close() error {
 	defer r.closeMu.Unlock()
 	for _, g := range r.Gateways {
 		g.Close()
+	}
+	for _, q := range r.QUIC {
+		q.Close()
 	}
 	for _, s := range r.DNSServers {
 		s.Close()

@@ -158,6 +158,11 @@ type Listener struct {
 	// Protocols are tcp and/or udp. Default: [udp, tcp] for dns, [tcp, udp] for gateway,
 	// [tcp] for launch and admin.
 	Protocols []string `yaml:"protocols"`
+	// ProxyProtocolFrom lists the CIDR ranges of load balancers whose connections to a launch
+	// or admin listener start with a PROXY protocol header (v1 or v2); the header's source
+	// address is then the client's, for its user-location zone. Default: none (headers are
+	// never read).
+	ProxyProtocolFrom []string `yaml:"proxy_protocol_from"`
 }
 
 // Gateway is a secure gateway or connection server.

@@ -194,6 +194,14 @@ func (k *checker) validateNodes(zones map[string]int) map[string]int {
 			lp := fmt.Sprintf("%s.listeners[%d]", p, j)
 			k.oneOf(lp+".kind", l.Kind, "dns", "launch", "admin", "gateway")
 			k.hostPort(lp+".address", l.Address)
+			for x, r := range l.ProxyProtocolFrom {
+				pp := fmt.Sprintf("%s.proxy_protocol_from[%d]", lp, x)
+				if l.Kind != "launch" && l.Kind != "admin" {
+					k.errf(pp, "PROXY headers are read on launch and admin listeners only")
+				} else if pfx, err := netip.ParsePrefix(r); err != nil || pfx != pfx.Masked() {
+					k.errf(pp, "%q is not a CIDR range", r)
+				}
+			}
 			for x, proto := range l.Protocols {
 				k.oneOf(fmt.Sprintf("%s.protocols[%d]", lp, x), proto, "tcp", "udp")
 				if (l.Kind == "launch" || l.Kind == "admin") && proto == "udp" {

@@ -98,6 +98,7 @@ type HTTPServer struct {
 	Node, Kind, Address string
 	srv                 *http.Server
 	ln                  net.Listener
+	trusted             []netip.Prefix // peers whose PROXY headers are read
 }
 
 // Addr returns the listening address once Listen has run.
@@ -416,7 +417,13 @@ func (r *Runtime) buildListeners() error {
 }
 
 func (r *Runtime) httpServer(node string, l configs.Listener, h http.Handler, log *slog.Logger) *HTTPServer {
-	return &HTTPServer{Node: node, Kind: l.Kind, Address: r.rebindAddrPort(l.Address), srv: &http.Server{Handler: h, TLSConfig: r.serverTLS(),
+	var trusted []netip.Prefix
+	for _, s := range l.ProxyProtocolFrom {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			trusted = append(trusted, p)
+		}
+	}
+	return &HTTPServer{Node: node, Kind: l.Kind, Address: r.rebindAddrPort(l.Address), trusted: trusted, srv: &http.Server{Handler: h, TLSConfig: r.serverTLS(),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 }
@@ -483,6 +490,9 @@ func (r *Runtime) Listen() error {
 		if err != nil {
 			r.Close()
 			return fmt.Errorf("%s %s listener: %w", h.Node, h.Kind, err)
+		}
+		if len(h.trusted) > 0 {
+			ln = newProxyListener(ln, h.trusted, r.log.With("node", h.Node, "listener", h.Kind))
 		}
 		h.ln = ln
 	}

@@ -1,0 +1,117 @@
+package node
+
+import (
+	"bufio"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/proxy/proxyproto"
+)
+
+// proxyListener reads a PROXY protocol header (v1 or v2) from connections of trusted peers —
+// a load balancer in front of the launch API — and reports the header's source as the
+// connection's remote address, so the user-location zone is the real client's. Connections
+// from anyone else are passed on untouched: their bytes are never read as a header. Headers are
+// read off the accept path, with a deadline, so a slow peer blocks nobody.
+type proxyListener struct {
+	net.Listener
+	trusted []netip.Prefix
+	log     *slog.Logger
+	conns   chan net.Conn
+	done    chan struct{}
+	once    sync.Once
+	err     error
+}
+
+func newProxyListener(l net.Listener, trusted []netip.Prefix, log *slog.Logger) *proxyListener {
+	p := &proxyListener{Listener: l, trusted: trusted, log: log, conns: make(chan net.Conn), done: make(chan struct{})}
+	go p.loop()
+	return p
+}
+
+func (p *proxyListener) isTrusted(a netip.Addr) bool {
+	for _, pf := range p.trusted {
+		if pf.Contains(a.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *proxyListener) loop() {
+	for {
+		c, err := p.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			p.err = err
+			p.once.Do(func() { close(p.done) })
+			return
+		}
+		go p.handshake(c)
+	}
+}
+
+// handshake reads the header of a trusted peer's connection and hands the connection on.
+func (p *proxyListener) handshake(c net.Conn) {
+	ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	if p.isTrusted(ap.Addr()) {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		h, err := proxyproto.Read(br)
+		c.SetReadDeadline(time.Time{})
+		switch {
+		case err == nil && !h.Local && h.Source.IsValid():
+			c = &proxiedConn{Conn: c, r: br, remote: net.TCPAddrFromAddrPort(h.Source)}
+		case err == nil || errors.Is(err, proxyproto.ErrNoHeader):
+			c = &proxiedConn{Conn: c, r: br, remote: c.RemoteAddr()}
+		default:
+			p.log.Warn("bad PROXY header from a trusted peer", "peer", ap, "err", err)
+			c.Close()
+			return
+		}
+	}
+	select {
+	case p.conns <- c:
+	case <-p.done:
+		c.Close()
+	}
+}
+
+// Accept returns the next connection whose header, if any, has been read.
+func (p *proxyListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.conns:
+		return c, nil
+	case <-p.done:
+		return nil, p.err
+	}
+}
+
+// Close stops accepting.
+func (p *proxyListener) Close() error {
+	err := p.Listener.Close()
+	p.once.Do(func() { p.err = net.ErrClosed; close(p.done) })
+	return err
+}
+
+// proxiedConn is a connection whose first bytes went through a bufio.Reader and whose remote
+// address came from a PROXY header.
+type proxiedConn struct {
+	net.Conn
+	r      *bufio.Reader
+	remote net.Addr
+}
+
+// Read reads what the header reader buffered, then the connection.
+func (c *proxiedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// RemoteAddr is the client's address from the PROXY header.
+func (c *proxiedConn) RemoteAddr() net.Addr { return c.remote }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -167,8 +169,17 @@ func (c *authCache) add(k [32]byte) {
 	c.seen[k] = time.Now().Add(authCacheTTL)
 }
 
-// authenticate checks HTTP Basic credentials against the configured bcrypt hashes.
+// authenticate accepts a verified client certificate whose common name is a configured user
+// (the listener verifies it against the site CA), else HTTP Basic credentials checked against
+// the configured bcrypt hashes.
 func authenticate(users map[string]configs.User, cache *authCache, r *http.Request) (configs.User, bool) {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		leaf := r.TLS.VerifiedChains[0][0]
+		if u, ok := users[leaf.Subject.CommonName]; ok && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+			return u, true
+		}
+		return configs.User{}, false
+	}
 	name, pass, ok := r.BasicAuth()
 	if !ok {
 		return configs.User{}, false

@@ -251,6 +251,9 @@ func (r *Runtime) serverTLS() *tls.Config {
 			public[r.rebind(a)] = a.String()
 		}
 	}
+	// Users may present a client certificate of the site CA instead of a password.
+	tc.ClientAuth = tls.VerifyClientCertIfGiven
+	tc.ClientCAs = r.CA.Pool()
 	tc.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if h.ServerName == "" && h.Conn != nil {
 			if ap, err := netip.ParseAddrPort(h.Conn.LocalAddr().String()); err == nil {

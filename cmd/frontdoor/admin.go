@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -102,6 +103,41 @@ func newAdminCmd() *cobra.Command {
 		},
 	}
 	tok.Flags().StringVar(&data, "data", "frontdoor-data", "data directory of a front door")
-	c.AddCommand(gw, status, tok)
+
+	var certData, out string
+	var ttl time.Duration
+	cert := &cobra.Command{
+		Use:   "client-cert USER --data DIR [--out PREFIX] [--ttl D]",
+		Short: "Issue a client certificate for USER from the site CA (a password-less login to the launch API)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := os.Stat(filepath.Join(certData, "ca.pem")); err != nil {
+				return fmt.Errorf("no site CA in %s: %w", certData, err)
+			}
+			ca, err := api.LoadOrCreateCA(certData, "", slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				return err
+			}
+			c, k, err := ca.IssueClient(args[0], ttl)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				out = args[0]
+			}
+			if err := os.WriteFile(out+".pem", c, 0o644); err != nil {
+				return err
+			}
+			if err := os.WriteFile(out+".key", k, 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s.pem and %s.key for %s, valid %s\n", out, out, args[0], ttl)
+			return nil
+		},
+	}
+	cert.Flags().StringVar(&certData, "data", "frontdoor-data", "data directory holding the site CA (ca.pem, ca.key)")
+	cert.Flags().StringVar(&out, "out", "", "file name prefix (default: the user name)")
+	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
+	c.AddCommand(gw, status, tok, cert)
 	return c
 }

@@ -182,31 +182,71 @@ func firstOr(l []string, def string) string {
 // Certs manages the node's server certificates with certmagic: issued by the internal CA or
 // obtained with ACME, stored in the data dir, renewed while running.
 type Certs struct {
-	cache *certmagic.Cache
-	cfg   *certmagic.Config
+	cache  *certmagic.Cache
+	cfg    *certmagic.Config
+	cancel context.CancelFunc // stops background issuance
 }
 
 // NewCerts obtains certificates for names (DNS names or IP addresses) with issuer, keeping
-// them under dir. Close stops renewal.
+// them under dir, before it returns. Close stops renewal.
 func NewCerts(ctx context.Context, dir string, names []string, issuer certmagic.Issuer) (*Certs, error) {
+	return newCerts(ctx, dir, names, func(*certmagic.Config) certmagic.Issuer { return issuer }, false)
+}
+
+// NewACMECerts manages certificates for names with an ACME CA: issuer builds the ACME issuer
+// for the certmagic config (see ACMEIssuer). Certificates are obtained in the background — the
+// node's own DNS server may have to answer the DNS-01 challenge — and renewed while running.
+func NewACMECerts(ctx context.Context, dir string, names []string, issuer func(*certmagic.Config) certmagic.Issuer) (*Certs, error) {
+	return newCerts(ctx, dir, names, issuer, true)
+}
+
+// ACMEIssuer returns the issuer for an ACME CA with the site's settings: challenge is dns-01
+// (answered through dns, e.g. the GSLB server's ACME records), http-01 or tls-alpn-01; caURL ""
+// is Let's Encrypt's production directory.
+func ACMEIssuer(caURL, email, challenge string, dns certmagic.DNSProvider) func(*certmagic.Config) certmagic.Issuer {
+	return func(cfg *certmagic.Config) certmagic.Issuer {
+		t := certmagic.ACMEIssuer{CA: caURL, Email: email, Agreed: true,
+			DisableHTTPChallenge:    challenge != "http-01",
+			DisableTLSALPNChallenge: challenge != "tls-alpn-01",
+			Logger:                  zap.NewNop()}
+		if t.CA == "" {
+			t.CA = certmagic.LetsEncryptProductionCA
+		}
+		if challenge == "dns-01" {
+			t.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{DNSProvider: dns}}
+		}
+		return certmagic.NewACMEIssuer(cfg, t)
+	}
+}
+
+func newCerts(ctx context.Context, dir string, names []string, issuer func(*certmagic.Config) certmagic.Issuer, async bool) (*Certs, error) {
 	c := &Certs{}
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return c.cfg, nil },
 		Logger:           zap.NewNop(),
 	})
 	c.cfg = certmagic.New(c.cache, certmagic.Config{
 		Storage:             &certmagic.FileStorage{Path: filepath.Join(dir, "certs")},
-		Issuers:             []certmagic.Issuer{issuer},
 		Logger:              zap.NewNop(),
 		DisableStorageCheck: true,
 		OCSP:                certmagic.OCSPConfig{DisableStapling: true},
 	})
-	if err := c.cfg.ManageSync(ctx, names); err != nil {
+	c.cfg.Issuers = []certmagic.Issuer{issuer(c.cfg)}
+	manage := c.cfg.ManageSync
+	if async {
+		manage = c.cfg.ManageAsync
+	}
+	if err := manage(ctx, names); err != nil {
+		c.cancel()
 		c.cache.Stop()
 		return nil, fmt.Errorf("obtaining certificates for %v: %w", names, err)
 	}
 	return c, nil
 }
+
+// Issuers returns the issuers that obtain the certificates.
+func (c *Certs) Issuers() []certmagic.Issuer { return c.cfg.Issuers }
 
 // TLSConfig returns a server TLS config that serves the managed certificates.
 func (c *Certs) TLSConfig() *tls.Config {
@@ -216,5 +256,8 @@ func (c *Certs) TLSConfig() *tls.Config {
 	return t
 }
 
-// Close stops certificate maintenance.
-func (c *Certs) Close() { c.cache.Stop() }
+// Close stops certificate maintenance and background issuance.
+func (c *Certs) Close() {
+	c.cancel()
+	c.cache.Stop()
+}

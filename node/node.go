@@ -168,9 +168,6 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if r.CA, err = api.LoadOrCreateCA(o.DataDir, cfg.Site.Name, o.Logger.With("component", "ca")); err != nil {
 		return fail(err)
 	}
-	if r.Certs, err = api.NewCerts(ctx, o.DataDir, r.certNames(), r.CA); err != nil {
-		return fail(err)
-	}
 
 	o.Progress("health checker")
 	targets, err := health.TargetsFromConfig(cfg)
@@ -178,12 +175,35 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		return fail(err)
 	}
 	prober := &health.NetProber{RootCAs: r.CA.Pool()}
+	acme := cfg.Site.TLS.Issuer == "acme"
+	if acme {
+		prober.RootCAs = nil // publicly trusted certificates: the system roots
+	}
 	if r.Health, err = health.New(targets, health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe}); err != nil {
 		return fail(err)
 	}
 	r.Health.Subscribe(r.onHealth)
 
 	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{r.Health}, Registry: o.Registry, Logger: o.Logger}); err != nil {
+		return fail(err)
+	}
+	if acme {
+		// DNS-01 challenges are answered by this node's own GSLB server.
+		t := cfg.Site.TLS
+		names := t.Names
+		if len(names) == 0 {
+			for _, n := range cfg.GSLB.Names {
+				names = append(names, strings.TrimSuffix(n.Name, "."))
+			}
+		}
+		if len(names) == 0 {
+			return fail(errors.New("site.tls.issuer is acme but there are no names: set site.tls.names or a GSLB name"))
+		}
+		r.Certs, err = api.NewACMECerts(ctx, o.DataDir, names, api.ACMEIssuer(t.ACME.CA, t.ACME.Email, t.ACME.Challenge, r.DNS.ACME()))
+	} else {
+		r.Certs, err = api.NewCerts(ctx, o.DataDir, r.certNames(), r.CA)
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if err := r.buildGateways(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -77,6 +78,29 @@ type flowKey struct {
 type uflow struct {
 	session string
 	last    time.Time
+}
+
+// ForMachine returns options with the machine's name, address and display ports from its
+// configuration; the caller adds the verifier and the rest.
+func ForMachine(m configs.Machine) (DisplayOptions, error) {
+	o := DisplayOptions{Machine: m.Name}
+	a, err := netip.ParseAddr(m.Address)
+	if err != nil {
+		return o, fmt.Errorf("machine %s: %w", m.Name, err)
+	}
+	o.Address = a
+	for _, p := range m.DisplayPorts {
+		port, proto, err := configs.ParsePortSpec(p)
+		if err != nil {
+			return o, fmt.Errorf("machine %s: %w", m.Name, err)
+		}
+		if proto == "tcp" {
+			o.TCPPorts = append(o.TCPPorts, uint16(port))
+		} else {
+			o.UDPPorts = append(o.UDPPorts, uint16(port))
+		}
+	}
+	return o, nil
 }
 
 // NewDisplay returns a Display; Listen opens its ports.

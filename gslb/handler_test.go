@@ -63,7 +63,7 @@ func TestStaticRecords(t *testing.T) {
 		{name: "a look-alike suffix is not ours", q: q{name: "badexample.test.", qtype: dns.TypeA}, rcode: dns.RcodeRefused},
 		{name: "zone transfers are REFUSED", q: q{name: "example.test.", qtype: dns.TypeAXFR, tcp: true}, rcode: dns.RcodeRefused},
 		{name: "the CHAOS class is REFUSED", q: q{name: "version.bind.", qtype: dns.TypeTXT, modify: func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassCHAOS }}, rcode: dns.RcodeRefused},
-		{name: "an UPDATE is not implemented", q: q{name: "example.test.", qtype: dns.TypeSOA, modify: func(m *dns.Msg) { m.Opcode = dns.OpcodeUpdate }}, rcode: dns.RcodeNotImplemented},
+		{name: "an UPDATE gets NOTIMP", q: q{name: "example.test.", qtype: dns.TypeSOA, modify: func(m *dns.Msg) { m.Opcode = dns.OpcodeUpdate }}, rcode: dns.RcodeNotImplemented},
 		{name: "two questions are a format error", q: q{name: "example.test.", qtype: dns.TypeSOA, modify: func(m *dns.Msg) { m.Question = append(m.Question, m.Question[0]) }}, rcode: dns.RcodeFormatError},
 		{name: "EDNS version 1 gets BADVERS", q: q{name: "example.test.", qtype: dns.TypeSOA, edns: 1232, modify: func(m *dns.Msg) { m.IsEdns0().SetVersion(1) }}, rcode: dns.RcodeBadVers},
 		{name: "an ECS address with bits past its prefix is a format error", q: q{name: "desktop.example.test.", qtype: dns.TypeA, ecs: "10.2.0.0/16",

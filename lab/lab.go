@@ -116,17 +116,12 @@ func (l *Lab) buildAgents() error {
 			return err
 		}
 		rep := agent.NewReporter(m.Name, api.AgentToken(l.Runtime.AgentKey, m.Name), doors, l.Runtime.TLSClientConfig(), l.log.With("component", "agent"))
-		o := agent.DisplayOptions{Machine: m.Name, Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
-			DisconnectTimeout: groups[m.Group].DisconnectTimeout.D(), Report: rep.Event, Logger: l.log.With("component", "agent")}
-		o.Address, _ = netip.ParseAddr(m.Address)
-		for _, p := range m.DisplayPorts {
-			port, proto, _ := configs.ParsePortSpec(p)
-			if proto == "tcp" {
-				o.TCPPorts = append(o.TCPPorts, uint16(port))
-			} else {
-				o.UDPPorts = append(o.UDPPorts, uint16(port))
-			}
+		o, err := agent.ForMachine(m)
+		if err != nil {
+			return err
 		}
+		o.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
+		o.DisconnectTimeout, o.Report, o.Logger = groups[m.Group].DisconnectTimeout.D(), rep.Event, l.log.With("component", "agent")
 		d, err := agent.NewDisplay(o)
 		if err != nil {
 			return err

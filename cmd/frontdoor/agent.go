@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"os"
 	"time"
 
@@ -65,19 +64,12 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			rep := agent.NewReporter(machine, token, doors, tlsc, log)
-			o := agent.DisplayOptions{Machine: machine, Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
-				Report: rep.Event, Logger: log}
-			if o.Address, err = netip.ParseAddr(m.Address); err != nil {
+			o, err := agent.ForMachine(*m)
+			if err != nil {
 				return err
 			}
-			for _, p := range m.DisplayPorts {
-				port, proto, _ := configs.ParsePortSpec(p)
-				if proto == "tcp" {
-					o.TCPPorts = append(o.TCPPorts, uint16(port))
-				} else {
-					o.UDPPorts = append(o.UDPPorts, uint16(port))
-				}
-			}
+			o.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
+			o.Report, o.Logger = rep.Event, log
 			d, err := agent.NewDisplay(o)
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,7 +109,7 @@ func TestCorruptFileIsAClearError(t *testing.T) {
 			}
 			defer f.Close()
 			for _, off := range []int64{16, 4096 + 16} {
-				if _, err := f.WriteAt([]byte("XXXXXXXXXXXXXXXX"), off); err != nil {
+				if _, err := f.WriteAt(bytes.Repeat([]byte{0x5a}, 16), off); err != nil {
 					return err
 				}
 			}

@@ -42,9 +42,12 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	}
 	tok, err := ticket.ReadFrame(conn)
 	if err != nil {
-		// A health probe closes right after the handshake: not worth a log line.
-		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			g.log.Info("channel refused", "client", client, "port", port, "reason", "bad frame: "+err.Error())
+		// A health probe closes (or resets) right after the handshake: only a frame that is
+		// not ours is worth a log line.
+		if errors.Is(err, ticket.ErrFrame) {
+			g.log.Info("channel refused", "client", client, "port", port, "reason", "bad frame")
+		} else {
+			g.log.Debug("channel closed before its ticket", "client", client, "port", port, "err", err)
 		}
 		return
 	}

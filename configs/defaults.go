@@ -191,6 +191,7 @@ func (c *Config) SetDefaults() {
 			setDur(&d.Records[j].TTL, 5*time.Minute)
 		}
 	}
+	c.Proxy.setDefaults()
 	for i := range c.GSLB.Names {
 		n := &c.GSLB.Names[i]
 		n.Name = fqdn(n.Name)
@@ -204,6 +205,23 @@ func (c *Config) SetDefaults() {
 			if st.LoadThreshold == nil {
 				st.LoadThreshold = intPtr(98)
 			}
+		}
+	}
+}
+
+func (p *Proxy) setDefaults() {
+	setDur(&p.AffinityTTL, 30*time.Minute)
+	setInt(&p.MaxConns, 50000)
+	setInt(&p.MaxFlows, 65536)
+	for i := range p.Listeners {
+		setStr(&p.Listeners[i].Protocol, "tcp")
+	}
+	for i := range p.Pools {
+		pl := &p.Pools[i]
+		setStr(&pl.Balance, "least_conn")
+		setDur(&pl.ConnectTimeout, 3*time.Second)
+		for j := range pl.Backends {
+			setInt(&pl.Backends[j].Weight, 1)
 		}
 	}
 }

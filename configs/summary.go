@@ -190,6 +190,31 @@ func (c *Config) Summary() string {
 			line("  name %s\t%s, ttl %s, %s, initially %s\tsites %s", n.Name, n.Policy, n.TTL, n.WhenNoneHealthy, n.Initial, strings.Join(sites, "; "))
 		}
 	}
+	if len(c.Proxy.Listeners) > 0 {
+		line("proxy (%d listeners, %d pools):", len(c.Proxy.Listeners), len(c.Proxy.Pools))
+		for _, l := range c.Proxy.Listeners {
+			var routes []string
+			for _, r := range l.Routes {
+				routes = append(routes, strings.Join(r.ServerNames, ",")+" → "+r.Pool)
+			}
+			line("  %s\tnode %s\t%s %s\tpool %s%s", l.Name, l.Node, l.Protocol, l.Address, orWord(l.Pool, "-"), prefixed("; routes ", strings.Join(routes, "; ")))
+		}
+		for _, p := range c.Proxy.Pools {
+			var bs []string
+			for _, be := range p.Backends {
+				if be.Gateway != "" {
+					bs = append(bs, fmt.Sprintf("%s:%d", be.Gateway, be.Port))
+				} else {
+					bs = append(bs, be.Address)
+				}
+			}
+			aff := ""
+			if p.Affinity {
+				aff = ", affinity"
+			}
+			line("  pool %s\t%s%s\t%s", p.Name, p.Balance, aff, strings.Join(bs, ", "))
+		}
+	}
 	w.Flush()
 	return b.String()
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/proxy"
 	"github.com/frontdoor-vdi/frontdoor/store"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
@@ -82,6 +83,8 @@ type Runtime struct {
 	Gateways map[string]*gateway.Gateway
 	// QUIC are the QUIC ends of the gateways that have a quic_port, by gateway name.
 	QUIC map[string]*gateway.QUIC
+	// Proxy is the L4 load balancer when a node run here has proxy listeners; else nil.
+	Proxy *proxy.Server
 	// DNSServers, HTTPServers are the node listeners.
 	DNSServers  []*gslb.Server
 	HTTPServers []*HTTPServer
@@ -207,6 +210,9 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		return fail(err)
 	}
 	if err := r.buildGateways(); err != nil {
+		return fail(err)
+	}
+	if err := r.buildProxy(); err != nil {
 		return fail(err)
 	}
 	if err := r.buildListeners(); err != nil {
@@ -525,6 +531,12 @@ func (r *Runtime) Listen() error {
 			return fmt.Errorf("gateway %s: %w", name, err)
 		}
 	}
+	if r.Proxy != nil {
+		if err := r.Proxy.Listen(); err != nil {
+			r.Close()
+			return fmt.Errorf("proxy: %w", err)
+		}
+	}
 	machines := map[string]netip.Addr{}
 	for _, m := range r.cfg.Machines {
 		machines[m.Name], _ = netip.ParseAddr(m.Address)
@@ -573,6 +585,9 @@ func (r *Runtime) Serve(ctx context.Context) error {
 	for _, q := range r.QUIC {
 		g.Go(func() error { return q.Serve(gctx) })
 	}
+	if r.Proxy != nil {
+		g.Go(func() error { return r.Proxy.Serve(gctx) })
+	}
 	g.Go(func() error { return r.expire(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
@@ -618,6 +633,9 @@ func (r *Runtime) Close() error {
 	}
 	for _, q := range r.QUIC {
 		q.Close()
+	}
+	if r.Proxy != nil {
+		r.Proxy.Close()
 	}
 	for _, s := range r.DNSServers {
 		s.Close()

@@ -1,0 +1,104 @@
+package node
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/proxy"
+)
+
+// proxyConfig turns the site's proxy section into the listeners the nodes run here run, and
+// every pool. Backends that are gateway ports are named after their gateway, so the gateway's
+// composite health verdict steers every pool it is in and affinity spans its ports.
+func (r *Runtime) proxyConfig() (proxy.Config, error) {
+	p := r.cfg.Proxy
+	run := map[string]bool{}
+	for _, n := range r.nodes {
+		run[n.Name] = true
+	}
+	pc := proxy.Config{AffinityTTL: p.AffinityTTL.D(),
+		Limits: proxy.Limits{MaxConns: p.MaxConns, MaxConnsPerClient: p.MaxConnsPerClient, MaxFlows: p.MaxFlows}}
+	gws := map[string]configs.Gateway{}
+	for _, g := range r.cfg.Gateways {
+		gws[g.Name] = g
+	}
+	for _, l := range p.Listeners {
+		if !run[l.Node] {
+			continue
+		}
+		ap, err := netip.ParseAddrPort(r.rebindAddrPort(l.Address))
+		if err != nil {
+			return pc, fmt.Errorf("proxy listener %s: %w", l.Name, err)
+		}
+		pl := proxy.Listener{Name: l.Name, Address: ap, Protocol: l.Protocol, Pool: l.Pool, IdleTimeout: l.IdleTimeout.D(), MaxConns: l.MaxConns}
+		for _, rt := range l.Routes {
+			pl.Routes = append(pl.Routes, proxy.Route{ServerNames: rt.ServerNames, Pool: rt.Pool})
+		}
+		for _, s := range l.ProxyProtocolFrom {
+			if pfx, err := netip.ParsePrefix(s); err == nil {
+				pl.ProxyTrusted = append(pl.ProxyTrusted, pfx)
+			}
+		}
+		pc.Listeners = append(pc.Listeners, pl)
+	}
+	for _, pool := range p.Pools {
+		pp := proxy.Pool{Name: pool.Name, Balance: pool.Balance, Affinity: pool.Affinity, SendProxy: pool.SendProxy, ConnectTimeout: pool.ConnectTimeout.D()}
+		for _, b := range pool.Backends {
+			be := proxy.Backend{Weight: b.Weight}
+			if b.Gateway != "" {
+				a, err := netip.ParseAddr(gws[b.Gateway].Address)
+				if err != nil {
+					return pc, fmt.Errorf("proxy pool %s: gateway %s: %w", pool.Name, b.Gateway, err)
+				}
+				be.Name, be.Address = b.Gateway, netip.AddrPortFrom(a, uint16(b.Port))
+			} else {
+				ap, err := netip.ParseAddrPort(b.Address)
+				if err != nil {
+					return pc, fmt.Errorf("proxy pool %s: %w", pool.Name, err)
+				}
+				be.Name, be.Address = ap.String(), ap
+			}
+			pp.Backends = append(pp.Backends, be)
+		}
+		pc.Pools = append(pc.Pools, pp)
+	}
+	return pc, nil
+}
+
+// buildProxy builds the load balancer when a node run here has proxy listeners.
+func (r *Runtime) buildProxy() error {
+	pc, err := r.proxyConfig()
+	if err != nil || len(pc.Listeners) == 0 {
+		return err
+	}
+	srv, err := proxy.New(pc, proxy.Options{
+		Logger:   r.log.With("component", "proxy"),
+		Registry: r.o.Registry,
+		Locator:  r.Zones,
+		// A gateway backend follows its health verdict; other backends are taken as up.
+		Health: proxy.HealthFunc(func(b string) bool {
+			if _, known := r.Health.Verdict(b); known {
+				return r.Health.Eligible(b)
+			}
+			return true
+		}),
+		// Connect failures seen by the proxy mark a gateway's port down before the next probe.
+		Passive: func(b string, a netip.AddrPort, err error) {
+			if _, known := r.Health.Verdict(b); known {
+				r.Health.ReportFailure(b, health.TCP(a.Port()), err)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	r.Proxy = srv
+	r.Health.Subscribe(func(ev health.Event) {
+		if ev.VerdictChanged() {
+			srv.Verdict(ev.Target, ev.To == health.StateUp)
+		}
+	})
+	return nil
+}

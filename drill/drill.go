@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/client"
-	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 )
 
@@ -206,17 +205,6 @@ type run struct {
 	dns   string
 }
 
-// site returns the lab site moved to the drill's loopback blocks.
-func site(base int) (*configs.Config, error) {
-	b, err := configs.Shipped("lab.yaml")
-	if err != nil {
-		return nil, err
-	}
-	s := strings.NewReplacer("127.1.", fmt.Sprintf("127.%d.", base), "127.2.", fmt.Sprintf("127.%d.", base+1),
-		"127.3.", fmt.Sprintf("127.%d.", base+2)).Replace(string(b))
-	return configs.Load("drill.yaml", []byte(s))
-}
-
 // inner is the address a front door really listens on, behind its wire.
 func inner(a netip.Addr) netip.Addr {
 	b := a.As4()
@@ -241,7 +229,7 @@ func runOne(ctx context.Context, o Options, s Scenario, mode string) Result {
 }
 
 func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *Result) error {
-	cfg, err := site(o.Base)
+	cfg, err := lab.MovedSite(o.Base, nil)
 	if err != nil {
 		return err
 	}

@@ -171,6 +171,22 @@ func (l *Lab) cleanup() {
 	}
 }
 
+// MovedSite returns the embedded lab site moved from its loopback blocks 127.1-3.x.x to
+// 127.first-(first+2).x.x, so that tests and drills do not collide with a running lab; edit,
+// when set, changes the moved YAML text before it is loaded (a test adds a proxy section).
+func MovedSite(first int, edit func(string) string) (*configs.Config, error) {
+	b, err := configs.Shipped("lab.yaml")
+	if err != nil {
+		return nil, err
+	}
+	s := strings.NewReplacer("127.1.", fmt.Sprintf("127.%d.", first), "127.2.", fmt.Sprintf("127.%d.", first+1),
+		"127.3.", fmt.Sprintf("127.%d.", first+2)).Replace(string(b))
+	if edit != nil {
+		s = edit(s)
+	}
+	return configs.Load(fmt.Sprintf("lab.yaml (moved to 127.%d)", first), []byte(s))
+}
+
 // simulatedLoad is the load a lab machine reports: its machines share one host, so the host's
 // CPU would make every machine look alike; each session costs 10% CPU and 5% memory instead.
 func simulatedLoad(d *agent.Display) agent.LoadFunc {

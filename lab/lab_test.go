@@ -19,16 +19,11 @@ import (
 	"github.com/miekg/dns"
 )
 
-// testSite is the embedded lab site moved to other loopback blocks (127.41-43 instead of
-// 127.1-3) so that tests do not collide with a lab running on the same machine.
-func testSite(t *testing.T) *configs.Config {
+// testSite is the embedded lab site moved to 127.41-43 so that tests do not collide with a lab
+// running on the same machine; edit, when set, changes its YAML first.
+func testSite(t *testing.T, edit func(string) string) *configs.Config {
 	t.Helper()
-	b, err := configs.Shipped("lab.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.NewReplacer("127.1.", "127.41.", "127.2.", "127.42.", "127.3.", "127.43.").Replace(string(b))
-	c, err := configs.Load("lab.yaml", []byte(s))
+	c, err := MovedSite(41, edit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +34,7 @@ func testSite(t *testing.T) *configs.Config {
 func startLab(t *testing.T) (*Lab, context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := New(ctx, Options{Config: testSite(t), HeartbeatInterval: 200 * time.Millisecond})
+	l, err := New(ctx, Options{Config: testSite(t, nil), HeartbeatInterval: 200 * time.Millisecond})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

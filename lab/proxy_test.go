@@ -7,17 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
 // TestProxyInFrontOfGatewaysFollowsHealth: the node runs the proxy section of the config — a
 // load balancer in front of hq's two gateways — keeps a client on one gateway (affinity), and
 // moves new connections off a gateway as soon as its composite health verdict is down.
 func TestProxyInFrontOfGatewaysFollowsHealth(t *testing.T) {
-	b, _ := configs.Shipped("lab.yaml")
-	s := strings.NewReplacer("127.1.", "127.41.", "127.2.", "127.42.", "127.3.", "127.43.").Replace(string(b))
-	s += `
+	cfg := testSite(t, func(s string) string {
+		return s + `
 proxy:
   listeners:
     - {name: vip-https, node: fd-hq-1, address: "127.41.0.50:18443", pool: hq-https}
@@ -26,10 +23,7 @@ proxy:
       affinity: true
       backends: [{gateway: gw-hq-1, port: 10443}, {gateway: gw-hq-2, port: 10443}]
 `
-	cfg, err := configs.Load("lab.yaml", []byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l, err := New(ctx, Options{Config: cfg})

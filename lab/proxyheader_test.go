@@ -10,22 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
 // TestLaunchZoneFromTrustedProxyHeader: behind a load balancer the launch API sees the
 // balancer's address; a PROXY header from a trusted balancer gives the client's, and so its
 // location zone. The same header from an untrusted peer is never read as an address.
 func TestLaunchZoneFromTrustedProxyHeader(t *testing.T) {
-	b, _ := configs.Shipped("lab.yaml")
-	s := strings.NewReplacer("127.1.", "127.41.", "127.2.", "127.42.", "127.3.", "127.43.").Replace(string(b))
-	s = strings.Replace(s, `{kind: launch, address: "127.42.0.11:9443"}`,
-		`{kind: launch, address: "127.42.0.11:9443", proxy_protocol_from: [127.0.0.5/32]}`, 1)
-	cfg, err := configs.Load("lab.yaml", []byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := testSite(t, func(s string) string {
+		return strings.Replace(s, `{kind: launch, address: "127.42.0.11:9443"}`,
+			`{kind: launch, address: "127.42.0.11:9443", proxy_protocol_from: [127.0.0.5/32]}`, 1)
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l, err := New(ctx, Options{Config: cfg})

@@ -187,7 +187,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	r.Health.Subscribe(r.onHealth)
 
-	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{r.Health}, Registry: o.Registry, Logger: o.Logger}); err != nil {
+	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{c: r.Health, known: &sync.Map{}}, Registry: o.Registry, Logger: o.Logger}); err != nil {
 		return fail(err)
 	}
 	if acme {
@@ -309,27 +309,36 @@ func (r *Runtime) onHealth(ev health.Event) {
 	}
 }
 
-// gslbHealth answers gslb's Health from the checker.
-type gslbHealth struct{ c *health.Checker }
+// gslbHealth answers gslb's Health from the checker. It is asked on every DNS answer, for every
+// gateway of the name, so once a gateway's verdict is definite it is remembered as known and
+// later answers only read the verdict (no per-query copy of the port states).
+type gslbHealth struct {
+	c     *health.Checker
+	known *sync.Map // gateway name -> struct{}: verdict definite
+}
 
 // GatewayUp implements gslb.Health. A gateway's verdict counts as known once every required
 // port has been probed and the result is definite: a down verdict, or every required port
 // answering. Until then the GSLB name's configured initial state holds (an admin override is
 // always known).
 func (h gslbHealth) GatewayUp(name string) (bool, bool) {
+	if _, ok := h.known.Load(name); ok {
+		v, _ := h.c.Verdict(name)
+		return v == health.StateUp, true
+	}
 	st, ok := h.c.Status(name)
 	if !ok {
 		return false, false
 	}
 	up := st.Verdict == health.StateUp
-	if st.Override != health.OverrideNone || st.Verdict == health.StateDown {
-		return up, true
-	}
-	for _, p := range st.Ports {
-		if !p.Optional && (p.LastCheck.IsZero() || p.Successes == 0) {
-			return up, false
+	if st.Override == health.OverrideNone && st.Verdict != health.StateDown {
+		for _, p := range st.Ports {
+			if !p.Optional && (p.LastCheck.IsZero() || p.Successes == 0) {
+				return up, false
+			}
 		}
 	}
+	h.known.Store(name, struct{}{})
 	return up, true
 }
 

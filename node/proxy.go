@@ -79,10 +79,8 @@ func (r *Runtime) buildProxy() error {
 		Locator:  r.Zones,
 		// A gateway backend follows its health verdict; other backends are taken as up.
 		Health: proxy.HealthFunc(func(b string) bool {
-			if _, known := r.Health.Verdict(b); known {
-				return r.Health.Eligible(b)
-			}
-			return true
+			v, known := r.Health.Verdict(b)
+			return !known || v == health.StateUp
 		}),
 		// Connect failures seen by the proxy mark a gateway's port down before the next probe.
 		Passive: func(b string, a netip.AddrPort, err error) {

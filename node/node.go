@@ -89,11 +89,12 @@ type Runtime struct {
 	DNSServers  []*gslb.Server
 	HTTPServers []*HTTPServer
 
-	nodes   []configs.Node
-	tracker *gateway.Tracker
-	admins  []*api.Admin
-	agents  []*api.Agents
-	closeMu sync.Mutex // serializes Close
+	nodes    []configs.Node
+	machines map[string]netip.Addr // machine name -> address, for the gateways
+	tracker  *gateway.Tracker
+	admins   []*api.Admin
+	agents   []*api.Agents
+	closeMu  sync.Mutex // serializes Close
 }
 
 // HTTPServer is one HTTPS listener of a node (launch+agent API or admin API).
@@ -127,7 +128,8 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		o.Progress = func(string) {}
 	}
 	cfg := o.Config
-	r := &Runtime{o: o, cfg: cfg, log: o.Logger, Gateways: map[string]*gateway.Gateway{}, QUIC: map[string]*gateway.QUIC{}}
+	r := &Runtime{o: o, cfg: cfg, log: o.Logger, Gateways: map[string]*gateway.Gateway{}, QUIC: map[string]*gateway.QUIC{},
+		machines: map[string]netip.Addr{}}
 	for _, n := range cfg.Nodes {
 		if len(o.Nodes) == 0 || slices.Contains(o.Nodes, n.Name) {
 			r.nodes = append(r.nodes, n)
@@ -373,9 +375,8 @@ func (r *Runtime) buildGateways() error {
 	for _, n := range r.nodes {
 		run[n.Name] = true
 	}
-	machines := map[string]netip.Addr{}
 	for _, m := range r.cfg.Machines {
-		machines[m.Name], _ = netip.ParseAddr(m.Address)
+		r.machines[m.Name], _ = netip.ParseAddr(m.Address)
 	}
 	tr := gateway.NewTracker(sessions{r.Broker, r.log})
 	r.tracker = tr
@@ -384,7 +385,7 @@ func (r *Runtime) buildGateways() error {
 			continue
 		}
 		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.Verifier, Sessions: sessions{r.Broker, r.log},
-			Machine: func(n string) (netip.Addr, bool) { a, ok := machines[n]; return a, ok },
+			Machine: r.machineAddr,
 			Logger:  r.log.With("component", "gateway")}
 		o.Address, _ = netip.ParseAddr(g.Address)
 		o.Address = r.rebind(o.Address)
@@ -405,6 +406,12 @@ func (r *Runtime) buildGateways() error {
 		r.Gateways[g.Name] = gw
 	}
 	return nil
+}
+
+// machineAddr resolves a machine name for the gateways.
+func (r *Runtime) machineAddr(name string) (netip.Addr, bool) {
+	a, ok := r.machines[name]
+	return a, ok
 }
 
 // GatewaysFor returns the usable gateways for a machine in zone: the zone's eligible
@@ -546,10 +553,6 @@ func (r *Runtime) Listen() error {
 			return fmt.Errorf("proxy: %w", err)
 		}
 	}
-	machines := map[string]netip.Addr{}
-	for _, m := range r.cfg.Machines {
-		machines[m.Name], _ = netip.ParseAddr(m.Address)
-	}
 	for _, g := range r.cfg.Gateways {
 		if r.Gateways[g.Name] == nil || g.QUICPort == 0 {
 			continue
@@ -557,7 +560,7 @@ func (r *Runtime) Listen() error {
 		a, _ := netip.ParseAddr(g.Address)
 		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(a), uint16(g.QUICPort)).String(),
 			TLS: r.serverTLS(), Verifier: r.Verifier, Sessions: sessions{r.Broker, r.log}, Track: r.tracker,
-			Machine: func(n string) (netip.Addr, bool) { a, ok := machines[n]; return a, ok }, Logger: r.log.With("component", "gateway")})
+			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")})
 		if err != nil {
 			r.Close()
 			return fmt.Errorf("gateway %s quic: %w", g.Name, err)

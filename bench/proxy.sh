@@ -8,6 +8,8 @@
 #   * RSS per idle connection with 9,900 connections held open (open-files limit 20,000).
 # The proxy runs on PROXY_CPU, load generators and origins on LOAD_CPU (taskset).
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
+# TESTS picks a subset (default "idle tcp conn udp"); TARGETS a subset of "direct frontdoor
+# haproxy nginx"; e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-${DUR:-5}}
@@ -16,6 +18,9 @@ PROXY_CPU=${PROXY_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 IDLE_CONNS=${IDLE_CONNS:-9900}
 ROUNDS=${ROUNDS:-3}
+TESTS=" ${TESTS:-idle tcp conn udp} "
+TARGETS=" ${TARGETS:-direct frontdoor haproxy nginx} "
+want() { [[ "$TESTS" == *" $1 "* ]]; }
 
 need=()
 command -v iperf3 >/dev/null || need+=(iperf3)
@@ -133,6 +138,7 @@ row() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$RES"; }
 # open through each proxy, one byte sent on each.
 for t in frontdoor:16009 haproxy:17009 nginx:18009; do
 	IFS=: read -r name port <<<"$t"
+	want idle && [[ "$TARGETS" == *" $name "* ]] || continue
 	pid=$(pidof_ "$name")
 	r0=$(rss_kb "$pid")
 	start "hold-$name" "$LOAD_CPU" "$WORK/fdproxy" hold -connect "127.0.0.1:$port" -n "$IDLE_CONNS"
@@ -162,9 +168,11 @@ cpu_used() { local c1=0; [ -z "$1" ] || c1=$(cpu_ticks "$1"); echo "($c1-$c0)/$T
 for round in $(seq "$ROUNDS"); do
 	for t in "${targets[@]}"; do
 		IFS=: read -r name iport wport pname <<<"$t"
+		[[ "$TARGETS" == *" $name "* ]] || continue
 		pid=""
 		[ -n "$pname" ] && pid=$(pidof_ "$pname")
 		for streams in 1 4; do
+			want tcp || continue
 			cpu_start "$pid"
 			taskset -c "$LOAD_CPU" iperf3 -c 127.0.0.1 -p "$iport" -t "$DUR" -P "$streams" -J >"$WORK/iperf.json"
 			cpu=$(cpu_used "$pid")
@@ -172,15 +180,18 @@ for round in $(seq "$ROUNDS"); do
 			row "tcp_${streams}" "$name" "$bps" bit/s "$cpu" "$bytes"
 			sleep 1
 		done
-		cpu_start "$pid"
-		taskset -c "$LOAD_CPU" wrk -t1 -c32 -d"${DUR}s" -H 'Connection: close' "http://127.0.0.1:$wport/" >"$WORK/wrk.txt"
-		cpu=$(cpu_used "$pid")
-		rps=$(awk '/Requests\/sec/{print $2}' "$WORK/wrk.txt")
-		reqs=$(awk '/requests in/{print $1}' "$WORK/wrk.txt")
-		errs=$(awk '/Socket errors|Non-2xx/{print}' "$WORK/wrk.txt" | tr '\n' ' ')
-		[ -z "$errs" ] || echo "wrk via $name: $errs" >&2
-		row conn_rate "$name" "$rps" conn/s "$cpu" "$reqs"
-		sleep 1
+		if want conn; then
+			cpu_start "$pid"
+			taskset -c "$LOAD_CPU" wrk -t1 -c32 -d"${DUR}s" -H 'Connection: close' "http://127.0.0.1:$wport/" >"$WORK/wrk.txt"
+			cpu=$(cpu_used "$pid")
+			rps=$(awk '/Requests\/sec/{print $2}' "$WORK/wrk.txt")
+			reqs=$(awk '/requests in/{print $1}' "$WORK/wrk.txt")
+			errs=$(awk '/Socket errors|Non-2xx/{print}' "$WORK/wrk.txt" | tr '\n' ' ')
+			[ -z "$errs" ] || echo "wrk via $name: $errs" >&2
+			row conn_rate "$name" "$rps" conn/s "$cpu" "$reqs"
+			sleep 1
+		fi
+		want udp || continue
 		[ "$name" != haproxy ] || continue # HAProxy has no UDP
 		for len in 64 1200; do
 			cpu_start "$pid"

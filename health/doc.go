@@ -1,14 +1,23 @@
 // Package health probes gateways, connection servers and machines on every port they serve,
 // and decides whether each may take new work.
 //
-// A Checker probes each port of each Target on its own schedule (TCP connect, TLS handshake,
-// HTTP(S) status, UDP request/response), turns results into a port state with rise/fall
+// A Checker probes each port of each Target on its own schedule (TCP connect, TLS hello or
+// handshake, HTTP(S) status, UDP request/response), turns results into a port state with rise/fall
 // hysteresis, and composes port states into a verdict: with ModeAll a target is up only when
 // every required port is up, so a gateway whose 443 is down while 4172 still answers (the
 // "black screen" of a load balancer that probes one port) is never eligible. Consumers (gslb,
 // proxy, broker) ask Eligible or Status, Subscribe to Events, report connection failures with
 // ReportFailure, and admins force a target up, down or draining with SetOverride. The Checker
 // does not care who runs it: in distributed mode only a zone's leader runs one.
+//
+// # Probes
+//
+// A tls check without a name check is a hello check, like HAProxy's ssl-hello-chk: one
+// ClientHello, made once per server name by crypto/tls and replayed, and up when the answer
+// starts a ServerHello. It proves that a TLS stack answers on the port without paying for a
+// key exchange on every probe; a TLS alert in answer to the hello is down, because a full
+// handshake would fail there too. VerifyName turns it into a full handshake with a
+// certificate check, and https checks always run one.
 //
 // # Schedule
 //

@@ -25,6 +25,7 @@ type NetProber struct {
 
 	once     sync.Once
 	sessions tls.ClientSessionCache // TLS resumption for HTTPS probes, which read the tickets
+	hellos   helloCache             // ClientHello records of hello checks, by server name
 }
 
 var _ ProbeFunc = (&NetProber{}).Probe
@@ -83,6 +84,13 @@ func (p *NetProber) probeTCP(ctx context.Context, addr netip.AddrPort, c *Check)
 	stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	var conn net.Conn = tc
+	if c.Kind == KindTLS && !c.VerifyName {
+		hello, err := p.hellos.get(c.ServerName)
+		if err != nil {
+			return err
+		}
+		return probeHello(tc, addr, hello)
+	}
 	if c.Kind == KindTLS || c.Kind == KindHTTPS {
 		tlc := tls.Client(tc, p.tlsConfig(c))
 		if err := tlc.HandshakeContext(ctx); err != nil {

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -180,6 +181,18 @@ func TestNetProber(t *testing.T) {
 	})
 	tlsMute := listenTCP(t) // accepts, never answers the ClientHello
 	serveTCP(t, tlsMute, silent)
+	tlsRefuse := listenTCP(t) // a TLS stack that answers every ClientHello with an alert
+	serveTCP(t, tls.NewListener(tlsRefuse, &tls.Config{GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		return nil, errors.New("no certificate for you")
+	}}), func(c net.Conn) { c.(*tls.Conn).Handshake() })
+	garbage := listenTCP(t) // answers anything with a line that is not TLS
+	serveTCP(t, garbage, func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "HTTP/1.1 400 Bad Request\r\n\r\n")
+		io.Copy(io.Discard, c)
+	})
+	hangUp := listenTCP(t) // accepts and closes at once
+	serveTCP(t, hangUp, func(net.Conn) {})
 	https200, https503, http404 := listenTCP(t), listenTCP(t), listenTCP(t)
 	serveHTTP(t, https200, 200, &cert)
 	serveHTTP(t, https503, 503, &cert)
@@ -201,6 +214,11 @@ func TestNetProber(t *testing.T) {
 		{"a tls handshake with the right name is up", addrPort(t, tlsUp.Addr()), Check{Kind: KindTLS, ServerName: "gw.lab.test", VerifyName: true}, nil},
 		{"a tls handshake with the wrong name is down", addrPort(t, tlsUp.Addr()), Check{Kind: KindTLS, ServerName: "other.test", VerifyName: true}, errAny},
 		{"a tls port that never answers times out", addrPort(t, tlsMute.Addr()), Check{Kind: KindTLS}, ErrTimeout},
+		{"a tls port with the name check that never answers times out", addrPort(t, tlsMute.Addr()), Check{Kind: KindTLS, ServerName: "gw.lab.test", VerifyName: true}, ErrTimeout},
+		{"a tls hello answered with an alert is a bad reply", addrPort(t, tlsRefuse.Addr()), Check{Kind: KindTLS, ServerName: "gw.lab.test"}, ErrBadReply},
+		{"a tls hello answered with garbage is a bad reply", addrPort(t, garbage.Addr()), Check{Kind: KindTLS}, ErrBadReply},
+		{"a tls hello to a port that hangs up is down", addrPort(t, hangUp.Addr()), Check{Kind: KindTLS}, errAny},
+		{"a tls hello to a closed port is refused", closedPort(t, "tcp"), Check{Kind: KindTLS}, syscall.ECONNREFUSED},
 		{"https HEAD /favicon.ico answering 200 is up", addrPort(t, https200.Addr()), Check{Kind: KindHTTPS, Method: "HEAD", Path: "/favicon.ico", ExpectStatus: 200}, nil},
 		{"https answering 503 is draining", addrPort(t, https503.Addr()), Check{Kind: KindHTTPS, Method: "HEAD", Path: "/", ExpectStatus: 200}, ErrDraining},
 		{"http answering 404 is a bad reply", addrPort(t, http404.Addr()), Check{Kind: KindHTTP, Method: "GET", Path: "/", ExpectStatus: 200}, ErrBadReply},
@@ -227,3 +245,47 @@ func TestNetProber(t *testing.T) {
 }
 
 var errAny = errors.New("any error")
+
+func TestClientHelloIsOneHandshakeRecord(t *testing.T) {
+	for _, name := range []string{"", "gw.lab.test"} {
+		var h helloCache
+		b, err := h.get(name)
+		if err != nil {
+			t.Fatalf("server name %q: %v", name, err)
+		}
+		if again, _ := h.get(name); &again[0] != &b[0] {
+			t.Errorf("server name %q: the hello is made again on the second use", name)
+		}
+		if b[0] != recordHandshake || b[5] != 1 || 5+(int(b[3])<<8|int(b[4])) != len(b) {
+			t.Errorf("server name %q: record % x... of %d bytes is not one ClientHello", name, b[:6], len(b))
+		}
+		if name != "" && !bytes.Contains(b, []byte(name)) {
+			t.Errorf("the hello does not carry the server name %q", name)
+		}
+	}
+}
+
+func TestHelloReply(t *testing.T) {
+	ap := netip.MustParseAddrPort("127.0.0.1:443")
+	tests := []struct {
+		name  string
+		reply []byte
+		up    bool
+	}{
+		{"a ServerHello record is up", []byte{0x16, 3, 3, 0, 0x7a, 2, 0}, true},
+		{"a TLS 1.0 ServerHello record is up", []byte{0x16, 3, 1, 0, 0x7a, 2, 0}, true},
+		{"a handshake record that is not a ServerHello is down", []byte{0x16, 3, 3, 0, 0x7a, 11, 0}, false},
+		{"an alert is down", []byte{0x15, 3, 3, 0, 2, 2, 40}, false},
+		{"an HTTP answer is down", []byte("HTTP/1.1 400"), false},
+		{"a short answer is down", []byte{0x16, 3, 3}, false},
+		{"no answer is down", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := helloReply(ap, tt.reply[:min(len(tt.reply), helloReplyLen)])
+			if (err == nil) != tt.up || (err != nil && !errors.Is(err, ErrBadReply)) {
+				t.Errorf("helloReply(% x) = %v, want up %v", tt.reply, err, tt.up)
+			}
+		})
+	}
+}

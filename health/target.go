@@ -14,7 +14,11 @@ type Kind string
 const (
 	// KindTCP is a TCP connect: up when the three-way handshake completes.
 	KindTCP Kind = "tcp"
-	// KindTLS is a TLS handshake over TCP, with an optional certificate name check.
+	// KindTLS checks a TLS service over TCP. Without VerifyName it is a hello check (like
+	// HAProxy's ssl-hello-chk): it sends a ClientHello and is up when the first record back
+	// starts a ServerHello; an alert (the TLS stack refused the hello), anything that is not
+	// TLS, or a close is down, silence a timeout. With VerifyName it runs the full handshake
+	// and checks the certificate, which TLS 1.3 only sends encrypted.
 	KindTLS Kind = "tls"
 	// KindHTTP is an HTTP request over TCP; up on the expected status, draining on 503.
 	KindHTTP Kind = "http"
@@ -32,8 +36,8 @@ type Check struct {
 	// ServerName is the TLS server name sent (SNI) and, with VerifyName, checked against the
 	// certificate. Default: "" (no SNI).
 	ServerName string
-	// VerifyName fails the probe when the leaf certificate is not valid for ServerName.
-	// Default: false.
+	// VerifyName fails the probe when the leaf certificate is not valid for ServerName; it
+	// turns a tls check from a hello check into a full handshake. Default: false.
 	VerifyName bool
 	// Method is the HTTP method. Default: HEAD.
 	Method string

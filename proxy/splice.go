@@ -34,6 +34,13 @@ type tconn struct {
 // half copies src to dst. While it has bytes to move it runs in a goroutine; once quiet for
 // parkAfter it parks in the server's idle poller and the goroutine ends, so an idle
 // connection costs memory for its sockets and this struct only.
+//
+// A half starts in copy mode: it reads whatever is queued into a pooled buffer, taken only
+// once bytes are there, and writes it on, which for the few hundred bytes of a short exchange
+// is one read and one write per burst and no readiness check. A read that fills the buffer
+// switches it to bulk mode, where it waits for readability, asks how much is queued and
+// splices larger amounts (HAProxy's splice-auto does the same); it goes back to copy mode
+// when it parks.
 type half struct {
 	t        *tconn
 	src, dst *net.TCPConn
@@ -41,47 +48,58 @@ type half struct {
 	lr       io.LimitedReader
 	n        atomic.Int64 // bytes moved
 	lastRead int64        // unix nanoseconds of this half's last byte; owned by the running half
+	bulk     bool         // splice mode; owned by the running half
 	err      error
 	parked   pollEntry
+
+	// readFn is readInto bound once, so that a read does not allocate a closure; buf, got and
+	// rerr are its results.
+	readFn func(fd uintptr) bool
+	buf    *[]byte
+	got    int
+	rerr   error
 }
 
-// start runs both halves of t. A half with nothing to read yet goes straight to the poller
-// (when there is one) instead of starting a goroutine that would only wait.
+// init prepares h to copy src to dst for t.
+func (h *half) init(t *tconn, src, dst *net.TCPConn, now int64) error {
+	h.t, h.src, h.dst = t, src, dst
+	h.lastRead = now
+	h.lr.R = src
+	h.readFn = h.readInto
+	rc, err := src.SyscallConn()
+	h.rc = rc
+	return err
+}
+
+// start runs the out half in a new goroutine and the in half in the caller's, which holds a
+// count of the server's wait group for it.
 func (t *tconn) start() {
 	now := time.Now().UnixNano()
 	t.last.Store(now)
-	for _, h := range []*half{&t.in, &t.out} {
-		h.t = t
-		h.lastRead = now
-		h.lr.R = h.src
-		rc, err := h.src.SyscallConn()
-		if err != nil {
-			h.end(err)
-			continue
-		}
-		h.rc = rc
-		if t.s.poller != nil && !h.hasInput() && t.s.poller.park(h) == nil {
-			continue
-		}
+	errIn := t.in.init(t, t.ss.client, t.ss.backend, now)
+	errOut := t.out.init(t, t.ss.backend, t.ss.client, now)
+	if errOut != nil {
+		t.out.end(errOut)
+	} else {
 		t.s.wg.Add(1)
-		go h.run()
+		go t.out.runOwn()
 	}
+	if errIn != nil {
+		t.in.end(errIn)
+		return
+	}
+	t.in.run()
 }
 
-// hasInput reports whether the source socket has bytes, an EOF or an error to act on now.
-func (h *half) hasInput() bool {
-	ready := true
-	h.rc.Control(func(fd uintptr) {
-		_, err := readable(fd)
-		ready = err != unix.EAGAIN
-	})
-	return ready
+// runOwn is run in a goroutine of its own.
+func (h *half) runOwn() {
+	defer h.t.s.wg.Done()
+	h.run()
 }
 
 // run moves bytes until EOF, an error, idleness past the timeout (the half ends), or
 // quietness past parkAfter (the half parks).
 func (h *half) run() {
-	defer h.t.s.wg.Done()
 	t := h.t
 	parkAfter := t.s.parkAfter
 	h.src.SetReadDeadline(time.Unix(0, h.lastRead).Add(min(parkAfter, t.idle)))
@@ -90,18 +108,23 @@ func (h *half) run() {
 		lm, bm = t.l.m.bytesIn, t.b.m.bytesIn
 	}
 	for {
-		avail, err := waitReadable(h.rc)
-		if err == nil {
-			var n int64
-			n, err = h.move(avail)
-			if n > 0 {
-				now := time.Now().UnixNano()
-				h.lastRead = now
-				t.last.Store(now)
-				h.n.Add(n)
-				lm.Add(float64(n))
-				bm.Add(float64(n))
+		var n int64
+		var err error
+		if h.bulk {
+			var avail int
+			if avail, err = waitReadable(h.rc); err == nil {
+				n, err = h.move(avail)
 			}
+		} else {
+			n, err = h.copy()
+		}
+		if n > 0 {
+			now := time.Now().UnixNano()
+			h.lastRead = now
+			t.last.Store(now)
+			h.n.Add(n)
+			lm.Add(float64(n))
+			bm.Add(float64(n))
 		}
 		switch {
 		case err == nil:
@@ -125,20 +148,70 @@ func (h *half) run() {
 	}
 }
 
-// resume continues a parked half in a new goroutine; the poller calls it.
+// copy waits for bytes on src, reads what is queued (up to smallCopy) and writes it to dst.
+// It returns io.EOF at the peer's FIN.
+func (h *half) copy() (int64, error) {
+	err := h.rc.Read(h.readFn)
+	bp, n, rerr := h.buf, h.got, h.rerr
+	h.buf, h.rerr = nil, nil
+	if bp != nil {
+		defer copyBufs.Put(bp)
+	}
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, os.NewSyscallError("read", rerr)
+	case n == 0:
+		return 0, io.EOF
+	}
+	if n == len(*bp) {
+		h.bulk = true
+	}
+	w, err := h.dst.Write((*bp)[:n])
+	return int64(w), err
+}
+
+// readInto is the read callback of copy: it reads into a pooled buffer and keeps it unless
+// nothing was there, and reports false (wait) on EAGAIN.
+func (h *half) readInto(fd uintptr) bool {
+	bp := copyBufs.Get().(*[]byte)
+	var n int
+	var err error
+	for {
+		n, err = unix.Read(int(fd), *bp)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == unix.EAGAIN {
+		copyBufs.Put(bp)
+		return false
+	}
+	h.buf, h.got, h.rerr = bp, n, err
+	return true
+}
+
+// resume continues a parked half in a new goroutine, in copy mode; the poller calls it
+// after adding to the server's wait group.
 func (h *half) resume() {
+	defer h.t.s.wg.Done()
 	h.lastRead = time.Now().UnixNano()
+	h.bulk = false
 	h.run()
 }
 
-// end finishes one half: at EOF it half-closes the other side's write end; on an error it
-// closes both sockets so the other half stops too. The second half to end closes the
-// connection and reports it.
+// end finishes one half: at EOF it half-closes the other side's write end (unless the other
+// half has ended already: then finish closes both sockets at once, and the close sends the
+// same FIN); on an error it closes both sockets so the other half stops too. The second half
+// to end closes the connection and reports it.
 func (h *half) end(err error) {
 	t := h.t
 	if err == io.EOF {
 		err = nil
-		h.dst.CloseWrite()
+		if t.ended.Load() == 0 {
+			h.dst.CloseWrite()
+		}
 	}
 	h.err = err
 	if err != nil {

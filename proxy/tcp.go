@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -141,6 +143,9 @@ type accessEntry struct {
 }
 
 func (s *Server) accessLog(e accessEntry) {
+	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		return // spare the attributes' allocations
+	}
 	s.log.Info("closed", "proto", e.proto, "listener", e.listener, "client", e.client, "zone", e.zone,
 		"sni", e.sni, "pool", e.pool, "backend", e.backend, "bytes_in", e.in, "bytes_out", e.out,
 		"duration", s.opts.Now().Sub(e.start).Round(time.Microsecond), "reason", e.reason)
@@ -264,13 +269,11 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	b.m.conns.Inc()
 	b.m.active.Inc()
 	t := &tconn{s: s, l: l, ss: ss, b: b, e: e, idle: lc.IdleTimeout}
-	t.in.src, t.in.dst = c, bc
-	t.out.src, t.out.dst = bc, c
 	s.mu.Lock()
 	ss.t = t
 	s.mu.Unlock()
 	handedOff = true
-	t.start()
+	t.start() // the in half runs in this goroutine
 }
 
 // route returns the pool of a server name on a TLS listener.

@@ -304,12 +304,12 @@ func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration) (*
 			break
 		}
 		d := net.Dialer{Timeout: p.cfg.ConnectTimeout, KeepAlive: keepAlive}
-		c, err := d.DialContext(s.ctx, "tcp", b.addr.String())
+		c, err := d.DialTCP(s.ctx, "tcp", netip.AddrPort{}, b.addr) // no address string to format and resolve
 		if err == nil {
 			if p.cfg.Affinity {
 				s.aff.set(client, b.name)
 			}
-			return b, c.(*net.TCPConn), nil
+			return b, c, nil
 		}
 		lastErr = err
 		tried = append(tried, b)

@@ -18,6 +18,11 @@ import (
 // return when ctx is done. NetProber.Probe is the real one.
 type ProbeFunc func(ctx context.Context, addr netip.AddrPort, c *Check) error
 
+// StartFunc starts one probe of one port and returns at once. It calls done exactly once,
+// with what a ProbeFunc would return, by deadline or soon after; done must not block.
+// NetProber.Start is the real one.
+type StartFunc func(addr netip.AddrPort, c *Check, deadline time.Time, done func(error))
+
 // Deps are what a Checker gets from its owner.
 type Deps struct {
 	// Clock is the time source. Default: SystemClock().

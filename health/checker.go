@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,8 +32,11 @@ type Deps struct {
 	Logger *slog.Logger
 	// Registry gets the metrics. Default: nil (metrics are kept but not registered).
 	Registry prometheus.Registerer
-	// Probe runs one probe. Default: (&NetProber{}).Probe.
+	// Probe runs one probe on a goroutine of its own. Default: (&NetProber{}).Probe.
 	Probe ProbeFunc
+	// Start starts one probe without a goroutine; when set, it is used instead of Probe.
+	// Default: NetProber.Start of the default NetProber when Probe is nil too, else nil.
+	Start StartFunc
 	// Rand returns a number in [0,1) for phase and jitter. Default: math/rand/v2.Float64.
 	Rand func() float64
 }
@@ -43,6 +47,7 @@ type Checker struct {
 	clock Clock
 	log   *slog.Logger
 	probe ProbeFunc
+	start StartFunc
 	rand  func() float64
 	met   *metrics
 
@@ -81,6 +86,7 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 		clock:   deps.Clock,
 		log:     deps.Logger,
 		probe:   deps.Probe,
+		start:   deps.Start,
 		rand:    deps.Rand,
 		targets: make(map[string]*target, len(targets)),
 		subs:    map[int]func(Event){},
@@ -93,8 +99,9 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	if c.probe == nil {
-		c.probe = (&NetProber{}).Probe
+	if c.probe == nil && c.start == nil {
+		np := &NetProber{}
+		c.probe, c.start = np.Probe, np.Start
 	}
 	if c.rand == nil {
 		c.rand = rand.Float64
@@ -187,11 +194,17 @@ func (c *Checker) Close() error {
 	return nil
 }
 
-// step starts every probe due at now and returns when the next one is due.
+// coalesce is how far ahead of its start step takes a probe that is due soon, when the
+// port's jitter allows that early a start: probes then start in batches and the Checker
+// wakes a few hundred times a second instead of once per probe.
+const coalesce = 5 * time.Millisecond
+
+// step starts every probe due at now, and those due within coalesce that may start early,
+// and returns when the next one is due.
 func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 	c.mu.Lock()
 	var due []*run
-	for len(c.sched) > 0 && !c.sched[0].at.After(now) {
+	for len(c.sched) > 0 && c.startableLocked(c.sched[0], now) {
 		r := c.sched.pop()
 		r.ps.launched++
 		due = append(due, &run{tgt: r.tgt, ps: r.ps, seq: r.ps.launched})
@@ -209,12 +222,54 @@ func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 			continue
 		}
 		c.probes.Add(1)
+		if c.start != nil {
+			c.startProbe(ctx, r.tgt, r.ps, r.seq)
+			continue
+		}
 		go func() {
 			defer c.probes.Done()
 			c.runProbe(ctx, r.tgt, r.ps, r.seq)
 		}()
 	}
 	return next
+}
+
+// startableLocked says whether r may start at now: it is due, or due within coalesce and
+// now is within the port's jitter before its slot (so that no probe starts earlier than
+// the jitter allows).
+func (c *Checker) startableLocked(r *run, now time.Time) bool {
+	if !r.at.After(now) {
+		return true
+	}
+	m := &r.tgt.t.Monitor
+	earliest := r.slot.Add(-time.Duration(m.Jitter * float64(m.Interval)))
+	return r.at.Sub(now) <= coalesce && !earliest.After(now)
+}
+
+// startProbe starts one probe with c.start and records its result when it ends.
+func (c *Checker) startProbe(ctx context.Context, tg *target, ps *portState, seq uint64) {
+	m := &tg.t.Monitor
+	ap := netip.AddrPortFrom(tg.t.Addr, ps.port.ID.Port)
+	start := c.clock.Now()
+	var ended atomic.Bool
+	done := func(err error) {
+		if ended.Swap(true) {
+			return
+		}
+		defer c.probes.Done()
+		end := c.clock.Now()
+		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+			return // shutting down: not a verdict on the target
+		}
+		c.record(tg, ps, seq, err, end.Sub(start), end)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("health probe panicked", "addr", ap, "kind", ps.port.Check.Kind, "panic", p)
+			done(fmt.Errorf("probe panicked: %v", p))
+		}
+	}()
+	c.start(ap, &ps.port.Check, start.Add(m.Timeout), done)
 }
 
 // runProbe runs one probe and records its result.

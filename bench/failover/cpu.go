@@ -106,21 +106,24 @@ func runCPU(portsFile string, kinds []string, interval, timeout, dur time.Durati
 	var probes, failures atomic.Int64
 	var errMu sync.Mutex // guards errs
 	errs := map[string]int{}
-	np := &health.NetProber{}
-	chk, err := health.New(targets, health.Deps{Probe: func(ctx context.Context, ap netip.AddrPort, c *health.Check) error {
+	count := func(err error) {
 		probes.Add(1)
-		err := np.Probe(ctx, ap, c)
-		if err != nil {
-			failures.Add(1)
-			msg := err.Error()
-			if i := strings.LastIndex(msg, ": "); i >= 0 {
-				msg = msg[i+2:]
-			}
-			errMu.Lock()
-			errs[msg]++
-			errMu.Unlock()
+		if err == nil {
+			return
 		}
-		return err
+		failures.Add(1)
+		msg := err.Error()
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		errMu.Lock()
+		errs[msg]++
+		errMu.Unlock()
+	}
+	// The Checker's own path: NetProber.Start, counted on the way back.
+	np := &health.NetProber{}
+	chk, err := health.New(targets, health.Deps{Start: func(ap netip.AddrPort, c *health.Check, deadline time.Time, done func(error)) {
+		np.Start(ap, c, deadline, func(err error) { count(err); done(err) })
 	}})
 	if err != nil {
 		return err

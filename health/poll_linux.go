@@ -303,7 +303,12 @@ func (e *poller) finishLocked(op *pollOp, err error) {
 	if e.running {
 		e.inflight--
 		if e.inflight == 0 {
+			// The loop may be waiting for a probe without a deadline, such as this
+			// cancelled one: make it see that it is idle.
 			e.idle = e.now()
+			if end := e.idle + int64(idleLinger); end < e.wakeAt {
+				e.wakeLocked(end)
+			}
 		}
 	}
 	op.next, e.finished = e.finished, op

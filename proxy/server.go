@@ -24,7 +24,11 @@ type Server struct {
 	// parkAfter is how long a copy direction waits for bytes in its own goroutine before
 	// it parks in the poller. onPark, if set, is called after each park (tests).
 	parkAfter time.Duration
-	onPark    func()
+	// parkSilent is parkAfter for a direction that has moved no byte yet, such as a
+	// backend that has not answered: it waits in a goroutine only briefly, so a burst of
+	// new idle connections does not hold two goroutine stacks each for parkAfter.
+	parkSilent time.Duration
+	onPark     func()
 
 	state atomic.Pointer[state] // pools and listener settings, swapped by Reload
 
@@ -81,6 +85,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.idle = sync.NewCond(&s.mu)
 	s.parkAfter = 250 * time.Millisecond
+	s.parkSilent = 25 * time.Millisecond
 	if p, err := newPoller(s); err == nil {
 		s.poller = p
 	} else {

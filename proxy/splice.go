@@ -98,10 +98,13 @@ func (h *half) runOwn() {
 }
 
 // run moves bytes until EOF, an error, idleness past the timeout (the half ends), or
-// quietness past parkAfter (the half parks).
+// quietness past parkAfter, or parkSilent while it has moved nothing yet (the half parks).
 func (h *half) run() {
 	t := h.t
 	parkAfter := t.s.parkAfter
+	if h.n.Load() == 0 {
+		parkAfter = min(parkAfter, t.s.parkSilent)
+	}
 	h.src.SetReadDeadline(time.Unix(0, h.lastRead).Add(min(parkAfter, t.idle)))
 	lm, bm := t.l.m.bytesOut, t.b.m.bytesOut
 	if h == &t.in {
@@ -119,6 +122,7 @@ func (h *half) run() {
 			n, err = h.copy()
 		}
 		if n > 0 {
+			parkAfter = t.s.parkAfter
 			now := time.Now().UnixNano()
 			h.lastRead = now
 			t.last.Store(now)

@@ -20,7 +20,6 @@
 // buffer switches the direction to splicing until it next goes quiet (HAProxy's splice-auto).
 // The accepting goroutine carries the client-to-backend direction, one more goroutine the
 // other, and a direction that stays quiet (250ms, or 25ms before its first byte) parks in an
-// epoll poller of the server and
-// gives its goroutine back, so an idle connection costs its two sockets and a few hundred bytes
-// of heap, not goroutine stacks.
+// epoll poller of the server and gives its goroutine back, so an idle connection costs its two
+// sockets and a few hundred bytes of heap, not goroutine stacks.
 package proxy

@@ -282,10 +282,11 @@ func (h *Handler) answerGSLB(resp *dns.Msg, dom *domain, g *gname, qtype uint16,
 	}
 	res := h.zones.Lookup(client)
 	out.zone = res.Zone
-	p := h.choose(g, v6, res.Zone)
+	var abuf [8]net.IP
+	p := h.choose(abuf[:0], g, v6, res.Zone)
 	if qtype == dns.TypeANY && p.noAddress {
 		v6 = true
-		p = h.choose(g, v6, res.Zone)
+		p = h.choose(abuf[:0], g, v6, res.Zone)
 	}
 	out.site = p.site
 	if p.byZone {

@@ -1,7 +1,9 @@
 package gslb
 
 import (
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,9 +16,38 @@ type metrics struct {
 	dropped prometheus.Counter     // queries answered with nothing (responses, write errors)
 
 	// The caches keep the hot path off WithLabelValues' hashing; their keys are bounded by
-	// the known types, the rcodes, and the configured names, sites and zones.
-	queryCache  sync.Map // queryKey -> prometheus.Counter
-	answerCache sync.Map // answerKey -> prometheus.Counter
+	// the known types, the rcodes, and the configured names, sites and zones. They are
+	// copied on write, so a read is one map lookup (and the label strings do not escape).
+	mu          sync.Mutex // serializes writers of the caches
+	queryCache  atomic.Pointer[map[queryKey]prometheus.Counter]
+	answerCache atomic.Pointer[map[answerKey]prometheus.Counter]
+}
+
+// cached returns the counter of k from the copy-on-write cache c. On a miss, miss returns the
+// key to store (with its own copies of k's strings, so that k's do not escape) and the counter.
+func cached[K comparable](mu *sync.Mutex, c *atomic.Pointer[map[K]prometheus.Counter], k K, miss func() (K, prometheus.Counter)) prometheus.Counter {
+	if m := c.Load(); m != nil {
+		if ctr, ok := (*m)[k]; ok {
+			return ctr
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	old := c.Load()
+	if old != nil {
+		if ctr, ok := (*old)[k]; ok {
+			return ctr
+		}
+	}
+	nk, next := miss()
+	m := map[K]prometheus.Counter{nk: next}
+	if old != nil {
+		for ok, ov := range *old {
+			m[ok] = ov
+		}
+	}
+	c.Store(&m)
+	return next
 }
 
 type queryKey struct {
@@ -75,23 +106,19 @@ func (m *metrics) query(qtype uint16, rcode int) {
 		qtype = 0 // every unknown type shares the "other" counter
 	}
 	k := queryKey{qtype, rcode}
-	c, ok := m.queryCache.Load(k)
-	if !ok {
-		c, _ = m.queryCache.LoadOrStore(k, m.queries.WithLabelValues(typeLabel(qtype), rcodeLabel(rcode)))
-	}
-	c.(prometheus.Counter).Inc()
+	cached(&m.mu, &m.queryCache, k, func() (queryKey, prometheus.Counter) {
+		return k, m.queries.WithLabelValues(typeLabel(qtype), rcodeLabel(rcode))
+	}).Inc()
 }
 
 func (m *metrics) answer(name, site, zone string) {
 	if m.answers == nil {
 		return
 	}
-	k := answerKey{name, site, zone}
-	c, ok := m.answerCache.Load(k)
-	if !ok {
-		c, _ = m.answerCache.LoadOrStore(k, m.answers.WithLabelValues(name, site, zone))
-	}
-	c.(prometheus.Counter).Inc()
+	cached(&m.mu, &m.answerCache, answerKey{name, site, zone}, func() (answerKey, prometheus.Counter) {
+		k := answerKey{strings.Clone(name), strings.Clone(site), strings.Clone(zone)}
+		return k, m.answers.WithLabelValues(k.name, k.site, k.zone)
+	}).Inc()
 }
 
 func (m *metrics) drop() {

@@ -84,11 +84,11 @@ func (h *Handler) candidates(buf []*site, g *gname, zone string) []*site {
 	return append(buf, over...)
 }
 
-// choose picks the addresses answering a query of one family for a client of zone.
-func (h *Handler) choose(g *gname, v6 bool, zone string) pick {
+// choose picks the addresses answering a query of one family for a client of zone; the
+// addresses may be appended to abuf's backing array, which the caller owns.
+func (h *Handler) choose(abuf []net.IP, g *gname, v6 bool, zone string) pick {
 	var sbuf [8]*site
 	cands := h.candidates(sbuf[:0], g, zone)
-	var abuf [8]net.IP
 	if g.policy == policyWeighted {
 		if p, ok := h.weighted(abuf[:0], g, cands, v6); ok {
 			return p

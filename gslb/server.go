@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -34,10 +35,12 @@ type ServerOptions struct {
 type Server struct {
 	opts ServerOptions
 	mux  *dns.ServeMux
+	fast fastFunc // the Handler's wire fast path for UDP, nil for other handlers
 	log  *slog.Logger
 
-	mu      sync.Mutex // guards pc, ln, cancel, done and closed
+	mu      sync.Mutex // guards pc, raw, ln, cancel, done and closed
 	pc      net.PacketConn
+	raw     *rawUDP // the UDP socket instead of pc where blocking workers serve (Linux)
 	ln      net.Listener
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -63,7 +66,11 @@ func NewServer(h dns.Handler, opts ServerOptions) *Server {
 	}
 	mux := dns.NewServeMux()
 	mux.Handle(".", h)
-	return &Server{opts: opts, mux: mux, log: log.With("component", "dns", "address", opts.Address)}
+	s := &Server{opts: opts, mux: mux, log: log.With("component", "dns", "address", opts.Address)}
+	if gh, ok := h.(*Handler); ok {
+		s.fast = gh.fastUDP
+	}
+	return s
 }
 
 // Listen opens the sockets. With port 0 UDP and TCP get the same port.
@@ -92,12 +99,21 @@ func (s *Server) Listen() error {
 func (s *Server) listenLocked(udp, tcp bool) error {
 	addr := s.opts.Address
 	if udp {
-		pc, err := net.ListenPacket("udp", addr)
+		raw, err := listenRawUDP(addr, workerCount())
 		if err != nil {
-			return fmt.Errorf("listening on udp %s: %w", addr, err)
+			return err
 		}
-		s.pc = pc
-		addr = pc.LocalAddr().String()
+		if raw != nil {
+			s.raw = raw
+			addr = raw.LocalAddr().String()
+		} else {
+			pc, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				return fmt.Errorf("listening on udp %s: %w", addr, err)
+			}
+			s.pc = pc
+			addr = pc.LocalAddr().String()
+		}
 	}
 	if tcp {
 		ln, err := net.Listen("tcp", addr)
@@ -105,6 +121,10 @@ func (s *Server) listenLocked(udp, tcp bool) error {
 			if s.pc != nil {
 				s.pc.Close()
 				s.pc = nil
+			}
+			if s.raw != nil {
+				s.raw.Close()
+				s.raw = nil
 			}
 			return fmt.Errorf("listening on tcp %s: %w", addr, err)
 		}
@@ -117,10 +137,13 @@ func (s *Server) listenLocked(udp, tcp bool) error {
 func (s *Server) UDPAddr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pc == nil {
-		return nil
+	switch {
+	case s.raw != nil:
+		return s.raw.LocalAddr()
+	case s.pc != nil:
+		return s.pc.LocalAddr()
 	}
-	return s.pc.LocalAddr()
+	return nil
 }
 
 // TCPAddr returns the TCP socket's address, or nil.
@@ -140,7 +163,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.mu.Unlock()
 		return net.ErrClosed
 	}
-	if s.serving || (s.pc == nil && s.ln == nil) {
+	if s.serving || (s.pc == nil && s.raw == nil && s.ln == nil) {
 		s.mu.Unlock()
 		return errors.New("dns server: Serve needs one Listen and runs once")
 	}
@@ -150,8 +173,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer close(s.done)
 	var servers []*dns.Server
 	var loop *udpLoop
-	if s.pc != nil {
-		if loop = usableUDPLoop(s.pc, s.mux, s.log); loop == nil {
+	var udpConn io.Closer
+	switch {
+	case s.raw != nil:
+		loop, udpConn = rawUDPLoop(s.raw, s.mux, s.fast, s.log), s.raw
+	case s.pc != nil:
+		udpConn = s.pc
+		if loop = usableUDPLoop(s.pc, s.mux, s.fast, s.log); loop == nil {
 			servers = append(servers, &dns.Server{PacketConn: s.pc, Handler: s.mux, UDPSize: maxUDPRequest})
 		}
 	}
@@ -164,7 +192,6 @@ func (s *Server) Serve(ctx context.Context) error {
 			WriteTimeout:  2 * time.Second,
 		})
 	}
-	pc := s.pc
 	s.mu.Unlock()
 	defer cancel()
 
@@ -176,7 +203,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		g.Go(func() error {
 			<-gctx.Done()
 			loop.shutdown()
-			pc.Close() // ends the workers' reads
+			udpConn.Close() // ends the workers' reads
 			return nil
 		})
 	}
@@ -241,6 +268,9 @@ func (s *Server) Close() error {
 func (s *Server) closeLocked() {
 	if s.pc != nil {
 		s.pc.Close()
+	}
+	if s.raw != nil {
+		s.raw.Close()
 	}
 	if s.ln != nil {
 		s.ln.Close()

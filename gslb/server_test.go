@@ -210,7 +210,7 @@ func TestUDPBatchWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := usableUDPLoop(pc, e.h, e.h.log)
+	u := usableUDPLoop(pc, e.h, e.h.fastUDP, e.h.log)
 	if u == nil {
 		t.Fatal("no batch loop for a socket bound to 127.0.0.1")
 	}

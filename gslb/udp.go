@@ -33,16 +33,22 @@ type batchConn interface {
 // per query, which cost more than the answer.) Sockets bound to a wildcard address use
 // miekg's server, which answers from the address the query was sent to.
 type udpLoop struct {
-	conn    *net.UDPConn
+	conn    *net.UDPConn // the batch workers' socket; nil with raw
+	raw     *rawUDP      // the blocking workers' socket (udp_linux.go); nil with conn
 	batch   batchConn
 	local   netip.AddrPort
 	handler dns.Handler
+	fast    fastFunc // tried first when set; see fastUDP
 	log     *slog.Logger
 	stop    atomic.Bool // set before the socket is closed
 }
 
+// fastFunc appends to out the reply to the UDP query req from src, or returns ok=false when
+// the query needs the full dns.Handler.
+type fastFunc func(req []byte, src netip.Addr, out []byte) (reply []byte, ok bool)
+
 // usableUDPLoop returns a loop for pc, or nil when pc needs miekg's server.
-func usableUDPLoop(pc net.PacketConn, h dns.Handler, log *slog.Logger) *udpLoop {
+func usableUDPLoop(pc net.PacketConn, h dns.Handler, fast fastFunc, log *slog.Logger) *udpLoop {
 	c, ok := pc.(*net.UDPConn)
 	if !ok {
 		return nil
@@ -51,7 +57,7 @@ func usableUDPLoop(pc net.PacketConn, h dns.Handler, log *slog.Logger) *udpLoop 
 	if !ok || ua.IP.IsUnspecified() {
 		return nil
 	}
-	u := &udpLoop{conn: c, local: ua.AddrPort(), handler: h, log: log}
+	u := &udpLoop{conn: c, local: ua.AddrPort(), handler: h, fast: fast, log: log}
 	if u.local.Addr().Unmap().Is4() {
 		u.batch = ipv4.NewPacketConn(c)
 	} else {
@@ -60,11 +66,22 @@ func usableUDPLoop(pc net.PacketConn, h dns.Handler, log *slog.Logger) *udpLoop 
 	return u
 }
 
-// workers returns the functions to run, each until the socket is closed: a batch reader per
-// processor, at most 8.
+// rawUDPLoop returns a loop of blocking workers on r.
+func rawUDPLoop(r *rawUDP, h dns.Handler, fast fastFunc, log *slog.Logger) *udpLoop {
+	return &udpLoop{raw: r, local: r.local, handler: h, fast: fast, log: log}
+}
+
+// workerCount is how many workers a socket gets: one per processor, at most 8.
+func workerCount() int { return max(1, min(runtime.GOMAXPROCS(0), 8)) }
+
+// workers returns the functions to run, each until the socket is closed: the blocking workers
+// of a rawUDP socket (udp_linux.go), else batch workers through golang.org/x/net and the Go
+// poller.
 func (u *udpLoop) workers() []func() error {
-	n := max(1, min(runtime.GOMAXPROCS(0), 8))
-	fs := make([]func() error, n)
+	if u.raw != nil {
+		return u.rawWorkers()
+	}
+	fs := make([]func() error, workerCount())
 	for i := range fs {
 		fs[i] = u.serveBatches
 	}
@@ -137,6 +154,12 @@ func (u *udpLoop) answer(w *udpWriter, b []byte) {
 			u.log.Error("dns handler panic", "peer", w.peer, "panic", r)
 		}
 	}()
+	if u.fast != nil {
+		if r, ok := u.fast(b, w.peer.Addr().Unmap(), w.buf[:0]); ok {
+			w.buf, w.reply = r[:0], r
+			return
+		}
+	}
 	req := new(dns.Msg)
 	if err := req.Unpack(b); err != nil {
 		if r := formErr(b); r != nil {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -45,6 +47,12 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
+			// On one CPU, a second P: the DNS server's UDP worker blocks in the kernel holding
+			// a P (see gslb), and the rest of the node keeps the other. An explicit GOMAXPROCS
+			// is left alone (the DNS server then waits through the Go poller).
+			if runtime.GOMAXPROCS(0) < 2 && os.Getenv("GOMAXPROCS") == "" {
+				runtime.GOMAXPROCS(2)
+			}
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
 				Logger: log, Registry: prometheus.NewRegistry()})
 			if err != nil {

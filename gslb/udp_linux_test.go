@@ -1,0 +1,83 @@
+//go:build linux && (amd64 || arm64)
+
+package gslb
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestBlockingWorkers runs a Server whose UDP socket is served by blocking raw recvmmsg
+// workers: within the process's budget of GOMAXPROCS-1, answering on both paths, letting the
+// garbage collector stop the world while they wait, and giving the budget back when done. A
+// second Server past the budget serves through the Go poller.
+func TestBlockingWorkers(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	if n := blocking.Load(); n != 0 {
+		t.Fatalf("%d blocking workers reserved before the test", n)
+	}
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := func() (*Server, chan error) {
+		s := NewServer(e.h, ServerOptions{Address: "127.0.0.1:0"})
+		if err := s.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx) }()
+		return s, done
+	}
+	s1, done1 := run()
+	s2, done2 := run()
+	if s1.raw == nil || s2.raw != nil {
+		t.Fatalf("raw sockets: first %v, second %v; want only the first", s1.raw != nil, s2.raw != nil)
+	}
+	if got, want := int(blocking.Load()), min(runtime.GOMAXPROCS(0)-1, workerCount()); got != want {
+		t.Fatalf("%d blocking workers reserved with GOMAXPROCS %d, want %d", got, runtime.GOMAXPROCS(0), want)
+	}
+	for _, s := range []*Server{s1, s2} {
+		ask := func(name string, qtype uint16) *dns.Msg {
+			t.Helper()
+			m := new(dns.Msg)
+			m.SetQuestion(name, qtype)
+			return exchange(t, &dns.Client{Net: "udp", Timeout: 2 * time.Second}, m, s.UDPAddr().String())
+		}
+		if got := join(addrs(ask("desktop.example.test.", dns.TypeAAAA))); got != "2001:db8:ff::11" {
+			t.Fatalf("fast path answer: %q", got)
+		}
+		if r := ask("mail.example.test.", dns.TypeA); join(addrs(r)) != "192.0.2.25" {
+			t.Fatalf("full path answer: %v", r)
+		}
+	}
+	// The blocking workers now wait in recvmmsg; each collection must stop the world anyway.
+	start := time.Now()
+	for range 20 {
+		runtime.GC()
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("20 collections with the workers waiting took %v", d)
+	}
+	cancel()
+	for _, done := range []chan error{done1, done2} {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve did not return after cancel")
+		}
+	}
+	s1.Close()
+	s2.Close()
+	if n := blocking.Load(); n != 0 {
+		t.Fatalf("%d blocking workers still reserved after the servers stopped", n)
+	}
+}

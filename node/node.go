@@ -184,7 +184,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if acme {
 		prober.RootCAs = nil // publicly trusted certificates: the system roots
 	}
-	if r.Health, err = health.New(targets, health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe}); err != nil {
+	if r.Health, err = health.New(targets, health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe, Start: prober.Start}); err != nil {
 		return fail(err)
 	}
 	r.Health.Subscribe(r.onHealth)

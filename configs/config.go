@@ -207,13 +207,15 @@ type GatewayPort struct {
 
 // Check is one health probe.
 type Check struct {
-	// Kind is tcp (connect), tls (handshake), http, https, or udp (send, expect a reply).
+	// Kind is tcp (connect), tls (a ClientHello answered by a ServerHello; the full handshake
+	// when verify_name is set), http, https, or udp (send, expect a reply).
 	// Default: tcp for tcp ports, udp for udp ports.
 	Kind string `yaml:"kind"`
 	// ServerName is the TLS server name sent and, when VerifyName is true, checked.
 	// Default: "".
 	ServerName string `yaml:"server_name"`
-	// VerifyName checks the certificate against ServerName. Default: false.
+	// VerifyName checks the certificate against ServerName, which takes a full TLS handshake
+	// per probe. Default: false.
 	VerifyName bool `yaml:"verify_name"`
 	// Method is the HTTP method. Default: HEAD.
 	Method string `yaml:"method"`

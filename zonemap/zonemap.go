@@ -11,6 +11,7 @@
 package zonemap
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -116,6 +117,26 @@ type Table struct {
 	// sorted4 and sorted6 hold the ranges of each family sorted by address, then by length;
 	// they answer "is there a range strictly inside this prefix" for the ECS scope.
 	sorted4, sorted6 []Range
+	// cache remembers recent lookups, direct-mapped by a hash of the address: resolvers and
+	// client subnets repeat, and a walk of the trie allocates. A reload makes a new Table, so
+	// entries never outlive the ranges they were computed from.
+	cache [cacheSize]atomic.Pointer[cachedResult]
+}
+
+// cacheSize is the number of lookups a Table remembers; a power of two.
+const cacheSize = 1024
+
+// cachedResult is one remembered lookup.
+type cachedResult struct {
+	addr netip.Addr
+	res  Result
+}
+
+// cacheSlot hashes an address (unmapped, without zone) to a slot of the cache.
+func cacheSlot(a netip.Addr) int {
+	b := a.As16()
+	h := (binary.LittleEndian.Uint64(b[:8])*0x9E3779B97F4A7C15 ^ binary.LittleEndian.Uint64(b[8:])) * 0x9E3779B97F4A7C15
+	return int(h >> (64 - 10)) // 10 bits: cacheSize
 }
 
 type entry struct {
@@ -186,6 +207,17 @@ func (t *Table) Lookup(addr netip.Addr) Result {
 	if !addr.IsValid() {
 		return Result{Zone: t.defaultZone}
 	}
+	slot := &t.cache[cacheSlot(addr)]
+	if c := slot.Load(); c != nil && c.addr == addr {
+		return c.res
+	}
+	res := t.lookup(addr)
+	slot.Store(&cachedResult{addr, res})
+	return res
+}
+
+// lookup walks the trie for addr (valid, unmapped, without zone).
+func (t *Table) lookup(addr netip.Addr) Result {
 	res := Result{Zone: t.defaultZone}
 	if t.n > 0 {
 		es, err := t.ranger.ContainingNetworks(addr.AsSlice())

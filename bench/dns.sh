@@ -129,10 +129,10 @@ nodes:
     zone: hq
     listeners: [{kind: dns, address: "127.0.0.1:$FD_PORT"}]
 gateways:
-  - {name: gw-hq-1, zone: hq, address: 127.1.0.11}
-  - {name: gw-hq-2, zone: hq, address: 127.1.0.12}
-  - {name: gw-east-1, zone: east, address: 127.2.0.11}
-  - {name: gw-east-2, zone: east, address: 127.2.0.12}
+  - {name: gw-hq-1, zone: hq, address: 127.1.0.11, ports: [{port: $GW_PORT}]}
+  - {name: gw-hq-2, zone: hq, address: 127.1.0.12, ports: [{port: $GW_PORT}]}
+  - {name: gw-east-1, zone: east, address: 127.2.0.11, ports: [{port: $GW_PORT}]}
+  - {name: gw-east-2, zone: east, address: 127.2.0.12, ports: [{port: $GW_PORT}]}
 gslb:
   domains: [{name: bench.test., ns: [ns1], records: [{name: ns1, type: A, value: 127.0.0.1}]}]
   names:
@@ -223,9 +223,11 @@ EOF
 # --- measuring -----------------------------------------------------------------------------
 CLK_TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# ctx_switches PID: voluntary + involuntary context switches of all the process's threads.
+ctx_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 
 declare -A QPS CPU_US ANSWER PID PORT ROUND_QPS ROUND_CPU ROUND_PERF ROUND_CS PERF_US CS
-# perf (linux-perf), when present, also measures task-clock and context switches per query.
+# perf (linux-perf), when present, also measures task-clock per query.
 PERF=$(command -v perf || true)
 PERF_WINDOW=$((DURATION > 4 ? DURATION - 2 : 2))
 start_server() { # name port cmd...
@@ -250,23 +252,25 @@ measure() {
 	taskset -c "$CLIENT_CPU" dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/queries" -l "$DURATION" -q 200 >"$WORK/$name.sat" 2>&1 || true
 	local qps
 	qps=$(awk '/Queries per second:/ {printf "%.0f", $4}' "$WORK/$name.sat")
-	local before after done perfpid=
+	local before after done perfpid= cs0 cs1
 	before=$(cpu_ticks "$pid")
+	cs0=$(ctx_switches "$pid")
 	if [ -n "$PERF" ]; then
-		# A second, precise view of the same run: task-clock and context switches of the server.
-		perf stat -x, -e task-clock,context-switches -p "$pid" -o "$WORK/$name.perf" -- sleep "$PERF_WINDOW" >/dev/null 2>&1 &
+		# A second, precise view of the same run: the task-clock of the server.
+		perf stat -x, -e task-clock -p "$pid" -o "$WORK/$name.perf" -- sleep "$PERF_WINDOW" >/dev/null 2>&1 &
 		perfpid=$!
 	fi
 	taskset -c "$CLIENT_CPU" dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/queries" -l "$DURATION" -q 200 -Q "$RATE" >"$WORK/$name.rate" 2>&1 || true
 	after=$(cpu_ticks "$pid")
+	cs1=$(ctx_switches "$pid")
 	[ -n "$perfpid" ] && wait "$perfpid"
 	done=$(awk '/Queries completed:/ {print $3}' "$WORK/$name.rate")
+	ROUND_CS[$name]="${ROUND_CS[$name]:-} $(awk -v a="$cs0" -v b="$cs1" -v n="${done:-0}" 'BEGIN { if (n > 0) printf "%.3f", (b - a) / n }')"
 	if [ -n "$PERF" ]; then
 		# Queries inside the perf window, assuming an even rate over the run.
 		local inwin
 		inwin=$(awk -v n="${done:-0}" -v w="$PERF_WINDOW" -v d="$DURATION" 'BEGIN { print n * w / d }')
 		ROUND_PERF[$name]="${ROUND_PERF[$name]:-} $(awk -F, -v n="$inwin" '$3 == "task-clock" && n > 0 { printf "%.2f", $1 * 1000 / n }' "$WORK/$name.perf")"
-		ROUND_CS[$name]="${ROUND_CS[$name]:-} $(awk -F, -v n="$inwin" '$3 == "context-switches" && n > 0 { printf "%.3f", $1 / n }' "$WORK/$name.perf")"
 	fi
 	local cpu
 	cpu=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="${done:-0}" 'BEGIN { if (n > 0) printf "%.2f", t / hz * 1e6 / n; else print "n/a" }')
@@ -320,13 +324,13 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 	echo "utime+stime from /proc/PID/stat over dnsperf -Q $RATE -l $DURATION, divided by completed queries."
 	echo "Medians of $ROUNDS rounds; each round runs every server once, in turn. Load average at the end:"
 	echo "$(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared; single runs vary by ±30%). With linux-perf installed, perf stat"
-	echo "also counts the server's task-clock and context switches over ${PERF_WINDOW}s of each fixed-rate run."
+	echo "also counts the server's task-clock over ${PERF_WINDOW}s of each fixed-rate run; context switches are those of all the server's threads (/proc/PID/task/*/status) over the fixed-rate run."
 	echo
 	echo "| server | what it answers | answer | saturated qps | frontdoor / server (qps) | CPU µs per query at $RATE qps | server / frontdoor (CPU) | perf task-clock µs per query | context switches per query |"
 	echo "|---|---|---|---|---|---|---|---|---|"
 	for s in frontdoor gdnsd pdns knot; do
 		case $s in
-		frontdoor) what="GSLB: zone map + failover sites (verdicts: configured initial state)" ;;
+		frontdoor) what="GSLB: zone map + failover sites, tcp connect health (250 ms)" ;;
 		gdnsd) what="GSLB: geoip nets map + multifo, tcp_connect health" ;;
 		pdns) what="LUA ifportup over the gateway listeners" ;;
 		knot) what="static A (ceiling)" ;;

@@ -37,7 +37,7 @@ type Deps struct {
 	// Start starts one probe without a goroutine; when set, it is used instead of Probe.
 	// Default: NetProber.Start of the default NetProber when Probe is nil too, else nil.
 	Start StartFunc
-	// Rand returns a number in [0,1) for phase and jitter. Default: math/rand/v2.Float64.
+	// Rand returns a number in [0,1) for the ports' phases. Default: math/rand/v2.Float64.
 	Rand func() float64
 }
 
@@ -194,17 +194,11 @@ func (c *Checker) Close() error {
 	return nil
 }
 
-// coalesce is how far ahead of its start step takes a probe that is due soon, when the
-// port's jitter allows that early a start: probes then start in batches and the Checker
-// wakes a few hundred times a second instead of once per probe.
-const coalesce = 5 * time.Millisecond
-
-// step starts every probe due at now, and those due within coalesce that may start early,
-// and returns when the next one is due.
+// step starts every probe due at now and returns when the next one is due.
 func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 	c.mu.Lock()
 	var due []*run
-	for len(c.sched) > 0 && c.startableLocked(c.sched[0], now) {
+	for len(c.sched) > 0 && !c.sched[0].slot.After(now) {
 		r := c.sched.pop()
 		r.ps.launched++
 		due = append(due, &run{tgt: r.tgt, ps: r.ps, seq: r.ps.launched})
@@ -213,7 +207,7 @@ func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 	}
 	next := now.Add(time.Hour)
 	if len(c.sched) > 0 {
-		next = c.sched[0].at
+		next = c.sched[0].slot
 	}
 	c.mu.Unlock()
 	for _, r := range due {
@@ -232,18 +226,6 @@ func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 		}()
 	}
 	return next
-}
-
-// startableLocked says whether r may start at now: it is due, or due within coalesce and
-// now is within the port's jitter before its slot (so that no probe starts earlier than
-// the jitter allows).
-func (c *Checker) startableLocked(r *run, now time.Time) bool {
-	if !r.at.After(now) {
-		return true
-	}
-	m := &r.tgt.t.Monitor
-	earliest := r.slot.Add(-time.Duration(m.Jitter * float64(m.Interval)))
-	return r.at.Sub(now) <= coalesce && !earliest.After(now)
 }
 
 // startProbe starts one probe with c.start and records its result when it ends.

@@ -161,8 +161,8 @@ func TestDetectionTimeMatchesPackageDoc(t *testing.T) {
 		fault    behaviour
 		min, max time.Duration
 	}{
-		{"a powered-off gateway is down within F·I+T = 1s", blackhole, 725 * time.Millisecond, time.Second},
-		{"a killed gateway is down within F·I = 750ms", refuse, 475 * time.Millisecond, 750 * time.Millisecond},
+		{"a powered-off gateway is down within F·I+T = 1s", blackhole, 750 * time.Millisecond, time.Second},
+		{"a killed gateway is down within F·I = 750ms", refuse, 500 * time.Millisecond, 750 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,6 +195,54 @@ func TestDetectionTimeMatchesPackageDoc(t *testing.T) {
 				lo, hi = min(lo, d), max(hi, d)
 			}
 			t.Logf("detection over 200 runs: min %v, max %v", lo, hi)
+		})
+	}
+}
+
+// TestFailureJustAfterAProbeStarted puts the failure at the worst instant for the bounds
+// of the package doc: just after a probe of the only port started (and saw the port up), so
+// that every probe that can see the failure starts later. A probe that started before its
+// slot (the early-only jitter this schedule had) made that instant up to J·I earlier than
+// the slot it stood for, and detection up to F·I+J·I+T.
+func TestFailureJustAfterAProbeStarted(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault behaviour
+		max   time.Duration
+	}{
+		{"a port that goes silent is down within F·I+T", blackhole, time.Second},
+		{"a port that refuses is down within F·I", refuse, 750*time.Millisecond + time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var hi time.Duration
+			for seed := range uint64(100) {
+				tg := Target{Name: "m", Addr: gwAddr, Monitor: DefaultMonitor(), Ports: []Port{{ID: TCP(4172)}}}
+				s := newSim(t, seed, tg)
+				r := rand.New(rand.NewPCG(seed, 7))
+				s.runUntil(s.clk.Now().Add(time.Second+time.Duration(r.Int64N(int64(time.Second)))), nil)
+				calls := s.net.calls
+				s.runUntil(s.clk.Now().Add(time.Second), func() bool { return s.net.calls > calls })
+				if s.net.calls != calls+1 {
+					t.Fatalf("seed %d: %d probes started in one step, want 1", seed, s.net.calls-calls)
+				}
+				// The probe that just started saw the port up; the fault comes right after.
+				s.clk.Set(s.clk.Now().Add(time.Nanosecond))
+				s.net.set(netip.AddrPortFrom(gwAddr, 4172), tt.fault)
+				t0 := s.clk.Now()
+				var ev Event
+				s.runUntil(t0.Add(5*time.Second), func() bool {
+					var ok bool
+					ev, ok = s.verdictEvent("m", StateDown, t0)
+					return ok
+				})
+				d := ev.Time.Sub(t0)
+				if ev.Target == "" || d > tt.max {
+					t.Fatalf("seed %d: detected after %v (event %+v), want at most %v", seed, d, ev, tt.max)
+				}
+				hi = max(hi, d)
+			}
+			t.Logf("worst detection over 100 runs: %v", hi)
 		})
 	}
 }
@@ -366,6 +414,42 @@ func TestProbesAreSpreadOverTheInterval(t *testing.T) {
 	for i, n := range buckets {
 		if n > 200 {
 			t.Errorf("bucket %d holds %d of 1000 first probes: %v", i, n, buckets)
+		}
+	}
+}
+
+// TestProbesStartInBatches checks that many ports with the same interval start their probes
+// at a few shared instants (their phases are multiples of quantum), which is what keeps the
+// wake-ups of a large Checker down, and that the probes of a port start Interval apart.
+func TestProbesStartInBatches(t *testing.T) {
+	m := DefaultMonitor()
+	m.Interval = time.Second
+	var targets []Target
+	for i := range 1000 {
+		targets = append(targets, gateway(fmt.Sprint("gw", i), gwAddr, m))
+	}
+	s := newSim(t, 8, targets...)
+	starts := map[*portState][]time.Time{}
+	s.c.inline = func(tg *target, ps *portState, seq uint64, start time.Time) {
+		starts[ps] = append(starts[ps], start)
+	}
+	begin := s.clk.Now()
+	instants := map[time.Time]bool{}
+	s.runUntil(begin.Add(5*time.Second), func() bool {
+		instants[s.clk.Now()] = true
+		return false
+	})
+	if n := len(instants); n > 5*int(time.Second/quantum)+1 {
+		t.Errorf("3000 ports at 1s woke the Checker %d times in 5s, want at most %d", n, 5*int(time.Second/quantum)+1)
+	}
+	for ps, ts := range starts {
+		for i := 1; i < len(ts); i++ {
+			if d := ts[i].Sub(ts[i-1]); d != m.Interval {
+				t.Fatalf("port %v: probes %d and %d started %v apart, want %v", ps.port.ID, i-1, i, d, m.Interval)
+			}
+		}
+		if len(ts) != 5 {
+			t.Fatalf("port %v: %d probes in 5s, want 5", ps.port.ID, len(ts))
 		}
 	}
 }

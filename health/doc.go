@@ -30,32 +30,39 @@
 // # Schedule
 //
 // Each port has a grid of slots Interval apart, with a random phase per port so that targets
-// loaded together do not probe together. Each probe starts up to Jitter×Interval before its
-// slot (never after), and slots stay on the grid, so jitter never delays a probe and never
-// accumulates. A probe still unanswered after Timeout is a failure at that instant; the next
-// slot's probe starts even if the previous one is still in flight, and a result older than
-// the newest recorded one is ignored. Probes due within 5ms of each other start together
-// when their jitter allows that early a start, so that a Checker of thousands of ports
-// wakes a few hundred times a second rather than once per probe.
+// loaded together do not probe together, and each probe starts at its slot, never before it
+// (nor after it, but for scheduling delays): two probes of a port start Interval apart, which
+// is what the detection bounds below rest on. Phases are multiples of 5ms from one origin
+// per Checker, so that ports whose intervals are multiples of 5ms start their probes at
+// shared instants and a Checker of thousands of ports wakes at most 200 times a second
+// rather than once per probe.
+// A probe still unanswered after Timeout is a failure at that instant; the next slot's probe
+// starts even if the previous one is still in flight, and a result older than the newest
+// recorded one is ignored. Monitor.Jitter does not move probes (see below).
 //
 // # Detection time with the defaults
 //
 // The defaults (configs and DefaultMonitor) are Interval I = 250ms, Timeout T = 250ms,
-// Fall F = 3, Rise R = 2, Jitter J = 0.1. Let a target fail at instant t0.
+// Fall F = 3, Rise R = 2. Let a target fail at instant t0.
 //
 // Powered off (packets silently dropped). A probe fails only when its timeout expires. The
-// first probe that can see the failure starts in the next slot, at most I after t0; the
-// F-th failing probe starts (F-1)·I later and fails T after its start:
+// last probe that started before t0 may still see the port up; every later one fails. The
+// first of those starts with the next slot, at most I after the last one, so at most I after
+// t0; the F-th starts (F-1)·I later and fails T after its start:
 //
 //	worst = I + (F-1)·I + T = F·I + T = 3·250 + 250 = 1000 ms
-//	best  = (F-1)·I - J·I + T        = 500 - 25 + 250 = 725 ms
+//	best  = (F-1)·I + T            = 2·250 + 250 = 750 ms
 //
-// so about 875 ms on average and at most 1 s (plus a few ms of scheduling). The early-only
-// jitter is what keeps the worst case at F·I + T: jitter that could also delay probes would
-// add up to F·J·I = 75 ms.
+// so about 875 ms on average and at most 1 s (plus a few ms of scheduling). Starting probes
+// exactly I apart is what keeps the worst case at F·I + T. A probe that starts e before its
+// slot can start just before t0 for a slot after it and see the port up, so the failing
+// probes start up to e later: with the early-only jitter of Jitter×Interval this package
+// used to apply, the worst case grew to F·I + J·I + T = 1025 ms for J = 0.1, and jitter
+// in both directions would make it F·I + 2·J·I + T. The random phase of each port spreads
+// probes without that cost.
 //
 // Killed or port closed (RST, or ICMP port-unreachable on UDP). Failing probes return at
-// once: worst F·I = 750 ms, best (F-1)·I - J·I = 475 ms. With one required port closed the
+// once: worst F·I = 750 ms, best (F-1)·I = 500 ms. With one required port closed the
 // target's verdict changes at the same instant as that port's state.
 //
 // Back up: R consecutive successes, at most R·I = 500 ms after the service answers again.

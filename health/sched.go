@@ -5,50 +5,50 @@ import (
 	"time"
 )
 
+// quantum is the step of the ports' phases. Ports whose interval is a multiple of it probe
+// at shared instants, so that a Checker of thousands of ports starts its probes in batches
+// and wakes at most 1s/quantum = 200 times a second, while every probe starts at its slot.
+const quantum = 5 * time.Millisecond
+
 // run is one port's place in the schedule, or one probe to start.
 type run struct {
 	tgt  *target
 	ps   *portState
-	slot time.Time // the grid slot of the next probe
-	at   time.Time // when it starts: slot minus jitter
+	slot time.Time // when the next probe starts
 	seq  uint64    // for a probe to start: its sequence number
 	idx  int       // heap index
 }
 
-// firstRun places a port's first slot at a random phase within one interval, so that targets
-// loaded together do not probe together.
-func (c *Checker) firstRun(tg *target, ps *portState, now time.Time) *run {
+// firstRun places a port's first slot at a random phase within one interval, a multiple of
+// quantum after the Checker's origin, so that targets loaded together do not probe together
+// and ports with the same interval start their probes together.
+func (c *Checker) firstRun(tg *target, ps *portState, origin time.Time) *run {
 	m := &tg.t.Monitor
-	r := &run{tgt: tg, ps: ps, slot: now.Add(time.Duration(c.rand() * float64(m.Interval)))}
-	r.at = c.jittered(r.slot, m, now)
-	return r
+	steps := max(int64(m.Interval/quantum), 1)
+	phase := time.Duration(float64(steps)*c.rand()) * quantum
+	if phase >= m.Interval {
+		phase = 0
+	}
+	return &run{tgt: tg, ps: ps, slot: origin.Add(phase)}
 }
 
 // advance moves r to its next slot after a probe started at now. Slots stay on the port's
-// grid, so jitter does not accumulate; a Checker that fell behind skips the missed slots.
+// grid, Interval apart, and a probe starts at its slot, never before: a probe started early
+// could see a port that fails just after it as up, which would stretch the time to F
+// failures by that much. A Checker that fell behind skips the missed slots.
 func (c *Checker) advance(r *run, now time.Time) {
 	m := &r.tgt.t.Monitor
 	r.slot = r.slot.Add(m.Interval)
 	if behind := now.Sub(r.slot); behind >= 0 {
 		r.slot = r.slot.Add((behind/m.Interval + 1) * m.Interval)
 	}
-	r.at = c.jittered(r.slot, m, now)
 }
 
-// jittered returns a start time up to Jitter×Interval before slot, never before now.
-func (c *Checker) jittered(slot time.Time, m *Monitor, now time.Time) time.Time {
-	at := slot.Add(-time.Duration(c.rand() * m.Jitter * float64(m.Interval)))
-	if at.Before(now) {
-		return now
-	}
-	return at
-}
-
-// runHeap orders runs by start time.
+// runHeap orders runs by slot.
 type runHeap []*run
 
 func (h runHeap) Len() int           { return len(h) }
-func (h runHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h runHeap) Less(i, j int) bool { return h[i].slot.Before(h[j].slot) }
 func (h runHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].idx, h[j].idx = i, j

@@ -100,8 +100,10 @@ type Monitor struct {
 	Rise int
 	// Fall is the number of consecutive failures that mark a port down. Default: 3.
 	Fall int
-	// Jitter starts each probe up to Jitter×Interval before its slot, 0..0.5; slots of
-	// different ports also get a random phase. Default: 0 in a zero Monitor, 0.1 in
+	// Jitter is accepted (0..0.5) for the configurations that set it, and does not move
+	// probes: a probe started before its slot can see a port that fails just after it as up,
+	// which adds that much to the worst detection time (see the package doc), and the random
+	// phase of each port already spreads probes. Default: 0 in a zero Monitor, 0.1 in
 	// DefaultMonitor and in configs.
 	Jitter float64
 	// InitialDown starts every port down, so that a target needs Rise good probes before

@@ -78,6 +78,7 @@ type backlogServer struct {
 	port    int
 	stopped atomic.Bool
 	resume  chan struct{}
+	parked  chan struct{} // the loop stopped accepting; buffered
 	fillers []net.Conn
 	done    chan struct{}
 }
@@ -97,7 +98,7 @@ func newBacklogServer() (*backlogServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &backlogServer{fd: fd, port: sa.(*syscall.SockaddrInet4).Port, resume: make(chan struct{}), done: make(chan struct{})}
+	s := &backlogServer{fd: fd, port: sa.(*syscall.SockaddrInet4).Port, resume: make(chan struct{}), parked: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.loop()
 	return s, nil
 }
@@ -114,23 +115,39 @@ func (s *backlogServer) loop() {
 		}
 		syscall.Close(nfd)
 		if s.stopped.Load() {
+			s.parked <- struct{}{}
 			<-s.resume
 		}
 	}
 }
 
 // Blackhole stops accepting and fills the queue. It returns the instant from which no
-// connect can succeed: the start of the first filler connect that timed out.
+// connect can succeed: the start of the first filler connect that timed out after the accept
+// loop parked. Before it parks, the loop may still take a connection that was queued when a
+// filler's SYN was dropped, which frees a place in the queue for one more connect (a probe's,
+// up to the filler's 100ms timeout after the instant that filler started).
 func (s *backlogServer) Blackhole() (time.Time, error) {
 	s.stopped.Store(true)
 	addr := fmt.Sprintf("127.0.0.1:%d", s.port)
+	parked := false
 	for range 16 {
 		start := time.Now()
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err != nil {
+		if err == nil {
+			s.fillers = append(s.fillers, c)
+		} else if parked {
 			return start, nil
 		}
-		s.fillers = append(s.fillers, c)
+		if !parked {
+			// A connection is queued now (this one or one before it): the loop takes it
+			// and parks.
+			select {
+			case <-s.parked:
+				parked = true
+			case <-time.After(time.Second):
+				return time.Time{}, errors.New("the accept loop did not stop")
+			}
+		}
 	}
 	return time.Time{}, errors.New("the accept queue never filled")
 }

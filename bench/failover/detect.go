@@ -375,7 +375,7 @@ func ms(d time.Duration) string {
 }
 
 func printDetect(scs []scenario, res [][]sample, runs int, inter, timeout time.Duration, fall, rise int, limit time.Duration) {
-	fmt.Printf("Settings for both: interval %v, timeout %v, fall %d, rise %d (frontdoor jitter 0.1); %d runs per scenario; \"never\" = not within %v.\n\n",
+	fmt.Printf("Settings for both: interval %v, timeout %v, fall %d, rise %d; %d runs per scenario; \"never\" = not within %v.\n\n",
 		inter, timeout, fall, rise, runs, limit)
 	fmt.Println("| failure | frontdoor verdict p50 / p99 / max (ms) | HAProxy verdict p50 / p99 / max (ms) | HAProxy/frontdoor p50 | new conns avoid it, frontdoor proxy p50 / max (ms) | new conns avoid it, HAProxy p50 / max (ms) |")
 	fmt.Println("|---|---|---|---|---|---|")

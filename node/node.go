@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
@@ -189,7 +190,11 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	r.Health.Subscribe(r.onHealth)
 
-	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{c: r.Health, known: &sync.Map{}}, Registry: o.Registry, Logger: o.Logger}); err != nil {
+	known := make(map[string]*atomic.Bool, len(cfg.Gateways))
+	for _, g := range cfg.Gateways {
+		known[g.Name] = new(atomic.Bool)
+	}
+	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{c: r.Health, known: known}, Registry: o.Registry, Logger: o.Logger}); err != nil {
 		return fail(err)
 	}
 	if acme {
@@ -316,7 +321,7 @@ func (r *Runtime) onHealth(ev health.Event) {
 // later answers only read the verdict (no per-query copy of the port states).
 type gslbHealth struct {
 	c     *health.Checker
-	known *sync.Map // gateway name -> struct{}: verdict definite
+	known map[string]*atomic.Bool // gateway name -> verdict definite; built once, read-only
 }
 
 // GatewayUp implements gslb.Health. A gateway's verdict counts as known once every required
@@ -324,7 +329,8 @@ type gslbHealth struct {
 // answering. Until then the GSLB name's configured initial state holds (an admin override is
 // always known).
 func (h gslbHealth) GatewayUp(name string) (bool, bool) {
-	if _, ok := h.known.Load(name); ok {
+	k := h.known[name]
+	if k != nil && k.Load() {
 		v, _ := h.c.Verdict(name)
 		return v == health.StateUp, true
 	}
@@ -340,7 +346,9 @@ func (h gslbHealth) GatewayUp(name string) (bool, bool) {
 			}
 		}
 	}
-	h.known.Store(name, struct{}{})
+	if k != nil {
+		k.Store(true)
+	}
 	return up, true
 }
 

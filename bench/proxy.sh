@@ -4,7 +4,8 @@
 #   * iperf3 TCP throughput, 1 and 4 streams, plus the proxy's CPU seconds per GB;
 #   * wrk with "Connection: close" against a loopback nginx origin (new connection per
 #     request), plus the proxy's CPU milliseconds per 1000 connections;
-#   * iperf3 UDP at 64 and 1200 bytes: datagrams/s received and loss (HAProxy has no UDP);
+#   * iperf3 UDP at 64 and 1200 bytes: datagrams/s received and loss, and datagrams/s the proxy
+#     forwarded and dropped at its own socket (HAProxy has no UDP);
 #   * RSS per idle connection with 9,900 connections held open (open-files limit 20,000).
 # The proxy runs on PROXY_CPU, load generators and origins on LOAD_CPU (taskset).
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
@@ -66,6 +67,18 @@ wait_port() { # wait_port PORT — until something accepts TCP on 127.0.0.1:PORT
 	exit 1
 }
 TCK=$(getconf CLK_TCK)
+# udp_drops PORT — datagrams dropped so far at the unconnected loopback UDP socket bound to
+# PORT (a full receive queue), from the drops column of /proc/net/udp.
+udp_drops() {
+	python3 -c '
+import sys
+port, n = int(sys.argv[1]), 0
+for l in open("/proc/net/udp").readlines()[1:]:
+    f = l.split()
+    if int(f[1].split(":")[1], 16) == port and int(f[2].split(":")[1], 16) == 0:
+        n += int(f[-1])
+print(n)' "$1"
+}
 
 # Origins and load targets (LOAD_CPU).
 start iperf3 "$LOAD_CPU" iperf3 -s -p 15201
@@ -194,15 +207,21 @@ for round in $(seq "$ROUNDS"); do
 		want udp || continue
 		[ "$name" != haproxy ] || continue # HAProxy has no UDP
 		for len in 64 1200; do
+			d0=$(udp_drops "$iport")
 			cpu_start "$pid"
 			taskset -c "$LOAD_CPU" iperf3 -c 127.0.0.1 -p "$iport" -u -b 0 -l "$len" -t "$DUR" -J >"$WORK/udp.json" || true
 			cpu=$(cpu_used "$pid")
-			read -r pps loss pkts < <(python3 -c '
+			d1=$(udp_drops "$iport")
+			read -r pps loss pkts fwd ploss fwdn < <(python3 -c '
 import json,sys
 s=json.load(open(sys.argv[1]))["end"]["sum"]
 got=s["packets"]-s["lost_packets"]
-print(got/s["seconds"], s["lost_percent"], got)' "$WORK/udp.json")
-			row "udp_${len}" "$name" "$pps" "pkt/s loss=$loss" "$cpu" "$pkts"
+drops=int(sys.argv[2])
+fwd=s["packets"]-drops
+print(got/s["seconds"], s["lost_percent"], got, fwd/s["seconds"], 100*drops/max(s["packets"],1), fwd)' "$WORK/udp.json" "$((d1 - d0))")
+			[ -n "$pid" ] || { fwd=$pps; ploss=$loss; fwdn=$pkts; } # direct: no proxy socket
+			# The proxy's CPU is charged per datagram it read from its socket and forwarded.
+			row "udp_${len}" "$name" "$pps" "pkt/s loss=$loss fwd=$fwd ploss=$ploss" "$cpu" "$fwdn"
 			sleep 1
 		done
 	done
@@ -260,16 +279,37 @@ for test, t in runs.items():
                 elif test == "conn_rate":
                     per = f"{c*1e6:.0f} CPU µs/conn"
                 else:
-                    per = f"{c*1e9:.0f} CPU ns/datagram"
+                    per = f"{c*1e9:.0f} CPU ns/forwarded datagram"
         extra = ""
         if unit.startswith("pkt/s"):
-            extra = " (loss " + "/".join(f"{float(r[1].split('=')[1]):.0f}%" for r in rs) + ")"
+            extra = " (loss " + "/".join(f"{float(r[1].split()[1].split('=')[1]):.0f}%" for r in rs) + ")"
         if test == "idle_rss":
             extra = " (" + "; ".join(r[1] for r in rs) + ")"
         allr = ", ".join(fmt(r[0], unit) for r in rs)
         ratio = f"{fdv/v:.2f}×" if fdv and target != "frontdoor" and v else ""
         L.append(f"| {target} | {fmt(v, unit)} | {per} | {allr}{extra} | {ratio} |")
     L.append("")
+    if test.startswith("udp"):
+        # What each proxy read from its listening socket and sent on (the client's datagrams
+        # minus those dropped because the proxy's receive queue was full), whatever the
+        # receiver then managed to take.
+        kv = lambda r: dict(x.split("=") for x in r[1].split()[1:])
+        L.append("Forwarded by the proxy (datagrams/s it read from its socket and sent on; "
+                 "dropped = share of the client's datagrams lost at the proxy's full receive queue):")
+        L.append("")
+        L.append("| target | forwarded, median | dropped at the proxy | all rounds | frontdoor ÷ target |")
+        L.append("|---|---|---|---|---|")
+        fwd = {tg: [float(kv(r)["fwd"]) for r in rs] for tg, rs in t.items() if tg != "direct"}
+        fdf = med(fwd["frontdoor"]) if "frontdoor" in fwd else None
+        for target, rs in t.items():
+            if target == "direct":
+                continue
+            v = med(fwd[target])
+            drop = "/".join(f"{float(kv(r)['ploss']):.0f}%" for r in rs)
+            allr = ", ".join(f"{x/1e3:.1f}" for x in fwd[target])
+            ratio = f"{fdf/v:.2f}×" if fdf and target != "frontdoor" and v else ""
+            L.append(f"| {target} | {v/1e3:.1f} kpkt/s | {drop} | {allr} kpkt/s | {ratio} |")
+        L.append("")
 open(out, "w").write("\n".join(L))
 print("\n".join(L))
 PY

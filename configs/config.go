@@ -239,7 +239,9 @@ type Monitor struct {
 	Rise int `yaml:"rise"`
 	// Fall is the number of consecutive failures that mark a port down. Default: 3.
 	Fall int `yaml:"fall"`
-	// Jitter spreads probes over ±Jitter×Interval, 0..0.5. Default: 0.1.
+	// Jitter starts each probe up to Jitter×Interval before its slot, 0..0.5; it adds up to
+	// Jitter×Interval to the worst detection time. Every port also gets a random phase, so
+	// probes of many targets never start in lockstep. Default: 0.
 	Jitter float64 `yaml:"jitter"`
 	// Initial is the verdict before the first probes: up or down. Default: up.
 	Initial string `yaml:"initial"`

@@ -115,9 +115,6 @@ func (c *Config) SetDefaults() {
 		setDur(&m.Timeout, 250*time.Millisecond)
 		setInt(&m.Rise, 2)
 		setInt(&m.Fall, 3)
-		if m.Jitter == 0 {
-			m.Jitter = 0.1
-		}
 		setStr(&m.Initial, "up")
 		setStr(&m.Mode, "all")
 		setInt(&m.PassiveFailures, 3)

@@ -37,7 +37,8 @@ type Deps struct {
 	// Start starts one probe without a goroutine; when set, it is used instead of Probe.
 	// Default: NetProber.Start of the default NetProber when Probe is nil too, else nil.
 	Start StartFunc
-	// Rand returns a number in [0,1) for the ports' phases. Default: math/rand/v2.Float64.
+	// Rand returns a number in [0,1) for the ports' phases and jitter. Default:
+	// math/rand/v2.Float64.
 	Rand func() float64
 }
 
@@ -198,7 +199,7 @@ func (c *Checker) Close() error {
 func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 	c.mu.Lock()
 	var due []*run
-	for len(c.sched) > 0 && !c.sched[0].slot.After(now) {
+	for len(c.sched) > 0 && !c.sched[0].at.After(now) {
 		r := c.sched.pop()
 		r.ps.launched++
 		due = append(due, &run{tgt: r.tgt, ps: r.ps, seq: r.ps.launched})
@@ -207,7 +208,7 @@ func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 	}
 	next := now.Add(time.Hour)
 	if len(c.sched) > 0 {
-		next = c.sched[0].slot
+		next = c.sched[0].at
 	}
 	c.mu.Unlock()
 	for _, r := range due {

@@ -532,3 +532,36 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatalf("Run after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestJitterStartsProbesEarly: with Jitter set, each probe starts within Jitter×Interval
+// before its slot, and not all of them at it; slots stay Interval apart.
+func TestJitterStartsProbesEarly(t *testing.T) {
+	m := DefaultMonitor()
+	m.Interval, m.Jitter = time.Second, 0.2
+	var targets []Target
+	for i := range 50 {
+		targets = append(targets, gateway(fmt.Sprint("gw", i), gwAddr, m))
+	}
+	s := newSim(t, 8, targets...)
+	starts := map[*portState][]time.Time{}
+	s.c.inline = func(tg *target, ps *portState, seq uint64, start time.Time) {
+		starts[ps] = append(starts[ps], start)
+	}
+	s.runUntil(s.clk.Now().Add(6*time.Second), func() bool { return false })
+	early := 0
+	for ps, ts := range starts {
+		for i := 1; i < len(ts); i++ {
+			// Consecutive starts: Interval apart, give or take the two probes' jitter.
+			d := ts[i].Sub(ts[i-1])
+			if d < m.Interval-time.Duration(m.Jitter*float64(m.Interval)) || d > m.Interval+time.Duration(m.Jitter*float64(m.Interval)) {
+				t.Fatalf("port %v: probes %d and %d started %v apart, want %v ± %v×", ps.port.ID, i-1, i, d, m.Interval, m.Jitter)
+			}
+			if d != m.Interval {
+				early++
+			}
+		}
+	}
+	if early == 0 {
+		t.Fatal("with jitter 0.2 every probe started exactly at its slot")
+	}
+}

@@ -38,7 +38,8 @@
 // rather than once per probe.
 // A probe still unanswered after Timeout is a failure at that instant; the next slot's probe
 // starts even if the previous one is still in flight, and a result older than the newest
-// recorded one is ignored. Monitor.Jitter does not move probes (see below).
+// recorded one is ignored. With Monitor.Jitter set (default 0), each probe starts up to
+// Jitter×Interval before its slot, at a cost in detection time (see below).
 //
 // # Detection time with the defaults
 //
@@ -56,10 +57,9 @@
 // so about 875 ms on average and at most 1 s (plus a few ms of scheduling). Starting probes
 // exactly I apart is what keeps the worst case at F·I + T. A probe that starts e before its
 // slot can start just before t0 for a slot after it and see the port up, so the failing
-// probes start up to e later: with the early-only jitter of Jitter×Interval this package
-// used to apply, the worst case grew to F·I + J·I + T = 1025 ms for J = 0.1, and jitter
-// in both directions would make it F·I + 2·J·I + T. The random phase of each port spreads
-// probes without that cost.
+// probes start up to e later: with Monitor.Jitter = J the worst case is F·I + J·I + T
+// (1025 ms for J = 0.1), and jitter in both directions would make it F·I + 2·J·I + T. The
+// random phase of each port spreads probes without that cost, so the default is J = 0.
 //
 // Killed or port closed (RST, or ICMP port-unreachable on UDP). Failing probes return at
 // once: worst F·I = 750 ms, best (F-1)·I = 500 ms. With one required port closed the

@@ -14,7 +14,8 @@ const quantum = 5 * time.Millisecond
 type run struct {
 	tgt  *target
 	ps   *portState
-	slot time.Time // when the next probe starts
+	slot time.Time // the grid slot of the next probe
+	at   time.Time // when it starts: the slot, or up to Jitter×Interval before it
 	seq  uint64    // for a probe to start: its sequence number
 	idx  int       // heap index
 }
@@ -29,26 +30,42 @@ func (c *Checker) firstRun(tg *target, ps *portState, origin time.Time) *run {
 	if phase >= m.Interval {
 		phase = 0
 	}
-	return &run{tgt: tg, ps: ps, slot: origin.Add(phase)}
+	r := &run{tgt: tg, ps: ps, slot: origin.Add(phase)}
+	r.at = c.jittered(r.slot, m, origin)
+	return r
 }
 
 // advance moves r to its next slot after a probe started at now. Slots stay on the port's
-// grid, Interval apart, and a probe starts at its slot, never before: a probe started early
-// could see a port that fails just after it as up, which would stretch the time to F
-// failures by that much. A Checker that fell behind skips the missed slots.
+// grid, Interval apart, and with no jitter (the default) a probe starts at its slot: a probe
+// started early can see a port that fails just after it as up, which stretches the time to
+// F failures by that much. A Checker that fell behind skips the missed slots.
 func (c *Checker) advance(r *run, now time.Time) {
 	m := &r.tgt.t.Monitor
 	r.slot = r.slot.Add(m.Interval)
 	if behind := now.Sub(r.slot); behind >= 0 {
 		r.slot = r.slot.Add((behind/m.Interval + 1) * m.Interval)
 	}
+	r.at = c.jittered(r.slot, m, now)
 }
 
-// runHeap orders runs by slot.
+// jittered returns a start up to Jitter×Interval before slot, never before now; the slot
+// itself when the port has no jitter.
+func (c *Checker) jittered(slot time.Time, m *Monitor, now time.Time) time.Time {
+	if m.Jitter <= 0 {
+		return slot
+	}
+	at := slot.Add(-time.Duration(c.rand() * m.Jitter * float64(m.Interval)))
+	if at.Before(now) {
+		return now
+	}
+	return at
+}
+
+// runHeap orders runs by start time.
 type runHeap []*run
 
 func (h runHeap) Len() int           { return len(h) }
-func (h runHeap) Less(i, j int) bool { return h[i].slot.Before(h[j].slot) }
+func (h runHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 func (h runHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].idx, h[j].idx = i, j

@@ -100,11 +100,9 @@ type Monitor struct {
 	Rise int
 	// Fall is the number of consecutive failures that mark a port down. Default: 3.
 	Fall int
-	// Jitter is accepted (0..0.5) for the configurations that set it, and does not move
-	// probes: a probe started before its slot can see a port that fails just after it as up,
-	// which adds that much to the worst detection time (see the package doc), and the random
-	// phase of each port already spreads probes. Default: 0 in a zero Monitor, 0.1 in
-	// DefaultMonitor and in configs.
+	// Jitter starts each probe up to Jitter×Interval before its slot (0..0.5), for sites that
+	// want probes spread beyond the random phase every port gets. It adds up to Jitter×Interval
+	// to the worst detection time (see the package doc). Default: 0.
 	Jitter float64
 	// InitialDown starts every port down, so that a target needs Rise good probes before
 	// it is eligible. Default: false (ports start up).
@@ -120,14 +118,13 @@ type Monitor struct {
 }
 
 // DefaultMonitor returns the defaults of the site configuration: 250ms interval and timeout,
-// rise 2, fall 3, jitter 0.1, initially up, all-of, 3 passive failures in 5s.
+// rise 2, fall 3, no jitter, initially up, all-of, 3 passive failures in 5s.
 func DefaultMonitor() Monitor {
 	return Monitor{
 		Interval:        250 * time.Millisecond,
 		Timeout:         250 * time.Millisecond,
 		Rise:            2,
 		Fall:            3,
-		Jitter:          0.1,
 		Mode:            ModeAll,
 		PassiveFailures: 3,
 		PassiveWindow:   5 * time.Second,

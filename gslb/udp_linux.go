@@ -186,17 +186,24 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 		st.ohdrs[i].hdr.Iovlen = 1
 	}
 	w := &udpWriter{local: u.local}
+	// The two system calls, made once as closures: a closure built per call would escape to
+	// the heap (Control is an interface method) and allocate on every batch.
+	var n, k, off int
+	var errno syscall.Errno
+	recv := func(fd uintptr) {
+		r, _, e := syscall.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&st.hdrs[0])), batchSize, unix.MSG_WAITFORONE, 0, 0)
+		n, errno = int(r), e
+	}
+	send := func(fd uintptr) {
+		r, _, e := syscall.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&st.ohdrs[off])), uintptr(k-off), unix.MSG_DONTWAIT, 0, 0)
+		n, errno = int(r), e
+	}
 	for !u.stop.Load() {
 		for i := range st.hdrs {
 			st.hdrs[i].hdr.Namelen = syscall.SizeofSockaddrInet6
 			st.hdrs[i].hdr.Flags = 0
 		}
-		var n int
-		var errno syscall.Errno
-		err := rc.Control(func(fd uintptr) {
-			r, _, e := syscall.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&st.hdrs[0])), batchSize, unix.MSG_WAITFORONE, 0, 0)
-			n, errno = int(r), e
-		})
+		err := rc.Control(recv)
 		if err != nil {
 			if u.stop.Load() || errors.Is(err, os.ErrClosed) {
 				return nil
@@ -213,7 +220,7 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 		default: // transient (ENOMEM, a queued ICMP error): read again
 			continue
 		}
-		k := 0
+		k = 0
 		for i := range n {
 			peer, ok := sockaddrPeer(&st.names[i])
 			if !ok || st.hdrs[i].hdr.Flags&syscall.MSG_TRUNC != 0 {
@@ -231,17 +238,13 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 			st.ohdrs[k].hdr.Namelen = st.hdrs[i].hdr.Namelen
 			k++
 		}
-		for off := 0; off < k; {
-			var r uintptr
-			var e syscall.Errno
-			if err := rc.Control(func(fd uintptr) {
-				r, _, e = syscall.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&st.ohdrs[off])), uintptr(k-off), unix.MSG_DONTWAIT, 0, 0)
-			}); err != nil {
+		for off = 0; off < k; {
+			if err := rc.Control(send); err != nil {
 				return nil
 			}
-			switch e {
+			switch errno {
 			case 0:
-				off += int(r)
+				off += n
 			case syscall.EINTR:
 			default: // a full send buffer or an unreachable peer: drop that reply
 				off++

@@ -158,10 +158,13 @@ func (h *Handler) reply(req *dns.Msg, src netip.Addr) (*dns.Msg, outcome) {
 
 	// The client is the ECS address when the resolver sent one (a /0 source means "do not
 	// tailor": the resolver's address is used and the scope stays 0).
-	client, useECS := src, false
+	client, useECS, scopeBase := src, false, 0
 	if ecs != nil && ecs.SourceNetmask > 0 {
 		a, _ := netip.AddrFromSlice(ecs.Address)
 		client, useECS = a.Unmap(), true
+		if ecs.Family == 2 && a.Is4In6() {
+			scopeBase = 96 // the zone map speaks IPv4; the scope is echoed in the query's family
+		}
 	}
 	out.client = client
 	scope := -1 // -1: the answer does not depend on the client
@@ -169,7 +172,7 @@ func (h *Handler) reply(req *dns.Msg, src netip.Addr) (*dns.Msg, outcome) {
 	if ecs != nil {
 		e := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: ecs.Family, SourceNetmask: ecs.SourceNetmask, Address: ecs.Address}
 		if useECS && scope > 0 {
-			e.SourceScope = uint8(scope)
+			e.SourceScope = uint8(scopeBase + scope)
 		}
 		opt := resp.IsEdns0()
 		opt.Option = append(opt.Option, e)

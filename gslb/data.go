@@ -44,6 +44,7 @@ type gname struct {
 	sites     []*site
 	orders    map[string]*order // client zone -> candidate order; "" is the default order
 	rr        atomic.Uint64     // round-robin counter
+	naddrs    [2]int            // IPv4 and IPv6 addresses of all sites: the most an answer has
 }
 
 // site is one zone's front doors behind a GSLB name.
@@ -233,6 +234,8 @@ func buildName(nc configs.GSLBName, gws map[string]configs.Gateway) (*gname, err
 				}
 			}
 			s.gateways = append(s.gateways, gw)
+			g.naddrs[0] += len(gw.v4)
+			g.naddrs[1] += len(gw.v6)
 		}
 		g.sites = append(g.sites, s)
 		byZone[s.zone] = s

@@ -29,10 +29,11 @@ type fastECS struct {
 	source  uint8
 	addr    []byte // the address bytes as sent: exactly ceil(source/8) of them
 	client  netip.Addr
+	mapped  bool // an IPv4-mapped IPv6 subnet: the scope is echoed 96 bits longer
 }
 
-// fastUDP appends to out the reply to the UDP query req from src, or returns ok=false when
-// the query needs the full path.
+// fastUDP writes into out (which must be empty; its capacity is reused) the reply to the UDP
+// query req from src, or returns ok=false when the query needs the full path.
 func (h *Handler) fastUDP(req []byte, src netip.Addr, out []byte) (reply []byte, ok bool) {
 	if len(req) < 17 || req[2]&^0x01 != 0 || req[3]&^0x10 != 0 ||
 		binary.BigEndian.Uint16(req[4:]) != 1 || binary.BigEndian.Uint16(req[6:]) != 0 ||
@@ -96,6 +97,23 @@ func (h *Handler) fastUDP(req []byte, src netip.Addr, out []byte) (reply []byte,
 	if g == nil || d.findDomain(name) == nil {
 		return nil, false
 	}
+	// Give up before choosing, never after: choose takes a round-robin turn, and the full
+	// path would take another. An answer has at most every address of the name's family.
+	fam := 0
+	rrLen := 16 // a compressed A record
+	if v6 {
+		fam, rrLen = 1, 28
+	}
+	optLen := 0
+	if hasOPT {
+		optLen = 11
+		if ecs.present {
+			optLen += 8 + len(ecs.addr)
+		}
+	}
+	if n := g.naddrs[fam]; n > fastMaxAnswers || qend+n*rrLen+optLen > size {
+		return nil, false // the full path cuts the answer to size
+	}
 	client := src
 	if ecs.present && ecs.source > 0 {
 		client = ecs.client
@@ -103,7 +121,7 @@ func (h *Handler) fastUDP(req []byte, src netip.Addr, out []byte) (reply []byte,
 	res := h.zones.Lookup(client)
 	var abuf [fastMaxAnswers]net.IP
 	p := h.choose(abuf[:0], g, v6, res.Zone)
-	if p.servfail || p.noAddress || len(p.addrs) > fastMaxAnswers {
+	if p.servfail || p.noAddress { // no round-robin turn was taken
 		return nil, false
 	}
 
@@ -133,15 +151,15 @@ func (h *Handler) fastUDP(req []byte, src netip.Addr, out []byte) (reply []byte,
 			scope := uint8(0)
 			if ecs.source > 0 && p.byZone && res.Scope > 0 {
 				scope = uint8(res.Scope)
+				if ecs.mapped {
+					scope += 96
+				}
 			}
 			l := 4 + len(ecs.addr)
 			out = append(out, byte((4+l)>>8), byte(4+l), 0, dns.EDNS0SUBNET, byte(l>>8), byte(l),
 				byte(ecs.family>>8), byte(ecs.family), ecs.source, scope)
 			out = append(out, ecs.addr...)
 		}
-	}
-	if len(out) > size {
-		return nil, false // the full path truncates
 	}
 
 	h.metrics.query(qtype, dns.RcodeSuccess)
@@ -213,6 +231,6 @@ func readECS(b []byte, ecs *fastECS) bool {
 	if netip.PrefixFrom(a, int(ecs.source)).Masked().Addr() != a {
 		return false
 	}
-	ecs.present, ecs.client = true, a.Unmap()
+	ecs.present, ecs.client, ecs.mapped = true, a.Unmap(), ecs.family == 2 && a.Is4In6()
 	return true
 }

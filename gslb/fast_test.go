@@ -260,3 +260,35 @@ func BenchmarkFastGSLB(b *testing.B) {
 		}
 	}
 }
+
+// TestRoundRobinTakesOneTurnPerQuery: a query takes one round-robin turn whichever path
+// answers it (the fast path gives up before choosing, never after).
+func TestRoundRobinTakesOneTurnPerQuery(t *testing.T) {
+	e := newEnv(t)
+	rr := e.h.data.Load().names["rr.example.test."]
+	src := netip.MustParseAddr("10.1.0.53")
+	edits := []func(*dns.Msg){
+		func(m *dns.Msg) {}, // fast
+		func(m *dns.Msg) { // a cookie: the full path
+			m.SetEdns0(1232, false)
+			m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"}}
+		},
+		func(m *dns.Msg) { m.SetEdns0(1232, false) }, // fast
+	}
+	for i := range 30 {
+		m := new(dns.Msg)
+		m.SetQuestion("rr.example.test.", dns.TypeA)
+		edits[i%len(edits)](m)
+		wire, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := rr.rr.Load()
+		if _, ok := e.h.fastUDP(wire, src, nil); !ok {
+			fullReply(t, e, wire, src)
+		}
+		if got := rr.rr.Load() - before; got != 1 {
+			t.Fatalf("query %d took %d round-robin turns, want 1", i, got)
+		}
+	}
+}

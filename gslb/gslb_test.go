@@ -87,6 +87,7 @@ func TestECSScope(t *testing.T) {
 		{name: "a nested same-zone range narrows the scope", qname: "desktop.example.test.", ecs: "10.3.7.0/24", wantScope: 24, wantSource: 24},
 		{name: "IPv6 sources get IPv6 scopes", qname: "desktop.example.test.", ecs: "2001:db8:2::/56", wantScope: 48, wantSource: 56},
 		{name: "a /0 source gets scope 0", qname: "desktop.example.test.", ecs: "0.0.0.0/0", wantScope: 0, wantSource: 0},
+		{name: "an IPv4-mapped IPv6 source gets its IPv4 scope in IPv6 bits", qname: "desktop.example.test.", ecs: "::ffff:10.2.3.0/120", wantScope: 112, wantSource: 120},
 		{name: "static records get scope 0", qname: "mail.example.test.", ecs: "10.2.3.0/24", wantScope: 0, wantSource: 24},
 		{name: "the weighted policy does not depend on the client: scope 0", qname: "weighted.example.test.", ecs: "10.2.3.0/24", wantScope: 0, wantSource: 24},
 		{name: "NXDOMAIN gets scope 0", qname: "nope.example.test.", ecs: "10.2.3.0/24", wantScope: 0, wantSource: 24},

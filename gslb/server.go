@@ -99,7 +99,7 @@ func (s *Server) Listen() error {
 func (s *Server) listenLocked(udp, tcp bool) error {
 	addr := s.opts.Address
 	if udp {
-		raw, err := listenRawUDP(addr, workerCount())
+		raw, err := listenRawUDP(addr, 1)
 		if err != nil {
 			return err
 		}

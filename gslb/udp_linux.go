@@ -154,6 +154,11 @@ func (u *udpLoop) rawWorkers() []func() error {
 // waits.
 var blocking atomic.Int32
 
+// ExtraProcs returns how many Ps a process should add to GOMAXPROCS for n DNS listeners, so
+// that their blocking UDP workers (one per listener bound to an IP address, each holding a P
+// while it waits and using no CPU then) never take a P from the rest of the process.
+func ExtraProcs(n int) int { return n }
+
 // takeBlocking reserves up to n blocking workers within GOMAXPROCS-1 and returns how many.
 func takeBlocking(n int) int {
 	limit := int32(runtime.GOMAXPROCS(0) - 1)

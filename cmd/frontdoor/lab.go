@@ -51,6 +51,11 @@ func newLabCmd() *cobra.Command {
 				}
 			}
 			fmt.Fprintf(out, "starting lab site %q\n", cfg.Site.Name)
+			var names []string
+			for _, nd := range cfg.Nodes {
+				names = append(names, nd.Name)
+			}
+			reserveDNSProcs(cfg, names...)
 			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, DataDir: data,
 				Logger:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level})),
 				Progress: func(step string) { fmt.Fprintf(out, "  ... %s\n", step) }})

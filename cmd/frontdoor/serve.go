@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -47,12 +49,7 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
-			// On one CPU, a second P: the DNS server's UDP worker blocks in the kernel holding
-			// a P (see gslb), and the rest of the node keeps the other. An explicit GOMAXPROCS
-			// is left alone (the DNS server then waits through the Go poller).
-			if runtime.GOMAXPROCS(0) < 2 && os.Getenv("GOMAXPROCS") == "" {
-				runtime.GOMAXPROCS(2)
-			}
+			reserveDNSProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
 				Logger: log, Registry: prometheus.NewRegistry()})
 			if err != nil {
@@ -114,5 +111,29 @@ func pickNode(cfg *configs.Config, name string) (configs.Node, error) {
 		return configs.Node{}, fmt.Errorf("the config has %d nodes: choose one with --node (%s)", len(names), strings.Join(names, ", "))
 	default:
 		return configs.Node{}, fmt.Errorf("no node %q in the config (nodes: %s)", name, strings.Join(names, ", "))
+	}
+}
+
+// reserveDNSProcs adds to GOMAXPROCS one P for each blocking UDP worker of the DNS listeners
+// of the named nodes: such a worker holds its P while it waits in the kernel (see gslb), and
+// the rest of the process keeps every CPU's P. An explicit GOMAXPROCS is left alone (a DNS
+// server that finds no P to spare waits through the Go poller instead).
+func reserveDNSProcs(cfg *configs.Config, nodes ...string) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	n := 0
+	for _, nd := range cfg.Nodes {
+		if !slices.Contains(nodes, nd.Name) {
+			continue
+		}
+		for _, l := range nd.Listeners {
+			if l.Kind == "dns" {
+				n++
+			}
+		}
+	}
+	if extra := gslb.ExtraProcs(n); extra > 0 {
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + extra)
 	}
 }

@@ -53,7 +53,8 @@ func (e *poller) stepTCPLocked(op *pollOp, ev uint32) {
 			e.finishLocked(op, fmt.Errorf("connecting to %s: %w", op.addr, soerr))
 			return
 		case ev&unix.EPOLLOUT == 0:
-			return // not connected yet
+			e.rearmLocked(op, unix.EPOLLOUT) // not connected yet: the watch is one-shot
+			return
 		case op.kind == pollTCP:
 			e.finishLocked(op, nil)
 			return

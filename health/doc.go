@@ -22,8 +22,9 @@
 // On Linux the tcp, tls hello and udp probes run on non-blocking sockets watched by one
 // epoll loop for the whole NetProber, which parks in the runtime's own poller: no
 // goroutine, net.Conn or timer per probe, TCP sockets closed with a reset (no TIME_WAIT),
-// and one connected UDP socket kept per port, replaced after a probe that got no answer so
-// that a late reply can never pass for the answer to a later probe. The Checker starts
+// and one connected UDP socket kept per port while the loop runs (it stops after 100ms
+// without a probe), replaced after a probe that got no answer so that a late reply can never
+// pass for the answer to a later probe. The Checker starts
 // those probes with NetProber.Start; other probes, other systems and an injected ProbeFunc
 // run a goroutine per probe.
 //

@@ -21,7 +21,9 @@ const havePoller = true
 // loop goroutine watches for all probes in flight: no goroutine, timer or net.Conn per
 // probe, and probe deadlines in a heap inside the loop. TCP sockets close with a reset (no
 // TIME_WAIT). UDP sockets are connected (an ICMP port-unreachable reads as ECONNREFUSED) and
-// kept per target port across probes; see startUDP for how stale replies are kept out.
+// kept per target port across probes while the loop runs (it ends after idleLinger without a
+// probe, so with few ports and long intervals a socket may last one probe); see startUDP for
+// how stale replies are kept out.
 //
 // The loop starts with the first probe and ends after idleLinger without one, closing its
 // sockets, so a NetProber needs no Close. No call of ours blocks: the epoll fd is itself

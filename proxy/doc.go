@@ -23,19 +23,4 @@
 // direction that stays quiet (250ms, or 25ms before its first byte) parks in an epoll poller
 // of the server and gives its goroutine back, so an idle connection costs its two sockets and
 // a few hundred bytes of heap, not goroutine stacks.
-package proxyproto).
-// Client affinity is shared by all listeners: a client that reached backend X through one
-// listener reaches X through the others too, for AffinityTTL, as long as Health says X is up.
-//
-// TCP bulk payload is moved with (*net.TCPConn).ReadFrom on another *net.TCPConn, which Linux
-// serves with splice(2): bytes never enter user space (TestTCPPayloadIsSplicedNotCopied shows it
-// with the process's I/O counters). A direction starts by copying: it reads what is queued into
-// a pooled 16 KiB buffer (held only while bytes are moving: a read that finds nothing gives
-// it back at once) and writes it on, so the short
-// exchanges of a short connection cost one read and one write each; a read that fills the
-// buffer switches the direction to splicing until it next goes quiet (HAProxy's splice-auto).
-// The connection's own goroutine (started by the accept loop) carries the client-to-backend
-// direction, one more goroutine the other, and a direction that stays quiet (250ms, or 25ms before its first byte) parks in an
-// epoll poller of the server and gives its goroutine back, so an idle connection costs its two
-// sockets and a few hundred bytes of heap, not goroutine stacks.
 package proxy

@@ -1,6 +1,9 @@
 package gslb
 
-import "net"
+import (
+	"net"
+	"slices"
+)
 
 // Policies of a GSLB name.
 const (
@@ -115,8 +118,10 @@ func (h *Handler) choose(abuf []net.IP, g *gname, v6 bool, zone string) pick {
 			}
 			if g.policy == policyRoundRobin && len(addrs) > 1 {
 				k := int(g.rr.Add(1) % uint64(len(addrs)))
-				rot := make([]net.IP, 0, len(addrs))
-				addrs = append(append(rot, addrs[k:]...), addrs[:k]...)
+				// Rotate left by k in place (the slice is the caller's buffer): three reversals.
+				slices.Reverse(addrs[:k])
+				slices.Reverse(addrs[k:])
+				slices.Reverse(addrs)
 			}
 			return pick{addrs: addrs, site: s.zone, byZone: true}
 		}

@@ -180,28 +180,29 @@ func (h *Handler) reply(req *dns.Msg, src netip.Addr) (*dns.Msg, outcome) {
 	return resp, out
 }
 
-// validECS checks an ECS option of a query (RFC 7871 section 6): a known family, a source
-// prefix no longer than the address, no address bits past it, and a zero scope.
+// validECS checks an ECS option of a query (see validSubnet).
 func validECS(e *dns.EDNS0_SUBNET) bool {
 	a, ok := netip.AddrFromSlice(e.Address)
-	if !ok || e.SourceScope != 0 {
+	if !ok {
 		return false
 	}
-	switch e.Family {
-	case 1:
+	if e.Family == 1 {
 		a = a.Unmap()
-		if !a.Is4() || e.SourceNetmask > 32 {
-			return false
-		}
-	case 2:
-		if a.Is4() || e.SourceNetmask > 128 {
-			return false
-		}
-	default:
-		return false
 	}
-	p := netip.PrefixFrom(a, int(e.SourceNetmask))
-	return p.Masked().Addr() == a
+	return validSubnet(e.Family, e.SourceNetmask, e.SourceScope, a)
+}
+
+// validSubnet checks the subnet of an ECS option (RFC 7871 section 6): a known family whose
+// address a is of that family (IPv4 for 1, 16 bytes for 2), a source prefix no longer than
+// the address, no address bits past it, and a zero scope.
+func validSubnet(family uint16, source, scope uint8, a netip.Addr) bool {
+	switch {
+	case scope != 0:
+		return false
+	case family == 1 && a.Is4() && source <= 32, family == 2 && a.Is6() && source <= 128:
+		return netip.PrefixFrom(a, int(source)).Masked().Addr() == a
+	}
+	return false
 }
 
 // resolve fills resp for the question, following CNAMEs inside our domains.

@@ -199,36 +199,23 @@ func (h *Handler) fastOPT(b []byte, ecs *fastECS) (size int, ok bool) {
 	return size, true
 }
 
-// readECS reads an ECS option's data; ok only for what validECS accepts, with the address
-// sent in exactly ceil(source/8) bytes.
+// readECS reads an ECS option's data; ok only for a subnet validSubnet accepts, with the
+// address sent in exactly ceil(source/8) bytes.
 func readECS(b []byte, ecs *fastECS) bool {
-	if len(b) < 4 || b[3] != 0 {
+	if len(b) < 4 {
 		return false
 	}
 	ecs.family, ecs.source, ecs.addr = binary.BigEndian.Uint16(b), b[2], b[4:]
 	if len(ecs.addr) != (int(ecs.source)+7)/8 {
 		return false
 	}
-	var a netip.Addr
-	switch ecs.family {
-	case 1:
-		if ecs.source > 32 {
-			return false
-		}
-		var x [4]byte
-		copy(x[:], ecs.addr)
-		a = netip.AddrFrom4(x)
-	case 2:
-		if ecs.source > 128 {
-			return false
-		}
-		var x [16]byte
-		copy(x[:], ecs.addr)
-		a = netip.AddrFrom16(x)
-	default:
-		return false
+	var x [16]byte
+	copy(x[:], ecs.addr) // a longer address fails validSubnet's length check below
+	a := netip.AddrFrom16(x)
+	if ecs.family == 1 {
+		a = netip.AddrFrom4([4]byte(x[:4]))
 	}
-	if netip.PrefixFrom(a, int(ecs.source)).Masked().Addr() != a {
+	if !validSubnet(ecs.family, ecs.source, b[3], a) {
 		return false
 	}
 	ecs.present, ecs.client, ecs.mapped = true, a.Unmap(), ecs.family == 2 && a.Is4In6()

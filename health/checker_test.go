@@ -424,15 +424,7 @@ func TestProbesAreSpreadOverTheInterval(t *testing.T) {
 func TestProbesStartInBatches(t *testing.T) {
 	m := DefaultMonitor()
 	m.Interval = time.Second
-	var targets []Target
-	for i := range 1000 {
-		targets = append(targets, gateway(fmt.Sprint("gw", i), gwAddr, m))
-	}
-	s := newSim(t, 8, targets...)
-	starts := map[*portState][]time.Time{}
-	s.c.inline = func(tg *target, ps *portState, seq uint64, start time.Time) {
-		starts[ps] = append(starts[ps], start)
-	}
+	s, starts := simStarts(t, 1000, m)
 	begin := s.clk.Now()
 	instants := map[time.Time]bool{}
 	s.runUntil(begin.Add(5*time.Second), func() bool {
@@ -538,15 +530,7 @@ func TestRunLifecycle(t *testing.T) {
 func TestJitterStartsProbesEarly(t *testing.T) {
 	m := DefaultMonitor()
 	m.Interval, m.Jitter = time.Second, 0.2
-	var targets []Target
-	for i := range 50 {
-		targets = append(targets, gateway(fmt.Sprint("gw", i), gwAddr, m))
-	}
-	s := newSim(t, 8, targets...)
-	starts := map[*portState][]time.Time{}
-	s.c.inline = func(tg *target, ps *portState, seq uint64, start time.Time) {
-		starts[ps] = append(starts[ps], start)
-	}
+	s, starts := simStarts(t, 50, m)
 	s.runUntil(s.clk.Now().Add(6*time.Second), func() bool { return false })
 	early := 0
 	for ps, ts := range starts {
@@ -564,4 +548,20 @@ func TestJitterStartsProbesEarly(t *testing.T) {
 	if early == 0 {
 		t.Fatal("with jitter 0.2 every probe started exactly at its slot")
 	}
+}
+
+// simStarts builds a simulation of n gateways monitored with m whose probes only record
+// their start times, by port.
+func simStarts(t *testing.T, n int, m Monitor) (*sim, map[*portState][]time.Time) {
+	t.Helper()
+	var targets []Target
+	for i := range n {
+		targets = append(targets, gateway(fmt.Sprint("gw", i), gwAddr, m))
+	}
+	s := newSim(t, 8, targets...)
+	starts := map[*portState][]time.Time{}
+	s.c.inline = func(tg *target, ps *portState, seq uint64, start time.Time) {
+		starts[ps] = append(starts[ps], start)
+	}
+	return s, starts
 }

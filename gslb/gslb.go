@@ -11,11 +11,11 @@
 //
 // The Handler is a plain dns.Handler with no global state; Server runs it on UDP and TCP with
 // its own dns.ServeMux. Over UDP the common query (A or AAAA of a GSLB name) is answered by a
-// wire fast path that gives the same answer without building a dns.Msg (fast.go), and on
-// 64-bit Linux a server bound to an IP address reads with a worker blocked in recvmmsg on a
-// socket kept out of the Go poller (udp_linux.go), when the process has a P to spare for it
-// (ExtraProcs); otherwise it reads through the Go poller. ACME DNS-01 challenge records are added and removed at run time through
-// ACME, which implements the libdns interfaces that certmagic drives.
+// wire fast path that gives the same answer without building a dns.Msg (fast.go). With
+// ServerOptions.BlockingUDP, on 64-bit Linux a server bound to an IP address reads with a
+// worker blocked in recvmmsg on a socket kept out of the Go poller (udp_linux.go); otherwise
+// it reads through the Go poller. ACME DNS-01 challenge records are added and removed at run
+// time through ACME, which implements the libdns interfaces that certmagic drives.
 package gslb
 
 import (

@@ -28,6 +28,11 @@ type ServerOptions struct {
 	TCPIdleTimeout time.Duration
 	// MaxTCPQueries is the most queries answered on one TCP connection. Default: 128.
 	MaxTCPQueries int
+	// BlockingUDP serves UDP with a worker blocked in recvmmsg on a socket kept out of the Go
+	// poller (64-bit Linux, Address an IP address; see udp_linux.go). The worker holds a P
+	// while it waits, so the process should have one to spare (ExtraProcs). Default: false
+	// (workers wait through the Go poller).
+	BlockingUDP bool
 }
 
 // Server runs a dns.Handler on UDP and TCP with its own dns.ServeMux.
@@ -99,9 +104,12 @@ func (s *Server) Listen() error {
 func (s *Server) listenLocked(udp, tcp bool) error {
 	addr := s.opts.Address
 	if udp {
-		raw, err := listenRawUDP(addr, 1)
-		if err != nil {
-			return err
+		var raw *rawUDP
+		if s.opts.BlockingUDP {
+			var err error
+			if raw, err = listenRawUDP(addr); err != nil {
+				return err
+			}
 		}
 		if raw != nil {
 			s.raw = raw

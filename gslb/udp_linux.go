@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -50,33 +48,25 @@ type mmsgState struct {
 // it for the garbage collector until the call returns. Hence the receive timeout: the signal
 // the runtime sends to preempt a goroutine makes a receive with SO_RCVTIMEO return EINTR at
 // once (signal(7)), the timeout bounds the wait if a signal is missed, and the worker then
-// yields. And hence the budget: at most GOMAXPROCS-1 blocking workers in the process, so that
-// one P is always left for the rest of it.
+// yields. And hence ServerOptions.BlockingUDP is the process owner's choice: it should add a
+// P for each such worker (ExtraProcs), so that the rest of the process keeps every CPU's.
 type rawUDP struct {
 	f     *os.File        // owns the descriptor
 	rc    syscall.RawConn // f's, for the workers' system calls
 	local netip.AddrPort
-	n     int       // blocking workers reserved for this socket
-	once  sync.Once // releases the reservation
 }
 
-// listenRawUDP opens a blocking UDP socket on addr and reserves up to n blocking workers for
-// it. It returns nil, nil when addr is not an IP literal and port or no worker can be
-// reserved; the caller then uses a socket of the net package.
-func listenRawUDP(addr string, n int) (*rawUDP, error) {
+// listenRawUDP opens a blocking UDP socket on addr. It returns nil, nil when addr is not an
+// IP literal and port; the caller then uses a socket of the net package.
+func listenRawUDP(addr string) (*rawUDP, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil || ap.Addr().IsUnspecified() || ap.Addr().Zone() != "" {
 		return nil, nil
 	}
-	if n = takeBlocking(n); n == 0 {
-		return nil, nil
-	}
 	r, err := openRawUDP(ap)
 	if err != nil {
-		blocking.Add(int32(-n))
 		return nil, fmt.Errorf("listening on udp %s: %w", addr, err)
 	}
-	r.n = n
 	return r, nil
 }
 
@@ -135,44 +125,18 @@ func openRawUDP(ap netip.AddrPort) (*rawUDP, error) {
 func (r *rawUDP) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(r.local) }
 
 // Close closes the socket (at once for new calls; a worker blocked in a receive keeps the
-// descriptor until the receive returns) and gives back the reserved workers.
-func (r *rawUDP) Close() error {
-	r.once.Do(func() { blocking.Add(int32(-r.n)) })
-	return r.f.Close()
-}
+// descriptor until the receive returns).
+func (r *rawUDP) Close() error { return r.f.Close() }
 
-// rawWorkers returns the blocking workers of a loop on a rawUDP socket.
+// rawWorkers returns the one blocking worker of a loop on a rawUDP socket.
 func (u *udpLoop) rawWorkers() []func() error {
-	fs := make([]func() error, u.raw.n)
-	for i := range fs {
-		fs[i] = func() error { return u.serveMmsg(u.raw.rc) }
-	}
-	return fs
+	return []func() error{func() error { return u.serveMmsg(u.raw.rc) }}
 }
 
-// blocking counts the blocking workers reserved in the process; each holds a P while it
-// waits.
-var blocking atomic.Int32
-
-// ExtraProcs returns how many Ps a process should add to GOMAXPROCS for n DNS listeners, so
-// that their blocking UDP workers (one per listener bound to an IP address, each holding a P
-// while it waits and using no CPU then) never take a P from the rest of the process.
+// ExtraProcs returns how many Ps a process should add to GOMAXPROCS for n DNS listeners with
+// BlockingUDP, so that their workers (one per listener, each holding a P while it waits and
+// using no CPU then) never take a P from the rest of the process.
 func ExtraProcs(n int) int { return n }
-
-// takeBlocking reserves up to n blocking workers within GOMAXPROCS-1 and returns how many.
-func takeBlocking(n int) int {
-	limit := int32(runtime.GOMAXPROCS(0) - 1)
-	for {
-		cur := blocking.Load()
-		k := min(int32(n), limit-cur)
-		if k <= 0 {
-			return 0
-		}
-		if blocking.CompareAndSwap(cur, cur+k) {
-			return int(k)
-		}
-	}
-}
 
 // rcvTimeout bounds one blocking receive.
 const rcvTimeout = 10 * time.Millisecond

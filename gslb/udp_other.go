@@ -11,7 +11,7 @@ import (
 // and the batch workers of golang.org/x/net.
 type rawUDP struct{ local netip.AddrPort }
 
-func listenRawUDP(string, int) (*rawUDP, error) { return nil, nil }
+func listenRawUDP(string) (*rawUDP, error) { return nil, nil }
 
 func (r *rawUDP) LocalAddr() net.Addr         { return nil }
 func (r *rawUDP) Close() error                { return nil }

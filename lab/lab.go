@@ -42,6 +42,8 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Rebind is passed to the node runtime (see node.Options.Rebind). Default: nil.
 	Rebind func(netip.Addr) netip.Addr
+	// BlockingDNS is passed to the node runtime (see node.Options.BlockingDNS). Default: false.
+	BlockingDNS bool
 }
 
 // Lab is a running site.
@@ -84,7 +86,7 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 		l.DataDir, l.tmpDir = d, true
 	}
 	rt, err := node.New(ctx, node.Options{Config: o.Config, AllGateways: true, DataDir: l.DataDir, Logger: o.Logger,
-		Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind})
+		Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind, BlockingDNS: o.BlockingDNS})
 	if err != nil {
 		l.cleanup()
 		return nil, err

@@ -60,6 +60,10 @@ type Options struct {
 	// DNS answers use. The drill puts each front door behind a fault-injection wire this way.
 	// Default: nil (listen on the configured addresses).
 	Rebind func(netip.Addr) netip.Addr
+	// BlockingDNS serves each DNS listener's UDP with a worker blocked in the kernel (see
+	// gslb.ServerOptions.BlockingUDP); the caller adds gslb.ExtraProcs Ps for them. Default:
+	// false.
+	BlockingDNS bool
 }
 
 // Runtime is the running components of one or more nodes.
@@ -451,7 +455,7 @@ func (r *Runtime) buildListeners() error {
 		for _, l := range n.Listeners {
 			switch l.Kind {
 			case "dns":
-				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log}))
+				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingDNS}))
 			case "launch":
 				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 			case "admin":

@@ -49,9 +49,9 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
-			reserveDNSProcs(cfg, n.Name)
+			blocking := reserveDNSProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry()})
+				Logger: log, Registry: prometheus.NewRegistry(), BlockingDNS: blocking})
 			if err != nil {
 				return err
 			}
@@ -114,13 +114,13 @@ func pickNode(cfg *configs.Config, name string) (configs.Node, error) {
 	}
 }
 
-// reserveDNSProcs adds to GOMAXPROCS one P for each blocking UDP worker of the DNS listeners
-// of the named nodes: such a worker holds its P while it waits in the kernel (see gslb), and
-// the rest of the process keeps every CPU's P. An explicit GOMAXPROCS is left alone (a DNS
-// server that finds no P to spare waits through the Go poller instead).
-func reserveDNSProcs(cfg *configs.Config, nodes ...string) {
+// reserveDNSProcs adds to GOMAXPROCS one P for the blocking UDP worker of each DNS listener of
+// the named nodes, and reports whether it did: such a worker holds its P while it waits in the
+// kernel (see gslb.ServerOptions.BlockingUDP), and the rest of the process keeps every CPU's
+// P. An explicit GOMAXPROCS is left alone, and the DNS servers then wait through the Go poller.
+func reserveDNSProcs(cfg *configs.Config, nodes ...string) bool {
 	if os.Getenv("GOMAXPROCS") != "" {
-		return
+		return false
 	}
 	n := 0
 	for _, nd := range cfg.Nodes {
@@ -133,7 +133,9 @@ func reserveDNSProcs(cfg *configs.Config, nodes ...string) {
 			}
 		}
 	}
-	if extra := gslb.ExtraProcs(n); extra > 0 {
+	extra := gslb.ExtraProcs(n)
+	if extra > 0 {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + extra)
 	}
+	return extra > 0
 }

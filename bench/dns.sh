@@ -142,6 +142,10 @@ gslb:
         - {zone: hq, gateways: [gw-hq-1, gw-hq-2], fallback: [east]}
         - {zone: east, gateways: [gw-east-1, gw-east-2], fallback: [hq]}
 EOF
+# The same site with udp_coalesce off: every query wakes the server, as in gdnsd.
+FD0_PORT=$((BASE_PORT + 4))
+sed -e "s|address: \"127.0.0.1:$FD_PORT\"}|address: \"127.0.0.1:$FD0_PORT\", udp_coalesce: 0s}|" "$WORK/frontdoor.yaml" >"$WORK/frontdoor-0.yaml"
+grep -q "udp_coalesce: 0s" "$WORK/frontdoor-0.yaml" || { log "frontdoor-0.yaml: the listener line did not match"; exit 1; }
 
 # --- gdnsd ---------------------------------------------------------------------------------
 GDNSD_PORT=$((BASE_PORT + 1))
@@ -226,7 +230,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # ctx_switches PID: voluntary + involuntary context switches of all the process's threads.
 ctx_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 
-declare -A QPS CPU_US ANSWER PID PORT ROUND_QPS ROUND_CPU ROUND_PERF ROUND_CS PERF_US CS
+declare -A QPS CPU_US ANSWER PID PORT ROUND_QPS ROUND_CPU ROUND_PERF ROUND_CS PERF_US CS ROUND_LAT LAT
 # perf (linux-perf), when present, also measures task-clock per query.
 PERF=$(command -v perf || true)
 PERF_WINDOW=$((DURATION > 4 ? DURATION - 2 : 2))
@@ -265,6 +269,7 @@ measure() {
 	cs1=$(ctx_switches "$pid")
 	[ -n "$perfpid" ] && wait "$perfpid"
 	done=$(awk '/Queries completed:/ {print $3}' "$WORK/$name.rate")
+	ROUND_LAT[$name]="${ROUND_LAT[$name]:-} $(awk '/Average Latency/ {printf "%.0f", $4 * 1e6}' "$WORK/$name.rate")"
 	ROUND_CS[$name]="${ROUND_CS[$name]:-} $(awk -v a="$cs0" -v b="$cs1" -v n="${done:-0}" 'BEGIN { if (n > 0) printf "%.3f", (b - a) / n }')"
 	if [ -n "$PERF" ]; then
 		# Queries inside the perf window, assuming an even rate over the run.
@@ -281,8 +286,9 @@ measure() {
 
 median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR+1)/2]; else printf "%.2f", (v[NR/2] + v[NR/2+1]) / 2 }'; }
 
-SERVERS=(frontdoor gdnsd pdns knot)
-start_server frontdoor "$FD_PORT" "$WORK/frontdoor" serve --config "$WORK/frontdoor.yaml"
+SERVERS=(frontdoor frontdoor-0 gdnsd pdns knot)
+start_server frontdoor "$FD_PORT" "$WORK/frontdoor" serve --config "$WORK/frontdoor.yaml" --data "$WORK/fd-data"
+start_server frontdoor-0 "$FD0_PORT" "$WORK/frontdoor" serve --config "$WORK/frontdoor-0.yaml" --data "$WORK/fd0-data"
 start_server gdnsd "$GDNSD_PORT" gdnsd -c "$WORK/gdnsd" start
 start_server pdns "$PDNS_PORT" pdns_server --config-dir="$WORK/pdns"
 start_server knot "$KNOT_PORT" knotd -c "$WORK/knot/knot.conf"
@@ -308,6 +314,7 @@ for s in "${SERVERS[@]}"; do
 	CPU_US[$s]=$(echo "${ROUND_CPU[$s]:-}" | median)
 	PERF_US[$s]=$(echo "${ROUND_PERF[$s]:-}" | median)
 	CS[$s]=$(echo "${ROUND_CS[$s]:-}" | median)
+	LAT[$s]=$(echo "${ROUND_LAT[$s]:-}" | median)
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
@@ -326,16 +333,21 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 	echo "$(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared; single runs vary by ±30%). With linux-perf installed, perf stat"
 	echo "also counts the server's task-clock over ${PERF_WINDOW}s of each fixed-rate run; context switches are those of all the server's threads (/proc/PID/task/*/status) over the fixed-rate run."
 	echo
-	echo "| server | what it answers | answer | saturated qps | frontdoor / server (qps) | CPU µs per query at $RATE qps | server / frontdoor (CPU) | perf task-clock µs per query | context switches per query |"
-	echo "|---|---|---|---|---|---|---|---|---|"
-	for s in frontdoor gdnsd pdns knot; do
+	echo "frontdoor runs with its default udp_coalesce (250us: under load, queries gather up to 250 µs so"
+	echo "that one wake-up answers them all); frontdoor-0 is the same site with udp_coalesce: 0s. The"
+	echo "latency column is dnsperf's average at the fixed rate: it shows what the coalescing costs."
+	echo
+	echo "| server | what it answers | answer | saturated qps | frontdoor / server (qps) | CPU µs per query at $RATE qps | server / frontdoor (CPU) | perf task-clock µs per query | context switches per query | average latency at $RATE qps (µs) |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
+	for s in "${SERVERS[@]}"; do
 		case $s in
 		frontdoor) what="GSLB: zone map + failover sites, tcp connect health (250 ms)" ;;
+		frontdoor-0) what="the same, udp_coalesce: 0s" ;;
 		gdnsd) what="GSLB: geoip nets map + multifo, tcp_connect health" ;;
 		pdns) what="LUA ifportup over the gateway listeners" ;;
 		knot) what="static A (ceiling)" ;;
 		esac
-		echo "| $s | $what | ${ANSWER[$s]} | ${QPS[$s]} | $(ratio "${QPS[frontdoor]}" "${QPS[$s]}") | ${CPU_US[$s]} | $(ratio "${CPU_US[$s]}" "${CPU_US[frontdoor]}") | ${PERF_US[$s]} | ${CS[$s]} |"
+		echo "| $s | $what | ${ANSWER[$s]} | ${QPS[$s]} | $(ratio "${QPS[frontdoor]}" "${QPS[$s]}") | ${CPU_US[$s]} | $(ratio "${CPU_US[$s]}" "${CPU_US[frontdoor]}") | ${PERF_US[$s]} | ${CS[$s]} | ${LAT[$s]:-n/a} |"
 	done
 	echo
 	echo "Every round (saturated qps; CPU µs per query from /proc; from perf task-clock):"

@@ -19,6 +19,12 @@ var DefaultZonePreferences = []string{ApplicationHome, UserHome, UserLocation}
 // DefaultDisplayPorts are a machine's display ports when it lists none.
 var DefaultDisplayPorts = []string{"4172/tcp", "4172/udp", "8443/tcp", "8443/udp"}
 
+// DefaultUDPCoalesce and MaxUDPCoalesce bound a dns listener's udp_coalesce.
+const (
+	DefaultUDPCoalesce = 250 * time.Microsecond
+	MaxUDPCoalesce     = 5 * time.Millisecond
+)
+
 // DefaultGatewayPorts returns the ports a gateway is probed on when it lists none.
 func DefaultGatewayPorts() []GatewayPort {
 	return []GatewayPort{
@@ -82,6 +88,10 @@ func (c *Config) SetDefaults() {
 				default:
 					l.Protocols = []string{"tcp"}
 				}
+			}
+			if l.Kind == "dns" && l.UDPCoalesce == nil {
+				d := Duration(DefaultUDPCoalesce)
+				l.UDPCoalesce = &d
 			}
 		}
 	}

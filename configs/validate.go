@@ -203,6 +203,13 @@ func (k *checker) validateNodes(zones map[string]int) map[string]int {
 					k.errf(pp, "%q is not a CIDR range", r)
 				}
 			}
+			if l.UDPCoalesce != nil {
+				if l.Kind != "dns" {
+					k.errf(lp+".udp_coalesce", "only dns listeners coalesce queries")
+				} else if l.UDPCoalesce.D() > MaxUDPCoalesce {
+					k.errf(lp+".udp_coalesce", "%s is more than %s", l.UDPCoalesce, MaxUDPCoalesce)
+				}
+			}
 			for x, proto := range l.Protocols {
 				k.oneOf(fmt.Sprintf("%s.protocols[%d]", lp, x), proto, "tcp", "udp")
 				if (l.Kind == "launch" || l.Kind == "admin") && proto == "udp" {

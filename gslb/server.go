@@ -33,6 +33,12 @@ type ServerOptions struct {
 	// while it waits, so the process should have one to spare (ExtraProcs). Default: false
 	// (workers wait through the Go poller).
 	BlockingUDP bool
+	// UDPCoalesce, with BlockingUDP, is how long the worker pauses after answering a batch
+	// smaller than a full one before it reads again, so that the queries arriving meanwhile
+	// are taken by one wake-up instead of one each (like a network card's interrupt
+	// moderation). Under load an answer may wait up to this long; a query that finds the
+	// worker idle is answered at once. Default: 0 (no pause).
+	UDPCoalesce time.Duration
 }
 
 // Server runs a dns.Handler on UDP and TCP with its own dns.ServeMux.
@@ -184,7 +190,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	var udpConn io.Closer
 	switch {
 	case s.raw != nil:
-		loop, udpConn = rawUDPLoop(s.raw, s.mux, s.fast, s.log), s.raw
+		loop, udpConn = rawUDPLoop(s.raw, s.mux, s.fast, s.opts.UDPCoalesce, s.log), s.raw
 	case s.pc != nil:
 		udpConn = s.pc
 		if loop = usableUDPLoop(s.pc, s.mux, s.fast, s.log); loop == nil {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/miekg/dns"
 	"golang.org/x/net/ipv4"
@@ -41,6 +42,8 @@ type udpLoop struct {
 	fast    fastFunc // tried first when set; see fastUDP
 	log     *slog.Logger
 	stop    atomic.Bool // set before the socket is closed
+
+	coalesce time.Duration // blocking workers: pause after a partial batch (ServerOptions.UDPCoalesce)
 }
 
 // fastFunc appends to out the reply to the UDP query req from src, or returns ok=false when
@@ -67,8 +70,8 @@ func usableUDPLoop(pc net.PacketConn, h dns.Handler, fast fastFunc, log *slog.Lo
 }
 
 // rawUDPLoop returns a loop of blocking workers on r.
-func rawUDPLoop(r *rawUDP, h dns.Handler, fast fastFunc, log *slog.Logger) *udpLoop {
-	return &udpLoop{raw: r, local: r.local, handler: h, fast: fast, log: log}
+func rawUDPLoop(r *rawUDP, h dns.Handler, fast fastFunc, coalesce time.Duration, log *slog.Logger) *udpLoop {
+	return &udpLoop{raw: r, local: r.local, handler: h, fast: fast, log: log, coalesce: coalesce}
 }
 
 // workerCount is how many workers a socket gets: one per processor, at most 8.

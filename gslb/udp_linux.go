@@ -159,14 +159,19 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 	// the heap (Control is an interface method) and allocate on every batch.
 	var n, k, off int
 	var errno syscall.Errno
+	flags := uintptr(unix.MSG_WAITFORONE)
 	recv := func(fd uintptr) {
-		r, _, e := syscall.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&st.hdrs[0])), batchSize, unix.MSG_WAITFORONE, 0, 0)
+		r, _, e := syscall.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&st.hdrs[0])), batchSize, flags, 0, 0)
 		n, errno = int(r), e
 	}
 	send := func(fd uintptr) {
 		r, _, e := syscall.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&st.ohdrs[off])), uintptr(k-off), unix.MSG_DONTWAIT, 0, 0)
 		n, errno = int(r), e
 	}
+	// With coalescing, a partial batch is followed by a pause (nanosleep, which the runtime's
+	// preemption signal interrupts like the receive) and a receive that does not wait.
+	coalesce := u.coalesce
+	pause := unix.NsecToTimespec(int64(coalesce))
 	for !u.stop.Load() {
 		for i := range st.hdrs {
 			st.hdrs[i].hdr.Namelen = syscall.SizeofSockaddrInet6
@@ -179,6 +184,12 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 			}
 			return fmt.Errorf("reading udp: %w", err)
 		}
+		if flags&unix.MSG_DONTWAIT != 0 {
+			flags = unix.MSG_WAITFORONE
+			if errno == syscall.EAGAIN {
+				continue // nothing came while we slept: wait for the next query
+			}
+		}
 		switch errno {
 		case 0:
 		case syscall.EAGAIN, syscall.EINTR:
@@ -189,6 +200,7 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 		default: // transient (ENOMEM, a queued ICMP error): read again
 			continue
 		}
+		got := n
 		k = 0
 		for i := range n {
 			peer, ok := sockaddrPeer(&st.names[i])
@@ -218,6 +230,11 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 			default: // a full send buffer or an unreachable peer: drop that reply
 				off++
 			}
+		}
+		if coalesce > 0 && got < batchSize {
+			// Let queries gather before the next receive: one wake-up then takes them all.
+			syscall.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&pause)), 0, 0)
+			flags = unix.MSG_DONTWAIT | unix.MSG_WAITFORONE
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ package gslb
 
 import (
 	"context"
+	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -69,4 +70,65 @@ func TestBlockingWorkers(t *testing.T) {
 	}
 	s1.Close()
 	s2.Close()
+}
+
+// TestCoalescingWorkerAnswersEveryQuery sends bursts of queries, some larger than a batch, to
+// a blocking worker that pauses after each partial batch: every query gets its own answer once,
+// and collections still stop the world while the worker pauses.
+func TestCoalescingWorkerAnswersEveryQuery(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + ExtraProcs(1)))
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := NewServer(e.h, ServerOptions{Address: "127.0.0.1:0", Protocols: []string{"udp"}, BlockingUDP: true, UDPCoalesce: 2 * time.Millisecond})
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	go s.Serve(ctx)
+	c, err := net.DialUDP("udp", nil, s.UDPAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadBuffer(1 << 20)
+
+	const bursts, per = 20, batchSize + 8
+	seen := map[uint16]bool{}
+	for b := range bursts {
+		for i := range per {
+			m := new(dns.Msg)
+			m.SetQuestion("desktop.example.test.", dns.TypeAAAA)
+			m.Id = uint16(b*per + i)
+			wire, _ := m.Pack()
+			if _, err := c.Write(wire); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b%5 == 0 {
+			runtime.GC()
+		}
+		buf := make([]byte, 1500)
+		for range per {
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("burst %d: %d answers so far: %v", b, len(seen), err)
+			}
+			r := new(dns.Msg)
+			if err := r.Unpack(buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			if seen[r.Id] {
+				t.Fatalf("query %d answered twice", r.Id)
+			}
+			seen[r.Id] = true
+			if got := join(addrs(r)); got != "2001:db8:ff::11" {
+				t.Fatalf("query %d: answer %q", r.Id, got)
+			}
+		}
+	}
+	if len(seen) != bursts*per {
+		t.Fatalf("%d answers, want %d", len(seen), bursts*per)
+	}
 }

@@ -455,7 +455,7 @@ func (r *Runtime) buildListeners() error {
 		for _, l := range n.Listeners {
 			switch l.Kind {
 			case "dns":
-				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingDNS}))
+				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingDNS, UDPCoalesce: coalesce(l)}))
 			case "launch":
 				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 			case "admin":
@@ -687,3 +687,11 @@ func (r *Runtime) Close() error {
 
 // TLSClientConfig returns a client config that trusts the site's internal CA.
 func (r *Runtime) TLSClientConfig() *tls.Config { return &tls.Config{RootCAs: r.CA.Pool()} }
+
+// coalesce returns a dns listener's udp_coalesce (set by the config's defaults).
+func coalesce(l configs.Listener) time.Duration {
+	if l.UDPCoalesce == nil {
+		return 0
+	}
+	return l.UDPCoalesce.D()
+}

@@ -71,7 +71,7 @@ func usableUDPLoop(pc net.PacketConn, h dns.Handler, fast fastFunc, log *slog.Lo
 
 // rawUDPLoop returns a loop of blocking workers on r.
 func rawUDPLoop(r *rawUDP, h dns.Handler, fast fastFunc, coalesce time.Duration, log *slog.Logger) *udpLoop {
-	return &udpLoop{raw: r, local: r.local, handler: h, fast: fast, log: log, coalesce: coalesce}
+	return &udpLoop{raw: r, local: r.Local(), handler: h, fast: fast, log: log, coalesce: coalesce}
 }
 
 // workerCount is how many workers a socket gets: one per processor, at most 8.

@@ -20,23 +20,24 @@ const module = "github.com/frontdoor-vdi/frontdoor"
 // "Packages"). gslb, proxy, health and broker never import each other; they meet through
 // interfaces wired in cmd or lab. A folder missing here may import nothing of the project.
 var mayImport = map[string][]string{
-	"configs": {},
-	"zonemap": {"configs"},
-	"health":  {"configs"},
-	"gslb":    {"zonemap", "configs"},
-	"broker":  {"configs"},
-	"store":   {"broker", "configs"},
-	"proxy":   {"zonemap", "configs", "ticket"},
-	"ticket":  {},
-	"gateway": {"ticket", "configs"},
-	"agent":   {"configs", "ticket"},
-	"api":     {"broker", "zonemap", "health", "configs", "ticket"},
-	"client":  {"ticket", "configs"},
-	"node":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "gateway"},
-	"lab":     {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent"},
-	"drill":   {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab"},
-	"bench":   {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client"},
-	"cmd":     {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "drill"},
+	"configs":  {},
+	"internal": {}, // small helpers shared by folders that may not import each other
+	"zonemap":  {"configs"},
+	"health":   {"configs"},
+	"gslb":     {"zonemap", "configs", "internal"},
+	"broker":   {"configs"},
+	"store":    {"broker", "configs"},
+	"proxy":    {"zonemap", "configs", "ticket", "internal"},
+	"ticket":   {},
+	"gateway":  {"ticket", "configs"},
+	"agent":    {"configs", "ticket"},
+	"api":      {"broker", "zonemap", "health", "configs", "ticket"},
+	"client":   {"ticket", "configs"},
+	"node":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "gateway"},
+	"lab":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent"},
+	"drill":    {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab"},
+	"bench":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client"},
+	"cmd":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "drill"},
 }
 
 // stdlibOnly lists folders whose code may import nothing outside the standard library and the

@@ -1,0 +1,168 @@
+//go:build linux && (amd64 || arm64)
+
+// Package rawudp is a UDP socket for one worker that blocks in the kernel: made with system
+// calls, blocking, never registered with the Go poller, and read and written in batches with
+// recvmmsg and sendmmsg as raw system calls.
+//
+// Why: at a steady packet rate each datagram finds a server idle, and through Go's poller every
+// one costs a park in epoll_wait, a wake-up and a hand-over between threads; on a
+// paravirtualised host those context switches cost more than the work. A thread blocked in
+// recvmmsg is woken by the kernel alone, as in a C server. The socket must not be in the
+// poller's epoll set at all, or every datagram would also wake the poller's thread.
+//
+// The cost: a goroutine blocked in a raw system call keeps its P, and the runtime cannot stop
+// it for the garbage collector until the call returns. Hence the receive timeout (RcvTimeout):
+// the signal the runtime sends to preempt a goroutine makes a receive with SO_RCVTIMEO, and a
+// Pause, return EINTR at once (signal(7)); the timeout bounds the wait if a signal is missed,
+// and the worker then yields. And hence a process that runs such workers should add a P for
+// each, so that the rest of the process keeps every CPU's.
+package rawudp
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// RcvTimeout bounds one blocking receive.
+const RcvTimeout = 10 * time.Millisecond
+
+// Conn is a blocking UDP socket outside the Go poller.
+type Conn struct {
+	f     *os.File        // owns the descriptor
+	rc    syscall.RawConn // f's, for the workers' system calls
+	local netip.AddrPort
+}
+
+// Listen opens a blocking UDP socket bound to ap (an IPv6 socket is IPv6-only). buf, when
+// positive, sets SO_RCVBUF and SO_SNDBUF.
+func Listen(ap netip.AddrPort, buf int) (*Conn, error) {
+	ip := ap.Addr().Unmap()
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	if ip.Is4() {
+		sa = &unix.SockaddrInet4{Addr: ip.As4(), Port: int(ap.Port())}
+	} else {
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Addr: ip.As16(), Port: int(ap.Port())}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	fail := func(call string, err error) (*Conn, error) {
+		unix.Close(fd)
+		return nil, os.NewSyscallError(call, err)
+	}
+	tv := unix.NsecToTimeval(RcvTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return fail("setsockopt", err)
+	}
+	if family == unix.AF_INET6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return fail("setsockopt", err)
+		}
+	}
+	if buf > 0 {
+		// Best effort, like net.UDPConn.SetReadBuffer: the kernel caps it at rmem_max.
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, buf)
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, buf)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	bound, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail("getsockname", err)
+	}
+	local := ap
+	switch b := bound.(type) {
+	case *unix.SockaddrInet4:
+		local = netip.AddrPortFrom(netip.AddrFrom4(b.Addr), uint16(b.Port))
+	case *unix.SockaddrInet6:
+		local = netip.AddrPortFrom(netip.AddrFrom16(b.Addr), uint16(b.Port))
+	}
+	// A blocking descriptor: os.NewFile leaves it out of the poller.
+	f := os.NewFile(uintptr(fd), "udp:"+local.String())
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Conn{f: f, rc: rc, local: local}, nil
+}
+
+// Local returns the bound address.
+func (c *Conn) Local() netip.AddrPort { return c.local }
+
+// LocalAddr returns the bound address as a net.Addr.
+func (c *Conn) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(c.local) }
+
+// RawConn gives the descriptor to system calls; it keeps the descriptor open during a call.
+func (c *Conn) RawConn() syscall.RawConn { return c.rc }
+
+// Close closes the socket (at once for new calls; a worker blocked in a receive keeps the
+// descriptor until the receive returns).
+func (c *Conn) Close() error { return c.f.Close() }
+
+// Mmsghdr is struct mmsghdr of 64-bit Linux.
+type Mmsghdr struct {
+	Hdr syscall.Msghdr
+	N   uint32
+	_   [4]byte
+}
+
+// Recvmmsg reads up to len(hdrs) datagrams from fd.
+func Recvmmsg(fd uintptr, hdrs []Mmsghdr, flags uintptr) (int, syscall.Errno) {
+	r, _, e := syscall.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), flags, 0, 0)
+	return int(r), e
+}
+
+// Sendmmsg sends up to len(hdrs) datagrams on fd.
+func Sendmmsg(fd uintptr, hdrs []Mmsghdr, flags uintptr) (int, syscall.Errno) {
+	r, _, e := syscall.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), flags, 0, 0)
+	return int(r), e
+}
+
+// Pause sleeps for d in the kernel, keeping the P; the runtime's preemption signal ends it
+// early.
+func Pause(d *unix.Timespec) {
+	syscall.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(d)), 0, 0)
+}
+
+// Peer decodes the address in sa (AF_INET or AF_INET6).
+func Peer(sa *syscall.RawSockaddrInet6) (netip.AddrPort, bool) {
+	port := func(p *uint16) uint16 {
+		b := (*[2]byte)(unsafe.Pointer(p))
+		return uint16(b[0])<<8 | uint16(b[1])
+	}
+	switch sa.Family {
+	case syscall.AF_INET:
+		sa4 := (*syscall.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port(&sa4.Port)), true
+	case syscall.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), port(&sa.Port)), true
+	}
+	return netip.AddrPort{}, false
+}
+
+// Sockaddr writes ap into sa in the family of a socket bound to local (an IPv4 address on an
+// IPv6 socket becomes IPv4-mapped) and returns the length to give the kernel.
+func Sockaddr(ap netip.AddrPort, local netip.AddrPort, sa *syscall.RawSockaddrInet6) uint32 {
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	if local.Addr().Unmap().Is4() {
+		sa4 := (*syscall.RawSockaddrInet4)(unsafe.Pointer(sa))
+		*sa4 = syscall.RawSockaddrInet4{Family: syscall.AF_INET, Addr: ap.Addr().Unmap().As4()}
+		p = (*[2]byte)(unsafe.Pointer(&sa4.Port))
+		p[0], p[1] = byte(ap.Port()>>8), byte(ap.Port())
+		return syscall.SizeofSockaddrInet4
+	}
+	*sa = syscall.RawSockaddrInet6{Family: syscall.AF_INET6, Addr: ap.Addr().As16()}
+	p[0], p[1] = byte(ap.Port()>>8), byte(ap.Port())
+	return syscall.SizeofSockaddrInet6
+}

@@ -1,0 +1,92 @@
+//go:build linux && (amd64 || arm64)
+
+package rawudp
+
+import (
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestSockaddrPeerRoundTrip(t *testing.T) {
+	v4, v6 := netip.MustParseAddrPort("127.0.0.1:53"), netip.MustParseAddrPort("[::1]:53")
+	for _, tt := range []struct{ ap, local, want netip.AddrPort }{
+		{netip.MustParseAddrPort("192.0.2.7:4172"), v4, netip.MustParseAddrPort("192.0.2.7:4172")},
+		{netip.MustParseAddrPort("[2001:db8::7]:65535"), v6, netip.MustParseAddrPort("[2001:db8::7]:65535")},
+		{netip.MustParseAddrPort("192.0.2.7:1"), v6, netip.MustParseAddrPort("[::ffff:192.0.2.7]:1")},
+	} {
+		var sa syscall.RawSockaddrInet6
+		n := Sockaddr(tt.ap, tt.local, &sa)
+		got, ok := Peer(&sa)
+		if !ok || got != tt.want {
+			t.Errorf("Sockaddr(%v) then Peer = %v, %v; want %v", tt.ap, got, ok, tt.want)
+		}
+		if want := uint32(syscall.SizeofSockaddrInet4); tt.local.Addr().Is4() && n != want {
+			t.Errorf("length %d for IPv4, want %d", n, want)
+		}
+	}
+}
+
+// TestBatchEcho reads a batch from a Conn and answers each datagram to its sender with one
+// sendmmsg, on real loopback sockets.
+func TestBatchEcho(t *testing.T) {
+	c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(c.Local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 8
+	for i := range n {
+		cl.Write([]byte{byte(i)})
+	}
+	var (
+		bufs  [n][16]byte
+		names [n]syscall.RawSockaddrInet6
+		iovs  [n]syscall.Iovec
+		hdrs  [n]Mmsghdr
+	)
+	for i := range hdrs {
+		iovs[i].Base = &bufs[i][0]
+		iovs[i].SetLen(len(bufs[i]))
+		hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&names[i]))
+		hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrInet6
+		hdrs[i].Hdr.Iov = &iovs[i]
+		hdrs[i].Hdr.Iovlen = 1
+	}
+	got := 0
+	for got < n {
+		var k int
+		var errno syscall.Errno
+		c.RawConn().Control(func(fd uintptr) { k, errno = Recvmmsg(fd, hdrs[got:], unix.MSG_WAITFORONE) })
+		if errno != 0 {
+			t.Fatalf("recvmmsg: %v", errno)
+		}
+		got += k
+	}
+	for i := range n {
+		if p, ok := Peer(&names[i]); !ok || p != netip.MustParseAddrPort(cl.LocalAddr().String()) {
+			t.Fatalf("datagram %d from %v, want %v", i, p, cl.LocalAddr())
+		}
+		iovs[i].SetLen(int(hdrs[i].N))
+	}
+	var sent int
+	c.RawConn().Control(func(fd uintptr) { sent, _ = Sendmmsg(fd, hdrs[:], unix.MSG_DONTWAIT) })
+	if sent != n {
+		t.Fatalf("sendmmsg sent %d, want %d", sent, n)
+	}
+	b := make([]byte, 16)
+	for i := range n {
+		if k, err := cl.Read(b); err != nil || k != 1 || b[0] != byte(i) {
+			t.Fatalf("echo %d: %v %v", i, b[:k], err)
+		}
+	}
+}

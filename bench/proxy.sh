@@ -11,6 +11,7 @@
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
 # TESTS picks a subset (default "idle tcp conn udp"); TARGETS a subset of "direct frontdoor
 # haproxy nginx"; e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
+# FD_UDP_COALESCE (default 250us) and FD_BLOCKING_UDP (default true) set how frontdoor reads UDP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-${DUR:-5}}
@@ -96,9 +97,14 @@ start origin "$LOAD_CPU" nginx -c "$WORK/origin.conf" -g 'daemon off; master_pro
 start sink "$LOAD_CPU" "$WORK/fdproxy" sink -listen 127.0.0.1:19000
 
 # The proxies (PROXY_CPU): TCP 1 -> iperf3, 2 -> origin, 9 -> sink; UDP 1 -> iperf3.
+# frontdoor's UDP listener runs in a process of its own, as frontdoor serve reads it: a
+# blocking worker with one added P and the default udp_coalesce (250us); the TCP process
+# keeps GOMAXPROCS from its one-CPU affinity.
 start frontdoor "$PROXY_CPU" "$WORK/fdproxy" serve \
-	-tcp 127.0.0.1:16001=127.0.0.1:15201 -udp 127.0.0.1:16001=127.0.0.1:15201 \
+	-tcp 127.0.0.1:16001=127.0.0.1:15201 \
 	-tcp 127.0.0.1:16002=127.0.0.1:18080 -tcp 127.0.0.1:16009=127.0.0.1:19000
+start frontdoor-udp "$PROXY_CPU" "$WORK/fdproxy" serve -udp 127.0.0.1:16001=127.0.0.1:15201 \
+	-blocking-udp="${FD_BLOCKING_UDP:-true}" -udp-coalesce="${FD_UDP_COALESCE:-250us}"
 cat >"$WORK/haproxy.cfg" <<EOF
 global
     # 9,900 proxied connections need 19,800 sockets; HAProxy also reserves 2 fds per splice
@@ -206,6 +212,7 @@ for round in $(seq "$ROUNDS"); do
 		fi
 		want udp || continue
 		[ "$name" != haproxy ] || continue # HAProxy has no UDP
+		[ "$name" != frontdoor ] || pid=$(pidof_ frontdoor-udp)
 		for len in 64 1200; do
 			d0=$(udp_drops "$iport")
 			cpu_start "$pid"

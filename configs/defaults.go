@@ -19,7 +19,8 @@ var DefaultZonePreferences = []string{ApplicationHome, UserHome, UserLocation}
 // DefaultDisplayPorts are a machine's display ports when it lists none.
 var DefaultDisplayPorts = []string{"4172/tcp", "4172/udp", "8443/tcp", "8443/udp"}
 
-// DefaultUDPCoalesce and MaxUDPCoalesce bound a dns listener's udp_coalesce.
+// DefaultUDPCoalesce and MaxUDPCoalesce bound the udp_coalesce of dns listeners and of udp
+// proxy listeners.
 const (
 	DefaultUDPCoalesce = 250 * time.Microsecond
 	MaxUDPCoalesce     = 5 * time.Millisecond
@@ -221,7 +222,12 @@ func (p *Proxy) setDefaults() {
 	setInt(&p.MaxConns, 50000)
 	setInt(&p.MaxFlows, 65536)
 	for i := range p.Listeners {
-		setStr(&p.Listeners[i].Protocol, "tcp")
+		l := &p.Listeners[i]
+		setStr(&l.Protocol, "tcp")
+		if l.Protocol == "udp" && l.UDPCoalesce == nil {
+			d := Duration(DefaultUDPCoalesce)
+			l.UDPCoalesce = &d
+		}
 	}
 	for i := range p.Pools {
 		pl := &p.Pools[i]

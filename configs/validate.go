@@ -526,6 +526,13 @@ func (k *checker) validateProxy(nodes, gws map[string]int) {
 				k.errf(fmt.Sprintf("%s.proxy_protocol_from[%d]", lp, j), "%q is not a CIDR range", r)
 			}
 		}
+		if l.UDPCoalesce != nil {
+			if l.Protocol != "udp" {
+				k.errf(lp+".udp_coalesce", "only udp listeners coalesce datagrams")
+			} else if l.UDPCoalesce.D() > MaxUDPCoalesce {
+				k.errf(lp+".udp_coalesce", "%s is more than %s", l.UDPCoalesce, MaxUDPCoalesce)
+			}
+		}
 	}
 	for i, pl := range p.Pools {
 		pp := fmt.Sprintf("proxy.pools[%d]", i)

@@ -30,7 +30,7 @@ type ServerOptions struct {
 	MaxTCPQueries int
 	// BlockingUDP serves UDP with a worker blocked in recvmmsg on a socket kept out of the Go
 	// poller (64-bit Linux, Address an IP address; see udp_linux.go). The worker holds a P
-	// while it waits, so the process should have one to spare (ExtraProcs). Default: false
+	// while it waits, so the process should have one to spare. Default: false
 	// (workers wait through the Go poller).
 	BlockingUDP bool
 	// UDPCoalesce, with BlockingUDP, is how long the worker pauses after answering a batch

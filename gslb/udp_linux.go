@@ -50,11 +50,6 @@ func (u *udpLoop) rawWorkers() []func() error {
 	return []func() error{func() error { return u.serveMmsg(u.raw.RawConn()) }}
 }
 
-// ExtraProcs returns how many Ps a process should add to GOMAXPROCS for n DNS listeners with
-// BlockingUDP, so that their workers (one per listener, each holding a P while it waits and
-// using no CPU then) never take a P from the rest of the process.
-func ExtraProcs(n int) int { return n }
-
 func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 	st := new(mmsgState)
 	for i := range st.in {

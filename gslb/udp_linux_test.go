@@ -17,7 +17,7 @@ import (
 // the full path, the garbage collector stops the world while the worker waits, and Serve
 // returns once cancelled.
 func TestBlockingWorkers(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + ExtraProcs(1)))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -76,7 +76,7 @@ func TestBlockingWorkers(t *testing.T) {
 // a blocking worker that pauses after each partial batch: every query gets its own answer once,
 // and collections still stop the world while the worker pauses.
 func TestCoalescingWorkerAnswersEveryQuery(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + ExtraProcs(1)))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

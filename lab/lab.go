@@ -42,8 +42,8 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Rebind is passed to the node runtime (see node.Options.Rebind). Default: nil.
 	Rebind func(netip.Addr) netip.Addr
-	// BlockingDNS is passed to the node runtime (see node.Options.BlockingDNS). Default: false.
-	BlockingDNS bool
+	// BlockingUDP is passed to the node runtime (see node.Options.BlockingUDP). Default: false.
+	BlockingUDP bool
 }
 
 // Lab is a running site.
@@ -86,7 +86,7 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 		l.DataDir, l.tmpDir = d, true
 	}
 	rt, err := node.New(ctx, node.Options{Config: o.Config, AllGateways: true, DataDir: l.DataDir, Logger: o.Logger,
-		Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind, BlockingDNS: o.BlockingDNS})
+		Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind, BlockingUDP: o.BlockingUDP})
 	if err != nil {
 		l.cleanup()
 		return nil, err

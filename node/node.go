@@ -60,10 +60,10 @@ type Options struct {
 	// DNS answers use. The drill puts each front door behind a fault-injection wire this way.
 	// Default: nil (listen on the configured addresses).
 	Rebind func(netip.Addr) netip.Addr
-	// BlockingDNS serves each DNS listener's UDP with a worker blocked in the kernel (see
-	// gslb.ServerOptions.BlockingUDP); the caller adds gslb.ExtraProcs Ps for them. Default:
-	// false.
-	BlockingDNS bool
+	// BlockingUDP reads the UDP of each DNS listener and each udp proxy listener with a
+	// worker blocked in the kernel (see gslb.ServerOptions.BlockingUDP and
+	// proxy.Options.BlockingUDP); the caller adds a P for each (UDPWorkers). Default: false.
+	BlockingUDP bool
 }
 
 // Runtime is the running components of one or more nodes.
@@ -455,7 +455,7 @@ func (r *Runtime) buildListeners() error {
 		for _, l := range n.Listeners {
 			switch l.Kind {
 			case "dns":
-				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingDNS, UDPCoalesce: coalesce(l)}))
+				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingUDP, UDPCoalesce: coalesce(l)}))
 			case "launch":
 				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 			case "admin":
@@ -694,4 +694,26 @@ func coalesce(l configs.Listener) time.Duration {
 		return 0
 	}
 	return l.UDPCoalesce.D()
+}
+
+// UDPWorkers returns how many blocking UDP workers the named nodes of cfg run with
+// Options.BlockingUDP: one per DNS listener and one per udp proxy listener.
+func UDPWorkers(cfg *configs.Config, nodes ...string) int {
+	n := 0
+	for _, nd := range cfg.Nodes {
+		if !slices.Contains(nodes, nd.Name) {
+			continue
+		}
+		for _, l := range nd.Listeners {
+			if l.Kind == "dns" && slices.Contains(l.Protocols, "udp") {
+				n++
+			}
+		}
+	}
+	for _, l := range cfg.Proxy.Listeners {
+		if l.Protocol == "udp" && slices.Contains(nodes, l.Node) {
+			n++
+		}
+	}
+	return n
 }

@@ -33,6 +33,9 @@ func (r *Runtime) proxyConfig() (proxy.Config, error) {
 			return pc, fmt.Errorf("proxy listener %s: %w", l.Name, err)
 		}
 		pl := proxy.Listener{Name: l.Name, Address: ap, Protocol: l.Protocol, Pool: l.Pool, IdleTimeout: l.IdleTimeout.D(), MaxConns: l.MaxConns}
+		if l.UDPCoalesce != nil {
+			pl.UDPCoalesce = l.UDPCoalesce.D()
+		}
 		for _, rt := range l.Routes {
 			pl.Routes = append(pl.Routes, proxy.Route{ServerNames: rt.ServerNames, Pool: rt.Pool})
 		}
@@ -74,9 +77,10 @@ func (r *Runtime) buildProxy() error {
 		return err
 	}
 	srv, err := proxy.New(pc, proxy.Options{
-		Logger:   r.log.With("component", "proxy"),
-		Registry: r.o.Registry,
-		Locator:  r.Zones,
+		Logger:      r.log.With("component", "proxy"),
+		Registry:    r.o.Registry,
+		Locator:     r.Zones,
+		BlockingUDP: r.o.BlockingUDP,
 		// A gateway backend follows its health verdict; other backends are taken as up.
 		Health: proxy.HealthFunc(func(b string) bool {
 			v, known := r.Health.Verdict(b)

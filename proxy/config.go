@@ -91,6 +91,13 @@ type Listener struct {
 	// Batch is the number of datagrams moved per recvmmsg/sendmmsg call (udp only).
 	// Default: 64.
 	Batch int
+	// UDPCoalesce, with Options.BlockingUDP, is how long the listener's worker pauses after
+	// reading a batch smaller than a full one, so that the datagrams arriving meanwhile are
+	// read with one wake-up instead of one each (like a network card's interrupt
+	// moderation): a datagram may wait up to this long more while datagrams keep coming; one
+	// that finds the worker idle is forwarded at once. Replies from backends are not delayed.
+	// Default: 0 (no pause). At most 5ms.
+	UDPCoalesce time.Duration
 }
 
 // Route sends TLS connections whose server name matches to a pool.
@@ -302,6 +309,9 @@ func (c *Config) Validate() error {
 		}
 		if l.MaxDatagram < 512 || l.MaxDatagram > 65535 {
 			return fmt.Errorf("listener %s: max_datagram %d is not 512..65535", l.Name, l.MaxDatagram)
+		}
+		if l.UDPCoalesce < 0 || l.UDPCoalesce > 5*time.Millisecond {
+			return fmt.Errorf("listener %s: udp_coalesce %s is not 0..5ms", l.Name, l.UDPCoalesce)
 		}
 		if l.Batch < 1 || l.Batch > 1024 {
 			return fmt.Errorf("listener %s: batch %d is not 1..1024", l.Name, l.Batch)

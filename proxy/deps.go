@@ -59,6 +59,12 @@ type Options struct {
 	Now func() time.Time
 	// NewTicker makes the ticker of the expiry loop. Default: a time.Ticker.
 	NewTicker func(time.Duration) Ticker
+	// BlockingUDP reads each UDP listener bound to an IP address with a worker blocked in
+	// recvmmsg on a socket kept out of the Go poller (64-bit Linux; see package
+	// internal/rawudp), which also makes Listener.UDPCoalesce work. The worker holds a P while
+	// it waits, so the process should add one per such listener to GOMAXPROCS. Default: false
+	// (UDP listeners are read through the Go poller).
+	BlockingUDP bool
 }
 
 type realTicker struct{ t *time.Ticker }

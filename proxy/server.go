@@ -165,7 +165,7 @@ func (s *Server) Addr(listener string) netip.AddrPort {
 	if l.tcp != nil {
 		return l.tcp.Addr().(*net.TCPAddr).AddrPort()
 	}
-	return l.udp.conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	return l.udp.local
 }
 
 // Serve runs the listeners until ctx is done (then it closes the server) or Close is called.
@@ -203,6 +203,8 @@ func (s *Server) startLocked(l *listener) {
 	s.wg.Add(1)
 	if l.tcp != nil {
 		go s.acceptLoop(l)
+	} else if l.udp.raw != nil {
+		go s.rawReadLoop(l)
 	} else {
 		go s.readLoop(l)
 	}

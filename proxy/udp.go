@@ -33,10 +33,13 @@ func newBatchConn(c *net.UDPConn) batchConn {
 
 // udpListener is a UDP socket and its flow table.
 type udpListener struct {
-	s    *Server
-	l    *listener
-	conn *net.UDPConn
-	pc   batchConn
+	s     *Server
+	l     *listener
+	conn  *net.UDPConn // the socket, read by readLoop; nil with raw
+	pc    batchConn
+	raw   *rawSocket // the socket with Options.BlockingUDP, read by rawReadLoop (udp_linux.go)
+	local netip.AddrPort
+	stop  atomic.Bool // set before the socket is closed
 
 	msgs sync.Pool // of *[]ipv4.Message with receive buffers, for the flows' reply loops
 
@@ -49,7 +52,8 @@ type udpListener struct {
 type flow struct {
 	u       *udpListener
 	client  netip.AddrPort
-	addr    *net.UDPAddr // client, for WriteBatch
+	peer    netip.AddrPort // client as the listening socket sees it (IPv4-mapped on IPv6)
+	addr    *net.UDPAddr   // peer, for WriteBatch
 	b       *backend
 	pool    string
 	zone    string
@@ -62,14 +66,25 @@ type flow struct {
 }
 
 func (s *Server) listenUDP(l *listener) (*udpListener, error) {
-	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(l.cfg.Address))
-	if err != nil {
-		return nil, err
+	u := &udpListener{s: s, l: l, flows: make(map[netip.AddrPort]*flow), perClient: make(map[netip.Addr]int)}
+	if s.opts.BlockingUDP && !l.cfg.Address.Addr().IsUnspecified() && l.cfg.Address.Addr().Zone() == "" {
+		r, err := listenRaw(l.cfg.Address, l.cfg.SocketBuffer)
+		if err != nil {
+			return nil, err
+		}
+		u.raw = r // nil where blocking workers do not exist
 	}
-	c.SetReadBuffer(l.cfg.SocketBuffer)
-	c.SetWriteBuffer(l.cfg.SocketBuffer)
-	u := &udpListener{s: s, l: l, conn: c, pc: newBatchConn(c),
-		flows: make(map[netip.AddrPort]*flow), perClient: make(map[netip.Addr]int)}
+	if u.raw != nil {
+		u.local = u.raw.Local()
+	} else {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(l.cfg.Address))
+		if err != nil {
+			return nil, err
+		}
+		c.SetReadBuffer(l.cfg.SocketBuffer)
+		c.SetWriteBuffer(l.cfg.SocketBuffer)
+		u.conn, u.pc, u.local = c, newBatchConn(c), c.LocalAddr().(*net.UDPAddr).AddrPort()
+	}
 	u.msgs.New = func() any {
 		ms := newMessages(l.cfg.Batch, l.cfg.MaxDatagram)
 		return &ms
@@ -96,10 +111,8 @@ func (s *Server) readLoop(l *listener) {
 	defer u.closeFlows("closed")
 	batch, size := l.cfg.Batch, l.cfg.MaxDatagram
 	ms := newMessages(batch, size)
-	out := make([]ipv4.Message, batch)
-	for i := range out {
-		out[i].Buffers = make([][]byte, 1)
-	}
+	dgs := make([]datagram, 0, batch)
+	out := newOut(batch)
 	for {
 		n, err := u.pc.ReadBatch(ms, 0)
 		if err != nil {
@@ -109,43 +122,62 @@ func (s *Server) readLoop(l *listener) {
 			l.m.err("udp_read")
 			continue
 		}
-		now := s.opts.Now()
-		// Forward runs of datagrams from the same client with one sendmmsg each.
-		for i := 0; i < n; {
-			ua := ms[i].Addr.(*net.UDPAddr)
-			ap := ua.AddrPort()
-			client := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-			f := u.flowFor(client, ua, now)
-			j := i
-			var bytes int64
-			for ; j < n; j++ {
-				if j > i {
-					a := ms[j].Addr.(*net.UDPAddr)
-					if a.Port != int(client.Port()) || a.AddrPort().Addr().Unmap() != client.Addr() {
-						break
-					}
-				}
-			}
-			k := 0
-			for m := i; m < j; m++ {
-				if ms[m].N > size {
-					l.m.err("udp_truncated")
-					continue
-				}
-				out[k].Buffers[0] = ms[m].Buffers[0][:ms[m].N]
-				bytes += int64(ms[m].N)
-				k++
-			}
-			if f != nil && k > 0 {
-				f.last.Store(now.UnixNano())
-				f.in.Add(bytes)
-				l.m.pktIn.Add(float64(k))
-				l.m.bytesIn.Add(float64(bytes))
-				f.b.m.bytesIn.Add(float64(bytes))
-				writeAll(f.pc, out[:k])
-			}
-			i = j
+		dgs = dgs[:0]
+		for i := range n {
+			dgs = append(dgs, datagram{from: ms[i].Addr.(*net.UDPAddr).AddrPort(), data: ms[i].Buffers[0][:min(ms[i].N, size)], long: ms[i].N > size})
 		}
+		u.forward(dgs, out, s.opts.Now())
+	}
+}
+
+// datagram is one datagram read from the listening socket.
+type datagram struct {
+	from netip.AddrPort // as the socket reports it
+	data []byte
+	long bool // longer than MaxDatagram: dropped
+}
+
+// newOut returns n messages of one buffer each, for forward.
+func newOut(n int) []ipv4.Message {
+	out := make([]ipv4.Message, n)
+	for i := range out {
+		out[i].Buffers = make([][]byte, 1)
+	}
+	return out
+}
+
+// forward sends datagrams read from the listening socket to their flows' backends; runs from
+// the same client go out with one sendmmsg each. out holds at least len(dgs) messages.
+func (u *udpListener) forward(dgs []datagram, out []ipv4.Message, now time.Time) {
+	l := u.l
+	for i := 0; i < len(dgs); {
+		from := dgs[i].from
+		client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		f := u.flowFor(client, from, now)
+		j := i + 1
+		for j < len(dgs) && dgs[j].from == from {
+			j++
+		}
+		k := 0
+		var bytes int64
+		for _, d := range dgs[i:j] {
+			if d.long {
+				l.m.err("udp_truncated")
+				continue
+			}
+			out[k].Buffers[0] = d.data
+			bytes += int64(len(d.data))
+			k++
+		}
+		if f != nil && k > 0 {
+			f.last.Store(now.UnixNano())
+			f.in.Add(bytes)
+			l.m.pktIn.Add(float64(k))
+			l.m.bytesIn.Add(float64(bytes))
+			f.b.m.bytesIn.Add(float64(bytes))
+			writeAll(f.pc, out[:k])
+		}
+		i = j
 	}
 }
 
@@ -163,7 +195,7 @@ func writeAll(pc batchConn, ms []ipv4.Message) {
 
 // flowFor returns the client's flow, opening one if there is none and the limits allow; it
 // returns nil (the datagram is dropped) otherwise.
-func (u *udpListener) flowFor(client netip.AddrPort, addr *net.UDPAddr, now time.Time) *flow {
+func (u *udpListener) flowFor(client, peer netip.AddrPort, now time.Time) *flow {
 	u.mu.Lock()
 	f := u.flows[client]
 	u.mu.Unlock()
@@ -211,8 +243,7 @@ func (u *udpListener) flowFor(client netip.AddrPort, addr *net.UDPAddr, now time
 	}
 	c.SetReadBuffer(lc.SocketBuffer)
 	c.SetWriteBuffer(lc.SocketBuffer)
-	a := *addr
-	f = &flow{u: u, client: client, addr: &a, b: b, pool: p.cfg.Name, conn: c, pc: newBatchConn(c),
+	f = &flow{u: u, client: client, peer: peer, addr: net.UDPAddrFromAddrPort(peer), b: b, pool: p.cfg.Name, conn: c, pc: newBatchConn(c),
 		zone: s.opts.Locator.Zone(client.Addr()), start: now}
 	f.last.Store(now.UnixNano())
 	u.flows[client] = f
@@ -279,7 +310,11 @@ func (f *flow) replies() {
 		l.m.pktOut.Add(float64(k))
 		l.m.bytesOut.Add(float64(bytes))
 		f.b.m.bytesOut.Add(float64(bytes))
-		writeAll(f.u.pc, ms[:k])
+		if f.u.raw != nil {
+			f.u.sendRaw(f.peer, ms[:k])
+		} else {
+			writeAll(f.u.pc, ms[:k])
+		}
 		for i := range n {
 			ms[i].Buffers[0] = ms[i].Buffers[0][:cap(ms[i].Buffers[0])]
 			ms[i].Addr = nil
@@ -378,4 +413,11 @@ func (u *udpListener) closeFlows(reason string) {
 	}
 }
 
-func (u *udpListener) close() { u.conn.Close() }
+func (u *udpListener) close() {
+	u.stop.Store(true)
+	if u.raw != nil {
+		u.raw.Close()
+	} else {
+		u.conn.Close()
+	}
+}

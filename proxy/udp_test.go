@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -71,13 +72,43 @@ func udpListenerCfg(pool string) Listener {
 	return Listener{Name: "udp", Address: loopback, Protocol: UDP, Pool: pool}
 }
 
-func TestUDPFlowsFromManySourcePorts(t *testing.T) {
+// udpMode is how a test's UDP listener is read: through the Go poller, or by a blocking
+// worker that coalesces (Options.BlockingUDP, Listener.UDPCoalesce).
+type udpMode struct{ blocking bool }
+
+func (m udpMode) opts(o Options) Options {
+	o.BlockingUDP = m.blocking
+	return o
+}
+
+func (m udpMode) listener(l Listener) Listener {
+	if m.blocking {
+		l.UDPCoalesce = time.Millisecond
+	}
+	return l
+}
+
+// forUDPModes runs test once per udpMode.
+func forUDPModes(t *testing.T, test func(t *testing.T, m udpMode)) {
+	t.Run("poller", func(t *testing.T) { test(t, udpMode{}) })
+	t.Run("blocking", func(t *testing.T) {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
+		test(t, udpMode{blocking: true})
+	})
+}
+
+func TestUDPFlowsFromManySourcePorts(t *testing.T) { forUDPModes(t, testUDPFlowsFromManySourcePorts) }
+
+func testUDPFlowsFromManySourcePorts(t *testing.T, m udpMode) {
 	a, b := udpEcho(t, "a"), udpEcho(t, "b")
 	reg := prometheus.NewRegistry()
 	s := startServer(t, Config{
-		Listeners: []Listener{udpListenerCfg("p")},
+		Listeners: []Listener{m.listener(udpListenerCfg("p"))},
 		Pools:     []Pool{{Name: "p", Balance: RoundRobin, Backends: []Backend{{Name: "a", Address: a}, {Name: "b", Address: b}}}},
-	}, Options{Registry: reg})
+	}, m.opts(Options{Registry: reg}))
+	if got := s.listeners["udp"].udp.raw != nil; got != m.blocking {
+		t.Fatalf("listener read by a blocking worker: %v, want %v", got, m.blocking)
+	}
 	proxy := s.Addr("udp")
 	const clients, msgs = 40, 5
 	var wg sync.WaitGroup
@@ -150,6 +181,10 @@ func TestUDPFlowsFromManySourcePorts(t *testing.T) {
 }
 
 func TestUDPFlowTableIsBoundedAndFlowsExpire(t *testing.T) {
+	forUDPModes(t, testUDPFlowTableIsBoundedAndFlowsExpire)
+}
+
+func testUDPFlowTableIsBoundedAndFlowsExpire(t *testing.T, m udpMode) {
 	be := udpEcho(t, "a")
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
@@ -158,13 +193,13 @@ func TestUDPFlowTableIsBoundedAndFlowsExpire(t *testing.T) {
 		defer mu.Unlock()
 		return now
 	}
-	l := udpListenerCfg("p")
+	l := m.listener(udpListenerCfg("p"))
 	l.IdleTimeout = time.Minute
 	s := startServer(t, Config{
 		Listeners: []Listener{l},
 		Pools:     []Pool{onePool("p", be)},
 		Limits:    Limits{MaxFlows: 2},
-	}, Options{Now: clock, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }})
+	}, m.opts(Options{Now: clock, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}))
 	proxy := s.Addr("udp")
 	c1, c2, c3 := udpClient(t), udpClient(t), udpClient(t)
 	exchange(t, c1, proxy, "one")
@@ -193,17 +228,21 @@ func (stoppedTicker) C() <-chan time.Time { return nil }
 func (stoppedTicker) Stop()               {}
 
 func TestUDPFlowMovesWhenItsBackendGoesDown(t *testing.T) {
+	forUDPModes(t, testUDPFlowMovesWhenItsBackendGoesDown)
+}
+
+func testUDPFlowMovesWhenItsBackendGoesDown(t *testing.T, m udpMode) {
 	a, b := udpEcho(t, "a"), udpEcho(t, "b")
 	var mu sync.Mutex
 	down := map[string]bool{}
 	s := startServer(t, Config{
-		Listeners: []Listener{udpListenerCfg("p")},
+		Listeners: []Listener{m.listener(udpListenerCfg("p"))},
 		Pools:     []Pool{{Name: "p", Affinity: true, Backends: []Backend{{Name: "a", Address: a}, {Name: "b", Address: b}}}},
-	}, Options{Health: HealthFunc(func(n string) bool {
+	}, m.opts(Options{Health: HealthFunc(func(n string) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return !down[n]
-	})})
+	})}))
 	c := udpClient(t)
 	first, _ := exchange(t, c, s.Addr("udp"), "x")
 	name := first[:1]

@@ -60,6 +60,8 @@ func serve(args []string) error {
 	fs.Var(&tcp, "tcp", "listen=backend for TCP (repeatable)")
 	fs.Var(&udp, "udp", "listen=backend for UDP (repeatable)")
 	verbose := fs.Bool("v", false, "write the access log to stderr")
+	blocking := fs.Bool("blocking-udp", true, "read UDP listeners with a blocking worker, one added P each (as frontdoor serve does)")
+	coalesce := fs.Duration("udp-coalesce", 250*time.Microsecond, "the UDP listeners' udp_coalesce (frontdoor's default: 250us)")
 	fs.Parse(args)
 	var cfg proxy.Config
 	add := func(proto string, r string) error {
@@ -71,7 +73,7 @@ func serve(args []string) error {
 		}
 		name := fmt.Sprintf("%s-%d", proto, len(cfg.Listeners))
 		cfg.Listeners = append(cfg.Listeners, proxy.Listener{Name: name, Address: la, Protocol: proto, Pool: name,
-			IdleTimeout: 10 * time.Minute})
+			IdleTimeout: 10 * time.Minute, UDPCoalesce: *coalesce})
 		cfg.Pools = append(cfg.Pools, proxy.Pool{Name: name, Backends: []proxy.Backend{{Address: ba}}})
 		return nil
 	}
@@ -89,7 +91,10 @@ func serve(args []string) error {
 	if *verbose {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	s, err := proxy.New(cfg, proxy.Options{Logger: log})
+	if *blocking && len(udp) > 0 && os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + len(udp))
+	}
+	s, err := proxy.New(cfg, proxy.Options{Logger: log, BlockingUDP: *blocking})
 	if err != nil {
 		return err
 	}

@@ -55,8 +55,8 @@ func newLabCmd() *cobra.Command {
 			for _, nd := range cfg.Nodes {
 				names = append(names, nd.Name)
 			}
-			blocking := reserveDNSProcs(cfg, names...)
-			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, DataDir: data, BlockingDNS: blocking,
+			blocking := reserveUDPProcs(cfg, names...)
+			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, DataDir: data, BlockingUDP: blocking,
 				Logger:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level})),
 				Progress: func(step string) { fmt.Fprintf(out, "  ... %s\n", step) }})
 			if err != nil {

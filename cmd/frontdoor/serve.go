@@ -7,11 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -49,9 +47,9 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
-			blocking := reserveDNSProcs(cfg, n.Name)
+			blocking := reserveUDPProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry(), BlockingDNS: blocking})
+				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking})
 			if err != nil {
 				return err
 			}
@@ -114,26 +112,16 @@ func pickNode(cfg *configs.Config, name string) (configs.Node, error) {
 	}
 }
 
-// reserveDNSProcs adds to GOMAXPROCS one P for the blocking UDP worker of each DNS listener of
-// the named nodes, and reports whether it did: such a worker holds its P while it waits in the
-// kernel (see gslb.ServerOptions.BlockingUDP), and the rest of the process keeps every CPU's
-// P. An explicit GOMAXPROCS is left alone, and the DNS servers then wait through the Go poller.
-func reserveDNSProcs(cfg *configs.Config, nodes ...string) bool {
+// reserveUDPProcs adds to GOMAXPROCS one P for each blocking UDP worker of the named nodes
+// (node.UDPWorkers: DNS listeners and udp proxy listeners), and reports whether it did: such a
+// worker holds its P while it waits in the kernel (see package internal/rawudp), and the rest
+// of the process keeps every CPU's P. An explicit GOMAXPROCS is left alone, and the UDP
+// sockets are then read through the Go poller.
+func reserveUDPProcs(cfg *configs.Config, nodes ...string) bool {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return false
 	}
-	n := 0
-	for _, nd := range cfg.Nodes {
-		if !slices.Contains(nodes, nd.Name) {
-			continue
-		}
-		for _, l := range nd.Listeners {
-			if l.Kind == "dns" {
-				n++
-			}
-		}
-	}
-	extra := gslb.ExtraProcs(n)
+	extra := node.UDPWorkers(cfg, nodes...)
 	if extra > 0 {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + extra)
 	}

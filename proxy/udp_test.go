@@ -255,3 +255,40 @@ func testUDPFlowMovesWhenItsBackendGoesDown(t *testing.T, m udpMode) {
 		t.Fatalf("flow stayed on %s after it went down", name)
 	}
 }
+
+// TestUDPOverIPv6AndOversizedDatagrams: an IPv6 listener forwards to an IPv4 backend and
+// replies from its own address; a datagram longer than MaxDatagram is dropped and counted,
+// and the flow carries on.
+func TestUDPOverIPv6AndOversizedDatagrams(t *testing.T) {
+	forUDPModes(t, testUDPOverIPv6AndOversizedDatagrams)
+}
+
+func testUDPOverIPv6AndOversizedDatagrams(t *testing.T, m udpMode) {
+	v6 := netip.MustParseAddrPort("[::1]:0")
+	if c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(v6)); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		c.Close()
+	}
+	be := udpEcho(t, "a")
+	reg := prometheus.NewRegistry()
+	l := m.listener(udpListenerCfg("p"))
+	l.Address, l.MaxDatagram = v6, 600
+	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be)}}, m.opts(Options{Registry: reg}))
+	proxy := s.Addr("udp")
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(v6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, from := exchange(t, c, proxy, "hello"); got != "a:hello" || from != proxy {
+		t.Fatalf("got %q from %v, want a:hello from %v", got, from, proxy)
+	}
+	c.WriteToUDPAddrPort(make([]byte, 601), proxy)
+	if got, _ := exchange(t, c, proxy, "after"); got != "a:after" {
+		t.Fatalf("got %q after an oversized datagram", got)
+	}
+	if got := gatherValue(t, reg, "frontdoor_proxy_errors_total", map[string]string{"reason": "udp_truncated"}); got != 1 {
+		t.Errorf("udp_truncated errors = %v, want 1", got)
+	}
+}

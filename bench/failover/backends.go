@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -188,8 +189,9 @@ type tlsServer struct {
 	cfg  *tls.Config
 }
 
-func newTLSServer(cert tls.Certificate) (*tlsServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newTLSServer listens on a free port of host.
+func newTLSServer(cert tls.Certificate, host netip.Addr) (*tlsServer, error) {
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(host, 0).String())
 	if err != nil {
 		return nil, err
 	}
@@ -238,9 +240,9 @@ func selfSigned(name string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
-// udpEcho answers every datagram with its payload.
-func udpEcho() (net.PacketConn, error) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+// udpEcho answers every datagram to a free port of host with its payload.
+func udpEcho(host netip.Addr) (net.PacketConn, error) {
+	pc, err := net.ListenPacket("udp", netip.AddrPortFrom(host, 0).String())
 	if err != nil {
 		return nil, err
 	}

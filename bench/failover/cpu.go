@@ -17,20 +17,44 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/health"
 )
 
-// runServe starts n targets' worth of loopback services (a TLS, a TCP and a UDP port each),
+// targetPorts are one target's service ports, one line "tls tcp udp" of the ports file.
+type targetPorts struct {
+	tls, tcp, udp uint16
+}
+
+// readPorts reads the ports file that serve writes.
+func readPorts(name string) ([]targetPorts, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ps []targetPorts
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var p targetPorts
+		if _, err := fmt.Sscanf(sc.Text(), "%d %d %d", &p.tls, &p.tcp, &p.udp); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", name, len(ps)+1, err)
+		}
+		ps = append(ps, p)
+	}
+	return ps, sc.Err()
+}
+
+// runServe starts n targets' worth of services on host (a TLS, a TCP and a UDP port each),
 // writes "tls tcp udp" port lines to out, and serves until SIGTERM.
-func runServe(n int, out string) error {
+func runServe(n int, out string, host netip.Addr) error {
 	cert, err := selfSigned("gw.bench.test")
 	if err != nil {
 		return err
 	}
 	var b strings.Builder
 	for range n {
-		t, err := newTLSServer(cert)
+		t, err := newTLSServer(cert, host)
 		if err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", netip.AddrPortFrom(host, 0).String())
 		if err != nil {
 			return err
 		}
@@ -43,7 +67,7 @@ func runServe(n int, out string) error {
 				c.Close()
 			}
 		}()
-		u, err := udpEcho()
+		u, err := udpEcho(host)
 		if err != nil {
 			return err
 		}
@@ -68,35 +92,28 @@ func cpuTime() (user, sys time.Duration) {
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
-// runCPU probes the services listed in portsFile with the given kinds for dur after a warm-up
-// and prints the prober's CPU time as a share of one core.
-func runCPU(portsFile string, kinds []string, interval, timeout, dur time.Duration) error {
-	f, err := os.Open(portsFile)
+// runCPU probes the services on host listed in portsFile with the given kinds for dur after
+// a warm-up and prints the prober's CPU time as a share of one core.
+func runCPU(portsFile string, host netip.Addr, kinds []string, interval, timeout, dur time.Duration) error {
+	ps, err := readPorts(portsFile)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	lo := netip.MustParseAddr("127.0.0.1")
 	mon := health.DefaultMonitor()
 	mon.Interval, mon.Timeout = interval, timeout
 	var targets []health.Target
-	sc := bufio.NewScanner(f)
-	for i := 0; sc.Scan(); i++ {
-		var tlsP, tcpP, udpP uint16
-		if _, err := fmt.Sscanf(sc.Text(), "%d %d %d", &tlsP, &tcpP, &udpP); err != nil {
-			return err
-		}
-		t := health.Target{Name: fmt.Sprint("gw", i), Addr: lo, Monitor: mon}
+	for i, p := range ps {
+		t := health.Target{Name: fmt.Sprint("gw", i), Addr: host, Monitor: mon}
 		for _, k := range kinds {
 			switch k {
 			case "tls":
-				t.Ports = append(t.Ports, health.Port{ID: health.TCP(tlsP), Check: health.Check{Kind: health.KindTLS}})
+				t.Ports = append(t.Ports, health.Port{ID: health.TCP(p.tls), Check: health.Check{Kind: health.KindTLS}})
 			case "https":
-				t.Ports = append(t.Ports, health.Port{ID: health.TCP(tlsP), Check: health.Check{Kind: health.KindHTTPS}})
+				t.Ports = append(t.Ports, health.Port{ID: health.TCP(p.tls), Check: health.Check{Kind: health.KindHTTPS}})
 			case "tcp":
-				t.Ports = append(t.Ports, health.Port{ID: health.TCP(tcpP)})
+				t.Ports = append(t.Ports, health.Port{ID: health.TCP(p.tcp)})
 			case "udp":
-				t.Ports = append(t.Ports, health.Port{ID: health.UDP(udpP)})
+				t.Ports = append(t.Ports, health.Port{ID: health.UDP(p.udp)})
 			default:
 				return fmt.Errorf("unknown kind %q", k)
 			}

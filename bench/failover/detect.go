@@ -44,6 +44,7 @@ func runDetect(hapBin, hapCPU string, runs int, inter, timeout time.Duration, fa
 	if err != nil {
 		return err
 	}
+	lo := netip.MustParseAddr("127.0.0.1")
 	spare, err := newLineServer("spare")
 	if err != nil {
 		return err
@@ -59,12 +60,12 @@ func runDetect(hapBin, hapCPU string, runs int, inter, timeout time.Duration, fa
 		return err
 	}
 	defer bh.Close()
-	mute, err := newTLSServer(cert)
+	mute, err := newTLSServer(cert, lo)
 	if err != nil {
 		return err
 	}
 	defer mute.ln.Close()
-	web, err := newTLSServer(cert) // the "443" of the one-port scenario, always fine
+	web, err := newTLSServer(cert, lo) // the "443" of the one-port scenario, always fine
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,6 @@ func runDetect(hapBin, hapCPU string, runs int, inter, timeout time.Duration, fa
 	defer hap.stop()
 	hapEvents := hap.subscribe()
 
-	lo := netip.MustParseAddr("127.0.0.1")
 	mon := health.Monitor{Interval: inter, Timeout: timeout, Fall: fall, Rise: rise, Jitter: 0.1}
 	targets := []health.Target{
 		{Name: "kill", Addr: lo, Monitor: mon, Ports: []health.Port{{ID: health.TCP(uint16(killed.Port()))}}},

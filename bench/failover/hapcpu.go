@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,34 +29,27 @@ func procCPU(pid int) (user, sys time.Duration, err error) {
 	return time.Duration(ut) * tick, time.Duration(st) * tick, nil
 }
 
-// runHAPCPU runs HAProxy with one server per listed port (TCP connect checks on the tcp
-// ports, check-ssl on the tls ports) at the given interval, and prints its CPU time.
-func runHAPCPU(bin, cpu, portsFile string, kinds []string, interval, dur time.Duration) error {
-	f, err := os.Open(portsFile)
+// runHAPCPU runs HAProxy with one server per listed port of host (TCP connect checks on the
+// tcp ports, check-ssl on the tls ports) at the given interval, and prints its CPU time.
+func runHAPCPU(bin, cpu, portsFile string, host netip.Addr, kinds []string, interval, dur time.Duration) error {
+	ps, err := readPorts(portsFile)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	var b strings.Builder
 	fmt.Fprintf(&b, "global\n\tmaxconn 4000\ndefaults\n\tmode tcp\n\ttimeout connect 250ms\n\ttimeout check 250ms\n\ttimeout client 5s\n\ttimeout server 5s\n")
 	servers := map[string]*strings.Builder{}
 	for _, k := range kinds {
 		servers[k] = &strings.Builder{}
 	}
-	sc := bufio.NewScanner(f)
-	n := 0
-	for i := 0; sc.Scan(); i++ {
-		var tlsP, tcpP, udpP int
-		if _, err := fmt.Sscanf(sc.Text(), "%d %d %d", &tlsP, &tcpP, &udpP); err != nil {
-			return err
-		}
-		n++
+	n := len(ps)
+	for i, p := range ps {
 		for _, k := range kinds {
 			switch k {
 			case "tcp":
-				fmt.Fprintf(servers[k], "\tserver s%d 127.0.0.1:%d check inter %dms\n", i, tcpP, interval.Milliseconds())
+				fmt.Fprintf(servers[k], "\tserver s%d %v check inter %dms\n", i, netip.AddrPortFrom(host, p.tcp), interval.Milliseconds())
 			case "tls":
-				fmt.Fprintf(servers[k], "\tserver s%d 127.0.0.1:%d check check-ssl verify none inter %dms\n", i, tlsP, interval.Milliseconds())
+				fmt.Fprintf(servers[k], "\tserver s%d %v check check-ssl verify none inter %dms\n", i, netip.AddrPortFrom(host, p.tls), interval.Milliseconds())
 			default:
 				return fmt.Errorf("HAProxy cannot run %s checks", k)
 			}

@@ -1,11 +1,13 @@
 // Command failover measures the health prober: detection time against HAProxy on the same
-// loopback listeners (detect), and the CPU cost of probing many targets (serve + cpu). It is
-// run by bench/failover.sh.
+// loopback listeners (detect), and the CPU cost of probing many targets (serve + cpu, and
+// hapcpu for HAProxy) on loopback or on another address, such as the far end of a veth pair
+// in a network namespace (reach checks that it answers). It is run by bench/failover.sh.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -28,11 +30,17 @@ func main() {
 		fall     = flag.Int("fall", 3, "detect: fall")
 		rise     = flag.Int("rise", 2, "detect: rise")
 		n        = flag.Int("n", 1000, "serve: number of targets")
-		ports    = flag.String("ports", "", "serve: file to write the ports to; cpu: file to read them from")
+		ports    = flag.String("ports", "", "serve: file to write the ports to; cpu, hapcpu, reach: file to read them from")
 		kinds    = flag.String("kinds", "tls,tcp,udp", "cpu: the checks of each target")
 		duration = flag.Duration("duration", 30*time.Second, "cpu: measuring window")
+		addrFlag = flag.String("addr", "127.0.0.1", "serve: the address to listen on; cpu, hapcpu, reach: the address of the services")
 	)
 	flag.Parse()
+	addr, err := netip.ParseAddr(*addrFlag)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "failover: -addr:", err)
+		os.Exit(2)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -40,18 +48,19 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	var err error
 	switch flag.Arg(0) {
 	case "detect":
 		err = runDetect(*hapBin, *hapCPU, *runs, *inter, *timeout, *fall, *rise)
 	case "serve":
-		err = runServe(*n, *ports)
+		err = runServe(*n, *ports, addr)
 	case "cpu":
-		err = runCPU(*ports, strings.Split(*kinds, ","), *inter, *timeout, *duration)
+		err = runCPU(*ports, addr, strings.Split(*kinds, ","), *inter, *timeout, *duration)
 	case "hapcpu":
-		err = runHAPCPU(*hapBin, *hapCPU, *ports, strings.Split(*kinds, ","), *inter, *duration)
+		err = runHAPCPU(*hapBin, *hapCPU, *ports, addr, strings.Split(*kinds, ","), *inter, *duration)
+	case "reach":
+		err = runReach(*ports, addr)
 	default:
-		err = fmt.Errorf("usage: failover [flags] detect|serve|cpu|hapcpu")
+		err = fmt.Errorf("usage: failover [flags] detect|serve|cpu|hapcpu|reach")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "failover:", err)

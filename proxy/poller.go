@@ -58,7 +58,7 @@ func (p *poller) park(h *half) error {
 	p.parked[id] = h
 	p.mu.Unlock()
 	var err error
-	cerr := h.rc.Control(func(fd uintptr) {
+	cerr := h.src.rc.Control(func(fd uintptr) {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
 			Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
 		op := unix.EPOLL_CTL_ADD

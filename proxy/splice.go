@@ -7,7 +7,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -43,12 +42,12 @@ type tconn struct {
 // when it parks.
 type half struct {
 	t        *tconn
-	src, dst *net.TCPConn
-	rc       syscall.RawConn
-	lr       io.LimitedReader
+	src, dst *sock
 	n        atomic.Int64 // bytes moved
 	lastRead int64        // unix nanoseconds of this half's last byte; owned by the running half
 	bulk     bool         // splice mode; owned by the running half
+	pipe     [2]int       // read and write end of the splice pipe if piped; owned by the running half
+	piped    bool
 	err      error
 	parked   pollEntry
 
@@ -61,14 +60,10 @@ type half struct {
 }
 
 // init prepares h to copy src to dst for t.
-func (h *half) init(t *tconn, src, dst *net.TCPConn, now int64) error {
+func (h *half) init(t *tconn, src, dst *sock, now int64) {
 	h.t, h.src, h.dst = t, src, dst
 	h.lastRead = now
-	h.lr.R = src
 	h.readFn = h.readInto
-	rc, err := src.SyscallConn()
-	h.rc = rc
-	return err
 }
 
 // start runs the out half in a new goroutine and the in half in the caller's, which holds a
@@ -76,18 +71,10 @@ func (h *half) init(t *tconn, src, dst *net.TCPConn, now int64) error {
 func (t *tconn) start() {
 	now := time.Now().UnixNano()
 	t.last.Store(now)
-	errIn := t.in.init(t, t.ss.client, t.ss.backend, now)
-	errOut := t.out.init(t, t.ss.backend, t.ss.client, now)
-	if errOut != nil {
-		t.out.end(errOut)
-	} else {
-		t.s.wg.Add(1)
-		go t.out.runOwn()
-	}
-	if errIn != nil {
-		t.in.end(errIn)
-		return
-	}
+	t.in.init(t, t.ss.client, t.ss.backend, now)
+	t.out.init(t, t.ss.backend, t.ss.client, now)
+	t.s.wg.Add(1)
+	go t.out.runOwn()
 	t.in.run()
 }
 
@@ -115,7 +102,7 @@ func (h *half) run() {
 		var err error
 		if h.bulk {
 			var avail int
-			if avail, err = waitReadable(h.rc); err == nil {
+			if avail, err = waitReadable(h.src); err == nil {
 				n, err = h.move(avail)
 			}
 		} else {
@@ -136,16 +123,19 @@ func (h *half) run() {
 			now := time.Now()
 			last := time.Unix(0, t.last.Load())
 			if now.Sub(last) >= t.idle {
+				h.closePipe()
 				h.end(errIdle)
 				return
 			}
 			if now.Sub(time.Unix(0, h.lastRead)) >= parkAfter && t.s.poller != nil {
+				h.closePipe() // before the poller may hand h to another goroutine
 				if t.s.poller.park(h) == nil {
 					return
 				}
 			}
 			h.src.SetReadDeadline(now.Add(min(parkAfter, last.Add(t.idle).Sub(now))))
 		default:
+			h.closePipe()
 			h.end(err)
 			return
 		}
@@ -155,7 +145,7 @@ func (h *half) run() {
 // copy waits for bytes on src, reads what is queued (up to smallCopy) and writes it to dst.
 // It returns io.EOF at the peer's FIN.
 func (h *half) copy() (int64, error) {
-	err := h.rc.Read(h.readFn)
+	err := h.src.errOf(h.src.rc.Read(h.readFn))
 	bp, n, rerr := h.buf, h.got, h.rerr
 	h.buf, h.rerr = nil, nil
 	if bp != nil {
@@ -220,7 +210,7 @@ func (h *half) end(err error) {
 	h.err = err
 	if err != nil {
 		if h == &t.out && !errors.Is(err, net.ErrClosed) {
-			t.ss.client.SetLinger(0) // pass a backend reset on to the client
+			t.ss.client.resetOnClose() // pass a backend reset on to the client
 		}
 		t.ss.client.Close()
 		t.ss.backend.Close()
@@ -259,15 +249,15 @@ func (t *tconn) finish() {
 
 // waitReadable blocks until src has bytes to read and returns how many are queued, or
 // returns io.EOF at the peer's FIN, or the socket's error (including a passed read deadline).
-func waitReadable(rc syscall.RawConn) (int, error) {
+func waitReadable(src *sock) (int, error) {
 	var avail int
 	var opErr error
-	err := rc.Read(func(fd uintptr) bool {
+	err := src.rc.Read(func(fd uintptr) bool {
 		avail, opErr = readable(fd)
 		return opErr != unix.EAGAIN
 	})
 	if err != nil {
-		return 0, err
+		return 0, src.errOf(err)
 	}
 	return avail, opErr
 }
@@ -304,11 +294,10 @@ var copyBufs = sync.Pool{New: func() any {
 }}
 
 // move copies avail queued bytes from src to dst: small amounts with read and write, larger
-// ones with splice(2) through dst.ReadFrom(&io.LimitedReader{src, avail}).
+// ones with splice.
 func (h *half) move(avail int) (int64, error) {
 	if avail > smallCopy {
-		h.lr.N = int64(avail)
-		return h.dst.ReadFrom(&h.lr)
+		return h.splice(avail)
 	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -323,4 +312,83 @@ func (h *half) move(avail int) (int64, error) {
 		err = nil // the next wait sees the EOF again
 	}
 	return int64(n), err
+}
+
+// maxPipe is the splice pipe's size (the default of fs.pipe-max-size) and the most bytes
+// one splice call moves.
+const maxPipe = 1 << 20
+
+// splice moves up to n bytes from src to dst through the half's pipe, which it opens on
+// first use; bytes never enter user space. It returns io.EOF if src is at EOF before any
+// byte moved.
+func (h *half) splice(n int) (int64, error) {
+	if !h.piped {
+		if err := unix.Pipe2(h.pipe[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+			return 0, os.NewSyscallError("pipe2", err)
+		}
+		unix.FcntlInt(uintptr(h.pipe[0]), unix.F_SETPIPE_SZ, maxPipe) // smaller works too, in more calls
+		h.piped = true
+	}
+	var moved int64
+	for moved < int64(n) {
+		var in int
+		var serr error
+		err := h.src.rc.Read(func(fd uintptr) bool {
+			in, serr = spliceOnce(int(fd), h.pipe[1], min(n-int(moved), maxPipe))
+			return serr != unix.EAGAIN
+		})
+		if err = h.src.errOf(err); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return moved, err
+		}
+		if in == 0 {
+			if moved == 0 {
+				return 0, io.EOF
+			}
+			return moved, nil // the next wait sees the EOF again
+		}
+		for in > 0 {
+			var out int
+			err := h.dst.rc.Write(func(fd uintptr) bool {
+				out, serr = spliceOnce(h.pipe[0], int(fd), in)
+				return serr != unix.EAGAIN
+			})
+			if err = h.dst.errOf(err); err == nil {
+				err = serr
+			}
+			if err != nil {
+				return moved, err
+			}
+			in -= out
+			moved += int64(out)
+		}
+	}
+	return moved, nil
+}
+
+// spliceOnce is one nonblocking splice(2) call from one descriptor to the other.
+func spliceOnce(from, to, n int) (int, error) {
+	for {
+		m, err := unix.Splice(from, nil, to, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return 0, err
+		case err != nil:
+			return 0, os.NewSyscallError("splice", err)
+		}
+		return int(m), nil
+	}
+}
+
+// closePipe closes the splice pipe, if any; the running half calls it before it parks or ends.
+func (h *half) closePipe() {
+	if h.piped {
+		unix.Close(h.pipe[0])
+		unix.Close(h.pipe[1])
+		h.piped = false
+	}
 }

@@ -16,9 +16,9 @@ import (
 
 // session is one proxied TCP connection.
 type session struct {
-	client  *net.TCPConn
-	backend *net.TCPConn // nil until connected
-	t       *tconn       // nil until both halves run
+	client  *sock
+	backend *sock  // nil until connected
+	t       *tconn // nil until both halves run
 }
 
 // killSessions closes both sockets of each session at once; running halves see the closed
@@ -26,7 +26,7 @@ type session struct {
 // mu held: ending a half releases its session, which takes mu.
 func (s *Server) killSessions(list []*session, why error) {
 	type snap struct {
-		client, backend *net.TCPConn
+		client, backend *sock
 		t               *tconn
 	}
 	snaps := make([]snap, 0, len(list))
@@ -55,7 +55,11 @@ func (s *Server) acceptLoop(l *listener) {
 	defer close(l.done)
 	var backoff time.Duration
 	for {
-		c, err := l.tcp.AcceptTCP()
+		tc, err := l.tcp.AcceptTCP()
+		var c *sock
+		if err == nil {
+			c, err = sockOf(tc)
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -74,12 +78,12 @@ func (s *Server) acceptLoop(l *listener) {
 			continue
 		}
 		backoff = 0
-		peer := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+		peer := tc.RemoteAddr().(*net.TCPAddr).AddrPort()
 		peer = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
 		ss := &session{client: c}
 		if reason := s.admit(l, peer.Addr(), ss); reason != "" {
 			l.m.err(reason)
-			c.SetLinger(0)
+			c.resetOnClose()
 			c.Close()
 			continue
 		}
@@ -200,7 +204,7 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 				}
 				l.m.err(e.reason)
 				s.log.Debug("bad client hello", "listener", l.cfg.Name, "peer", peer, "err", err)
-				c.SetLinger(0)
+				c.resetOnClose()
 				return
 			}
 			e.sni = name
@@ -223,14 +227,14 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	e.zone = zone
 	p := st.pools[poolName]
 	e.pool = poolName
-	b, bc, err := s.connect(p, e.client.Addr(), keepAliveOf(lc))
+	b, bc, err := s.connect(p, e.client.Addr(), lc.KeepAlive)
 	if err != nil {
 		e.reason = "connect"
 		if errors.Is(err, ErrNoBackend) {
 			e.reason = "no_backend"
 		}
 		l.m.err(e.reason)
-		c.SetLinger(0)
+		c.resetOnClose()
 		return
 	}
 	e.backend = b.name
@@ -246,7 +250,13 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	var hdr []byte
 	switch p.cfg.SendProxy {
 	case "v1", "v2":
-		h := proxyproto.Header{Source: e.client, Destination: c.LocalAddr().(*net.TCPAddr).AddrPort(), Zone: zone}
+		dst, err := c.localAddr()
+		if err != nil {
+			e.reason = "closed"
+			bc.Close()
+			return
+		}
+		h := proxyproto.Header{Source: e.client, Destination: dst, Zone: zone}
 		if p.cfg.SendProxy == "v1" {
 			hdr = proxyproto.AppendV1(nil, h)
 		} else {
@@ -257,7 +267,7 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 		if _, err := bc.Write(append(hdr, pending...)); err != nil {
 			e.reason = "backend_write"
 			l.m.err("backend_write")
-			c.SetLinger(0)
+			c.resetOnClose()
 			bc.Close()
 			return
 		}
@@ -292,7 +302,7 @@ func route(lc *Listener, name string) string {
 
 // connect dials a backend of p for client, trying up to Retries other backends after a
 // failure and reporting each failure to the passive reporter.
-func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration) (*backend, *net.TCPConn, error) {
+func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration) (*backend, *sock, error) {
 	if p == nil {
 		return nil, nil, ErrNoBackend
 	}
@@ -303,8 +313,7 @@ func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration) (*
 		if b == nil {
 			break
 		}
-		d := net.Dialer{Timeout: p.cfg.ConnectTimeout, KeepAlive: keepAlive}
-		c, err := d.DialTCP(s.ctx, "tcp", netip.AddrPort{}, b.addr) // no address string to format and resolve
+		c, err := dialSock(s.ctx, b.addr, p.cfg.ConnectTimeout, keepAlive)
 		if err == nil {
 			if p.cfg.Affinity {
 				s.aff.set(client, b.name)

@@ -76,6 +76,33 @@ func (s *sock) Write(p []byte) (int, error) {
 	return n, s.errOf(err)
 }
 
+// writeAll writes p, waiting for room when the socket's buffer is full. It makes raw
+// write calls, which do not block on the nonblocking socket.
+func (s *sock) writeAll(p []byte) (int, error) {
+	var done int
+	var werr error
+	err := s.rc.Write(func(fd uintptr) bool {
+		for done < len(p) {
+			n, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[done])), uintptr(len(p)-done))
+			switch e {
+			case 0:
+				done += int(n)
+			case unix.EINTR:
+			case unix.EAGAIN:
+				return false
+			default:
+				werr = os.NewSyscallError("write", e)
+				return true
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return done, s.errOf(err)
+	}
+	return done, werr
+}
+
 // Close closes the socket; it is safe to call more than once and from any goroutine.
 func (s *sock) Close() error {
 	s.closed.Store(true)

@@ -162,7 +162,7 @@ func (h *half) copy() (int64, error) {
 	if n == len(*bp) {
 		h.bulk = true
 	}
-	w, err := h.dst.Write((*bp)[:n])
+	w, err := h.dst.writeAll((*bp)[:n])
 	return int64(w), err
 }
 
@@ -170,19 +170,24 @@ func (h *half) copy() (int64, error) {
 // nothing was there, and reports false (wait) on EAGAIN.
 func (h *half) readInto(fd uintptr) bool {
 	bp := copyBufs.Get().(*[]byte)
-	var n int
-	var err error
+	var r uintptr
+	var e unix.Errno
 	for {
-		n, err = unix.Read(int(fd), *bp)
-		if err != unix.EINTR {
+		// A raw call: a read of a nonblocking socket does not block, so the scheduler
+		// need not be told.
+		r, _, e = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&(*bp)[0])), uintptr(len(*bp)))
+		if e != unix.EINTR {
 			break
 		}
 	}
-	if err == unix.EAGAIN {
+	if e == unix.EAGAIN {
 		copyBufs.Put(bp)
 		return false
 	}
-	h.buf, h.got, h.rerr = bp, n, err
+	h.buf, h.got, h.rerr = bp, int(r), nil
+	if e != 0 {
+		h.got, h.rerr = 0, e
+	}
 	return true
 }
 

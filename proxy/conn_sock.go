@@ -265,7 +265,9 @@ func dialSock(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.
 			return nil, err
 		}
 	}
-	if cerr == nil && state != stateEstablished {
+	// A connect that failed leaves the socket closed; one that succeeded is established, or
+	// already past it when the backend sent its last bytes and a FIN at once.
+	if cerr == nil && state == stateClose {
 		cerr = soError(s)
 	}
 	if cerr != nil {
@@ -277,8 +279,8 @@ func dialSock(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.
 
 // TCP states of tcp_info.tcpi_state.
 const (
-	stateEstablished = 1
-	stateSynSent     = 2
+	stateSynSent = 2
+	stateClose   = 7
 )
 
 // tcpState returns the socket's TCP state: the first byte of TCP_INFO.

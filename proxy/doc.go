@@ -12,9 +12,10 @@
 // Client affinity is shared by all listeners: a client that reached backend X through one
 // listener reaches X through the others too, for AffinityTTL, as long as Health says X is up.
 //
-// TCP bulk payload is moved with (*net.TCPConn).ReadFrom on another *net.TCPConn, which Linux
-// serves with splice(2): bytes never enter user space (TestTCPPayloadIsSplicedNotCopied shows it
-// with the process's I/O counters). A direction starts by copying: it reads what is queued into
+// TCP bulk payload is moved with splice(2) through a pipe of the direction's own: bytes never
+// enter user space (TestTCPPayloadIsSplicedNotCopied shows it with the process's I/O counters).
+// Backends are connected with socket and connect of the proxy's own (see dialSock), which
+// spares the calls package net makes on every dial. A direction starts by copying: it reads what is queued into
 // a pooled 16 KiB buffer (held only while bytes move: a read that finds nothing gives it back
 // at once) and writes it on, so the short exchanges of a short connection cost one read and
 // one write each; a read that fills the buffer switches the direction to splicing until it

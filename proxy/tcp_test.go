@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -193,5 +194,28 @@ func TestTCPActiveOneWayTrafficIsNotIdle(t *testing.T) {
 	got, err := io.ReadAll(c)
 	if err != nil || strings.Count(string(got), "tick") != 12 {
 		t.Fatalf("got %q, %v; want 12 ticks", got, err)
+	}
+}
+
+// TestBackendThatAnswersAndClosesAtOnce: a backend that writes a banner and closes right after
+// the handshake is a successful connect; the client gets the banner, and no connect failure
+// is reported against the backend.
+func TestBackendThatAnswersAndClosesAtOnce(t *testing.T) {
+	be := startTCP(t, func(c *net.TCPConn) {
+		c.Write([]byte("busy\n"))
+		c.Close()
+	})
+	var failures atomic.Int32
+	s := startServer(t, Config{Listeners: []Listener{tcpListener("t", "p")}, Pools: []Pool{onePool("p", be.addr())}},
+		Options{Passive: func(string, netip.AddrPort, error) { failures.Add(1) }})
+	for range 20 {
+		c := dial(t, s.Addr("t"))
+		if got := readLine(t, c); got != "busy" {
+			t.Fatalf("got %q, want the backend's banner", got)
+		}
+		c.Close()
+	}
+	if n := failures.Load(); n != 0 {
+		t.Fatalf("%d connect failures reported for a backend that answered", n)
 	}
 }

@@ -263,7 +263,7 @@ L.append(f"Produced by `bench/proxy.sh {dur}` (each test {dur} s, {rounds} round
          f"medians shown, all rounds listed). Machine: {ncpu} CPUs, Linux {kernel}, shared with other work, so "
          f"absolute numbers move between runs; compare within a table. Proxies pinned to CPU {pcpu}, load "
          f"generators and origins to CPU {lcpu} (taskset). One thread/worker each: HAProxy `nbthread 1` in tcp mode "
-         f"with `option splice-auto`, nginx stream 1 worker, frontdoor with GOMAXPROCS from its one-CPU affinity. "
+         f"with `option splice-auto`, nginx stream 1 worker, frontdoor TCP with GOMAXPROCS from its one-CPU affinity, frontdoor UDP in a process of its own with one P added for its blocking worker. "
          f"Proxy CPU is user+system time of the proxy process during the test (loopback TCP work done in the "
          f"sender's context is charged to it).")
 L.append("")

@@ -3,11 +3,8 @@
 package gslb
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"runtime"
 	"syscall"
 	"unsafe"
 
@@ -16,13 +13,9 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
 )
 
-// mmsgState is one worker's buffers and message headers; it lives on the heap so that the
-// kernel sees stable addresses.
-type mmsgState struct {
-	in    [batchSize][]byte
-	names [batchSize]syscall.RawSockaddrInet6
-	iovs  [batchSize]syscall.Iovec
-	hdrs  [batchSize]rawudp.Mmsghdr
+// mmsgOut is one worker's replies and their message headers; it lives on the heap so that
+// the kernel sees stable addresses.
+type mmsgOut struct {
 	out   [batchSize][]byte
 	oiovs [batchSize]syscall.Iovec
 	ohdrs [batchSize]rawudp.Mmsghdr
@@ -51,79 +44,43 @@ func (u *udpLoop) rawWorkers() []func() error {
 }
 
 func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
-	st := new(mmsgState)
-	for i := range st.in {
-		st.in[i] = make([]byte, maxUDPRequest)
-		st.iovs[i].Base = &st.in[i][0]
-		st.iovs[i].SetLen(maxUDPRequest)
-		st.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&st.names[i]))
-		st.hdrs[i].Hdr.Iov = &st.iovs[i]
-		st.hdrs[i].Hdr.Iovlen = 1
+	in := rawudp.NewReceiver(u.raw, batchSize, maxUDPRequest, u.coalesce)
+	st := new(mmsgOut)
+	for i := range st.out {
 		st.out[i] = make([]byte, 0, 2048)
 		st.ohdrs[i].Hdr.Iov = &st.oiovs[i]
 		st.ohdrs[i].Hdr.Iovlen = 1
 	}
 	w := &udpWriter{local: u.local}
-	// The two system calls, made once as closures: a closure built per call would escape to
-	// the heap (Control is an interface method) and allocate on every batch.
+	// The send, made once as a closure: a closure built per call would escape to the heap
+	// (Control is an interface method) and allocate on every batch.
 	var n, k, off int
 	var errno syscall.Errno
-	flags := uintptr(unix.MSG_WAITFORONE)
-	recv := func(fd uintptr) {
-		n, errno = rawudp.Recvmmsg(fd, st.hdrs[:], flags)
-	}
 	send := func(fd uintptr) {
 		n, errno = rawudp.Sendmmsg(fd, st.ohdrs[off:k], unix.MSG_DONTWAIT)
 	}
-	// With coalescing, a partial batch is followed by a pause (nanosleep, which the runtime's
-	// preemption signal interrupts like the receive) and a receive that does not wait.
-	coalesce := u.coalesce
-	pause := unix.NsecToTimespec(int64(coalesce))
-	for !u.stop.Load() {
-		for i := range st.hdrs {
-			st.hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrInet6
-			st.hdrs[i].Hdr.Flags = 0
+	for {
+		got, err := in.Next(&u.stop)
+		if err != nil || got == 0 {
+			return err
 		}
-		err := rc.Control(recv)
-		if err != nil {
-			if u.stop.Load() || errors.Is(err, os.ErrClosed) {
-				return nil
-			}
-			return fmt.Errorf("reading udp: %w", err)
-		}
-		if flags&unix.MSG_DONTWAIT != 0 {
-			flags = unix.MSG_WAITFORONE
-			if errno == syscall.EAGAIN {
-				continue // nothing came while we slept: wait for the next query
-			}
-		}
-		switch errno {
-		case 0:
-		case syscall.EAGAIN, syscall.EINTR:
-			runtime.Gosched() // let a waiting stop-the-world or goroutine have the P
-			continue
-		case syscall.EBADF, syscall.ENOTSOCK, syscall.EINVAL, syscall.EFAULT:
-			return fmt.Errorf("reading udp: %w", errno)
-		default: // transient (ENOMEM, a queued ICMP error): read again
-			continue
-		}
-		got := n
 		k = 0
-		for i := range n {
-			peer, ok := rawudp.Peer(&st.names[i])
-			if !ok || st.hdrs[i].Hdr.Flags&syscall.MSG_TRUNC != 0 {
+		for i := range got {
+			req, peer, bad := in.Datagram(i)
+			if bad {
 				continue
 			}
 			w.reset(peer, st.out[k])
-			u.answer(w, st.in[i][:st.hdrs[i].N])
+			u.answer(w, req)
 			if len(w.reply) == 0 {
 				continue
 			}
 			st.out[k] = w.buf
 			st.oiovs[k].Base = &w.reply[0]
 			st.oiovs[k].SetLen(len(w.reply))
-			st.ohdrs[k].Hdr.Name = (*byte)(unsafe.Pointer(&st.names[i]))
-			st.ohdrs[k].Hdr.Namelen = st.hdrs[i].Hdr.Namelen
+			name, namelen := in.Name(i)
+			st.ohdrs[k].Hdr.Name = (*byte)(unsafe.Pointer(name))
+			st.ohdrs[k].Hdr.Namelen = namelen
 			k++
 		}
 		for off = 0; off < k; {
@@ -138,11 +95,5 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 				off++
 			}
 		}
-		if coalesce > 0 && got < batchSize {
-			// Let queries gather before the next receive: one wake-up then takes them all.
-			rawudp.Pause(&pause)
-			flags = unix.MSG_DONTWAIT | unix.MSG_WAITFORONE
-		}
 	}
-	return nil
 }

@@ -5,8 +5,10 @@ package rawudp
 import (
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -88,5 +90,60 @@ func TestBatchEcho(t *testing.T) {
 		if k, err := cl.Read(b); err != nil || k != 1 || b[0] != byte(i) {
 			t.Fatalf("echo %d: %v %v", i, b[:k], err)
 		}
+	}
+}
+
+// TestReceiverCoalescesAndStops reads bursts through a coalescing Receiver, including a burst
+// larger than a batch and an oversized datagram, and returns from Next once stop is set.
+func TestReceiverCoalescesAndStops(t *testing.T) {
+	c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(c.Local()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r := NewReceiver(c, 4, 8, time.Millisecond)
+	var stop atomic.Bool
+	next := 0
+	for burst := range 3 {
+		for range 6 {
+			cl.Write([]byte{byte(next)})
+			next++
+		}
+		cl.Write(make([]byte, 9)) // one byte over the Receiver's size
+		for got, bad := 0, 0; got+bad < 7; {
+			n, err := r.Next(&stop)
+			if err != nil || n == 0 {
+				t.Fatalf("burst %d: Next = %d, %v", burst, n, err)
+			}
+			for i := range n {
+				data, from, over := r.Datagram(i)
+				if over {
+					bad++
+					continue
+				}
+				if want := byte(burst*6 + got); len(data) != 1 || data[0] != want || from != netip.MustParseAddrPort(cl.LocalAddr().String()) {
+					t.Fatalf("datagram %v from %v, want [%d] from %v", data, from, want, cl.LocalAddr())
+				}
+				got++
+			}
+		}
+	}
+	// A Next waiting for a datagram returns once stop is set (within the receive timeout).
+	done := make(chan struct{})
+	go func() {
+		r.Next(&stop)
+		close(done)
+	}()
+	time.Sleep(30 * time.Millisecond)
+	stop.Store(true)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Next did not return after stop")
 	}
 }

@@ -169,8 +169,11 @@ type Listener struct {
 	// UDPCoalesce (dns listeners) is how long the UDP worker lets queries gather after it
 	// answered a partial batch, so that one wake-up takes them all: the CPU cost per answer
 	// under load falls by about half, and an answer may wait up to this long. A query that
-	// finds the server idle is answered at once. "0s" turns it off. Applies where the node
-	// serves DNS with a blocking worker (Linux, serve and lab). Default: 250us. At most 5ms.
+	// finds the server idle is answered at once. "0s" turns it off. It applies where the node
+	// reads UDP with a blocking worker: 64-bit Linux (amd64, arm64), an address that is a
+	// specific IP (not 0.0.0.0 or ::), and serve or lab run without a GOMAXPROCS environment
+	// variable; elsewhere UDP is read through the Go poller without a pause. Default: 250us.
+	// At most 5ms.
 	UDPCoalesce *Duration `yaml:"udp_coalesce"`
 }
 
@@ -549,8 +552,8 @@ type ProxyListener struct {
 	// UDPCoalesce (udp) is how long the listener's worker lets client datagrams gather after
 	// it read a partial batch, so that one wake-up forwards them all: about half the CPU per
 	// datagram under load, and a datagram may wait up to this long more. Replies from the
-	// backends are not delayed. "0s" turns it off. Applies where the node reads UDP with a
-	// blocking worker (Linux, serve and lab). Default: 250us. At most 5ms.
+	// backends are not delayed. "0s" turns it off. It applies where the node reads UDP with
+	// a blocking worker (see Listener.UDPCoalesce for when). Default: 250us. At most 5ms.
 	UDPCoalesce *Duration `yaml:"udp_coalesce"`
 }
 

@@ -37,7 +37,8 @@ type ServerOptions struct {
 	// smaller than a full one before it reads again, so that the queries arriving meanwhile
 	// are taken by one wake-up instead of one each (like a network card's interrupt
 	// moderation). Under load an answer may wait up to this long; a query that finds the
-	// worker idle is answered at once. Default: 0 (no pause).
+	// worker idle is answered at once. Only with BlockingUDP and a socket it applies to.
+	// Default: 0 (no pause).
 	UDPCoalesce time.Duration
 }
 

@@ -28,7 +28,7 @@ type rawUDP = rawudp.Conn
 // IP literal and port; the caller then uses a socket of the net package.
 func listenRawUDP(addr string) (*rawUDP, error) {
 	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || ap.Addr().IsUnspecified() || ap.Addr().Zone() != "" {
+	if err != nil || !rawudp.Usable(ap) {
 		return nil, nil
 	}
 	r, err := rawudp.Listen(ap, 0)

@@ -74,7 +74,7 @@ func TestBlockingWorkers(t *testing.T) {
 
 // TestCoalescingWorkerAnswersEveryQuery sends bursts of queries, some larger than a batch, to
 // a blocking worker that pauses after each partial batch: every query gets its own answer once,
-// and collections still stop the world while the worker pauses.
+// with collections run between the bursts.
 func TestCoalescingWorkerAnswersEveryQuery(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
 	e := newEnv(t)

@@ -30,6 +30,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 	"github.com/frontdoor-vdi/frontdoor/store"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -697,21 +698,29 @@ func coalesce(l configs.Listener) time.Duration {
 }
 
 // UDPWorkers returns how many blocking UDP workers the named nodes of cfg run with
-// Options.BlockingUDP: one per DNS listener and one per udp proxy listener.
+// Options.BlockingUDP: one per DNS listener and one per udp proxy listener bound to a specific
+// IP address, on platforms that have them (package internal/rawudp).
 func UDPWorkers(cfg *configs.Config, nodes ...string) int {
+	if !rawudp.Supported {
+		return 0
+	}
+	usable := func(addr string) bool {
+		ap, err := netip.ParseAddrPort(addr)
+		return err == nil && rawudp.Usable(ap)
+	}
 	n := 0
 	for _, nd := range cfg.Nodes {
 		if !slices.Contains(nodes, nd.Name) {
 			continue
 		}
 		for _, l := range nd.Listeners {
-			if l.Kind == "dns" && slices.Contains(l.Protocols, "udp") {
+			if l.Kind == "dns" && slices.Contains(l.Protocols, "udp") && usable(l.Address) {
 				n++
 			}
 		}
 	}
 	for _, l := range cfg.Proxy.Listeners {
-		if l.Protocol == "udp" && slices.Contains(nodes, l.Node) {
+		if l.Protocol == "udp" && slices.Contains(nodes, l.Node) && usable(l.Address) {
 			n++
 		}
 	}

@@ -250,9 +250,18 @@ func dialSock(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.
 	if cerr == nil && state == stateSynSent {
 		// Still in the handshake: wait for writability, bounded by the timeout and ctx.
 		s.f.SetWriteDeadline(time.Now().Add(timeout))
-		stop := context.AfterFunc(ctx, func() { s.f.SetWriteDeadline(time.Unix(1, 0)) })
+		cut := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			s.f.SetWriteDeadline(time.Unix(1, 0))
+			close(cut)
+		})
 		err := s.rc.Write(check)
-		stop()
+		if !stop() {
+			<-cut // the cut has run or is running: let it finish before the deadline is cleared
+			if err == nil {
+				err = ctx.Err()
+			}
+		}
 		s.f.SetWriteDeadline(time.Time{})
 		if err != nil {
 			s.Close()

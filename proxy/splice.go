@@ -329,7 +329,8 @@ const maxPipe = 1 << 20
 func (h *half) splice(n int) (int64, error) {
 	if !h.piped {
 		if err := unix.Pipe2(h.pipe[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
-			return 0, os.NewSyscallError("pipe2", err)
+			// Out of descriptors or pipe memory: move the bytes through user space instead.
+			return h.move(min(n, smallCopy))
 		}
 		unix.FcntlInt(uintptr(h.pipe[0]), unix.F_SETPIPE_SZ, maxPipe) // smaller works too, in more calls
 		h.piped = true

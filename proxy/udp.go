@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
 )
 
 // batchConn is what ipv4.PacketConn and ipv6.PacketConn share: recvmmsg and sendmmsg.
@@ -67,7 +69,7 @@ type flow struct {
 
 func (s *Server) listenUDP(l *listener) (*udpListener, error) {
 	u := &udpListener{s: s, l: l, flows: make(map[netip.AddrPort]*flow), perClient: make(map[netip.Addr]int)}
-	if s.opts.BlockingUDP && !l.cfg.Address.Addr().IsUnspecified() && l.cfg.Address.Addr().Zone() == "" {
+	if s.opts.BlockingUDP && rawudp.Usable(l.cfg.Address) {
 		r, err := listenRaw(l.cfg.Address, l.cfg.SocketBuffer)
 		if err != nil {
 			return nil, err

@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/net/ipv4"
-	"golang.org/x/sys/unix"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
 )
@@ -50,17 +49,25 @@ func (s *Server) rawReadLoop(l *listener) {
 	}
 }
 
-// rawSend is the send side of sendRaw, pooled per listener.
+// rawSend is the send side of sendRaw: headers at stable addresses and the send call, made
+// once per rawSend (a closure built per call would escape and allocate on every batch).
 type rawSend struct {
-	name syscall.RawSockaddrInet6
-	iovs []syscall.Iovec
-	hdrs []rawudp.Mmsghdr
+	name  syscall.RawSockaddrInet6
+	iovs  []syscall.Iovec
+	hdrs  []rawudp.Mmsghdr
+	todo  []rawudp.Mmsghdr // what the next send call sends
+	k     int
+	errno syscall.Errno
+	send  func(fd uintptr)
 }
 
-var rawSends sync.Pool // of *rawSend; sized on first use by each listener's batch
+// rawSends pools rawSends for the flows' reply loops of every listener; each is sized on
+// first use by its listener's batch.
+var rawSends sync.Pool
 
-// sendRaw sends ms to peer from the listening socket with as few sendmmsg calls as it takes;
-// a full send buffer drops the rest, like writeAll.
+// sendRaw sends ms to peer from the listening socket with as few sendmmsg calls as it takes.
+// Like writeAll in the other read mode, it waits while the socket's send buffer is full (the
+// socket is blocking; the wait releases the P).
 func (u *udpListener) sendRaw(peer netip.AddrPort, ms []ipv4.Message) {
 	if len(ms) == 0 {
 		return
@@ -68,6 +75,7 @@ func (u *udpListener) sendRaw(peer netip.AddrPort, ms []ipv4.Message) {
 	r, _ := rawSends.Get().(*rawSend)
 	if r == nil || len(r.hdrs) < len(ms) {
 		r = &rawSend{iovs: make([]syscall.Iovec, len(ms)), hdrs: make([]rawudp.Mmsghdr, len(ms))}
+		r.send = func(fd uintptr) { r.k, r.errno = rawudp.SendmmsgWait(fd, r.todo) }
 	}
 	namelen := rawudp.Sockaddr(peer, u.local, &r.name)
 	for i, m := range ms {
@@ -76,18 +84,22 @@ func (u *udpListener) sendRaw(peer netip.AddrPort, ms []ipv4.Message) {
 		r.iovs[i].SetLen(len(buf))
 		r.hdrs[i].Hdr = syscall.Msghdr{Name: (*byte)(unsafe.Pointer(&r.name)), Namelen: namelen, Iov: &r.iovs[i], Iovlen: 1}
 	}
-	hdrs := r.hdrs[:len(ms)]
-	for len(hdrs) > 0 {
-		var k int
-		var errno syscall.Errno
-		err := u.raw.RawConn().Control(func(fd uintptr) { k, errno = rawudp.Sendmmsg(fd, hdrs, unix.MSG_DONTWAIT) })
-		if err != nil || (errno != 0 && errno != syscall.EINTR) || k < 0 {
-			break
+	r.todo = r.hdrs[:len(ms)]
+	for len(r.todo) > 0 {
+		if err := u.raw.RawConn().Control(r.send); err != nil {
+			break // closed
 		}
-		hdrs = hdrs[k:]
+		if r.errno == syscall.EINTR {
+			continue
+		}
+		if r.errno != 0 || r.k <= 0 {
+			break // an unreachable peer or a broken socket: UDP is lossy, drop the rest
+		}
+		r.todo = r.todo[r.k:]
 	}
 	for i := range ms {
 		r.iovs[i].Base = nil // keep no datagram reachable from the pool
 	}
+	r.todo = nil
 	rawSends.Put(r)
 }

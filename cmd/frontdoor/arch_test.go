@@ -33,7 +33,7 @@ var mayImport = map[string][]string{
 	"agent":    {"configs", "ticket"},
 	"api":      {"broker", "zonemap", "health", "configs", "ticket"},
 	"client":   {"ticket", "configs"},
-	"node":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "gateway"},
+	"node":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "gateway", "internal"},
 	"lab":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent"},
 	"drill":    {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab"},
 	"bench":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client"},

@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -34,9 +35,19 @@ const RcvTimeout = 10 * time.Millisecond
 
 // Conn is a blocking UDP socket outside the Go poller.
 type Conn struct {
-	f     *os.File        // owns the descriptor
-	rc    syscall.RawConn // f's, for the workers' system calls
-	local netip.AddrPort
+	f      *os.File        // owns the descriptor
+	rc     syscall.RawConn // f's, for the workers' system calls
+	local  netip.AddrPort
+	closed atomic.Bool
+}
+
+// Supported says whether this platform has blocking workers (64-bit Linux).
+const Supported = true
+
+// Usable reports whether a socket for ap would be a Conn: an IP address that is neither
+// unspecified nor zoned (those are served through the Go poller).
+func Usable(ap netip.AddrPort) bool {
+	return ap.Addr().IsValid() && !ap.Addr().IsUnspecified() && ap.Addr().Zone() == ""
 }
 
 // Listen opens a blocking UDP socket bound to ap (an IPv6 socket is IPv6-only). buf, when
@@ -108,7 +119,10 @@ func (c *Conn) RawConn() syscall.RawConn { return c.rc }
 
 // Close closes the socket (at once for new calls; a worker blocked in a receive keeps the
 // descriptor until the receive returns).
-func (c *Conn) Close() error { return c.f.Close() }
+func (c *Conn) Close() error {
+	c.closed.Store(true)
+	return c.f.Close()
+}
 
 // Mmsghdr is struct mmsghdr of 64-bit Linux.
 type Mmsghdr struct {
@@ -126,6 +140,14 @@ func Recvmmsg(fd uintptr, hdrs []Mmsghdr, flags uintptr) (int, syscall.Errno) {
 // Sendmmsg sends up to len(hdrs) datagrams on fd.
 func Sendmmsg(fd uintptr, hdrs []Mmsghdr, flags uintptr) (int, syscall.Errno) {
 	r, _, e := syscall.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), flags, 0, 0)
+	return int(r), e
+}
+
+// SendmmsgWait is Sendmmsg for a goroutine that may wait for room in the socket's send
+// buffer: without MSG_DONTWAIT the call blocks, and the runtime is told of it, so the P is
+// handed on while it waits.
+func SendmmsgWait(fd uintptr, hdrs []Mmsghdr) (int, syscall.Errno) {
+	r, _, e := syscall.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), 0, 0, 0)
 	return int(r), e
 }
 

@@ -93,9 +93,10 @@ func TestBatchEcho(t *testing.T) {
 	}
 }
 
-// TestReceiverCoalescesAndStops reads bursts through a coalescing Receiver, including a burst
-// larger than a batch and an oversized datagram, and returns from Next once stop is set.
-func TestReceiverCoalescesAndStops(t *testing.T) {
+// TestReceiverReadsBurstsAndStops reads bursts through a Receiver that pauses after partial
+// batches, including a burst larger than a batch and an oversized datagram, and returns from
+// Next once stop is set.
+func TestReceiverReadsBurstsAndStops(t *testing.T) {
 	c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -145,5 +146,38 @@ func TestReceiverCoalescesAndStops(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Next did not return after stop")
+	}
+}
+
+// TestReceiverReturnsAfterClose: a Next waiting in the kernel returns 0, nil after the Conn is
+// closed without stop being set, and so does every later Next.
+func TestReceiverReturnsAfterClose(t *testing.T) {
+	c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewReceiver(c, 4, 64, 0)
+	var stop atomic.Bool
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := r.Next(&stop)
+		done <- result{n, err}
+	}()
+	time.Sleep(30 * time.Millisecond)
+	c.Close()
+	select {
+	case got := <-done:
+		if got.n != 0 || got.err != nil {
+			t.Fatalf("Next after Close = %d, %v; want 0, nil", got.n, got.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Next did not return after Close")
+	}
+	if n, err := r.Next(&stop); n != 0 || err != nil {
+		t.Fatalf("a later Next = %d, %v; want 0, nil", n, err)
 	}
 }

@@ -63,7 +63,9 @@ func NewReceiver(c *Conn, n, size int, coalesce time.Duration) *Receiver {
 }
 
 // Next waits for the next batch and returns how many datagrams it holds. It returns 0, nil
-// once stop is set or the Conn is closed, and an error when the socket cannot be read.
+// once stop is set or the Conn is closed (set stop first for a prompt return: a Next that
+// waits in the kernel sees a Close only at its receive timeout), and an error when the
+// socket cannot be read.
 // Transient errors (a timeout, a signal, ENOMEM) are retried; on a timeout or a signal the
 // worker first yields its P, so a waiting stop-the-world or goroutine can have it.
 func (r *Receiver) Next(stop *atomic.Bool) (int, error) {
@@ -72,13 +74,13 @@ func (r *Receiver) Next(stop *atomic.Bool) (int, error) {
 		Pause(&r.pause)
 		r.flags |= unix.MSG_DONTWAIT
 	}
-	for !stop.Load() {
+	for !stop.Load() && !r.c.closed.Load() {
 		for i := range r.hdrs {
 			r.hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrInet6
 			r.hdrs[i].Hdr.Flags = 0
 		}
 		if err := r.c.rc.Control(r.recv); err != nil {
-			if stop.Load() || errors.Is(err, os.ErrClosed) {
+			if stop.Load() || r.c.closed.Load() || errors.Is(err, os.ErrClosed) {
 				return 0, nil
 			}
 			return 0, fmt.Errorf("reading udp: %w", err)

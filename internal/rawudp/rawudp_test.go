@@ -33,19 +33,27 @@ func TestSockaddrPeerRoundTrip(t *testing.T) {
 	}
 }
 
-// TestBatchEcho reads a batch from a Conn and answers each datagram to its sender with one
-// sendmmsg, on real loopback sockets.
-func TestBatchEcho(t *testing.T) {
+// listenAndDial returns a Conn on loopback and a client socket connected to it; both are
+// closed when the test ends.
+func listenAndDial(t *testing.T) (*Conn, *net.UDPConn) {
+	t.Helper()
 	c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	cl, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(c.Local()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(func() { cl.Close() })
+	return c, cl
+}
+
+// TestBatchEcho reads a batch from a Conn and answers each datagram to its sender with one
+// sendmmsg, on real loopback sockets.
+func TestBatchEcho(t *testing.T) {
+	c, cl := listenAndDial(t)
 	const n = 8
 	for i := range n {
 		cl.Write([]byte{byte(i)})
@@ -97,16 +105,7 @@ func TestBatchEcho(t *testing.T) {
 // batches, including a burst larger than a batch and an oversized datagram, and returns from
 // Next once stop is set.
 func TestReceiverReadsBurstsAndStops(t *testing.T) {
-	c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(c.Local()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	c, cl := listenAndDial(t)
 	r := NewReceiver(c, 4, 8, time.Millisecond)
 	var stop atomic.Bool
 	next := 0

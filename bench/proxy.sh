@@ -5,7 +5,8 @@
 #   * wrk with "Connection: close" against a loopback nginx origin (new connection per
 #     request), plus the proxy's CPU milliseconds per 1000 connections;
 #   * iperf3 UDP at 64 and 1200 bytes: datagrams/s received and loss, and datagrams/s the proxy
-#     forwarded and dropped at its own socket (HAProxy has no UDP);
+#     forwarded and dropped at its own socket (HAProxy has no UDP); and the same with iperf3 -R
+#     (the backend sends: the proxy's replies path);
 #   * RSS per idle connection with 9,900 connections held open (open-files limit 20,000).
 # The proxy runs on PROXY_CPU, load generators and origins on LOAD_CPU (taskset).
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
@@ -231,6 +232,21 @@ print(got/s["seconds"], s["lost_percent"], got, fwd/s["seconds"], 100*drops/max(
 			row "udp_${len}" "$name" "$pps" "pkt/s loss=$loss fwd=$fwd ploss=$ploss" "$cpu" "$fwdn"
 			sleep 1
 		done
+		# The other direction (iperf3 -R: the backend sends, the proxy relays its replies to the
+		# client from the listening socket), as display traffic mostly flows. The proxy's CPU is
+		# charged per datagram the backend sent.
+		for len in 64 1200; do
+			cpu_start "$pid"
+			taskset -c "$LOAD_CPU" iperf3 -c 127.0.0.1 -p "$iport" -u -b 0 -l "$len" -t "$DUR" -R -J >"$WORK/udp.json" || true
+			cpu=$(cpu_used "$pid")
+			read -r pps loss pkts < <(python3 -c '
+import json,sys
+s=json.load(open(sys.argv[1]))["end"]["sum"]
+got=s["packets"]-s["lost_packets"]
+print(got/s["seconds"], s["lost_percent"], s["packets"])' "$WORK/udp.json")
+			row "rudp_${len}" "$name" "$pps" "pkt/s loss=$loss" "$cpu" "$pkts"
+			sleep 1
+		done
 	done
 done
 
@@ -257,6 +273,8 @@ names = {"tcp_1": "iperf3 TCP, 1 stream", "tcp_4": "iperf3 TCP, 4 streams",
          "conn_rate": "wrk -c32, Connection: close (one new TCP connection per request) to a loopback nginx origin",
          "udp_64": "iperf3 UDP, 64-byte datagrams, -b 0 (received datagrams/s)",
          "udp_1200": "iperf3 UDP, 1200-byte datagrams, -b 0 (received datagrams/s)",
+         "rudp_64": "iperf3 UDP -R (backend to client, the replies path), 64-byte datagrams, -b 0 (received datagrams/s)",
+         "rudp_1200": "iperf3 UDP -R (backend to client, the replies path), 1200-byte datagrams, -b 0 (received datagrams/s)",
          "idle_rss": f"RSS per idle connection, {idle} connections held open"}
 L = ["# frontdoor L4 proxy benchmark", ""]
 L.append(f"Produced by `bench/proxy.sh {dur}` (each test {dur} s, {rounds} rounds with the targets interleaved; "
@@ -285,6 +303,8 @@ for test, t in runs.items():
                     per = f"{c*1e9:.2f} CPU s/GB"
                 elif test == "conn_rate":
                     per = f"{c*1e6:.0f} CPU µs/conn"
+                elif test.startswith("rudp"):
+                    per = f"{c*1e9:.0f} CPU ns/datagram the backend sent"
                 else:
                     per = f"{c*1e9:.0f} CPU ns/forwarded datagram"
         extra = ""

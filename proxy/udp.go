@@ -43,7 +43,8 @@ type udpListener struct {
 	local netip.AddrPort
 	stop  atomic.Bool // set before the socket is closed
 
-	msgs sync.Pool // of *[]ipv4.Message with receive buffers, for the flows' reply loops
+	msgs  sync.Pool // of *[]ipv4.Message with receive buffers, for the flows' reply loops
+	sends sync.Pool // of *rawSend, for the flows' reply loops with raw (udp_linux.go)
 
 	mu        sync.Mutex // guards flows and perClient
 	flows     map[netip.AddrPort]*flow

@@ -4,7 +4,6 @@ package proxy
 
 import (
 	"net/netip"
-	"sync"
 	"syscall"
 	"unsafe"
 
@@ -61,10 +60,6 @@ type rawSend struct {
 	send  func(fd uintptr)
 }
 
-// rawSends pools rawSends for the flows' reply loops of every listener; each is sized on
-// first use by its listener's batch.
-var rawSends sync.Pool
-
 // sendRaw sends ms to peer from the listening socket with as few sendmmsg calls as it takes.
 // Like writeAll in the other read mode, it waits while the socket's send buffer is full (the
 // socket is blocking; the wait releases the P).
@@ -72,7 +67,7 @@ func (u *udpListener) sendRaw(peer netip.AddrPort, ms []ipv4.Message) {
 	if len(ms) == 0 {
 		return
 	}
-	r, _ := rawSends.Get().(*rawSend)
+	r, _ := u.sends.Get().(*rawSend)
 	if r == nil || len(r.hdrs) < len(ms) {
 		r = &rawSend{iovs: make([]syscall.Iovec, len(ms)), hdrs: make([]rawudp.Mmsghdr, len(ms))}
 		r.send = func(fd uintptr) { r.k, r.errno = rawudp.SendmmsgWait(fd, r.todo) }
@@ -101,5 +96,5 @@ func (u *udpListener) sendRaw(peer netip.AddrPort, ms []ipv4.Message) {
 		r.iovs[i].Base = nil // keep no datagram reachable from the pool
 	}
 	r.todo = nil
-	rawSends.Put(r)
+	u.sends.Put(r)
 }

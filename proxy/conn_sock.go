@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
 )
 
 // sock is one TCP socket of a proxied connection: an accepted *net.TCPConn, or a backend
@@ -184,22 +186,9 @@ var errConnectTimeout = errors.New("connect timeout")
 // usually complete when connect(2) returns EINPROGRESS, so the state is checked at once
 // (one getsockopt) before waiting for writability.
 func dialSock(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.Duration) (*sock, error) {
-	ip := addr.Addr().Unmap()
-	var sa unix.Sockaddr
-	family := unix.AF_INET
-	if ip.Is4() {
-		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: ip.As4()}
-	} else {
-		family = unix.AF_INET6
-		sa6 := &unix.SockaddrInet6{Port: int(addr.Port()), Addr: ip.As16()}
-		if z := ip.Zone(); z != "" {
-			ifi, err := net.InterfaceByName(z)
-			if err != nil {
-				return nil, err
-			}
-			sa6.ZoneId = uint32(ifi.Index)
-		}
-		sa = sa6
+	family, sa, err := sockaddr.From(addr)
+	if err != nil {
+		return nil, err
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

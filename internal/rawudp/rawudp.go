@@ -28,6 +28,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
 )
 
 // RcvTimeout bounds one blocking receive.
@@ -53,14 +55,9 @@ func Usable(ap netip.AddrPort) bool {
 // Listen opens a blocking UDP socket bound to ap (an IPv6 socket is IPv6-only). buf, when
 // positive, sets SO_RCVBUF and SO_SNDBUF.
 func Listen(ap netip.AddrPort, buf int) (*Conn, error) {
-	ip := ap.Addr().Unmap()
-	var sa unix.Sockaddr
-	family := unix.AF_INET
-	if ip.Is4() {
-		sa = &unix.SockaddrInet4{Addr: ip.As4(), Port: int(ap.Port())}
-	} else {
-		family = unix.AF_INET6
-		sa = &unix.SockaddrInet6{Addr: ip.As16(), Port: int(ap.Port())}
+	family, sa, err := sockaddr.From(ap)
+	if err != nil {
+		return nil, err
 	}
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {

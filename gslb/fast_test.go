@@ -193,9 +193,7 @@ func TestFastPathScope(t *testing.T) {
 // TestFastPathFollowsVerdicts: a verdict change shows in the very next fast answer.
 func TestFastPathFollowsVerdicts(t *testing.T) {
 	e := newEnv(t)
-	m := new(dns.Msg)
-	m.SetQuestion("desktop.example.test.", dns.TypeA)
-	wire, _ := m.Pack()
+	wire := desktopQuery(t)
 	src := netip.MustParseAddr("10.1.0.53")
 	answer := func() string {
 		t.Helper()
@@ -225,9 +223,7 @@ func TestFastPathFollowsVerdicts(t *testing.T) {
 // TestFastPathCountsMetrics: fast answers count like full ones.
 func TestFastPathCountsMetrics(t *testing.T) {
 	e := newEnv(t)
-	m := new(dns.Msg)
-	m.SetQuestion("desktop.example.test.", dns.TypeA)
-	wire, _ := m.Pack()
+	wire := desktopQuery(t)
 	for range 3 {
 		if _, ok := e.h.fastUDP(wire, netip.MustParseAddr("10.2.0.53"), nil); !ok {
 			t.Fatal("not fast")
@@ -248,9 +244,7 @@ frontdoor_gslb_answers_total{client_zone="east",name="desktop.example.test.",sit
 
 func BenchmarkFastGSLB(b *testing.B) {
 	e := newEnv(b)
-	m := new(dns.Msg)
-	m.SetQuestion("desktop.example.test.", dns.TypeA)
-	wire, _ := m.Pack()
+	wire := desktopQuery(b)
 	src := netip.MustParseAddr("10.1.0.53")
 	out := make([]byte, 0, 2048)
 	b.ReportAllocs()
@@ -291,4 +285,16 @@ func TestRoundRobinTakesOneTurnPerQuery(t *testing.T) {
 			t.Fatalf("query %d took %d round-robin turns, want 1", i, got)
 		}
 	}
+}
+
+// desktopQuery returns the wire form of an A query for the test site's GSLB name.
+func desktopQuery(t testing.TB) []byte {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion("desktop.example.test.", dns.TypeA)
+	wire, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire
 }

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 )
 
@@ -61,7 +62,7 @@ func serve(args []string) error {
 	fs.Var(&udp, "udp", "listen=backend for UDP (repeatable)")
 	verbose := fs.Bool("v", false, "write the access log to stderr")
 	blocking := fs.Bool("blocking-udp", true, "read UDP listeners with a blocking worker, one added P each (as frontdoor serve does)")
-	coalesce := fs.Duration("udp-coalesce", 250*time.Microsecond, "the UDP listeners' udp_coalesce (frontdoor's default: 250us)")
+	coalesce := fs.Duration("udp-coalesce", configs.DefaultUDPCoalesce, "the UDP listeners' udp_coalesce (frontdoor's default)")
 	fs.Parse(args)
 	var cfg proxy.Config
 	add := func(proto string, r string) error {

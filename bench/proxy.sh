@@ -12,7 +12,8 @@
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
 # TESTS picks a subset (default "idle tcp conn udp"); TARGETS a subset of "direct frontdoor
 # haproxy nginx"; e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
-# FD_UDP_COALESCE (default 250us) and FD_BLOCKING_UDP (default true) set how frontdoor reads UDP.
+# FD_UDP_COALESCE (default: frontdoor's, 250us) and FD_BLOCKING_UDP (default true) set how
+# frontdoor reads UDP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-${DUR:-5}}
@@ -105,7 +106,7 @@ start frontdoor "$PROXY_CPU" "$WORK/fdproxy" serve \
 	-tcp 127.0.0.1:16001=127.0.0.1:15201 \
 	-tcp 127.0.0.1:16002=127.0.0.1:18080 -tcp 127.0.0.1:16009=127.0.0.1:19000
 start frontdoor-udp "$PROXY_CPU" "$WORK/fdproxy" serve -udp 127.0.0.1:16001=127.0.0.1:15201 \
-	-blocking-udp="${FD_BLOCKING_UDP:-true}" -udp-coalesce="${FD_UDP_COALESCE:-250us}"
+	-blocking-udp="${FD_BLOCKING_UDP:-true}" ${FD_UDP_COALESCE:+-udp-coalesce="$FD_UDP_COALESCE"}
 cat >"$WORK/haproxy.cfg" <<EOF
 global
     # 9,900 proxied connections need 19,800 sockets; HAProxy also reserves 2 fds per splice

@@ -23,7 +23,7 @@ type proxyListener struct {
 	log     *slog.Logger
 	conns   chan net.Conn
 	done    chan struct{}
-	once    sync.Once
+	once    sync.Once // guards err and closing done
 	err     error
 }
 
@@ -51,8 +51,7 @@ func (p *proxyListener) loop() {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			p.err = err
-			p.once.Do(func() { close(p.done) })
+			p.stop(err)
 			return
 		}
 		go p.handshake(c)
@@ -98,8 +97,16 @@ func (p *proxyListener) Accept() (net.Conn, error) {
 // Close stops accepting.
 func (p *proxyListener) Close() error {
 	err := p.Listener.Close()
-	p.once.Do(func() { p.err = net.ErrClosed; close(p.done) })
+	p.stop(net.ErrClosed)
 	return err
+}
+
+// stop ends Accept with err; the first call wins (the accept loop failing, or Close).
+func (p *proxyListener) stop(err error) {
+	p.once.Do(func() {
+		p.err = err
+		close(p.done)
+	})
 }
 
 // proxiedConn is a connection whose first bytes went through a bufio.Reader and whose remote

@@ -698,8 +698,8 @@ func coalesce(l configs.Listener) time.Duration {
 }
 
 // UDPWorkers returns how many blocking UDP workers the named nodes of cfg run with
-// Options.BlockingUDP: one per DNS listener and one per udp proxy listener bound to a specific
-// IP address, on platforms that have them (package internal/rawudp).
+// Options.BlockingUDP: one per DNS listener and proxy.UDPWorkers per udp proxy listener bound
+// to a specific IP address, on platforms that have them (package internal/rawudp).
 func UDPWorkers(cfg *configs.Config, nodes ...string) int {
 	if !rawudp.Supported {
 		return 0
@@ -721,7 +721,7 @@ func UDPWorkers(cfg *configs.Config, nodes ...string) int {
 	}
 	for _, l := range cfg.Proxy.Listeners {
 		if l.Protocol == "udp" && slices.Contains(nodes, l.Node) && usable(l.Address) {
-			n++
+			n += proxy.UDPWorkers
 		}
 	}
 	return n

@@ -7,8 +7,9 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
 )
 
-// TestUDPWorkersCountsOnlyBlockingSockets: a worker (and its P) is counted for each udp DNS or
-// proxy listener of the named nodes that is bound to a specific IP address.
+// TestUDPWorkersCountsOnlyBlockingSockets: workers (and their Ps) are counted for each udp DNS
+// listener (one) or udp proxy listener (two: reads and replies) of the named nodes that is
+// bound to a specific IP address.
 func TestUDPWorkersCountsOnlyBlockingSockets(t *testing.T) {
 	cfg := &configs.Config{
 		Nodes: []configs.Node{
@@ -29,7 +30,7 @@ func TestUDPWorkersCountsOnlyBlockingSockets(t *testing.T) {
 			{Name: "ub", Node: "b", Address: "10.0.0.2:4172", Protocol: "udp"},
 		}},
 	}
-	want := map[string]int{"a": 2, "b": 2, "a,b": 4}
+	want := map[string]int{"a": 3, "b": 3, "a,b": 6}
 	if !rawudp.Supported {
 		want = map[string]int{"a": 0, "b": 0, "a,b": 0}
 	}

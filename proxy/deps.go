@@ -59,13 +59,18 @@ type Options struct {
 	Now func() time.Time
 	// NewTicker makes the ticker of the expiry loop. Default: a time.Ticker.
 	NewTicker func(time.Duration) Ticker
-	// BlockingUDP reads each UDP listener bound to an IP address with a worker blocked in
-	// recvmmsg on a socket kept out of the Go poller (64-bit Linux; see package
-	// internal/rawudp), which also makes Listener.UDPCoalesce work. The worker holds a P while
-	// it waits, so the process should add one per such listener to GOMAXPROCS. Default: false
-	// (UDP listeners are read through the Go poller).
+	// BlockingUDP serves each UDP listener bound to an IP address with workers that block in
+	// the kernel, on sockets kept out of the Go poller (64-bit Linux; see package
+	// internal/rawudp): one reads the clients' datagrams with recvmmsg, one relays the
+	// backends' replies from an epoll set of the flows' sockets. It also makes
+	// Listener.UDPCoalesce work. A worker holds a P while it waits, so the process should add
+	// UDPWorkers per such listener to GOMAXPROCS. Default: false (UDP listeners and flows are
+	// read through the Go poller).
 	BlockingUDP bool
 }
+
+// UDPWorkers is the number of blocking workers of one udp listener with Options.BlockingUDP.
+const UDPWorkers = 2
 
 type realTicker struct{ t *time.Ticker }
 

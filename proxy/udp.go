@@ -43,12 +43,19 @@ type udpListener struct {
 	local netip.AddrPort
 	stop  atomic.Bool // set before the socket is closed
 
-	msgs  sync.Pool // of *[]ipv4.Message with receive buffers, for the flows' reply loops
-	sends sync.Pool // of *rawSend, for the flows' reply loops with raw (udp_linux.go)
+	// With raw, the flows' sockets are raw too and their replies are relayed by one worker
+	// waiting on ep (rawRepliesLoop); whoever sets epOwned first closes ep: that worker, or
+	// close when the worker never started.
+	ep      *rawEpoll
+	epOwned atomic.Bool
 
-	mu        sync.Mutex // guards flows and perClient
+	msgs sync.Pool // of *[]ipv4.Message with receive buffers, for the flows' reply loops
+
+	mu        sync.Mutex // guards flows, perClient, byID and lastID
 	flows     map[netip.AddrPort]*flow
 	perClient map[netip.Addr]int
+	byID      map[uint64]*flow // the flows with raw sockets, by their id in ep
+	lastID    uint64
 }
 
 // flow is one client address's conversation with one backend.
@@ -60,8 +67,10 @@ type flow struct {
 	b       *backend
 	pool    string
 	zone    string
-	conn    *net.UDPConn // connected to the backend
+	conn    *net.UDPConn // connected to the backend; nil with raw
 	pc      batchConn
+	raw     *rawSocket // connected to the backend, when the listener is raw
+	id      uint64     // key in the listener's byID, with raw
 	start   time.Time
 	last    atomic.Int64 // unix nanoseconds of the last datagram either way
 	in, out atomic.Int64 // bytes
@@ -69,7 +78,8 @@ type flow struct {
 }
 
 func (s *Server) listenUDP(l *listener) (*udpListener, error) {
-	u := &udpListener{s: s, l: l, flows: make(map[netip.AddrPort]*flow), perClient: make(map[netip.Addr]int)}
+	u := &udpListener{s: s, l: l, flows: make(map[netip.AddrPort]*flow), perClient: make(map[netip.Addr]int),
+		byID: make(map[uint64]*flow)}
 	if s.opts.BlockingUDP && rawudp.Usable(l.cfg.Address) {
 		r, err := listenRaw(l.cfg.Address, l.cfg.SocketBuffer)
 		if err != nil {
@@ -78,7 +88,12 @@ func (s *Server) listenUDP(l *listener) (*udpListener, error) {
 		u.raw = r // nil where blocking workers do not exist
 	}
 	if u.raw != nil {
-		u.local = u.raw.Local()
+		ep, err := newRawEpoll(l.cfg.Batch)
+		if err != nil {
+			u.raw.Close()
+			return nil, err
+		}
+		u.ep, u.local = ep, u.raw.Local()
 	} else {
 		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(l.cfg.Address))
 		if err != nil {
@@ -115,7 +130,7 @@ func (s *Server) readLoop(l *listener) {
 	batch, size := l.cfg.Batch, l.cfg.MaxDatagram
 	ms := newMessages(batch, size)
 	dgs := make([]datagram, 0, batch)
-	out := newOut(batch)
+	fw := newForwarder(batch)
 	for {
 		n, err := u.pc.ReadBatch(ms, 0)
 		if err != nil {
@@ -129,7 +144,7 @@ func (s *Server) readLoop(l *listener) {
 		for i := range n {
 			dgs = append(dgs, datagram{from: ms[i].Addr.(*net.UDPAddr).AddrPort(), data: ms[i].Buffers[0][:min(ms[i].N, size)], long: ms[i].N > size})
 		}
-		u.forward(dgs, out, s.opts.Now())
+		u.forward(dgs, fw, s.opts.Now())
 	}
 }
 
@@ -140,18 +155,26 @@ type datagram struct {
 	long bool // longer than MaxDatagram: dropped
 }
 
-// newOut returns n messages of one buffer each, for forward.
-func newOut(n int) []ipv4.Message {
-	out := make([]ipv4.Message, n)
-	for i := range out {
-		out[i].Buffers = make([][]byte, 1)
+// forwarder is a read loop's send side towards the backends: messages for flows through the
+// Go poller, a rawSender for raw flows.
+type forwarder struct {
+	out  []ipv4.Message
+	bufs [][]byte
+	raw  *rawSender
+}
+
+// newForwarder returns a forwarder for batches of up to n datagrams.
+func newForwarder(n int) *forwarder {
+	fw := &forwarder{out: make([]ipv4.Message, n), bufs: make([][]byte, n), raw: newRawSender(n)}
+	for i := range fw.out {
+		fw.out[i].Buffers = make([][]byte, 1)
 	}
-	return out
+	return fw
 }
 
 // forward sends datagrams read from the listening socket to their flows' backends; runs from
-// the same client go out with one sendmmsg each. out holds at least len(dgs) messages.
-func (u *udpListener) forward(dgs []datagram, out []ipv4.Message, now time.Time) {
+// the same client go out with one sendmmsg each. fw holds at least len(dgs) messages.
+func (u *udpListener) forward(dgs []datagram, fw *forwarder, now time.Time) {
 	l := u.l
 	for i := 0; i < len(dgs); {
 		from := dgs[i].from
@@ -168,7 +191,7 @@ func (u *udpListener) forward(dgs []datagram, out []ipv4.Message, now time.Time)
 				l.m.err("udp_truncated")
 				continue
 			}
-			out[k].Buffers[0] = d.data
+			fw.bufs[k] = d.data
 			bytes += int64(len(d.data))
 			k++
 		}
@@ -178,11 +201,34 @@ func (u *udpListener) forward(dgs []datagram, out []ipv4.Message, now time.Time)
 			l.m.pktIn.Add(float64(k))
 			l.m.bytesIn.Add(float64(bytes))
 			f.b.m.bytesIn.Add(float64(bytes))
-			writeAll(f.pc, out[:k])
+			f.send(fw, k)
 		}
 		i = j
 	}
+	clear(fw.bufs) // keep no datagram reachable
 }
+
+// send sends the first k of fw's buffers to the flow's backend.
+func (f *flow) send(fw *forwarder, k int) {
+	if f.raw != nil {
+		err := fw.raw.Send(f.raw, netip.AddrPort{}, fw.bufs[:k])
+		if err != nil && !errors.Is(err, net.ErrClosed) && !f.closed.Load() && isRefused(err) {
+			// The send took the socket's pending ICMP error; the replies worker will not see it.
+			f.backendError(err)
+		}
+		return
+	}
+	for i := range k {
+		fw.out[i].Buffers[0] = fw.bufs[i]
+	}
+	writeAll(f.pc, fw.out[:k])
+	for i := range k {
+		fw.out[i].Buffers[0] = nil
+	}
+}
+
+// isRefused reports whether err says the backend's port is closed (an ICMP port unreachable).
+func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // writeAll sends ms with as few sendmmsg calls as the socket allows; an error drops the rest
 // (UDP is lossy anyway; a refused backend shows up on the flow's reply socket).
@@ -234,8 +280,9 @@ func (u *udpListener) flowFor(client, peer netip.AddrPort, now time.Time) *flow 
 		l.m.err("no_backend")
 		return nil
 	}
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(b.addr))
-	if err != nil {
+	f = &flow{u: u, client: client, peer: peer, addr: net.UDPAddrFromAddrPort(peer), b: b, pool: p.cfg.Name,
+		zone: s.opts.Locator.Zone(client.Addr()), start: now}
+	if err := u.dial(f, lc.SocketBuffer); err != nil {
 		l.m.err("connect")
 		b.m.fails.Inc()
 		s.opts.Passive(b.name, b.addr, err)
@@ -244,10 +291,6 @@ func (u *udpListener) flowFor(client, peer netip.AddrPort, now time.Time) *flow 
 	if p.cfg.Affinity {
 		s.aff.set(client.Addr(), b.name)
 	}
-	c.SetReadBuffer(lc.SocketBuffer)
-	c.SetWriteBuffer(lc.SocketBuffer)
-	f = &flow{u: u, client: client, peer: peer, addr: net.UDPAddrFromAddrPort(peer), b: b, pool: p.cfg.Name, conn: c, pc: newBatchConn(c),
-		zone: s.opts.Locator.Zone(client.Addr()), start: now}
 	f.last.Store(now.UnixNano())
 	u.flows[client] = f
 	u.perClient[client.Addr()]++
@@ -258,9 +301,65 @@ func (u *udpListener) flowFor(client, peer netip.AddrPort, now time.Time) *flow 
 	b.active.Add(1)
 	b.m.conns.Inc()
 	b.m.active.Inc()
-	s.wg.Add(1)
-	go f.replies()
+	if f.raw == nil {
+		s.wg.Add(1)
+		go f.replies()
+	}
 	return f
+}
+
+// dial opens f's socket to its backend: a raw one, watched by the listener's replies worker,
+// when the listener is raw; else one of package net with a goroutine of its own (replies).
+// The caller holds u.mu.
+func (u *udpListener) dial(f *flow, buf int) error {
+	if u.raw != nil {
+		c, err := dialRaw(f.b.addr, buf)
+		if err != nil {
+			return err
+		}
+		u.lastID++
+		if err := u.ep.Add(c, u.lastID); err != nil {
+			c.Close()
+			return err
+		}
+		f.raw, f.id = c, u.lastID
+		u.byID[f.id] = f
+		return nil
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(f.b.addr))
+	if err != nil {
+		return err
+	}
+	c.SetReadBuffer(buf)
+	c.SetWriteBuffer(buf)
+	f.conn, f.pc = c, newBatchConn(c)
+	return nil
+}
+
+// flowByID returns the raw flow with id, or nil once it has ended.
+func (u *udpListener) flowByID(id uint64) *flow {
+	u.mu.Lock()
+	f := u.byID[id]
+	u.mu.Unlock()
+	return f
+}
+
+// backendError ends the flow after its backend socket reported err (an ICMP port unreachable
+// surfaces as ECONNREFUSED), which is also a passive health signal.
+func (f *flow) backendError(err error) {
+	f.u.l.m.err("udp_backend")
+	f.u.s.opts.Passive(f.b.name, f.b.addr, err)
+	f.end("backend_error")
+}
+
+// countOut accounts k datagrams of bytes sent back to the client.
+func (f *flow) countOut(k int, bytes int64) {
+	l := f.u.l
+	f.last.Store(f.u.s.opts.Now().UnixNano())
+	f.out.Add(bytes)
+	l.m.pktOut.Add(float64(k))
+	l.m.bytesOut.Add(float64(bytes))
+	f.b.m.bytesOut.Add(float64(bytes))
 }
 
 // replies forwards the backend's datagrams to the client from the listening socket, so the
@@ -275,10 +374,7 @@ func (f *flow) replies() {
 	for {
 		if err := waitDatagram(rc); err != nil {
 			if !errors.Is(err, net.ErrClosed) && !f.closed.Load() {
-				// ICMP port unreachable from the backend surfaces here as ECONNREFUSED.
-				l.m.err("udp_backend")
-				s.opts.Passive(f.b.name, f.b.addr, err)
-				f.end("backend_error")
+				f.backendError(err)
 			}
 			return
 		}
@@ -289,9 +385,7 @@ func (f *flow) replies() {
 		if err != nil {
 			f.u.msgs.Put(mp)
 			if !errors.Is(err, net.ErrClosed) && !f.closed.Load() {
-				l.m.err("udp_backend")
-				s.opts.Passive(f.b.name, f.b.addr, err)
-				f.end("backend_error")
+				f.backendError(err)
 			}
 			return
 		}
@@ -308,16 +402,8 @@ func (f *flow) replies() {
 			bytes += int64(ms[i].N)
 			k++
 		}
-		f.last.Store(s.opts.Now().UnixNano())
-		f.out.Add(bytes)
-		l.m.pktOut.Add(float64(k))
-		l.m.bytesOut.Add(float64(bytes))
-		f.b.m.bytesOut.Add(float64(bytes))
-		if f.u.raw != nil {
-			f.u.sendRaw(f.peer, ms[:k])
-		} else {
-			writeAll(f.u.pc, ms[:k])
-		}
+		f.countOut(k, bytes)
+		writeAll(f.u.pc, ms[:k])
 		for i := range n {
 			ms[i].Buffers[0] = ms[i].Buffers[0][:cap(ms[i].Buffers[0])]
 			ms[i].Addr = nil
@@ -358,11 +444,18 @@ func (f *flow) end(reason string) {
 			delete(u.perClient, f.client.Addr())
 		}
 	}
+	if f.raw != nil {
+		delete(u.byID, f.id)
+	}
 	u.mu.Unlock()
 	if f.closed.Swap(true) {
 		return
 	}
-	f.conn.Close()
+	if f.raw != nil {
+		f.raw.Close() // waits for a call of the replies worker in progress; leaves ep
+	} else {
+		f.conn.Close()
+	}
 	s, l := u.s, u.l
 	s.flowCount.Add(-1)
 	l.active.Add(-1)
@@ -420,6 +513,9 @@ func (u *udpListener) close() {
 	u.stop.Store(true)
 	if u.raw != nil {
 		u.raw.Close()
+		if u.epOwned.CompareAndSwap(false, true) {
+			u.ep.Close() // rawReadLoop never started its replies worker
+		}
 	} else {
 		u.conn.Close()
 	}

@@ -3,31 +3,47 @@
 package proxy
 
 import (
+	"errors"
+	"net"
 	"net/netip"
-	"syscall"
-	"unsafe"
 
-	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
 )
 
-// rawSocket is a listening UDP socket outside the Go poller, read by one blocking worker
-// (Options.BlockingUDP; see package rawudp).
+// rawSocket is a UDP socket outside the Go poller, used by blocking workers only
+// (Options.BlockingUDP; see package rawudp): a listening socket, or a flow's socket
+// connected to its backend.
 type rawSocket = rawudp.Conn
 
+// rawEpoll is the set of a raw listener's flow sockets, waited on by its replies worker.
+type rawEpoll = rawudp.Epoll
+
+// rawSender sends batches on raw sockets.
+type rawSender = rawudp.Sender
+
 func listenRaw(ap netip.AddrPort, buf int) (*rawSocket, error) { return rawudp.Listen(ap, buf) }
+func dialRaw(ap netip.AddrPort, buf int) (*rawSocket, error)   { return rawudp.Dial(ap, buf) }
+func newRawEpoll(n int) (*rawEpoll, error)                     { return rawudp.NewEpoll(n) }
+func newRawSender(n int) *rawSender                            { return rawudp.NewSender(n) }
 
 // rawReadLoop is readLoop on a rawSocket: one worker blocked in recvmmsg, which pauses for the
-// listener's UDPCoalesce after a partial batch (see rawudp.Receiver).
+// listener's UDPCoalesce after a partial batch (see rawudp.Receiver). It starts the
+// listener's replies worker (rawRepliesLoop).
 func (s *Server) rawReadLoop(l *listener) {
 	defer s.wg.Done()
 	defer close(l.done)
 	u := l.udp
 	defer u.closeFlows("closed")
+	if !u.epOwned.CompareAndSwap(false, true) {
+		return // closed before it started
+	}
+	s.wg.Add(1)
+	go s.rawRepliesLoop(u)
 	in := rawudp.NewReceiver(u.raw, l.cfg.Batch, l.cfg.MaxDatagram, l.cfg.UDPCoalesce)
 	dgs := make([]datagram, 0, l.cfg.Batch)
-	out := newOut(l.cfg.Batch)
+	fw := newForwarder(l.cfg.Batch)
 	for {
 		n, err := in.Next(&u.stop)
 		if err != nil {
@@ -44,57 +60,69 @@ func (s *Server) rawReadLoop(l *listener) {
 				dgs = append(dgs, datagram{from: from, data: data, long: bad})
 			}
 		}
-		u.forward(dgs, out, s.opts.Now())
+		u.forward(dgs, fw, s.opts.Now())
 	}
 }
 
-// rawSend is the send side of sendRaw: headers at stable addresses and the send call, made
-// once per rawSend (a closure built per call would escape and allocate on every batch).
-type rawSend struct {
-	name  syscall.RawSockaddrInet6
-	iovs  []syscall.Iovec
-	hdrs  []rawudp.Mmsghdr
-	todo  []rawudp.Mmsghdr // what the next send call sends
-	k     int
-	errno syscall.Errno
-	send  func(fd uintptr)
-}
-
-// sendRaw sends ms to peer from the listening socket with as few sendmmsg calls as it takes.
-// Like writeAll in the other read mode, it waits while the socket's send buffer is full (the
-// socket is blocking; the wait releases the P).
-func (u *udpListener) sendRaw(peer netip.AddrPort, ms []ipv4.Message) {
-	if len(ms) == 0 {
-		return
-	}
-	r, _ := u.sends.Get().(*rawSend)
-	if r == nil || len(r.hdrs) < len(ms) {
-		r = &rawSend{iovs: make([]syscall.Iovec, len(ms)), hdrs: make([]rawudp.Mmsghdr, len(ms))}
-		r.send = func(fd uintptr) { r.k, r.errno = rawudp.SendmmsgWait(fd, r.todo) }
-	}
-	namelen := rawudp.Sockaddr(peer, u.local, &r.name)
-	for i, m := range ms {
-		buf := m.Buffers[0]
-		r.iovs[i].Base = unsafe.SliceData(buf)
-		r.iovs[i].SetLen(len(buf))
-		r.hdrs[i].Hdr = syscall.Msghdr{Name: (*byte)(unsafe.Pointer(&r.name)), Namelen: namelen, Iov: &r.iovs[i], Iovlen: 1}
-	}
-	r.todo = r.hdrs[:len(ms)]
-	for len(r.todo) > 0 {
-		if err := u.raw.RawConn().Control(r.send); err != nil {
-			break // closed
+// rawRepliesLoop relays the backends' datagrams to the clients of a raw listener. Its flows'
+// sockets are blocking and outside the Go poller like the listening socket, in one epoll set
+// that this worker waits on in the kernel. It reads each ready flow with one recvmmsg and
+// sends what it read from the listening socket with one sendmmsg, so the client sees the
+// replies come from the address it sent to. After a round that moved less than a batch it
+// pauses for the listener's UDPCoalesce, so that the next round moves more per wake-up.
+func (s *Server) rawRepliesLoop(u *udpListener) {
+	defer s.wg.Done()
+	defer u.ep.Close()
+	l := u.l
+	batch := l.cfg.Batch
+	in := rawudp.NewReceiver(nil, batch, l.cfg.MaxDatagram, 0)
+	out := rawudp.NewSender(batch)
+	bufs := make([][]byte, 0, batch)
+	pause := unix.NsecToTimespec(int64(l.cfg.UDPCoalesce))
+	for {
+		n, err := u.ep.Wait(&u.stop)
+		if err != nil {
+			l.m.err("udp_read")
+			s.log.Error("udp replies stopped", "listener", l.cfg.Name, "err", err)
 		}
-		if r.errno == syscall.EINTR {
-			continue
+		if err != nil || n == 0 {
+			return
 		}
-		if r.errno != 0 || r.k <= 0 {
-			break // an unreachable peer or a broken socket: UDP is lossy, drop the rest
+		moved := 0
+		for i := range n {
+			f := u.flowByID(u.ep.ID(i))
+			if f == nil {
+				continue // ended; its socket leaves the set when closed
+			}
+			k, err := in.ReadFrom(f.raw)
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) && !f.closed.Load() {
+					f.backendError(err)
+				}
+				continue
+			}
+			moved += k
+			bufs = bufs[:0]
+			var bytes int64
+			for j := range k {
+				data, _, bad := in.Datagram(j)
+				if bad {
+					l.m.err("udp_truncated")
+					continue
+				}
+				bufs = append(bufs, data)
+				bytes += int64(len(data))
+			}
+			if len(bufs) == 0 {
+				continue
+			}
+			f.countOut(len(bufs), bytes)
+			// An error here is the client's (unreachable) or the listener's (closed): UDP is
+			// lossy, the rest of the batch is dropped.
+			out.Send(u.raw, f.peer, bufs)
 		}
-		r.todo = r.todo[r.k:]
+		if l.cfg.UDPCoalesce > 0 && moved < batch {
+			rawudp.Pause(&pause)
+		}
 	}
-	for i := range ms {
-		r.iovs[i].Base = nil // keep no datagram reachable from the pool
-	}
-	r.todo = nil
-	u.sends.Put(r)
 }

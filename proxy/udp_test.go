@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func (m udpMode) listener(l Listener) Listener {
 func forUDPModes(t *testing.T, test func(t *testing.T, m udpMode)) {
 	t.Run("poller", func(t *testing.T) { test(t, udpMode{}) })
 	t.Run("blocking", func(t *testing.T) {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + UDPWorkers))
 		test(t, udpMode{blocking: true})
 	})
 }
@@ -290,5 +291,134 @@ func testUDPOverIPv6AndOversizedDatagrams(t *testing.T, m udpMode) {
 	}
 	if got := gatherValue(t, reg, "frontdoor_proxy_errors_total", map[string]string{"reason": "udp_truncated"}); got != 1 {
 		t.Errorf("udp_truncated errors = %v, want 1", got)
+	}
+}
+
+// TestUDPRepliesFromManyFlowsInBursts: backends that answer each datagram with a burst longer
+// than a batch reach every client, in order, from the listener's address; a reply longer than
+// MaxDatagram is dropped and counted.
+func TestUDPRepliesFromManyFlowsInBursts(t *testing.T) {
+	forUDPModes(t, testUDPRepliesFromManyFlowsInBursts)
+}
+
+func testUDPRepliesFromManyFlowsInBursts(t *testing.T, m udpMode) {
+	const burst, clients = 50, 16
+	be, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(loopback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	be.SetWriteBuffer(1 << 20)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := be.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			be.WriteToUDPAddrPort(make([]byte, 700), from) // longer than MaxDatagram
+			for i := range burst {
+				be.WriteToUDPAddrPort(fmt.Appendf(nil, "%s#%d", buf[:n], i), from)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		be.Close()
+		<-done
+	})
+	reg := prometheus.NewRegistry()
+	l := m.listener(udpListenerCfg("p"))
+	l.Batch, l.MaxDatagram = 8, 600
+	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.LocalAddr().(*net.UDPAddr).AddrPort())}},
+		m.opts(Options{Registry: reg}))
+	proxy := s.Addr("udp")
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := range clients {
+		c := udpClient(t)
+		c.SetReadBuffer(1 << 20)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg := fmt.Sprintf("client%d", i)
+			if _, err := c.WriteToUDPAddrPort([]byte(msg), proxy); err != nil {
+				errs <- err
+				return
+			}
+			buf := make([]byte, 2048)
+			for j := range burst {
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				n, from, err := c.ReadFromUDPAddrPort(buf)
+				if want := fmt.Sprintf("%s#%d", msg, j); err != nil || string(buf[:n]) != want || from != proxy {
+					errs <- fmt.Errorf("%s: reply %d = %q from %v, %v; want %q from %v", msg, j, buf[:n], from, err, want, proxy)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := gatherValue(t, reg, "frontdoor_proxy_errors_total", map[string]string{"reason": "udp_truncated"}); got != clients {
+		t.Errorf("udp_truncated errors = %v, want %d", got, clients)
+	}
+}
+
+// TestUDPBackendGoneIsAPassiveSignal: when a backend's port closes, the ICMP port unreachable
+// reaches health as a passive signal and ends the flow, whichever side of the flow sees it.
+func TestUDPBackendGoneIsAPassiveSignal(t *testing.T) {
+	forUDPModes(t, testUDPBackendGoneIsAPassiveSignal)
+}
+
+func testUDPBackendGoneIsAPassiveSignal(t *testing.T, m udpMode) {
+	be, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(loopback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := be.LocalAddr().(*net.UDPAddr).AddrPort()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := be.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			be.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	reported := make(chan string, 16)
+	reg := prometheus.NewRegistry()
+	s := startServer(t, Config{Listeners: []Listener{m.listener(udpListenerCfg("p"))}, Pools: []Pool{{Name: "p",
+		Backends: []Backend{{Name: "gone", Address: addr}}}}},
+		m.opts(Options{Registry: reg, Passive: func(name string, _ netip.AddrPort, err error) {
+			select {
+			case reported <- fmt.Sprintf("%s: %v", name, err):
+			default:
+			}
+		}}))
+	c := udpClient(t)
+	if got, _ := exchange(t, c, s.Addr("udp"), "x"); got != "x" {
+		t.Fatalf("got %q through the live backend", got)
+	}
+	be.Close()
+	deadline := time.After(5 * time.Second)
+	for {
+		c.WriteToUDPAddrPort([]byte("y"), s.Addr("udp"))
+		select {
+		case got := <-reported:
+			if !strings.HasPrefix(got, "gone: ") || !strings.Contains(got, "refused") {
+				t.Fatalf("passive signal %q, want the backend gone and connection refused", got)
+			}
+			if n := gatherValue(t, reg, "frontdoor_proxy_errors_total", map[string]string{"reason": "udp_backend"}); n < 1 {
+				t.Errorf("udp_backend errors = %v, want at least 1", n)
+			}
+			return
+		case <-deadline:
+			t.Fatal("no passive signal after the backend's port closed")
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }

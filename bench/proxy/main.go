@@ -93,7 +93,7 @@ func serve(args []string) error {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	if *blocking && len(udp) > 0 && os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + len(udp))
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + proxy.UDPWorkers*len(udp))
 	}
 	s, err := proxy.New(cfg, proxy.Options{Logger: log, BlockingUDP: *blocking})
 	if err != nil {

@@ -55,6 +55,18 @@ func Usable(ap netip.AddrPort) bool {
 // Listen opens a blocking UDP socket bound to ap (an IPv6 socket is IPv6-only). buf, when
 // positive, sets SO_RCVBUF and SO_SNDBUF.
 func Listen(ap netip.AddrPort, buf int) (*Conn, error) {
+	return open(ap, buf, true)
+}
+
+// Dial opens a blocking UDP socket connected to remote, on an address the kernel picks, for
+// a worker that reads it without waiting (Receiver.ReadFrom, after an Epoll says it has
+// datagrams) and writes it with a Sender. buf is as for Listen.
+func Dial(remote netip.AddrPort, buf int) (*Conn, error) {
+	return open(remote, buf, false)
+}
+
+// open makes the socket of Listen (bind to ap) or Dial (connect to ap).
+func open(ap netip.AddrPort, buf int, listen bool) (*Conn, error) {
 	family, sa, err := sockaddr.From(ap)
 	if err != nil {
 		return nil, err
@@ -67,13 +79,15 @@ func Listen(ap netip.AddrPort, buf int) (*Conn, error) {
 		unix.Close(fd)
 		return nil, os.NewSyscallError(call, err)
 	}
-	tv := unix.NsecToTimeval(RcvTimeout.Nanoseconds())
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return fail("setsockopt", err)
-	}
-	if family == unix.AF_INET6 {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+	if listen {
+		tv := unix.NsecToTimeval(RcvTimeout.Nanoseconds())
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return fail("setsockopt", err)
+		}
+		if family == unix.AF_INET6 {
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+				return fail("setsockopt", err)
+			}
 		}
 	}
 	if buf > 0 {
@@ -81,8 +95,12 @@ func Listen(ap netip.AddrPort, buf int) (*Conn, error) {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, buf)
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, buf)
 	}
-	if err := unix.Bind(fd, sa); err != nil {
-		return fail("bind", err)
+	if listen {
+		if err := unix.Bind(fd, sa); err != nil {
+			return fail("bind", err)
+		}
+	} else if err := unix.Connect(fd, sa); err != nil {
+		return fail("connect", err)
 	}
 	bound, err := unix.Getsockname(fd)
 	if err != nil {
@@ -114,8 +132,9 @@ func (c *Conn) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(c.local) }
 // RawConn gives the descriptor to system calls; it keeps the descriptor open during a call.
 func (c *Conn) RawConn() syscall.RawConn { return c.rc }
 
-// Close closes the socket (at once for new calls; a worker blocked in a receive keeps the
-// descriptor until the receive returns).
+// Close closes the socket: at once for new calls, while a call in progress (a worker blocked
+// in a receive) keeps the descriptor until it returns, so its number cannot be reused under
+// the call.
 func (c *Conn) Close() error {
 	c.closed.Store(true)
 	return c.f.Close()

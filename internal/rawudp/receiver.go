@@ -5,6 +5,7 @@ package rawudp
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -43,7 +44,8 @@ type Receiver struct {
 }
 
 // NewReceiver returns a Receiver of n datagrams of up to size bytes from c; coalesce is the
-// pause after a partial batch (0 for none).
+// pause after a partial batch (0 for none). c may be nil for a Receiver used only with
+// ReadFrom.
 func NewReceiver(c *Conn, n, size int, coalesce time.Duration) *Receiver {
 	r := &Receiver{c: c, bufs: make([][]byte, n), names: make([]syscall.RawSockaddrInet6, n),
 		iovs: make([]syscall.Iovec, n), hdrs: make([]Mmsghdr, n), size: size,
@@ -75,10 +77,7 @@ func (r *Receiver) Next(stop *atomic.Bool) (int, error) {
 		r.flags |= unix.MSG_DONTWAIT
 	}
 	for !stop.Load() && !r.c.closed.Load() {
-		for i := range r.hdrs {
-			r.hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrInet6
-			r.hdrs[i].Hdr.Flags = 0
-		}
+		r.reset()
 		if err := r.c.rc.Control(r.recv); err != nil {
 			if stop.Load() || r.c.closed.Load() || errors.Is(err, os.ErrClosed) {
 				return 0, nil
@@ -103,6 +102,35 @@ func (r *Receiver) Next(stop *atomic.Bool) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// ReadFrom reads the datagrams c holds, up to the Receiver's n, without waiting, and returns
+// how many it read. It returns 0, nil when c holds none, net.ErrClosed once c is closed, and
+// c's pending error (such as ECONNREFUSED after an ICMP port unreachable) when it has one.
+func (r *Receiver) ReadFrom(c *Conn) (int, error) {
+	r.flags = unix.MSG_DONTWAIT
+	for {
+		r.reset()
+		if err := c.rc.Control(r.recv); err != nil || c.closed.Load() {
+			return 0, net.ErrClosed
+		}
+		switch r.errno {
+		case 0:
+			return r.n, nil
+		case syscall.EAGAIN:
+			return 0, nil
+		case syscall.EINTR:
+		default:
+			return 0, r.errno
+		}
+	}
+}
+
+func (r *Receiver) reset() {
+	for i := range r.hdrs {
+		r.hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrInet6
+		r.hdrs[i].Hdr.Flags = 0
+	}
 }
 
 // Datagram returns datagram i of the last batch: its bytes, its sender, and whether it was

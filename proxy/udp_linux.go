@@ -26,7 +26,7 @@ type rawSender = rawudp.Sender
 func listenRaw(ap netip.AddrPort, buf int) (*rawSocket, error) { return rawudp.Listen(ap, buf) }
 func dialRaw(ap netip.AddrPort, buf int) (*rawSocket, error)   { return rawudp.Dial(ap, buf) }
 func newRawEpoll(n int) (*rawEpoll, error)                     { return rawudp.NewEpoll(n) }
-func newRawSender(n int) *rawSender                            { return rawudp.NewSender(n) }
+func newRawSender(n int) *rawSender                            { return rawudp.NewSender(n, true) }
 
 // rawReadLoop is readLoop on a rawSocket: one worker blocked in recvmmsg, which pauses for the
 // listener's UDPCoalesce after a partial batch (see rawudp.Receiver). It starts the
@@ -76,7 +76,7 @@ func (s *Server) rawRepliesLoop(u *udpListener) {
 	l := u.l
 	batch := l.cfg.Batch
 	in := rawudp.NewReceiver(nil, batch, l.cfg.MaxDatagram, 0)
-	out := rawudp.NewSender(batch)
+	out := newRawSender(batch)
 	bufs := make([][]byte, 0, batch)
 	pause := unix.NsecToTimespec(int64(l.cfg.UDPCoalesce))
 	for {

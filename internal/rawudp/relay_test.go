@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -40,7 +41,7 @@ func TestDialEpollRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out := NewSender(4) // fewer headers than datagrams: Send needs several calls
+	out := NewSender(4, false) // fewer headers than datagrams: Send needs several calls
 	msgs := [][]byte{[]byte("a"), []byte("bb"), []byte("ccc"), []byte("dddd"), []byte("eeeee"), []byte("ffffff")}
 	if err := out.Send(flow, netip.AddrPort{}, msgs); err != nil {
 		t.Fatalf("Send to the connected peer: %v", err)
@@ -151,5 +152,68 @@ func TestEpollWaitEndsAtStop(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Wait did not return after stop")
+	}
+}
+
+// TestSenderKeepsDatagramBoundaries sends datagrams of mixed sizes with and without
+// segmentation offload, to a named peer and to a connected one: the receiver must get each
+// datagram whole and in order, whatever runs the Sender made of them.
+func TestSenderKeepsDatagramBoundaries(t *testing.T) {
+	var sizes []int
+	sizes = append(sizes, 100, 100, 100, 50, 100, 100, 0, 200, 200, 7, 300, 1)
+	for range 60 {
+		sizes = append(sizes, 1200) // more bytes than one offloaded datagram may carry
+	}
+	for range 70 {
+		sizes = append(sizes, 64) // more segments than one offloaded datagram may carry
+	}
+	sizes = append(sizes, 63, 64, 65)
+	bufs := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		bufs[i] = bytes.Repeat([]byte{byte(i)}, n)
+	}
+	// The runs: one size, a shorter one ends a run, a longer one starts the next, and a run
+	// stops at the byte and segment limits.
+	s := NewSender(len(bufs), true)
+	h, m := s.fill(bufs, nil, 0)
+	if want := []int{4, 2, 1, 3, 2, 54, 7, 64, 6, 1, 1}; m != len(bufs) || !slices.Equal(s.runs[:h], want) {
+		t.Errorf("runs %v carrying %d datagrams, want %v carrying %d", s.runs[:h], m, want, len(bufs))
+	}
+	for _, gso := range []bool{false, true} {
+		for _, connected := range []bool{false, true} {
+			rcv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rcv.SetReadBuffer(4 << 20)
+			to := rcv.LocalAddr().(*net.UDPAddr).AddrPort()
+			var c *Conn
+			if connected {
+				c, err = Dial(to, 1<<20)
+				to = netip.AddrPort{}
+			} else {
+				c, err = Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := NewSender(16, gso)
+			if err := s.Send(c, to, bufs); err != nil {
+				t.Fatalf("gso %v, connected %v: Send: %v", gso, connected, err)
+			}
+			buf := make([]byte, 70000)
+			for i, want := range bufs {
+				rcv.SetReadDeadline(time.Now().Add(2 * time.Second))
+				n, err := rcv.Read(buf)
+				if err != nil || !bytes.Equal(buf[:n], want) {
+					t.Fatalf("gso %v, connected %v: datagram %d is %d bytes (%v), want %d bytes of %d", gso, connected, i, n, err, len(want), i)
+				}
+			}
+			if gso && !s.GSO() {
+				t.Logf("this kernel refused segmentation offload; the datagrams went one by one")
+			}
+			c.Close()
+			rcv.Close()
+		}
 	}
 }

@@ -7,14 +7,25 @@ import (
 	"net/netip"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sender is one worker's send side: headers at stable addresses, made once, for batches of
 // datagrams sent with sendmmsg.
+//
+// With segmentation offload (UDP GSO, NewSender's gso), a run of datagrams of one size (the
+// run's last may be shorter) to one peer goes down the stack as one large datagram that the
+// kernel, or the network card, cuts into the run's datagrams at the very end: routing,
+// filtering and the device are passed once per run instead of once per datagram. The
+// receivers see the same datagrams either way.
 type Sender struct {
 	name syscall.RawSockaddrInet6
 	iovs []syscall.Iovec
 	hdrs []Mmsghdr
+	ctrl [][gsoCmsgSpace]byte // per header: its UDP_SEGMENT control message
+	runs []int                // per header: how many datagrams it carries
+	gso  bool
 
 	// What send sets; send is made once because a closure built per call would escape to the
 	// heap (Control is an interface method) and allocate on every batch.
@@ -24,12 +35,29 @@ type Sender struct {
 	send  func(fd uintptr)
 }
 
-// NewSender returns a Sender of up to n datagrams per system call.
-func NewSender(n int) *Sender {
-	s := &Sender{iovs: make([]syscall.Iovec, n), hdrs: make([]Mmsghdr, n)}
+const (
+	gsoCmsgSpace   = 24    // unix.CmsgSpace(2): a cmsghdr and a uint16, aligned
+	gsoMaxSegments = 64    // UDP_MAX_SEGMENTS of the kernels that first had UDP GSO (4.18)
+	gsoMaxBytes    = 65000 // under the largest UDP payload of IPv4 (65507) and IPv6
+)
+
+// NewSender returns a Sender of up to n datagrams per system call, which uses segmentation
+// offload when gso is set. A kernel or route that refuses it turns it off for the Sender,
+// and the datagrams are sent one by one.
+func NewSender(n int, gso bool) *Sender {
+	s := &Sender{iovs: make([]syscall.Iovec, n), hdrs: make([]Mmsghdr, n),
+		ctrl: make([][gsoCmsgSpace]byte, n), runs: make([]int, n), gso: gso}
+	for i := range s.ctrl {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&s.ctrl[i][0]))
+		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
+	}
 	s.send = func(fd uintptr) { s.k, s.errno = SendmmsgWait(fd, s.todo) }
 	return s
 }
+
+// GSO reports whether the Sender still uses segmentation offload.
+func (s *Sender) GSO() bool { return s.gso }
 
 // Send sends bufs, one datagram each, on c to to, or to c's peer when to is the zero
 // AddrPort (a Dial'ed Conn). It waits while the socket's send buffer is full (the runtime is
@@ -50,28 +78,76 @@ func (s *Sender) Send(c *Conn, to netip.AddrPort, bufs [][]byte) error {
 		s.todo = nil
 	}()
 	for len(bufs) > 0 {
-		n := min(len(bufs), len(s.hdrs))
-		for i, b := range bufs[:n] {
-			s.iovs[i].Base = unsafe.SliceData(b)
-			s.iovs[i].SetLen(len(b))
-			s.hdrs[i].Hdr = syscall.Msghdr{Name: name, Namelen: namelen, Iov: &s.iovs[i], Iovlen: 1}
-		}
-		s.todo = s.hdrs[:n]
+		h, m := s.fill(bufs, name, namelen)
+		s.todo = s.hdrs[:h]
+		sent := 0 // headers
+	call:
 		for len(s.todo) > 0 {
 			if err := c.rc.Control(s.send); err != nil || c.closed.Load() {
 				return net.ErrClosed
 			}
 			switch {
 			case s.errno == syscall.EINTR:
+			case s.errno != 0 && s.gso && s.runs[sent] > 1 && gsoRefused(s.errno):
+				// Send the rest of the batch again, one datagram per header.
+				s.gso = false
+				done := 0
+				for _, r := range s.runs[:sent] {
+					done += r
+				}
+				m = done
+				break call
 			case s.errno != 0:
 				return s.errno
 			case s.k <= 0:
 				return syscall.EIO
 			default:
 				s.todo = s.todo[s.k:]
+				sent += s.k
 			}
 		}
-		bufs = bufs[n:]
+		bufs = bufs[m:]
 	}
 	return nil
+}
+
+// gsoRefused reports whether errno is how a kernel or a route turns down segmentation
+// offload (no UDP_SEGMENT, a segment over the route's MTU, no checksum offload).
+func gsoRefused(errno syscall.Errno) bool {
+	return errno == syscall.EINVAL || errno == syscall.EIO || errno == syscall.ENOPROTOOPT || errno == syscall.EOPNOTSUPP
+}
+
+// fill sets up headers for the first datagrams of bufs and returns how many headers and how
+// many datagrams they carry.
+func (s *Sender) fill(bufs [][]byte, name *byte, namelen uint32) (h, m int) {
+	limit := min(len(bufs), len(s.iovs))
+	for m < limit && h < len(s.hdrs) {
+		size := len(bufs[m])
+		run, total := 1, size
+		if s.gso && size > 0 {
+			// A run goes on while its datagrams have the first one's size; a shorter one ends it.
+			for m+run < limit && run < gsoMaxSegments && len(bufs[m+run-1]) == size {
+				next := len(bufs[m+run])
+				if next == 0 || next > size || total+next > gsoMaxBytes {
+					break
+				}
+				run++
+				total += next
+			}
+		}
+		for i := m; i < m+run; i++ {
+			s.iovs[i].Base = unsafe.SliceData(bufs[i])
+			s.iovs[i].SetLen(len(bufs[i]))
+		}
+		s.hdrs[h].Hdr = syscall.Msghdr{Name: name, Namelen: namelen, Iov: &s.iovs[m], Iovlen: uint64(run)}
+		if run > 1 {
+			*(*uint16)(unsafe.Pointer(&s.ctrl[h][unix.CmsgLen(0)])) = uint16(size)
+			s.hdrs[h].Hdr.Control = &s.ctrl[h][0]
+			s.hdrs[h].Hdr.SetControllen(gsoCmsgSpace)
+		}
+		s.runs[h] = run
+		h++
+		m += run
+	}
+	return h, m
 }

@@ -549,11 +549,12 @@ type ProxyListener struct {
 	// MaxConns bounds this listener's connections or flows; 0 is no bound of its own.
 	// Default: 0.
 	MaxConns int `yaml:"max_conns"`
-	// UDPCoalesce (udp) is how long the listener's worker lets client datagrams gather after
-	// it read a partial batch, so that one wake-up forwards them all: about half the CPU per
-	// datagram under load, and a datagram may wait up to this long more. Replies from the
-	// backends are not delayed. "0s" turns it off. It applies where the node reads UDP with
-	// a blocking worker (see Listener.UDPCoalesce for when). Default: 250us. At most 5ms.
+	// UDPCoalesce (udp) is how long the listener's workers let datagrams gather after they
+	// moved a partial batch, so that one wake-up relays them all: the clients' datagrams to
+	// the backends, and the backends' replies to the clients. About half the CPU per datagram
+	// under load, and a datagram may wait up to this long more. "0s" turns it off. It applies
+	// where the node serves UDP with blocking workers (see Listener.UDPCoalesce for when).
+	// Default: 250us. At most 5ms.
 	UDPCoalesce *Duration `yaml:"udp_coalesce"`
 }
 

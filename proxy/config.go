@@ -91,12 +91,12 @@ type Listener struct {
 	// Batch is the number of datagrams moved per recvmmsg/sendmmsg call (udp only).
 	// Default: 64.
 	Batch int
-	// UDPCoalesce, with Options.BlockingUDP, is how long the listener's worker pauses after
-	// reading a batch smaller than a full one, so that the datagrams arriving meanwhile are
-	// read with one wake-up instead of one each (like a network card's interrupt
-	// moderation): a datagram may wait up to this long more while datagrams keep coming; one
-	// that finds the worker idle is forwarded at once. Replies from backends are not delayed.
-	// Default: 0 (no pause). At most 5ms.
+	// UDPCoalesce, with Options.BlockingUDP, is how long each of the listener's workers (one
+	// for the clients' datagrams, one for the backends' replies) pauses after moving a batch
+	// smaller than a full one, so that the datagrams arriving meanwhile are read with one
+	// wake-up instead of one each (like a network card's interrupt moderation): a datagram
+	// may wait up to this long more while datagrams keep coming; one that finds the worker
+	// idle is relayed at once. Default: 0 (no pause). At most 5ms.
 	UDPCoalesce time.Duration
 }
 

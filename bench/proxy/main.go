@@ -61,7 +61,7 @@ func serve(args []string) error {
 	fs.Var(&tcp, "tcp", "listen=backend for TCP (repeatable)")
 	fs.Var(&udp, "udp", "listen=backend for UDP (repeatable)")
 	verbose := fs.Bool("v", false, "write the access log to stderr")
-	blocking := fs.Bool("blocking-udp", true, "read UDP listeners with a blocking worker, one added P each (as frontdoor serve does)")
+	blocking := fs.Bool("blocking-udp", true, "serve UDP listeners with blocking workers, a P added for each (as frontdoor serve does)")
 	coalesce := fs.Duration("udp-coalesce", configs.DefaultUDPCoalesce, "the UDP listeners' udp_coalesce (frontdoor's default)")
 	fs.Parse(args)
 	var cfg proxy.Config

@@ -77,7 +77,7 @@ func (r *Runtime) buildProxy() error {
 		return err
 	}
 	srv, err := proxy.New(pc, proxy.Options{
-		Logger:      r.log.With("component", "proxy"),
+		Logger:      r.log, // the proxy names itself (component=proxy)
 		Registry:    r.o.Registry,
 		Locator:     r.Zones,
 		BlockingUDP: r.o.BlockingUDP,

@@ -83,6 +83,28 @@ for l in open("/proc/net/udp").readlines()[1:]:
 print(n)' "$1"
 }
 
+# pid_udp_drops PID — datagrams dropped so far at the full receive queues of the UDP sockets
+# that process PID holds (a proxy's flow sockets among them), from /proc/net/udp and udp6.
+pid_udp_drops() {
+	python3 -c '
+import os, sys
+pid, inodes = sys.argv[1], set()
+for fd in os.listdir(f"/proc/{pid}/fd"):
+    try:
+        t = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        continue
+    if t.startswith("socket:["):
+        inodes.add(t[8:-1])
+n = 0
+for tab in ("/proc/net/udp", "/proc/net/udp6"):
+    for l in open(tab).readlines()[1:]:
+        f = l.split()
+        if f[9] in inodes:
+            n += int(f[-1])
+print(n)' "$1"
+}
+
 # Origins and load targets (LOAD_CPU).
 start iperf3 "$LOAD_CPU" iperf3 -s -p 15201
 cat >"$WORK/origin.conf" <<EOF
@@ -236,16 +258,22 @@ print(got/s["seconds"], s["lost_percent"], got, fwd/s["seconds"], 100*drops/max(
 		# The other direction (iperf3 -R: the backend sends, the proxy relays its replies to the
 		# client from the listening socket), as display traffic mostly flows. The proxy's CPU is
 		# charged per datagram the backend sent.
+		# Drops at the proxy are those at its own sockets' full receive queues (the flow socket
+		# the backend sends to, mostly).
 		for len in 64 1200; do
+			d0=0
+			[ -z "$pid" ] || d0=$(pid_udp_drops "$pid")
 			cpu_start "$pid"
 			taskset -c "$LOAD_CPU" iperf3 -c 127.0.0.1 -p "$iport" -u -b 0 -l "$len" -t "$DUR" -R -J >"$WORK/udp.json" || true
 			cpu=$(cpu_used "$pid")
-			read -r pps loss pkts < <(python3 -c '
+			d1=0
+			[ -z "$pid" ] || d1=$(pid_udp_drops "$pid")
+			read -r pps loss pkts ploss < <(python3 -c '
 import json,sys
 s=json.load(open(sys.argv[1]))["end"]["sum"]
 got=s["packets"]-s["lost_packets"]
-print(got/s["seconds"], s["lost_percent"], s["packets"])' "$WORK/udp.json")
-			row "rudp_${len}" "$name" "$pps" "pkt/s loss=$loss" "$cpu" "$pkts"
+print(got/s["seconds"], s["lost_percent"], s["packets"], 100*int(sys.argv[2])/max(s["packets"],1))' "$WORK/udp.json" "$((d1 - d0))")
+			row "rudp_${len}" "$name" "$pps" "pkt/s loss=$loss ploss=$ploss" "$cpu" "$pkts"
 			sleep 1
 		done
 	done
@@ -282,7 +310,7 @@ L.append(f"Produced by `bench/proxy.sh {dur}` (each test {dur} s, {rounds} round
          f"medians shown, all rounds listed). Machine: {ncpu} CPUs, Linux {kernel}, shared with other work, so "
          f"absolute numbers move between runs; compare within a table. Proxies pinned to CPU {pcpu}, load "
          f"generators and origins to CPU {lcpu} (taskset). One thread/worker each: HAProxy `nbthread 1` in tcp mode "
-         f"with `option splice-auto`, nginx stream 1 worker, frontdoor TCP with GOMAXPROCS from its one-CPU affinity, frontdoor UDP in a process of its own with one P added for its blocking worker. "
+         f"with `option splice-auto`, nginx stream 1 worker, frontdoor TCP with GOMAXPROCS from its one-CPU affinity, frontdoor UDP in a process of its own with two Ps added for its blocking workers. "
          f"Proxy CPU is user+system time of the proxy process during the test (loopback TCP work done in the "
          f"sender's context is charged to it).")
 L.append("")
@@ -317,6 +345,13 @@ for test, t in runs.items():
         ratio = f"{fdv/v:.2f}×" if fdv and target != "frontdoor" and v else ""
         L.append(f"| {target} | {fmt(v, unit)} | {per} | {allr}{extra} | {ratio} |")
     L.append("")
+    if test.startswith("rudp"):
+        kv = lambda r: dict(x.split("=") for x in r[1].split()[1:])
+        L.append("Dropped at the proxy (share of the backend's datagrams lost at the full receive "
+                 "queues of the proxy's own sockets; the rest of the loss is at the receiving client): "
+                 + "; ".join(f"{tg} " + "/".join(f"{float(kv(r)['ploss']):.1f}%" for r in rs)
+                             for tg, rs in t.items() if tg != "direct") + ".")
+        L.append("")
     if test.startswith("udp"):
         # What each proxy read from its listening socket and sent on (the client's datagrams
         # minus those dropped because the proxy's receive queue was full), whatever the

@@ -7,10 +7,12 @@
 #   * iperf3 UDP at 64 and 1200 bytes: datagrams/s received and loss, and datagrams/s the proxy
 #     forwarded and dropped at its own socket (HAProxy has no UDP); and the same with iperf3 -R
 #     (the backend sends: the proxy's replies path);
+#   * UDP saturation, both ways: "proxy flood" sends 64 and 1200-byte datagrams with sendmmsg
+#     as fast as one thread can (several times iperf3's rate) and counts what arrives;
 #   * RSS per idle connection with 9,900 connections held open (open-files limit 20,000).
 # The proxy runs on PROXY_CPU, load generators and origins on LOAD_CPU (taskset).
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
-# TESTS picks a subset (default "idle tcp conn udp"); TARGETS a subset of "direct frontdoor
+# TESTS picks a subset (default "idle tcp conn udp flood"); TARGETS a subset of "direct frontdoor
 # haproxy nginx"; e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
 # FD_UDP_COALESCE (default: frontdoor's, 250us) and FD_BLOCKING_UDP (default true) set how
 # frontdoor reads UDP.
@@ -22,7 +24,7 @@ PROXY_CPU=${PROXY_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 IDLE_CONNS=${IDLE_CONNS:-9900}
 ROUNDS=${ROUNDS:-3}
-TESTS=" ${TESTS:-idle tcp conn udp} "
+TESTS=" ${TESTS:-idle tcp conn udp flood} "
 TARGETS=" ${TARGETS:-direct frontdoor haproxy nginx} "
 want() { [[ "$TESTS" == *" $1 "* ]]; }
 
@@ -120,14 +122,16 @@ EOF
 start origin "$LOAD_CPU" nginx -c "$WORK/origin.conf" -g 'daemon off; master_process off;'
 start sink "$LOAD_CPU" "$WORK/fdproxy" sink -listen 127.0.0.1:19000
 
-# The proxies (PROXY_CPU): TCP 1 -> iperf3, 2 -> origin, 9 -> sink; UDP 1 -> iperf3.
-# frontdoor's UDP listener runs in a process of its own, as frontdoor serve reads it: a
-# blocking worker with one added P and the default udp_coalesce (250us); the TCP process
-# keeps GOMAXPROCS from its one-CPU affinity.
+# The proxies (PROXY_CPU): TCP 1 -> iperf3, 2 -> origin, 9 -> sink; UDP 1 -> iperf3,
+# 11 -> flood's backend (15211). frontdoor's UDP listeners run in a process of their own, as
+# frontdoor serve runs them: two blocking workers each with a P added for each, and the
+# default udp_coalesce (250us); the TCP process keeps GOMAXPROCS from its one-CPU affinity.
+# Every UDP socket may have 4 MB buffers: frontdoor's default, and nginx's listen rcvbuf/sndbuf.
 start frontdoor "$PROXY_CPU" "$WORK/fdproxy" serve \
 	-tcp 127.0.0.1:16001=127.0.0.1:15201 \
 	-tcp 127.0.0.1:16002=127.0.0.1:18080 -tcp 127.0.0.1:16009=127.0.0.1:19000
 start frontdoor-udp "$PROXY_CPU" "$WORK/fdproxy" serve -udp 127.0.0.1:16001=127.0.0.1:15201 \
+	-udp 127.0.0.1:16011=127.0.0.1:15211 \
 	-blocking-udp="${FD_BLOCKING_UDP:-true}" ${FD_UDP_COALESCE:+-udp-coalesce="$FD_UDP_COALESCE"}
 cat >"$WORK/haproxy.cfg" <<EOF
 global
@@ -164,7 +168,8 @@ events { worker_connections 19990; }
 stream {
     proxy_timeout 10m;
     server { listen 127.0.0.1:18001; proxy_pass 127.0.0.1:15201; }
-    server { listen 127.0.0.1:18001 udp; proxy_pass 127.0.0.1:15201; }
+    server { listen 127.0.0.1:18001 udp rcvbuf=4m sndbuf=4m; proxy_pass 127.0.0.1:15201; }
+    server { listen 127.0.0.1:18011 udp rcvbuf=4m sndbuf=4m; proxy_pass 127.0.0.1:15211; }
     server { listen 127.0.0.1:18002; proxy_pass 127.0.0.1:18080; }
     server { listen 127.0.0.1:18009; proxy_pass 127.0.0.1:19000; }
 }
@@ -277,6 +282,28 @@ print(got/s["seconds"], s["lost_percent"], s["packets"], 100*int(sys.argv[2])/ma
 			sleep 1
 		done
 	done
+	# Saturation: the proxy's CPU is charged per datagram that arrived.
+	for t in direct:15211 frontdoor:16011 nginx:18011; do
+		IFS=: read -r name fport <<<"$t"
+		want flood && [[ "$TARGETS" == *" $name "* ]] || continue
+		pid=""
+		[ "$name" = direct ] || pid=$(pidof_ "$name")
+		[ "$name" != frontdoor ] || pid=$(pidof_ frontdoor-udp)
+		for rev in false true; do
+			for len in 64 1200; do
+				cpu_start "$pid"
+				taskset -c "$LOAD_CPU" "$WORK/fdproxy" flood -proxy "127.0.0.1:$fport" -backend 127.0.0.1:15211 \
+					-len "$len" -dur "${DUR}s" -reverse="$rev" >"$WORK/flood.txt"
+				cpu=$(cpu_used "$pid")
+				read -r sent got secs < <(awk '{print $2, $4, $6}' "$WORK/flood.txt")
+				test=flood_$len
+				[ "$rev" = false ] || test=rflood_$len
+				row "$test" "$name" "$(echo "$got/$secs" | bc -l)" \
+					"pkt/s loss=$(echo "100*($sent-$got)/($sent+($sent==0))" | bc -l) sent=$(echo "$sent/$secs" | bc -l)" "$cpu" "$got"
+				sleep 1
+			done
+		done
+	done
 done
 
 python3 - "$RES" "$OUT" "$DUR" "$PROXY_CPU" "$LOAD_CPU" "$IDLE_CONNS" "$ROUNDS" "$(nproc)" "$(uname -r)" <<'PY'
@@ -304,6 +331,10 @@ names = {"tcp_1": "iperf3 TCP, 1 stream", "tcp_4": "iperf3 TCP, 4 streams",
          "udp_1200": "iperf3 UDP, 1200-byte datagrams, -b 0 (received datagrams/s)",
          "rudp_64": "iperf3 UDP -R (backend to client, the replies path), 64-byte datagrams, -b 0 (received datagrams/s)",
          "rudp_1200": "iperf3 UDP -R (backend to client, the replies path), 1200-byte datagrams, -b 0 (received datagrams/s)",
+         "flood_64": "UDP saturation, client to backend, 64-byte datagrams (`proxy flood`: sendmmsg as fast as one thread can; received datagrams/s)",
+         "flood_1200": "UDP saturation, client to backend, 1200-byte datagrams (received datagrams/s)",
+         "rflood_64": "UDP saturation, backend to client (the replies path), 64-byte datagrams (received datagrams/s)",
+         "rflood_1200": "UDP saturation, backend to client (the replies path), 1200-byte datagrams (received datagrams/s)",
          "idle_rss": f"RSS per idle connection, {idle} connections held open"}
 L = ["# frontdoor L4 proxy benchmark", ""]
 L.append(f"Produced by `bench/proxy.sh {dur}` (each test {dur} s, {rounds} rounds with the targets interleaved; "
@@ -334,6 +365,8 @@ for test, t in runs.items():
                     per = f"{c*1e6:.0f} CPU µs/conn"
                 elif test.startswith("rudp"):
                     per = f"{c*1e9:.0f} CPU ns/datagram the backend sent"
+                elif "flood" in test:
+                    per = f"{c*1e9:.0f} CPU ns/received datagram"
                 else:
                     per = f"{c*1e9:.0f} CPU ns/forwarded datagram"
         extra = ""
@@ -351,6 +384,11 @@ for test, t in runs.items():
                  "queues of the proxy's own sockets; the rest of the loss is at the receiving client): "
                  + "; ".join(f"{tg} " + "/".join(f"{float(kv(r)['ploss']):.1f}%" for r in rs)
                              for tg, rs in t.items() if tg != "direct") + ".")
+        L.append("")
+    if "flood" in test:
+        kv = lambda r: dict(x.split("=") for x in r[1].split()[1:])
+        L.append("Sent per second: " + "; ".join(f"{tg} " + ", ".join(f"{float(kv(r)['sent'])/1e3:.1f}k" for r in rs)
+                                                  for tg, rs in t.items()) + ".")
         L.append("")
     if test.startswith("udp"):
         # What each proxy read from its listening socket and sent on (the client's datagrams

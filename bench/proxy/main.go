@@ -1,10 +1,12 @@
 // Command proxy is the benchmark helper of bench/proxy.sh. It runs frontdoor's L4 proxy from
-// command-line routes, or one of two load tools: "hold" opens N idle connections and keeps
-// them, "sink" accepts connections and keeps them.
+// command-line routes, or one of three load tools: "hold" opens N idle connections and keeps
+// them, "sink" accepts connections and keeps them, "flood" pushes UDP datagrams through a
+// proxy as fast as it can, either way, and counts what arrives.
 //
 //	proxy serve -tcp 127.0.0.1:16001=127.0.0.1:15201 -udp 127.0.0.1:16003=127.0.0.1:15201
 //	proxy sink -listen 127.0.0.1:19000
 //	proxy hold -connect 127.0.0.1:16009 -n 9900
+//	proxy flood -proxy 127.0.0.1:16011 -backend 127.0.0.1:15211 -len 64 -dur 5s [-reverse]
 package main
 
 import (
@@ -34,7 +36,7 @@ func (r *routes) Set(v string) error { *r = append(*r, v); return nil }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: proxy serve|sink|hold [flags]")
+		fmt.Fprintln(os.Stderr, "usage: proxy serve|sink|hold|flood [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -45,6 +47,8 @@ func main() {
 		err = sink(os.Args[2:])
 	case "hold":
 		err = hold(os.Args[2:])
+	case "flood":
+		err = flood(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -44,8 +45,8 @@ type udpListener struct {
 	stop  atomic.Bool // set before the socket is closed
 
 	// With raw, the flows' sockets are raw too and their replies are relayed by one worker
-	// waiting on ep (rawRepliesLoop); whoever sets epOwned first closes ep: that worker, or
-	// close when the worker never started.
+	// waiting on ep (rawRepliesLoop). Whoever sets epOwned first closes ep: rawReadLoop,
+	// once it and that worker are done, or close when rawReadLoop never started.
 	ep      *rawEpoll
 	epOwned atomic.Bool
 
@@ -212,9 +213,13 @@ func (u *udpListener) forward(dgs []datagram, fw *forwarder, now time.Time) {
 func (f *flow) send(fw *forwarder, k int) {
 	if f.raw != nil {
 		err := fw.raw.Send(f.raw, netip.AddrPort{}, fw.bufs[:k])
-		if err != nil && !errors.Is(err, net.ErrClosed) && !f.closed.Load() && isRefused(err) {
+		switch {
+		case err == nil || errors.Is(err, net.ErrClosed) || f.closed.Load():
+		case fromICMP(err):
 			// The send took the socket's pending ICMP error; the replies worker will not see it.
 			f.backendError(err)
+		default:
+			f.u.l.m.err("udp_send")
 		}
 		return
 	}
@@ -227,8 +232,16 @@ func (f *flow) send(fw *forwarder, k int) {
 	}
 }
 
-// isRefused reports whether err says the backend's port is closed (an ICMP port unreachable).
-func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+// fromICMP reports whether err is an ICMP error a connected socket reports for its peer: the
+// port is closed, or the host or network cannot be reached.
+func fromICMP(err error) bool {
+	for _, e := range []error{syscall.ECONNREFUSED, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EHOSTDOWN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // writeAll sends ms with as few sendmmsg calls as the socket allows; an error drops the rest
 // (UDP is lossy anyway; a refused backend shows up on the flow's reply socket).
@@ -283,6 +296,10 @@ func (u *udpListener) flowFor(client, peer netip.AddrPort, now time.Time) *flow 
 	f = &flow{u: u, client: client, peer: peer, addr: net.UDPAddrFromAddrPort(peer), b: b, pool: p.cfg.Name,
 		zone: s.opts.Locator.Zone(client.Addr()), start: now}
 	if err := u.dial(f, lc.SocketBuffer); err != nil {
+		if localFailure(err) {
+			l.m.err("udp_socket") // this host's limits, not the backend's health
+			return nil
+		}
 		l.m.err("connect")
 		b.m.fails.Inc()
 		s.opts.Passive(b.name, b.addr, err)
@@ -320,7 +337,7 @@ func (u *udpListener) dial(f *flow, buf int) error {
 		u.lastID++
 		if err := u.ep.Add(c, u.lastID); err != nil {
 			c.Close()
-			return err
+			return fmt.Errorf("%w: %w", errLocal, err)
 		}
 		f.raw, f.id = c, u.lastID
 		u.byID[f.id] = f
@@ -334,6 +351,20 @@ func (u *udpListener) dial(f *flow, buf int) error {
 	c.SetWriteBuffer(buf)
 	f.conn, f.pc = c, newBatchConn(c)
 	return nil
+}
+
+// errLocal marks a flow's socket that failed for a reason of this host's.
+var errLocal = errors.New("flow socket")
+
+// localFailure reports whether err opening a flow's socket is this host's (descriptor or
+// memory limits, the epoll set) rather than a sign of the backend's health.
+func localFailure(err error) bool {
+	for _, e := range []error{errLocal, syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // flowByID returns the raw flow with id, or nil once it has ended.
@@ -452,7 +483,10 @@ func (f *flow) end(reason string) {
 		return
 	}
 	if f.raw != nil {
-		f.raw.Close() // waits for a call of the replies worker in progress; leaves ep
+		// Out of the set first: a call in progress on the socket (a send waiting for room)
+		// keeps it open past Close, and the replies worker would be told of it meanwhile.
+		u.ep.Remove(f.raw)
+		f.raw.Close()
 	} else {
 		f.conn.Close()
 	}

@@ -29,18 +29,26 @@ func newRawEpoll(n int) (*rawEpoll, error)                     { return rawudp.N
 func newRawSender(n int) *rawSender                            { return rawudp.NewSender(n, true) }
 
 // rawReadLoop is readLoop on a rawSocket: one worker blocked in recvmmsg, which pauses for the
-// listener's UDPCoalesce after a partial batch (see rawudp.Receiver). It starts the
-// listener's replies worker (rawRepliesLoop).
+// listener's UDPCoalesce after a partial batch (see rawudp.Receiver). It runs the listener's
+// replies worker (rawRepliesLoop) alongside and, when both are done, closes their epoll set.
 func (s *Server) rawReadLoop(l *listener) {
 	defer s.wg.Done()
 	defer close(l.done)
 	u := l.udp
-	defer u.closeFlows("closed")
 	if !u.epOwned.CompareAndSwap(false, true) {
 		return // closed before it started
 	}
-	s.wg.Add(1)
-	go s.rawRepliesLoop(u)
+	replies := make(chan struct{})
+	go func() {
+		defer close(replies)
+		s.rawRepliesLoop(u)
+	}()
+	defer func() {
+		u.stop.Store(true) // ends the replies worker if this loop ended on an error
+		u.closeFlows("closed")
+		<-replies
+		u.ep.Close()
+	}()
 	in := rawudp.NewReceiver(u.raw, l.cfg.Batch, l.cfg.MaxDatagram, l.cfg.UDPCoalesce)
 	dgs := make([]datagram, 0, l.cfg.Batch)
 	fw := newForwarder(l.cfg.Batch)
@@ -70,9 +78,8 @@ func (s *Server) rawReadLoop(l *listener) {
 // sends what it read from the listening socket with one sendmmsg, so the client sees the
 // replies come from the address it sent to. After a round that moved less than a batch it
 // pauses for the listener's UDPCoalesce, so that the next round moves more per wake-up.
+// If the set cannot be waited on, the listener stops (stop is set; rawReadLoop ends too).
 func (s *Server) rawRepliesLoop(u *udpListener) {
-	defer s.wg.Done()
-	defer u.ep.Close()
 	l := u.l
 	batch := l.cfg.Batch
 	in := rawudp.NewReceiver(nil, batch, l.cfg.MaxDatagram, 0)
@@ -83,7 +90,8 @@ func (s *Server) rawRepliesLoop(u *udpListener) {
 		n, err := u.ep.Wait(&u.stop)
 		if err != nil {
 			l.m.err("udp_read")
-			s.log.Error("udp replies stopped", "listener", l.cfg.Name, "err", err)
+			s.log.Error("udp listener stopped", "listener", l.cfg.Name, "err", err)
+			u.stop.Store(true)
 		}
 		if err != nil || n == 0 {
 			return
@@ -113,13 +121,15 @@ func (s *Server) rawRepliesLoop(u *udpListener) {
 				bufs = append(bufs, data)
 				bytes += int64(len(data))
 			}
+			f.countOut(len(bufs), bytes)
 			if len(bufs) == 0 {
 				continue
 			}
-			f.countOut(len(bufs), bytes)
-			// An error here is the client's (unreachable) or the listener's (closed): UDP is
-			// lossy, the rest of the batch is dropped.
-			out.Send(u.raw, f.peer, bufs)
+			// On an error (the listener closed, or its send refused) the rest of the batch is
+			// dropped: UDP is lossy.
+			if err := out.Send(u.raw, f.peer, bufs); err != nil && !errors.Is(err, net.ErrClosed) {
+				l.m.err("udp_send")
+			}
 		}
 		if l.cfg.UDPCoalesce > 0 && moved < batch {
 			rawudp.Pause(&pause)

@@ -22,6 +22,7 @@ func newRawSender(int) *rawSender                       { return nil }
 func (*rawSocket) Local() netip.AddrPort                           { return netip.AddrPort{} }
 func (*rawSocket) Close() error                                    { return nil }
 func (*rawEpoll) Add(*rawSocket, uint64) error                     { return nil }
+func (*rawEpoll) Remove(*rawSocket) error                          { return nil }
 func (*rawEpoll) Close() error                                     { return nil }
 func (*rawSender) Send(*rawSocket, netip.AddrPort, [][]byte) error { return nil }
 func (*Server) rawReadLoop(*listener)                              {}

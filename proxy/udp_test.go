@@ -2,9 +2,13 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -420,5 +424,106 @@ func testUDPBackendGoneIsAPassiveSignal(t *testing.T, m udpMode) {
 			t.Fatal("no passive signal after the backend's port closed")
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// TestUDPListenersLeaveNoDescriptors: a udp listener closed before it served, one replaced
+// by a reload while its flows carry datagrams, and a server closed with flows open all give
+// back every socket and epoll set they opened.
+func TestUDPListenersLeaveNoDescriptors(t *testing.T) {
+	forUDPModes(t, testUDPListenersLeaveNoDescriptors)
+}
+
+func testUDPListenersLeaveNoDescriptors(t *testing.T, m udpMode) {
+	be := udpEcho(t, "a")
+	base := openFiles(t)
+	cfg := Config{Listeners: []Listener{m.listener(udpListenerCfg("p"))}, Pools: []Pool{onePool("p", be)}}
+	opts := m.opts(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+
+	s, err := New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	waitOpenFiles(t, base, "after a Close before Serve")
+
+	s, err = New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(context.Background()) }()
+	var clients []*net.UDPConn
+	for range 4 {
+		c := udpClient(t)
+		if got, _ := exchange(t, c, s.Addr("udp"), "x"); got != "a:x" {
+			t.Fatalf("got %q", got)
+		}
+		clients = append(clients, c)
+	}
+	// Datagrams keep coming while the listener is replaced and then the server closed.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 100000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			clients[i%len(clients)].WriteToUDPAddrPort([]byte("y"), s.Addr("udp"))
+			if i%64 == 63 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	moved := cfg
+	moved.Listeners = []Listener{m.listener(udpListenerCfg("p"))}
+	moved.Listeners[0].Name = "udp2"
+	if err := s.Reload(moved); err != nil {
+		t.Fatal(err)
+	}
+	c := udpClient(t)
+	if got, _ := exchange(t, c, s.Addr("udp2"), "z"); got != "a:z" {
+		t.Fatalf("got %q from the new listener", got)
+	}
+	close(stop)
+	<-done
+	s.Close()
+	if err := <-errc; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	for _, c := range append(clients, c) {
+		c.Close()
+	}
+	waitOpenFiles(t, base, "after a reload and a Close with flows open")
+}
+
+// openFiles counts this process's open descriptors.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(fds)
+}
+
+// waitOpenFiles waits (bounded) until at most base descriptors are open.
+func waitOpenFiles(t *testing.T, base int, when string) {
+	t.Helper()
+	n := openFiles(t)
+	for deadline := time.Now().Add(3 * time.Second); n > base && time.Now().Before(deadline); n = openFiles(t) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n > base {
+		t.Fatalf("%s: %d descriptors open, %d before", when, n, base)
 	}
 }

@@ -4,7 +4,9 @@ package rawudp
 
 import (
 	"fmt"
+	"net"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -17,8 +19,11 @@ import (
 // the wait is bounded by RcvTimeout. The set is level-triggered: a Conn that still holds
 // datagrams is reported again by the next Wait.
 type Epoll struct {
+	events []unix.EpollEvent // Wait's
+
+	mu     sync.RWMutex // guards closed: Add and Remove read-lock it, Close write-locks it
 	fd     int
-	events []unix.EpollEvent
+	closed bool
 }
 
 // NewEpoll returns an empty set that reports up to n ready Conns per Wait.
@@ -31,11 +36,26 @@ func NewEpoll(n int) (*Epoll, error) {
 }
 
 // Add watches c for datagrams and errors; Wait reports it by id. Any goroutine may call Add.
-// A Conn leaves the set when it is closed.
 func (e *Epoll) Add(c *Conn, id uint64) error {
 	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	return e.ctl(c, unix.EPOLL_CTL_ADD, &ev)
+}
+
+// Remove stops watching c; any goroutine may call it. Call it before closing c: a Conn
+// closed while another goroutine is in a call on it keeps its descriptor, and would be
+// reported ready, until that call returns.
+func (e *Epoll) Remove(c *Conn) error {
+	return e.ctl(c, unix.EPOLL_CTL_DEL, &unix.EpollEvent{})
+}
+
+func (e *Epoll) ctl(c *Conn, op int, ev *unix.EpollEvent) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return net.ErrClosed
+	}
 	var errno error
-	if err := c.rc.Control(func(fd uintptr) { errno = unix.EpollCtl(e.fd, unix.EPOLL_CTL_ADD, int(fd), &ev) }); err != nil {
+	if err := c.rc.Control(func(fd uintptr) { errno = unix.EpollCtl(e.fd, op, int(fd), ev) }); err != nil {
 		return err
 	}
 	if errno != nil {
@@ -69,5 +89,14 @@ func (e *Epoll) ID(i int) uint64 {
 	return uint64(uint32(e.events[i].Fd)) | uint64(uint32(e.events[i].Pad))<<32
 }
 
-// Close closes the set; only the goroutine that Waits may call it.
-func (e *Epoll) Close() error { return unix.Close(e.fd) }
+// Close closes the set, once no Wait is in progress; Add and Remove then return
+// net.ErrClosed.
+func (e *Epoll) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return net.ErrClosed
+	}
+	e.closed = true
+	return unix.Close(e.fd)
+}

@@ -5,13 +5,17 @@ package rawudp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestDialEpollRelay is the relay of a proxy's flow on real loopback sockets: a Dial'ed Conn
@@ -179,7 +183,12 @@ func TestSenderKeepsDatagramBoundaries(t *testing.T) {
 	if want := []int{4, 2, 1, 3, 2, 54, 7, 64, 6, 1, 1}; m != len(bufs) || !slices.Equal(s.runs[:h], want) {
 		t.Errorf("runs %v carrying %d datagrams, want %v carrying %d", s.runs[:h], m, want, len(bufs))
 	}
-	for _, gso := range []bool{false, true} {
+	// Senders of 16 and of all the datagrams: several calls, and runs as long as allowed.
+	for _, tc := range []struct {
+		gso bool
+		n   int
+	}{{false, 16}, {true, 16}, {true, len(bufs)}} {
+		gso := tc.gso
 		for _, connected := range []bool{false, true} {
 			rcv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
@@ -197,7 +206,7 @@ func TestSenderKeepsDatagramBoundaries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := NewSender(16, gso)
+			s := NewSender(tc.n, gso)
 			if err := s.Send(c, to, bufs); err != nil {
 				t.Fatalf("gso %v, connected %v: Send: %v", gso, connected, err)
 			}
@@ -209,11 +218,96 @@ func TestSenderKeepsDatagramBoundaries(t *testing.T) {
 					t.Fatalf("gso %v, connected %v: datagram %d is %d bytes (%v), want %d bytes of %d", gso, connected, i, n, err, len(want), i)
 				}
 			}
-			if gso && !s.GSO() {
-				t.Logf("this kernel refused segmentation offload; the datagrams went one by one")
+			// Loopback allows every run: a refusal here would be a malformed request.
+			if gso && s.GSO() != gsoMaxBytes {
+				t.Errorf("gso %v, connected %v: offload turned down to datagrams of %d bytes", gso, connected, s.GSO())
 			}
 			c.Close()
 			rcv.Close()
 		}
 	}
+}
+
+// TestSenderOverASmallMTU: in a network namespace whose loopback has an MTU of 1500, a run of
+// datagrams too large for one segment each is refused by the kernel; the Sender sends them
+// again one by one (the kernel fragments them), so every one arrives whole, and it keeps
+// making runs of datagrams that fit.
+func TestSenderOverASmallMTU(t *testing.T) {
+	errs := make(chan error, 1)
+	go func() {
+		// The thread stays in the namespace and ends with this goroutine.
+		runtime.LockOSThread()
+		errs <- func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+				return fmt.Errorf("%w: %w", errNoNamespace, err)
+			}
+			if err := loopbackUp(1500); err != nil {
+				return err
+			}
+			rcv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				return err
+			}
+			defer rcv.Close()
+			rcv.SetReadBuffer(1 << 20)
+			c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			s := NewSender(64, true)
+			to := rcv.LocalAddr().(*net.UDPAddr).AddrPort()
+			buf := make([]byte, 4096)
+			for _, size := range []int{2000, 1400} {
+				bufs := make([][]byte, 8)
+				for i := range bufs {
+					bufs[i] = bytes.Repeat([]byte{byte(i)}, size)
+				}
+				if err := s.Send(c, to, bufs); err != nil {
+					return fmt.Errorf("Send of %d-byte datagrams: %w", size, err)
+				}
+				for i, want := range bufs {
+					rcv.SetReadDeadline(time.Now().Add(2 * time.Second))
+					n, err := rcv.Read(buf)
+					if err != nil || !bytes.Equal(buf[:n], want) {
+						return fmt.Errorf("%d-byte datagram %d arrived as %d bytes (%v)", size, i, n, err)
+					}
+				}
+			}
+			if s.GSO() != 1999 {
+				return fmt.Errorf("offload kept for datagrams up to %d bytes, want 1999 (below the refused 2000)", s.GSO())
+			}
+			return nil
+		}()
+	}()
+	if err := <-errs; errors.Is(err, errNoNamespace) {
+		t.Skipf("this test needs a network namespace of its own (CAP_SYS_ADMIN): %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var errNoNamespace = errors.New("no network namespace")
+
+// loopbackUp sets the MTU of this thread's network namespace's loopback and brings it up.
+func loopbackUp(mtu int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	ifr.SetUint32(uint32(mtu))
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
+		return fmt.Errorf("setting lo's MTU: %w", err)
+	}
+	ifr, _ = unix.NewIfreq("lo")
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bringing lo up: %w", err)
+	}
+	return nil
 }

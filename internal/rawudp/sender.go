@@ -18,14 +18,17 @@ import (
 // run's last may be shorter) to one peer goes down the stack as one large datagram that the
 // kernel, or the network card, cuts into the run's datagrams at the very end: routing,
 // filtering and the device are passed once per run instead of once per datagram. The
-// receivers see the same datagrams either way.
+// receivers see the same datagrams either way: a run the kernel refuses (its datagrams are
+// larger than the route's MTU allows, or the device cannot) is sent again one datagram at a
+// time, and no later run is made of datagrams that large.
 type Sender struct {
 	name syscall.RawSockaddrInet6
 	iovs []syscall.Iovec
 	hdrs []Mmsghdr
 	ctrl [][gsoCmsgSpace]byte // per header: its UDP_SEGMENT control message
 	runs []int                // per header: how many datagrams it carries
-	gso  bool
+	size []int                // per header: the size of its first datagram
+	gso  int                  // the largest datagram made into runs; 0: none
 
 	// What send sets; send is made once because a closure built per call would escape to the
 	// heap (Control is an interface method) and allocate on every batch.
@@ -42,11 +45,13 @@ const (
 )
 
 // NewSender returns a Sender of up to n datagrams per system call, which uses segmentation
-// offload when gso is set. A kernel or route that refuses it turns it off for the Sender,
-// and the datagrams are sent one by one.
+// offload when gso is set.
 func NewSender(n int, gso bool) *Sender {
 	s := &Sender{iovs: make([]syscall.Iovec, n), hdrs: make([]Mmsghdr, n),
-		ctrl: make([][gsoCmsgSpace]byte, n), runs: make([]int, n), gso: gso}
+		ctrl: make([][gsoCmsgSpace]byte, n), runs: make([]int, n), size: make([]int, n)}
+	if gso {
+		s.gso = gsoMaxBytes
+	}
 	for i := range s.ctrl {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&s.ctrl[i][0]))
 		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
@@ -56,8 +61,9 @@ func NewSender(n int, gso bool) *Sender {
 	return s
 }
 
-// GSO reports whether the Sender still uses segmentation offload.
-func (s *Sender) GSO() bool { return s.gso }
+// GSO returns the size of the largest datagram the Sender still sends in runs with
+// segmentation offload; 0 is none.
+func (s *Sender) GSO() int { return s.gso }
 
 // Send sends bufs, one datagram each, on c to to, or to c's peer when to is the zero
 // AddrPort (a Dial'ed Conn). It waits while the socket's send buffer is full (the runtime is
@@ -88,9 +94,14 @@ func (s *Sender) Send(c *Conn, to netip.AddrPort, bufs [][]byte) error {
 			}
 			switch {
 			case s.errno == syscall.EINTR:
-			case s.errno != 0 && s.gso && s.runs[sent] > 1 && gsoRefused(s.errno):
-				// Send the rest of the batch again, one datagram per header.
-				s.gso = false
+			case s.errno != 0 && s.runs[sent] > 1 && gsoRefused(s.errno):
+				// Send the rest again with no run of datagrams this large, or none at all when
+				// the kernel has no offload.
+				if s.errno == syscall.ENOPROTOOPT || s.errno == syscall.EOPNOTSUPP {
+					s.gso = 0
+				} else {
+					s.gso = min(s.gso, s.size[sent]-1)
+				}
 				done := 0
 				for _, r := range s.runs[:sent] {
 					done += r
@@ -112,9 +123,14 @@ func (s *Sender) Send(c *Conn, to netip.AddrPort, bufs [][]byte) error {
 }
 
 // gsoRefused reports whether errno is how a kernel or a route turns down segmentation
-// offload (no UDP_SEGMENT, a segment over the route's MTU, no checksum offload).
+// offload: a segment over the route's MTU (EMSGSIZE, or EINVAL on older kernels), a device
+// without checksum offload (EIO), a kernel without UDP_SEGMENT.
 func gsoRefused(errno syscall.Errno) bool {
-	return errno == syscall.EINVAL || errno == syscall.EIO || errno == syscall.ENOPROTOOPT || errno == syscall.EOPNOTSUPP
+	switch errno {
+	case syscall.EMSGSIZE, syscall.EINVAL, syscall.EIO, syscall.ENOPROTOOPT, syscall.EOPNOTSUPP:
+		return true
+	}
+	return false
 }
 
 // fill sets up headers for the first datagrams of bufs and returns how many headers and how
@@ -124,7 +140,7 @@ func (s *Sender) fill(bufs [][]byte, name *byte, namelen uint32) (h, m int) {
 	for m < limit && h < len(s.hdrs) {
 		size := len(bufs[m])
 		run, total := 1, size
-		if s.gso && size > 0 {
+		if size > 0 && size <= s.gso {
 			// A run goes on while its datagrams have the first one's size; a shorter one ends it.
 			for m+run < limit && run < gsoMaxSegments && len(bufs[m+run-1]) == size {
 				next := len(bufs[m+run])
@@ -145,7 +161,7 @@ func (s *Sender) fill(bufs [][]byte, name *byte, namelen uint32) (h, m int) {
 			s.hdrs[h].Hdr.Control = &s.ctrl[h][0]
 			s.hdrs[h].Hdr.SetControllen(gsoCmsgSpace)
 		}
-		s.runs[h] = run
+		s.runs[h], s.size[h] = run, size
 		h++
 		m += run
 	}

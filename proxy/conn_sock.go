@@ -18,65 +18,284 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
 )
 
-// sock is one TCP socket of a proxied connection: an accepted *net.TCPConn, or a backend
-// socket that the proxy connects itself (socket and connect) and that waits in the runtime's
-// poller through an os.File, which spares the calls package net makes on every dial (bind,
-// getsockname, getpeername, and a wait in the poller before it checks the connect).
+// sock is one TCP socket of a proxied connection, accepted or connected by the proxy itself
+// with raw calls. It is nonblocking; a call that would block waits for the socket's readiness
+// from the server's tcpPoll, which spares the calls the runtime's netpoller makes per socket
+// (fcntl when it is wrapped, EPOLL_CTL_DEL before close) and those package net makes on each
+// accept and dial.
+//
+// A reference count keeps the descriptor open while a call uses it, so that Close from
+// another goroutine cannot let the number be reused under a running call: the last
+// reference after Close closes it.
 type sock struct {
-	f      file
-	rc     syscall.RawConn
-	closed atomic.Bool // Close was called: errors after it read as net.ErrClosed
+	fd    int
+	tp    *tcpPoll
+	rc    *sockConn
+	state atomic.Uint64 // sockClosed | calls using fd
+	// registered is set once the socket is in tp's set, in slot.
+	registered atomic.Bool
+	slot       uint32
+	// peerDone is set when tp reported the peer's FIN, a reset or an error: a read after a
+	// short one must then not wait for a readiness event, which may have come already.
+	peerDone atomic.Bool
+	r, w     waiter
 }
 
-// file is what sock needs of *net.TCPConn and *os.File.
-type file interface {
-	io.ReadWriteCloser
-	SetReadDeadline(t time.Time) error
-	SetWriteDeadline(t time.Time) error
-	SyscallConn() (syscall.RawConn, error)
+const sockClosed = 1 << 62
+
+// waiter is one direction's wait for readiness.
+type waiter struct {
+	ready    chan struct{} // holds a token once the direction may have become ready since the last wait
+	deadline atomic.Int64  // unix nanoseconds; 0 is none
+	timer    *time.Timer   // owned by the one goroutine that waits in this direction
 }
 
-var (
-	_ file = (*net.TCPConn)(nil)
-	_ file = (*os.File)(nil)
-)
-
-// newSock wraps the nonblocking socket fd; on error fd is closed.
-func newSock(fd int) (*sock, error) {
-	return sockOf(os.NewFile(uintptr(fd), "tcp"))
+// newSock wraps the nonblocking socket fd; it joins tp's set when it first has to wait.
+func newSock(tp *tcpPoll, fd int) *sock {
+	s := &sock{fd: fd, tp: tp}
+	s.rc = (*sockConn)(s)
+	s.r.ready = make(chan struct{}, 1)
+	s.w.ready = make(chan struct{}, 1)
+	return s
 }
 
-// sockOf wraps f; on error f is closed.
-func sockOf(f file) (*sock, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, err
+// incref takes a reference for a call on fd; false once the socket is closed.
+func (s *sock) incref() bool {
+	for {
+		v := s.state.Load()
+		if v&sockClosed != 0 {
+			return false
+		}
+		if s.state.CompareAndSwap(v, v+1) {
+			return true
+		}
 	}
-	return &sock{f: f, rc: rc}, nil
 }
 
-// errOf returns err, or net.ErrClosed once the socket was closed (the poller reports a
-// file's closing with an error of its own).
+func (s *sock) decref() {
+	if s.state.Add(^uint64(0)) == sockClosed {
+		s.destroy()
+	}
+}
+
+func (s *sock) destroy() {
+	unix.Close(s.fd)
+	if s.registered.Load() {
+		s.tp.unregister(s)
+	}
+}
+
+// Close closes the socket once no call uses it; it is safe to call more than once and from
+// any goroutine. Waits in progress return net.ErrClosed.
+func (s *sock) Close() error {
+	for {
+		v := s.state.Load()
+		if v&sockClosed != 0 {
+			return nil
+		}
+		if s.state.CompareAndSwap(v, v|sockClosed) {
+			if v == 0 {
+				s.destroy()
+			}
+			s.r.wake()
+			s.w.wake()
+			return nil
+		}
+	}
+}
+
+func (s *sock) isClosed() bool { return s.state.Load()&sockClosed != 0 }
+
+// ready records the readiness events tp reported for s.
+func (s *sock) ready(events uint32) {
+	if events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		s.peerDone.Store(true)
+	}
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		s.r.wake()
+	}
+	if events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+		s.w.wake()
+	}
+}
+
+func (w *waiter) wake() {
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+}
+
+// wait blocks until w's direction may be ready, the socket is closed (nil: the caller's
+// next call sees it) or w's deadline passes (os.ErrDeadlineExceeded).
+func (s *sock) wait(w *waiter) error {
+	if !s.registered.Load() {
+		if !s.incref() {
+			return net.ErrClosed
+		}
+		err := s.tp.register(s)
+		s.decref()
+		if err != nil {
+			return err
+		}
+	}
+	for {
+		if s.isClosed() {
+			return net.ErrClosed
+		}
+		dl := w.deadline.Load()
+		if dl == 0 {
+			<-w.ready
+			return nil
+		}
+		d := time.Duration(dl - time.Now().UnixNano())
+		if d <= 0 {
+			return os.ErrDeadlineExceeded
+		}
+		if w.timer == nil {
+			w.timer = time.NewTimer(d)
+		} else {
+			w.timer.Reset(d)
+		}
+		select {
+		case <-w.ready:
+			w.timer.Stop()
+			return nil
+		case <-w.timer.C:
+		}
+	}
+}
+
+// setDeadline sets w's deadline. A waiter sees a new deadline at its next wake-up, or at
+// once if the deadline has passed already.
+func (w *waiter) setDeadline(t time.Time) {
+	if t.IsZero() {
+		w.deadline.Store(0)
+		return
+	}
+	w.deadline.Store(max(t.UnixNano(), 1))
+	if !t.After(time.Now()) {
+		w.wake()
+	}
+}
+
+// SetReadDeadline sets the deadline of reads and of waits for readability.
+func (s *sock) SetReadDeadline(t time.Time) error {
+	s.r.setDeadline(t)
+	return nil
+}
+
+// SetWriteDeadline sets the deadline of writes and of waits for writability.
+func (s *sock) SetWriteDeadline(t time.Time) error {
+	s.w.setDeadline(t)
+	return nil
+}
+
+// sockConn is a sock's syscall.RawConn: Read and Write call f until it reports done,
+// waiting for readiness between calls.
+type sockConn sock
+
+var _ syscall.RawConn = (*sockConn)(nil)
+
+// Control calls f with the descriptor, unless the socket is closed.
+func (c *sockConn) Control(f func(fd uintptr)) error {
+	s := (*sock)(c)
+	if !s.incref() {
+		return net.ErrClosed
+	}
+	f(uintptr(s.fd))
+	s.decref()
+	return nil
+}
+
+func (c *sockConn) Read(f func(fd uintptr) bool) error  { return (*sock)(c).do(&c.r, f) }
+func (c *sockConn) Write(f func(fd uintptr) bool) error { return (*sock)(c).do(&c.w, f) }
+
+func (s *sock) do(w *waiter, f func(fd uintptr) bool) error {
+	for {
+		if !s.incref() {
+			return net.ErrClosed
+		}
+		done := f(uintptr(s.fd))
+		s.decref()
+		if done {
+			return nil
+		}
+		if err := s.wait(w); err != nil {
+			return err
+		}
+	}
+}
+
+// errOf returns err, or net.ErrClosed once the socket was closed.
 func (s *sock) errOf(err error) error {
-	if err != nil && s.closed.Load() {
+	if err != nil && s.isClosed() {
 		return net.ErrClosed
 	}
 	return err
 }
 
+// Read reads into p; it returns io.EOF at the peer's FIN.
 func (s *sock) Read(p []byte) (int, error) {
-	n, err := s.f.Read(p)
-	if err == io.EOF {
-		return n, err
+	if len(p) == 0 {
+		return 0, nil
 	}
-	return n, s.errOf(err)
+	var n int
+	var rerr error
+	err := s.rc.Read(func(fd uintptr) bool {
+		for {
+			r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case 0:
+				n = int(r)
+				if n == 0 {
+					rerr = io.EOF
+				}
+				return true
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				return false
+			}
+			rerr = os.NewSyscallError("read", e)
+			return true
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if rerr == io.EOF {
+		return n, rerr
+	}
+	return n, s.errOf(rerr)
 }
 
-func (s *sock) Write(p []byte) (int, error) {
-	n, err := s.f.Write(p)
-	return n, s.errOf(err)
+// readNow reads what is queued into a pooled buffer without waiting: a nil buffer when
+// nothing is there yet or at the peer's FIN (which the next read sees again).
+func (s *sock) readNow() (*[]byte, int, error) {
+	if !s.incref() {
+		return nil, 0, net.ErrClosed
+	}
+	defer s.decref()
+	bp := copyBufs.Get().(*[]byte)
+	for {
+		r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(s.fd), uintptr(unsafe.Pointer(&(*bp)[0])), uintptr(len(*bp)))
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == 0 && r > 0:
+			return bp, int(r), nil
+		case e == 0, e == unix.EAGAIN:
+			copyBufs.Put(bp)
+			return nil, 0, nil
+		}
+		copyBufs.Put(bp)
+		return nil, 0, os.NewSyscallError("read", e)
+	}
 }
+
+// Write writes all of p.
+func (s *sock) Write(p []byte) (int, error) { return s.writeAll(p) }
 
 // writeAll writes p, waiting for room when the socket's buffer is full. It makes raw
 // write calls, which do not block on the nonblocking socket.
@@ -102,25 +321,21 @@ func (s *sock) writeAll(p []byte) (int, error) {
 	if err != nil {
 		return done, s.errOf(err)
 	}
-	return done, werr
+	return done, s.errOf(werr)
 }
-
-// Close closes the socket; it is safe to call more than once and from any goroutine.
-func (s *sock) Close() error {
-	s.closed.Store(true)
-	return s.f.Close()
-}
-
-// SetReadDeadline sets the deadline of reads and of waits for readability.
-func (s *sock) SetReadDeadline(t time.Time) error { return s.f.SetReadDeadline(t) }
 
 // CloseWrite sends a FIN (shutdown(SHUT_WR)).
 func (s *sock) CloseWrite() error {
-	var err error
-	if cerr := s.rc.Control(func(fd uintptr) { err = unix.Shutdown(int(fd), unix.SHUT_WR) }); cerr != nil {
-		return s.errOf(cerr)
+	var e syscall.Errno
+	if err := s.rc.Control(func(fd uintptr) {
+		_, _, e = unix.RawSyscall(unix.SYS_SHUTDOWN, fd, unix.SHUT_WR, 0)
+	}); err != nil {
+		return err
 	}
-	return err
+	if e != 0 {
+		return os.NewSyscallError("shutdown", e)
+	}
+	return nil
 }
 
 // resetOnClose makes the coming Close send a reset instead of a FIN (SO_LINGER 0).
@@ -132,9 +347,6 @@ func (s *sock) resetOnClose() {
 
 // localAddr returns the socket's own address.
 func (s *sock) localAddr() (netip.AddrPort, error) {
-	if c, ok := s.f.(*net.TCPConn); ok {
-		return c.LocalAddr().(*net.TCPAddr).AddrPort(), nil
-	}
 	var sa unix.Sockaddr
 	var err error
 	if cerr := s.rc.Control(func(fd uintptr) { sa, err = unix.Getsockname(int(fd)) }); cerr != nil {
@@ -159,7 +371,13 @@ func addrPortOf(sa unix.Sockaddr) netip.AddrPort {
 
 // setNoDelay turns Nagle's algorithm off on a socket.
 func setNoDelay(fd int) error {
-	return os.NewSyscallError("setsockopt", unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1))
+	one := int32(1)
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY,
+		uintptr(unsafe.Pointer(&one)), 4, 0)
+	if e != 0 {
+		return os.NewSyscallError("setsockopt", e)
+	}
+	return nil
 }
 
 // setKeepAlive turns on keepalive probes after d of quiet, then every 15s, 9 at most (the
@@ -182,49 +400,76 @@ func setKeepAlive(fd int, d time.Duration) error {
 // errConnectTimeout is a dial that did not complete within its timeout.
 var errConnectTimeout = errors.New("connect timeout")
 
-// dialSock connects to addr within timeout or until ctx is done. A loopback connect is
-// usually complete when connect(2) returns EINPROGRESS, so the state is checked at once
-// (one getsockopt) before waiting for writability.
-func dialSock(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.Duration) (*sock, error) {
-	family, sa, err := sockaddr.From(addr)
+// dialSock connects to addr within timeout or until ctx is done, and sends first on the new
+// connection. A loopback connect is usually complete when connect(2) returns EINPROGRESS:
+// a write of first that succeeds at once shows it (a socket still in the handshake would
+// refuse it with EAGAIN), else the state is checked (one getsockopt) before waiting for
+// writability. It returns how many bytes of first it sent; the caller sends the rest.
+func dialSock(ctx context.Context, tp *tcpPoll, addr netip.AddrPort, timeout, keepAlive time.Duration, first []byte) (*sock, int, error) {
+	family, usa, err := sockaddr.From(addr)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
+	var sa4 unix.RawSockaddrInet4
+	var sa6 unix.RawSockaddrInet6
+	var sa unsafe.Pointer
+	var salen uintptr
+	switch a := usa.(type) {
+	case *unix.SockaddrInet4:
+		sa4.Family, sa4.Addr = unix.AF_INET, a.Addr
+		putPort(&sa4.Port, uint16(a.Port))
+		sa, salen = unsafe.Pointer(&sa4), unix.SizeofSockaddrInet4
+	case *unix.SockaddrInet6:
+		sa6.Family, sa6.Addr, sa6.Scope_id = unix.AF_INET6, a.Addr, a.ZoneId
+		putPort(&sa6.Port, uint16(a.Port))
+		sa, salen = unsafe.Pointer(&sa6), unix.SizeofSockaddrInet6
 	}
+	r, _, e := unix.RawSyscall(unix.SYS_SOCKET, uintptr(family), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if e != 0 {
+		return nil, 0, os.NewSyscallError("socket", e)
+	}
+	fd := int(r)
 	if err := setNoDelay(fd); err != nil {
 		unix.Close(fd)
-		return nil, err
+		return nil, 0, err
 	}
 	if keepAlive > 0 {
 		if err := setKeepAlive(fd, keepAlive); err != nil {
 			unix.Close(fd)
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	for {
-		err = unix.Connect(fd, sa)
-		if err != unix.EINTR {
+		_, _, e = unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), salen)
+		if e != unix.EINTR {
 			break
 		}
 	}
 	pending := false
-	switch err {
-	case nil, unix.EISCONN:
+	switch e {
+	case 0, unix.EISCONN:
 	case unix.EINPROGRESS, unix.EALREADY:
 		pending = true
 	default:
 		unix.Close(fd)
-		return nil, os.NewSyscallError("connect", err)
+		return nil, 0, os.NewSyscallError("connect", e)
 	}
-	s, err := newSock(fd)
-	if err != nil {
-		return nil, err
-	}
+	s := newSock(tp, fd)
 	if !pending {
-		return s, nil
+		return s, 0, nil
+	}
+	if len(first) > 0 {
+		n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&first[0])),
+			uintptr(len(first)), unix.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			return s, int(n), nil
+		case unix.EAGAIN:
+			// Still in the handshake.
+		default:
+			s.Close()
+			return nil, 0, os.NewSyscallError("connect", e)
+		}
 	}
 	var state byte
 	var cerr error
@@ -234,14 +479,14 @@ func dialSock(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.
 	}
 	if err := s.rc.Control(func(fd uintptr) { check(fd) }); err != nil {
 		s.Close()
-		return nil, err
+		return nil, 0, err
 	}
 	if cerr == nil && state == stateSynSent {
 		// Still in the handshake: wait for writability, bounded by the timeout and ctx.
-		s.f.SetWriteDeadline(time.Now().Add(timeout))
+		s.SetWriteDeadline(time.Now().Add(timeout))
 		cut := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
-			s.f.SetWriteDeadline(time.Unix(1, 0))
+			s.SetWriteDeadline(time.Unix(1, 0))
 			close(cut)
 		})
 		err := s.rc.Write(check)
@@ -251,16 +496,16 @@ func dialSock(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.
 				err = ctx.Err()
 			}
 		}
-		s.f.SetWriteDeadline(time.Time{})
+		s.SetWriteDeadline(time.Time{})
 		if err != nil {
 			s.Close()
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if ctx.Err() != nil {
-					return nil, ctx.Err()
+					return nil, 0, ctx.Err()
 				}
-				return nil, errConnectTimeout
+				return nil, 0, errConnectTimeout
 			}
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	// A connect that failed leaves the socket closed; one that succeeded is established, or
@@ -270,9 +515,15 @@ func dialSock(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.
 	}
 	if cerr != nil {
 		s.Close()
-		return nil, cerr
+		return nil, 0, cerr
 	}
-	return s, nil
+	return s, 0, nil
+}
+
+// putPort stores port in network byte order.
+func putPort(p *uint16, port uint16) {
+	b := (*[2]byte)(unsafe.Pointer(p))
+	b[0], b[1] = byte(port>>8), byte(port)
 }
 
 // TCP states of tcp_info.tcpi_state.
@@ -285,7 +536,7 @@ const (
 func tcpState(fd uintptr) (byte, error) {
 	var b [1]byte
 	l := uint32(len(b))
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
+	_, _, e := unix.RawSyscall6(unix.SYS_GETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_INFO,
 		uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&l)), 0)
 	if e != 0 {
 		return 0, os.NewSyscallError("getsockopt", e)

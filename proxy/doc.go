@@ -14,8 +14,10 @@
 //
 // TCP bulk payload is moved with splice(2) through a pipe of the direction's own: bytes never
 // enter user space (TestTCPPayloadIsSplicedNotCopied shows it with the process's I/O counters).
-// Backends are connected with socket and connect of the proxy's own (see dialSock), which
-// spares the calls package net makes on every dial. A direction starts by copying: it reads what is queued into
+// Connections are accepted and backends connected with raw calls of the proxy's own (see
+// listenSock and dialSock), and their sockets wait for readiness in an edge-triggered epoll
+// set of the server's (tcpPoll) instead of the runtime's netpoller, which spares the calls
+// package net and the netpoller make per socket. A direction starts by copying: it reads what is queued into
 // a pooled 16 KiB buffer (held only while bytes move: a read that finds nothing gives it back
 // at once) and writes it on, so the short exchanges of a short connection cost one read and
 // one write each; a read that fills the buffer switches the direction to splicing until it

@@ -29,6 +29,8 @@ type Server struct {
 	// new idle connections does not hold two goroutine stacks each for parkAfter.
 	parkSilent time.Duration
 	onPark     func()
+	// tp tells TCP sockets of connections when they are ready.
+	tp *tcpPoll
 
 	state atomic.Pointer[state] // pools and listener settings, swapped by Reload
 
@@ -57,7 +59,7 @@ type state struct {
 // listener is one open socket.
 type listener struct {
 	cfg    Listener // address and protocol; routes and pools are read from state
-	tcp    *net.TCPListener
+	tcp    *listenSock
 	udp    *udpListener
 	m      *listenerMetrics
 	active atomic.Int64  // connections or flows
@@ -83,6 +85,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 		sessions:  make(map[*session]struct{}),
 		perClient: make(map[netip.Addr]int),
 	}
+	tp, err := newTCPPoll()
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("creating the tcp poller: %w", err)
+	}
+	s.tp = tp
 	s.idle = sync.NewCond(&s.mu)
 	s.parkAfter = 250 * time.Millisecond
 	s.parkSilent = 25 * time.Millisecond
@@ -143,12 +151,11 @@ func (s *Server) open(lc Listener) (*listener, error) {
 		}
 		l.udp = u
 	default:
-		lcfg := net.ListenConfig{KeepAlive: keepAliveOf(&lc)}
-		ln, err := lcfg.Listen(context.Background(), "tcp", lc.Address.String())
+		ln, err := listenTCP(lc.Address, lc.KeepAlive)
 		if err != nil {
 			return nil, fmt.Errorf("listening on tcp %s: %w", lc.Address, err)
 		}
-		l.tcp = ln.(*net.TCPListener)
+		l.tcp = ln
 	}
 	return l, nil
 }
@@ -163,7 +170,7 @@ func (s *Server) Addr(listener string) netip.AddrPort {
 		return netip.AddrPort{}
 	}
 	if l.tcp != nil {
-		return l.tcp.Addr().(*net.TCPAddr).AddrPort()
+		return l.tcp.Addr()
 	}
 	return l.udp.local
 }
@@ -190,6 +197,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.wg.Add(1)
 		go s.poller.loop()
 	}
+	s.wg.Add(1)
+	go s.tcpPollLoop()
 	s.mu.Unlock()
 	select {
 	case <-ctx.Done():
@@ -207,6 +216,14 @@ func (s *Server) startLocked(l *listener) {
 		go s.rawReadLoop(l)
 	} else {
 		go s.readLoop(l)
+	}
+}
+
+// tcpPollLoop runs the TCP poller until Close.
+func (s *Server) tcpPollLoop() {
+	defer s.wg.Done()
+	if err := s.tp.loop(); err != nil && !s.tp.isClosed() {
+		s.log.Error("tcp poller failed", "err", err)
 	}
 }
 
@@ -411,6 +428,7 @@ func (s *Server) Close() error {
 	if s.poller != nil {
 		s.poller.stop()
 	}
+	s.tp.close()
 	s.wg.Wait()
 	if s.poller != nil {
 		s.poller.close()

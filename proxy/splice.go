@@ -48,8 +48,12 @@ type half struct {
 	bulk     bool         // splice mode; owned by the running half
 	pipe     [2]int       // read and write end of the splice pipe if piped; owned by the running half
 	piped    bool
-	err      error
-	parked   pollEntry
+	// waitFirst makes the next read wait for a readiness event first: set after a short
+	// read, which drained the socket, so that the read that would find nothing is spared.
+	// Owned by the running half.
+	waitFirst bool
+	err       error
+	parked    pollEntry
 
 	// readFn is readInto bound once, so that a read does not allocate a closure; buf, got and
 	// rerr are its results.
@@ -73,6 +77,7 @@ func (t *tconn) start() {
 	t.last.Store(now)
 	t.in.init(t, t.ss.client, t.ss.backend, now)
 	t.out.init(t, t.ss.backend, t.ss.client, now)
+	t.out.waitFirst = true // the backend has only just been connected
 	t.s.wg.Add(1)
 	go t.out.runOwn()
 	t.in.run()
@@ -161,6 +166,8 @@ func (h *half) copy() (int64, error) {
 	}
 	if n == len(*bp) {
 		h.bulk = true
+	} else {
+		h.waitFirst = true
 	}
 	w, err := h.dst.writeAll((*bp)[:n])
 	return int64(w), err
@@ -169,6 +176,14 @@ func (h *half) copy() (int64, error) {
 // readInto is the read callback of copy: it reads into a pooled buffer and keeps it unless
 // nothing was there, and reports false (wait) on EAGAIN.
 func (h *half) readInto(fd uintptr) bool {
+	if h.waitFirst {
+		h.waitFirst = false
+		// Every byte or FIN that came after the short read brings an event; one that came
+		// with it may have brought its event before, so the FIN it left is read at once.
+		if !h.src.peerDone.Load() {
+			return false
+		}
+	}
 	bp := copyBufs.Get().(*[]byte)
 	var r uintptr
 	var e unix.Errno

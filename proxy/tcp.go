@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -47,48 +46,6 @@ func (s *Server) killSessions(list []*session, why error) {
 				}
 			}
 		}
-	}
-}
-
-func (s *Server) acceptLoop(l *listener) {
-	defer s.wg.Done()
-	defer close(l.done)
-	var backoff time.Duration
-	for {
-		tc, err := l.tcp.AcceptTCP()
-		var c *sock
-		if err == nil {
-			c, err = sockOf(tc)
-		}
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors or similar: back off like net/http does.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			l.m.err("accept")
-			s.log.Warn("accept failed", "listener", l.cfg.Name, "err", err, "retry_in", backoff)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-s.ctx.Done():
-				t.Stop()
-				return
-			}
-			continue
-		}
-		backoff = 0
-		peer := tc.RemoteAddr().(*net.TCPAddr).AddrPort()
-		peer = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
-		ss := &session{client: c}
-		if reason := s.admit(l, peer.Addr(), ss); reason != "" {
-			l.m.err(reason)
-			c.resetOnClose()
-			c.Close()
-			continue
-		}
-		s.wg.Add(1)
-		go s.handle(l, ss, peer)
 	}
 }
 
@@ -221,13 +178,48 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 		}
 		c.SetReadDeadline(time.Time{})
 	}
+	waitFirst := false
+	if lc.Protocol == TCP && !trusted {
+		// Whatever the client sent already goes with the connect (usually the whole first
+		// request; with TCP_DEFER_ACCEPT it is there by definition).
+		bp, n, err := c.readNow()
+		if err != nil {
+			e.reason = "client_error"
+			l.m.err("client_error")
+			return
+		}
+		if bp != nil {
+			defer copyBufs.Put(bp)
+			pending = (*bp)[:n]
+			// A short read drained the socket: the in half waits for news before reading.
+			waitFirst = n < len(*bp)
+		}
+	}
 	if !zoneSet {
 		zone = s.opts.Locator.Zone(e.client.Addr())
 	}
 	e.zone = zone
 	p := st.pools[poolName]
 	e.pool = poolName
-	b, bc, err := s.connect(p, e.client.Addr(), lc.KeepAlive)
+	var hdr []byte
+	if p != nil && (p.cfg.SendProxy == "v1" || p.cfg.SendProxy == "v2") {
+		dst, err := c.localAddr()
+		if err != nil {
+			e.reason = "closed"
+			return
+		}
+		h := proxyproto.Header{Source: e.client, Destination: dst, Zone: zone}
+		if p.cfg.SendProxy == "v1" {
+			hdr = proxyproto.AppendV1(nil, h)
+		} else {
+			hdr = proxyproto.AppendV2(nil, h)
+		}
+	}
+	first := pending
+	if len(hdr) > 0 {
+		first = append(hdr, pending...)
+	}
+	b, bc, sent, err := s.connect(p, e.client.Addr(), lc.KeepAlive, first)
 	if err != nil {
 		e.reason = "connect"
 		if errors.Is(err, ErrNoBackend) {
@@ -247,30 +239,16 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 		e.reason = "closed"
 		return
 	}
-	var hdr []byte
-	switch p.cfg.SendProxy {
-	case "v1", "v2":
-		dst, err := c.localAddr()
-		if err != nil {
-			e.reason = "closed"
-			bc.Close()
-			return
-		}
-		h := proxyproto.Header{Source: e.client, Destination: dst, Zone: zone}
-		if p.cfg.SendProxy == "v1" {
-			hdr = proxyproto.AppendV1(nil, h)
-		} else {
-			hdr = proxyproto.AppendV2(nil, h)
-		}
-	}
-	if len(hdr)+len(pending) > 0 {
-		if _, err := bc.Write(append(hdr, pending...)); err != nil {
+	if sent < len(first) {
+		if _, err := bc.writeAll(first[sent:]); err != nil {
 			e.reason = "backend_write"
 			l.m.err("backend_write")
 			c.resetOnClose()
 			bc.Close()
 			return
 		}
+	}
+	if len(pending) > 0 {
 		e.in += int64(len(pending))
 		l.m.bytesIn.Add(float64(len(pending)))
 		b.m.bytesIn.Add(float64(len(pending)))
@@ -279,6 +257,7 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	b.m.conns.Inc()
 	b.m.active.Inc()
 	t := &tconn{s: s, l: l, ss: ss, b: b, e: e, idle: lc.IdleTimeout}
+	t.in.waitFirst = waitFirst
 	s.mu.Lock()
 	ss.t = t
 	s.mu.Unlock()
@@ -300,11 +279,12 @@ func route(lc *Listener, name string) string {
 	return lc.Pool
 }
 
-// connect dials a backend of p for client, trying up to Retries other backends after a
-// failure and reporting each failure to the passive reporter.
-func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration) (*backend, *sock, error) {
+// connect dials a backend of p for client and sends first on it (see dialSock for the count
+// it returns), trying up to Retries other backends after a failure and reporting each
+// failure to the passive reporter.
+func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration, first []byte) (*backend, *sock, int, error) {
 	if p == nil {
-		return nil, nil, ErrNoBackend
+		return nil, nil, 0, ErrNoBackend
 	}
 	var tried []*backend
 	var lastErr error
@@ -313,12 +293,12 @@ func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration) (*
 		if b == nil {
 			break
 		}
-		c, err := dialSock(s.ctx, b.addr, p.cfg.ConnectTimeout, keepAlive)
+		c, sent, err := dialSock(s.ctx, s.tp, b.addr, p.cfg.ConnectTimeout, keepAlive, first)
 		if err == nil {
 			if p.cfg.Affinity {
 				s.aff.set(client, b.name)
 			}
-			return b, c, nil
+			return b, c, sent, nil
 		}
 		lastErr = err
 		tried = append(tried, b)
@@ -329,9 +309,9 @@ func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration) (*
 		s.opts.Passive(b.name, b.addr, err)
 	}
 	if lastErr != nil {
-		return nil, nil, fmt.Errorf("dialing pool %s: %w", p.cfg.Name, lastErr)
+		return nil, nil, 0, fmt.Errorf("dialing pool %s: %w", p.cfg.Name, lastErr)
 	}
-	return nil, nil, ErrNoBackend
+	return nil, nil, 0, ErrNoBackend
 }
 
 // choose returns the backend for client: its affinity backend if the pool has affinity and
@@ -348,12 +328,4 @@ func (s *Server) choose(p *pool, client netip.Addr, tried []*backend) *backend {
 		}
 	}
 	return p.pick(client, ok)
-}
-
-// keepAliveOf turns Listener.KeepAlive into net's convention (negative is off).
-func keepAliveOf(lc *Listener) time.Duration {
-	if lc.KeepAlive > 0 {
-		return lc.KeepAlive
-	}
-	return -1
 }

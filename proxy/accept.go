@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
+)
+
+// listenSock is a listening TCP socket that the proxy opens and accepts on with raw calls,
+// waiting in the runtime's netpoller for it. Accepted sockets are nonblocking from the start
+// and inherit the listener's TCP_NODELAY and keepalive settings, which spares the calls
+// package net makes per connection (setsockopt, getsockname) and those of wrapping the
+// socket in the runtime's netpoller.
+type listenSock struct {
+	f      *os.File
+	rc     syscall.RawConn
+	addr   netip.AddrPort // the bound address
+	closed atomic.Bool
+	fn     func(fd uintptr) bool // accept bound once
+
+	// Results of fn; owned by the accept loop.
+	fd   int
+	peer unix.RawSockaddrAny
+	err  error
+}
+
+// listenBacklog is the listen(2) backlog; the kernel caps it at net.core.somaxconn.
+const listenBacklog = 65535
+
+// listenTCP opens a listening socket on addr with SO_REUSEADDR, TCP_NODELAY and, if
+// keepAlive > 0, keepalive probes. Like package net, it listens on a wildcard address with a
+// dual-stack IPv6 socket where the host has IPv6.
+func listenTCP(addr netip.AddrPort, keepAlive time.Duration) (*listenSock, error) {
+	ip := addr.Addr().Unmap()
+	family := unix.AF_INET
+	if ip.Is6() {
+		family = unix.AF_INET6
+	}
+	wildcard := ip.IsUnspecified()
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if wildcard && family == unix.AF_INET {
+		if fd6, err6 := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0); err6 == nil {
+			if err == nil {
+				unix.Close(fd)
+			}
+			fd, err, family = fd6, nil, unix.AF_INET6
+			ip = netip.IPv6Unspecified()
+		}
+	}
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	fail := func(call string, err error) (*listenSock, error) {
+		unix.Close(fd)
+		return nil, os.NewSyscallError(call, err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return fail("setsockopt", err)
+	}
+	if family == unix.AF_INET6 && wildcard {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
+			return fail("setsockopt", err)
+		}
+	}
+	if err := setNoDelay(fd); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if keepAlive > 0 {
+		if err := setKeepAlive(fd, keepAlive); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	}
+	_, sa, err := sockaddr.From(netip.AddrPortFrom(ip, addr.Port()))
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	if err := unix.Listen(fd, listenBacklog); err != nil {
+		return fail("listen", err)
+	}
+	bound, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail("getsockname", err)
+	}
+	f := os.NewFile(uintptr(fd), "tcp-listener")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	l := &listenSock{f: f, rc: rc, addr: addrPortOf(bound)}
+	l.fn = l.accept
+	return l, nil
+}
+
+// Addr returns the bound address.
+func (l *listenSock) Addr() netip.AddrPort { return l.addr }
+
+// Close closes the socket; a waiting next returns net.ErrClosed.
+func (l *listenSock) Close() error {
+	l.closed.Store(true)
+	return l.f.Close()
+}
+
+// next returns the next connection's socket and its peer; net.ErrClosed once the listener
+// is closed.
+func (l *listenSock) next() (int, netip.AddrPort, error) {
+	l.fd, l.err = -1, nil
+	if err := l.rc.Read(l.fn); err != nil {
+		if l.closed.Load() {
+			err = net.ErrClosed
+		}
+		return -1, netip.AddrPort{}, err
+	}
+	if l.err != nil {
+		return -1, netip.AddrPort{}, l.err
+	}
+	return l.fd, addrPortOfRaw(&l.peer), nil
+}
+
+func (l *listenSock) accept(fd uintptr) bool {
+	for {
+		n := uint32(unix.SizeofSockaddrAny)
+		r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, fd, uintptr(unsafe.Pointer(&l.peer)),
+			uintptr(unsafe.Pointer(&n)), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+		switch e {
+		case 0:
+			l.fd = int(r)
+			return true
+		case unix.EINTR, unix.ECONNABORTED:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		l.err = os.NewSyscallError("accept4", e)
+		return true
+	}
+}
+
+// addrPortOfRaw converts an IPv4 or IPv6 socket address; IPv4-mapped IPv6 addresses are
+// unmapped.
+func addrPortOfRaw(sa *unix.RawSockaddrAny) netip.AddrPort {
+	switch sa.Addr.Family {
+	case unix.AF_INET:
+		a := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		p := (*[2]byte)(unsafe.Pointer(&a.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(p[0])<<8|uint16(p[1]))
+	case unix.AF_INET6:
+		a := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
+		p := (*[2]byte)(unsafe.Pointer(&a.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
+	}
+	return netip.AddrPort{}
+}
+
+func (s *Server) acceptLoop(l *listener) {
+	defer s.wg.Done()
+	defer close(l.done)
+	var backoff time.Duration
+	for {
+		fd, peer, err := l.tcp.next()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors or similar: back off like net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.m.err("accept")
+			s.log.Warn("accept failed", "listener", l.cfg.Name, "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		c := newSock(s.tp, fd)
+		ss := &session{client: c}
+		if reason := s.admit(l, peer.Addr(), ss); reason != "" {
+			l.m.err(reason)
+			c.resetOnClose()
+			c.Close()
+			continue
+		}
+		s.wg.Add(1)
+		go s.handle(l, ss, peer)
+	}
+}

@@ -1,0 +1,158 @@
+package proxy
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// tcpPoll tells the proxy's TCP sockets when they are ready. It is one edge-triggered epoll
+// set of its own, nested in the runtime's netpoller: a dispatcher goroutine waits there for
+// the set to become readable, takes its events with one epoll_wait that does not block and
+// wakes the goroutines waiting on those sockets.
+//
+// It spares the calls that putting each socket in the runtime's netpoller costs: os.NewFile's
+// fcntl and the EPOLL_CTL_DEL before close. A socket joins the set (EPOLL_CTL_ADD) only the
+// first time it has to wait, and leaves it with its close.
+type tcpPoll struct {
+	epfd int
+	f    *os.File // epfd, waited on in the runtime's netpoller
+	rc   syscall.RawConn
+
+	mu     sync.Mutex // guards slots, gens, free, closed and the use of epfd
+	slots  []*sock    // registered sockets by slot; an event names its slot and generation
+	gens   []uint32   // the generation of each slot, bumped when its socket leaves
+	free   []uint32   // unused slots
+	closed bool
+}
+
+var errPollClosed = errors.New("tcp poller closed")
+
+func newTCPPoll() (*tcpPoll, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	// Nonblocking so that os.NewFile puts it in the runtime's netpoller.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	f := os.NewFile(uintptr(epfd), "tcp-epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &tcpPoll{epfd: epfd, f: f, rc: rc}, nil
+}
+
+// register adds s to the set for input, output and the peer's FIN, edge-triggered. The add
+// reports what is ready already, so nothing that happened before is lost.
+func (p *tcpPoll) register(s *sock) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s.registered.Load() {
+		return nil
+	}
+	if p.closed {
+		return errPollClosed
+	}
+	var id uint32
+	if n := len(p.free); n > 0 {
+		id = p.free[n-1]
+		p.free = p.free[:n-1]
+	} else {
+		id = uint32(len(p.slots))
+		p.slots = append(p.slots, nil)
+		p.gens = append(p.gens, 0)
+	}
+	ev := unix.EpollEvent{
+		Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET,
+		Fd:     int32(id), Pad: int32(p.gens[id]),
+	}
+	// The socket is held (its reference count) by the waiting caller: fd is its own.
+	if _, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(p.epfd), unix.EPOLL_CTL_ADD,
+		uintptr(s.fd), uintptr(unsafe.Pointer(&ev)), 0, 0); e != 0 {
+		p.free = append(p.free, id)
+		return os.NewSyscallError("epoll_ctl", e)
+	}
+	p.slots[id] = s
+	s.slot = id
+	s.registered.Store(true)
+	return nil
+}
+
+// unregister frees the slot of s; its socket is closed already, which took it out of the set.
+func (p *tcpPoll) unregister(s *sock) {
+	p.mu.Lock()
+	p.slots[s.slot] = nil
+	p.gens[s.slot]++
+	p.free = append(p.free, s.slot)
+	p.mu.Unlock()
+}
+
+// loop dispatches readiness until the poller is closed.
+func (p *tcpPoll) loop() error {
+	events := make([]unix.EpollEvent, 128)
+	ready := make([]*sock, len(events))
+	var werr error
+	drain := func(fd uintptr) bool {
+		for {
+			n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&events[0])),
+				uintptr(len(events)), 0, 0, 0)
+			switch {
+			case e == unix.EINTR:
+				continue
+			case e != 0:
+				werr = os.NewSyscallError("epoll_pwait", e)
+				return true
+			case n == 0:
+				return false // wait for the set to become readable again
+			}
+			p.mu.Lock()
+			for i, ev := range events[:n] {
+				id, gen := uint32(ev.Fd), uint32(ev.Pad)
+				ready[i] = nil
+				if int(id) < len(p.slots) && p.gens[id] == gen {
+					ready[i] = p.slots[id]
+				}
+			}
+			p.mu.Unlock()
+			for i, ev := range events[:n] {
+				if s := ready[i]; s != nil {
+					s.ready(ev.Events)
+					ready[i] = nil
+				}
+			}
+			if int(n) < len(events) {
+				return false
+			}
+		}
+	}
+	err := p.rc.Read(drain)
+	if err == nil {
+		err = werr
+	}
+	return err
+}
+
+func (p *tcpPoll) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// close stops the loop and releases the set; sockets that have yet to wait then fail to.
+func (p *tcpPoll) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
+		p.f.Close()
+	}
+}

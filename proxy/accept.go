@@ -5,8 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -16,16 +14,14 @@ import (
 )
 
 // listenSock is a listening TCP socket that the proxy opens and accepts on with raw calls,
-// waiting in the runtime's netpoller for it. Accepted sockets are nonblocking from the start
+// waiting for it in the server's tcpPoll. Accepted sockets are nonblocking from the start
 // and inherit the listener's TCP_NODELAY and keepalive settings, which spares the calls
 // package net makes per connection (setsockopt, getsockname) and those of wrapping the
 // socket in the runtime's netpoller.
 type listenSock struct {
-	f      *os.File
-	rc     syscall.RawConn
-	addr   netip.AddrPort // the bound address
-	closed atomic.Bool
-	fn     func(fd uintptr) bool // accept bound once
+	s    *sock                 // waits for connections in the server's tcpPoll
+	addr netip.AddrPort        // the bound address
+	fn   func(fd uintptr) bool // accept bound once
 
 	// Results of fn; owned by the accept loop.
 	fd   int
@@ -39,7 +35,7 @@ const listenBacklog = 65535
 // listenTCP opens a listening socket on addr with SO_REUSEADDR, TCP_NODELAY and, if
 // keepAlive > 0, keepalive probes. Like package net, it listens on a wildcard address with a
 // dual-stack IPv6 socket where the host has IPv6.
-func listenTCP(addr netip.AddrPort, keepAlive time.Duration) (*listenSock, error) {
+func listenTCP(tp *tcpPoll, addr netip.AddrPort, keepAlive time.Duration) (*listenSock, error) {
 	ip := addr.Addr().Unmap()
 	family := unix.AF_INET
 	if ip.Is6() {
@@ -96,13 +92,7 @@ func listenTCP(addr netip.AddrPort, keepAlive time.Duration) (*listenSock, error
 	if err != nil {
 		return fail("getsockname", err)
 	}
-	f := os.NewFile(uintptr(fd), "tcp-listener")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	l := &listenSock{f: f, rc: rc, addr: addrPortOf(bound)}
+	l := &listenSock{s: newSock(tp, fd), addr: addrPortOf(bound)}
 	l.fn = l.accept
 	return l, nil
 }
@@ -111,19 +101,13 @@ func listenTCP(addr netip.AddrPort, keepAlive time.Duration) (*listenSock, error
 func (l *listenSock) Addr() netip.AddrPort { return l.addr }
 
 // Close closes the socket; a waiting next returns net.ErrClosed.
-func (l *listenSock) Close() error {
-	l.closed.Store(true)
-	return l.f.Close()
-}
+func (l *listenSock) Close() error { return l.s.Close() }
 
 // next returns the next connection's socket and its peer; net.ErrClosed once the listener
 // is closed.
 func (l *listenSock) next() (int, netip.AddrPort, error) {
 	l.fd, l.err = -1, nil
-	if err := l.rc.Read(l.fn); err != nil {
-		if l.closed.Load() {
-			err = net.ErrClosed
-		}
+	if err := l.s.rc.Read(l.fn); err != nil {
 		return -1, netip.AddrPort{}, err
 	}
 	if l.err != nil {

@@ -79,7 +79,8 @@ func (s *sock) decref() {
 }
 
 func (s *sock) destroy() {
-	unix.Close(s.fd)
+	// A raw call: close does not block here (no SO_LINGER timeout is ever set).
+	unix.RawSyscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0)
 	if s.registered.Load() {
 		s.tp.unregister(s)
 	}

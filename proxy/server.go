@@ -151,7 +151,7 @@ func (s *Server) open(lc Listener) (*listener, error) {
 		}
 		l.udp = u
 	default:
-		ln, err := listenTCP(lc.Address, lc.KeepAlive)
+		ln, err := listenTCP(s.tp, lc.Address, lc.KeepAlive)
 		if err != nil {
 			return nil, fmt.Errorf("listening on tcp %s: %w", lc.Address, err)
 		}

@@ -16,8 +16,8 @@ import (
 // wakes the goroutines waiting on those sockets.
 //
 // It spares the calls that putting each socket in the runtime's netpoller costs: os.NewFile's
-// fcntl and the EPOLL_CTL_DEL before close. A socket joins the set (EPOLL_CTL_ADD) only the
-// first time it has to wait, and leaves it with its close.
+// fcntl and the EPOLL_CTL_DEL before close. A socket (listening ones too) joins the set
+// (EPOLL_CTL_ADD) only the first time it has to wait, and leaves it with its close.
 type tcpPoll struct {
 	epfd int
 	f    *os.File // epfd, waited on in the runtime's netpoller

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// sockPair returns a sock (with a running tcpPoll) connected to a net.Conn.
-func sockPair(t *testing.T) (*sock, net.Conn) {
+// testPoll returns a running tcpPoll; cleanup stops it.
+func testPoll(t *testing.T) *tcpPoll {
 	t.Helper()
 	tp, err := newTCPPoll()
 	if err != nil {
@@ -25,7 +25,14 @@ func sockPair(t *testing.T) (*sock, net.Conn) {
 		tp.close()
 		<-done
 	})
-	l, err := listenTCP(loopback, 0)
+	return tp
+}
+
+// sockPair returns a sock (with a running tcpPoll) connected to a net.Conn.
+func sockPair(t *testing.T) (*sock, net.Conn) {
+	t.Helper()
+	tp := testPoll(t)
+	l, err := listenTCP(tp, loopback, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

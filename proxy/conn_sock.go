@@ -48,6 +48,9 @@ type waiter struct {
 	ready    chan struct{} // holds a token once the direction may have become ready since the last wait
 	deadline atomic.Int64  // unix nanoseconds; 0 is none
 	timer    *time.Timer   // owned by the one goroutine that waits in this direction
+	// spawn, if set, is a half that no goroutine runs yet: the direction's next readiness
+	// (or the socket's close) starts it in one instead of waking a waiter.
+	spawn atomic.Pointer[half]
 }
 
 // newSock wraps the nonblocking socket fd; it joins tp's set when it first has to wait.
@@ -98,7 +101,7 @@ func (s *sock) Close() error {
 			if v == 0 {
 				s.destroy()
 			}
-			s.r.wake()
+			s.r.wakeOrSpawn()
 			s.w.wake()
 			return nil
 		}
@@ -113,11 +116,48 @@ func (s *sock) ready(events uint32) {
 		s.peerDone.Store(true)
 	}
 	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-		s.r.wake()
+		s.r.wakeOrSpawn()
 	}
 	if events&(unix.EPOLLOUT|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		s.w.wake()
 	}
+}
+
+// wakeOrSpawn starts w's spawn half if it has one, else wakes w's waiter.
+func (w *waiter) wakeOrSpawn() {
+	if h := w.spawn.Swap(nil); h != nil {
+		h.spawn()
+		return
+	}
+	w.wake()
+}
+
+// spawnOnReady makes h, which reads s, start in a goroutine of its own when s becomes
+// readable or is closed. It returns false if s cannot tell (the caller starts h itself).
+func (s *sock) spawnOnReady(h *half) bool {
+	if !s.incref() {
+		return false
+	}
+	err := s.tp.register(s)
+	s.decref()
+	if err != nil {
+		return false
+	}
+	h.waitFirst = false // it starts only when there is something to read
+	s.r.spawn.Store(h)
+	// Readiness reported before the store left a token instead: take h back and start it.
+	select {
+	case <-s.r.ready:
+		if s.r.spawn.CompareAndSwap(h, nil) {
+			h.spawn()
+		}
+	default:
+	}
+	// A Close before the store found no half to start.
+	if s.isClosed() && s.r.spawn.CompareAndSwap(h, nil) {
+		h.spawn()
+	}
+	return true
 }
 
 func (w *waiter) wake() {

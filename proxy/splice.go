@@ -70,17 +70,24 @@ func (h *half) init(t *tconn, src, dst *sock, now int64) {
 	h.readFn = h.readInto
 }
 
-// start runs the out half in a new goroutine and the in half in the caller's, which holds a
-// count of the server's wait group for it.
+// start runs the in half in the caller's goroutine, which holds a count of the server's wait
+// group for it. The out half gets a goroutine of its own once the backend has sent something
+// (or closed), or once the in half parks: until the backend answers no goroutine waits for it.
 func (t *tconn) start() {
 	now := time.Now().UnixNano()
 	t.last.Store(now)
 	t.in.init(t, t.ss.client, t.ss.backend, now)
 	t.out.init(t, t.ss.backend, t.ss.client, now)
-	t.out.waitFirst = true // the backend has only just been connected
-	t.s.wg.Add(1)
-	go t.out.runOwn()
+	if !t.ss.backend.spawnOnReady(&t.out) {
+		t.out.spawn()
+	}
 	t.in.run()
+}
+
+// spawn runs h in a goroutine of its own.
+func (h *half) spawn() {
+	h.t.s.wg.Add(1)
+	go h.runOwn()
 }
 
 // runOwn is run in a goroutine of its own.
@@ -133,6 +140,9 @@ func (h *half) run() {
 				return
 			}
 			if now.Sub(time.Unix(0, h.lastRead)) >= parkAfter && t.s.poller != nil {
+				if h == &t.in && t.out.src.r.spawn.CompareAndSwap(&t.out, nil) {
+					t.out.spawn() // it waits for the backend, and parks, on its own
+				}
 				h.closePipe() // before the poller may hand h to another goroutine
 				if t.s.poller.park(h) == nil {
 					return

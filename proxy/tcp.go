@@ -35,9 +35,17 @@ func (s *Server) killSessions(list []*session, why error) {
 	}
 	s.mu.Unlock()
 	for _, sn := range snaps {
+		// A half that no goroutine has run yet is taken before the close could start it.
+		var unstarted *half
+		if t := sn.t; t != nil && sn.backend.r.spawn.CompareAndSwap(&t.out, nil) {
+			unstarted = &t.out
+		}
 		sn.client.Close()
 		if sn.backend != nil {
 			sn.backend.Close()
+		}
+		if unstarted != nil {
+			unstarted.end(why)
 		}
 		if t := sn.t; t != nil {
 			for _, h := range []*half{&t.in, &t.out} {

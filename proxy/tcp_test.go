@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -217,5 +219,56 @@ func TestBackendThatAnswersAndClosesAtOnce(t *testing.T) {
 	}
 	if n := failures.Load(); n != 0 {
 		t.Fatalf("%d connect failures reported for a backend that answered", n)
+	}
+}
+
+func TestKillingAConnectionWhoseBackendHasNotAnsweredEndsBothHalves(t *testing.T) {
+	got := make(chan struct{})
+	be := startTCP(t, func(c *net.TCPConn) {
+		c.Read(make([]byte, 1))
+		close(got)
+		io.Copy(io.Discard, c) // never answers
+	})
+	var logs syncBuffer
+	s, err := New(Config{
+		Listeners: []Listener{tcpListener("l", "p")},
+		Pools:     []Pool{onePool("p", be.addr())},
+	}, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.parkAfter, s.parkSilent = time.Hour, time.Hour // the in half keeps waiting in its goroutine
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(context.Background()) }()
+	defer func() {
+		s.Close()
+		<-errc
+	}()
+	c := dial(t, s.Addr("l"))
+	c.Write([]byte("x"))
+	<-got
+	// Wait until the connection is handed to its halves, the out half not yet started.
+	var list []*session
+	for i := 0; len(list) == 0; i++ {
+		if i == 500 {
+			t.Fatal("the connection never reached its halves")
+		}
+		time.Sleep(time.Millisecond)
+		s.mu.Lock()
+		for ss := range s.sessions {
+			if ss.t != nil && ss.backend.r.spawn.Load() != nil {
+				list = append(list, ss)
+			}
+		}
+		s.mu.Unlock()
+	}
+	s.killSessions(list, errIdle)
+	expectClosed(t, c)
+	s.Close()
+	if line := logs.String(); !strings.Contains(line, "reason=idle") {
+		t.Fatalf("access log %q lacks reason=idle", line)
 	}
 }

@@ -13,7 +13,7 @@
 # The proxy runs on PROXY_CPU, load generators and origins on LOAD_CPU (taskset).
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
 # TESTS picks a subset (default "idle tcp conn udp flood"); TARGETS a subset of "direct frontdoor
-# haproxy nginx"; e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
+# frontdoor-nohc haproxy nginx"; e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
 # FD_UDP_COALESCE (default: frontdoor's, 250us) and FD_BLOCKING_UDP (default true) set how
 # frontdoor reads UDP.
 set -euo pipefail
@@ -25,7 +25,7 @@ LOAD_CPU=${LOAD_CPU:-0}
 IDLE_CONNS=${IDLE_CONNS:-9900}
 ROUNDS=${ROUNDS:-3}
 TESTS=" ${TESTS:-idle tcp conn udp flood} "
-TARGETS=" ${TARGETS:-direct frontdoor haproxy nginx} "
+TARGETS=" ${TARGETS:-direct frontdoor frontdoor-nohc haproxy nginx} "
 want() { [[ "$TESTS" == *" $1 "* ]]; }
 
 need=()
@@ -129,7 +129,8 @@ start sink "$LOAD_CPU" "$WORK/fdproxy" sink -listen 127.0.0.1:19000
 # Every UDP socket may have 4 MB buffers: frontdoor's default, and nginx's listen rcvbuf/sndbuf.
 start frontdoor "$PROXY_CPU" "$WORK/fdproxy" serve \
 	-tcp 127.0.0.1:16001=127.0.0.1:15201 \
-	-tcp 127.0.0.1:16002=127.0.0.1:18080 -tcp 127.0.0.1:16009=127.0.0.1:19000
+	-tcp 127.0.0.1:16002=127.0.0.1:18080 -tcp 127.0.0.1:16009=127.0.0.1:19000 \
+	-tcp-no-half-close 127.0.0.1:16012=127.0.0.1:18080
 start frontdoor-udp "$PROXY_CPU" "$WORK/fdproxy" serve -udp 127.0.0.1:16001=127.0.0.1:15201 \
 	-udp 127.0.0.1:16011=127.0.0.1:15211 \
 	-blocking-udp="${FD_BLOCKING_UDP:-true}" ${FD_UDP_COALESCE:+-udp-coalesce="$FD_UDP_COALESCE"}
@@ -175,7 +176,7 @@ stream {
 }
 EOF
 start nginx "$PROXY_CPU" nginx -c "$WORK/stream.conf" -g 'daemon off; master_process off;'
-for p in 15201 18080 19000 16001 16002 16009 17001 17002 17009 18001 18002 18009; do wait_port $p; done
+for p in 15201 18080 19000 16001 16002 16009 16012 17001 17002 17009 18001 18002 18009; do wait_port $p; done
 
 RES="$WORK/results.tsv"
 : >"$RES"
@@ -204,7 +205,10 @@ for t in frontdoor:16009 haproxy:17009 nginx:18009; do
 	sleep 3
 done
 
-targets=("direct:15201:18080:" "frontdoor:16001:16002:frontdoor" "haproxy:17001:17002:haproxy" "nginx:18001:18002:nginx")
+# frontdoor-nohc is frontdoor's TCP process on a listener with half_close: false, which ends a
+# connection at the backend's FIN as nginx stream does by default (HAProxy half-closes, as
+# frontdoor does by default); it runs the connection-rate test only.
+targets=("direct:15201:18080:" "frontdoor:16001:16002:frontdoor" "frontdoor-nohc::16012:frontdoor" "haproxy:17001:17002:haproxy" "nginx:18001:18002:nginx")
 
 # measure TEST NAME PID CMD... — runs CMD, charging the proxy PID's CPU time to TEST.
 c0=0
@@ -220,7 +224,7 @@ for round in $(seq "$ROUNDS"); do
 		pid=""
 		[ -n "$pname" ] && pid=$(pidof_ "$pname")
 		for streams in 1 4; do
-			want tcp || continue
+			want tcp && [ -n "$iport" ] || continue
 			cpu_start "$pid"
 			taskset -c "$LOAD_CPU" iperf3 -c 127.0.0.1 -p "$iport" -t "$DUR" -P "$streams" -J >"$WORK/iperf.json"
 			cpu=$(cpu_used "$pid")
@@ -239,7 +243,7 @@ for round in $(seq "$ROUNDS"); do
 			row conn_rate "$name" "$rps" conn/s "$cpu" "$reqs"
 			sleep 1
 		fi
-		want udp || continue
+		want udp && [ -n "$iport" ] || continue
 		[ "$name" != haproxy ] || continue # HAProxy has no UDP
 		[ "$name" != frontdoor ] || pid=$(pidof_ frontdoor-udp)
 		for len in 64 1200; do
@@ -378,6 +382,18 @@ for test, t in runs.items():
         ratio = f"{fdv/v:.2f}×" if fdv and target != "frontdoor" and v else ""
         L.append(f"| {target} | {fmt(v, unit)} | {per} | {allr}{extra} | {ratio} |")
     L.append("")
+    if test == "conn_rate" and "frontdoor-nohc" in t:
+        nv = med([r[0] for r in t["frontdoor-nohc"]])
+        ncpu = med([r[2] / r[3] for r in t["frontdoor-nohc"] if r[3] > 0] or [0])
+        parts = []
+        for tg in ("haproxy", "nginx"):
+            if tg in t:
+                v = med([r[0] for r in t[tg]])
+                c = med([r[2] / r[3] for r in t[tg] if r[3] > 0] or [0])
+                parts.append(f"{nv/v:.2f}× {tg}'s rate" + (f", {ncpu/c:.2f}× its CPU per connection" if c else ""))
+        L.append("frontdoor-nohc is frontdoor with `half_close: false` (the connection ends at the backend's FIN, "
+                 "as in nginx stream by default): " + "; ".join(parts) + ".")
+        L.append("")
     if test.startswith("rudp"):
         kv = lambda r: dict(x.split("=") for x in r[1].split()[1:])
         L.append("Dropped at the proxy (share of the backend's datagrams lost at the full receive "

@@ -556,6 +556,14 @@ type ProxyListener struct {
 	// where the node serves UDP with blocking workers (see Listener.UDPCoalesce for when).
 	// Default: 250us. At most 5ms.
 	UDPCoalesce *Duration `yaml:"udp_coalesce"`
+	// HalfClose (tcp, tls) passes a backend's FIN on to the client and keeps the client's
+	// direction open until the client closes too (TCP half-close). false ends the connection
+	// once the backend has closed and all it sent has reached the client's socket, as nginx
+	// stream does by default: a system call and a wake-up less per connection, and bytes the
+	// client sends after that are refused. A client's FIN is passed on either way, since the
+	// backend may still answer. The VDI protocols (TLS, PCoIP, Blast) never half-close.
+	// Default: true.
+	HalfClose *bool `yaml:"half_close"`
 }
 
 // ProxyRoute routes TLS connections by server name.

@@ -526,6 +526,9 @@ func (k *checker) validateProxy(nodes, gws map[string]int) {
 				k.errf(fmt.Sprintf("%s.proxy_protocol_from[%d]", lp, j), "%q is not a CIDR range", r)
 			}
 		}
+		if l.HalfClose != nil && l.Protocol == "udp" {
+			k.errf(lp+".half_close", "udp listeners have no connections to half-close")
+		}
 		if l.UDPCoalesce != nil {
 			if l.Protocol != "udp" {
 				k.errf(lp+".udp_coalesce", "only udp listeners coalesce datagrams")

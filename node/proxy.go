@@ -33,6 +33,9 @@ func (r *Runtime) proxyConfig() (proxy.Config, error) {
 			return pc, fmt.Errorf("proxy listener %s: %w", l.Name, err)
 		}
 		pl := proxy.Listener{Name: l.Name, Address: ap, Protocol: l.Protocol, Pool: l.Pool, IdleTimeout: l.IdleTimeout.D(), MaxConns: l.MaxConns}
+		if l.HalfClose != nil {
+			pl.NoHalfClose = !*l.HalfClose
+		}
 		if l.UDPCoalesce != nil {
 			pl.UDPCoalesce = l.UDPCoalesce.D()
 		}

@@ -82,6 +82,12 @@ type Listener struct {
 	// MaxConns bounds this listener's concurrent connections (tcp, tls) or flows (udp);
 	// 0 means only the global limits apply. Default: 0.
 	MaxConns int
+	// NoHalfClose (tcp, tls) ends a connection once the backend has closed its side and all
+	// it sent has been written to the client, closing both sockets, as nginx stream does
+	// without proxy_half_close; a client's FIN is still passed on to the backend, which may
+	// answer. Default: false (TCP half-close: each side's FIN is passed on and the other
+	// direction stays open until its side closes too).
+	NoHalfClose bool
 	// SocketBuffer sets SO_RCVBUF and SO_SNDBUF of udp sockets (listener and per-flow
 	// backend sockets) in bytes; the kernel caps it at net.core.[rw]mem_max. Default: 4 MiB.
 	SocketBuffer int

@@ -28,6 +28,11 @@ type tconn struct {
 	last    atomic.Int64 // unix nanoseconds of the last byte either way
 	in, out half         // in is client to backend
 	ended   atomic.Int32 // halves done
+
+	// noHalfClose ends the connection at the backend's FIN (Listener.NoHalfClose);
+	// endedAtEOF says it did, so the client half's net.ErrClosed is no error.
+	noHalfClose bool
+	endedAtEOF  atomic.Bool
 }
 
 // half copies src to dst. While it has bytes to move it runs in a goroutine; once quiet for
@@ -233,7 +238,15 @@ func (h *half) end(err error) {
 	t := h.t
 	if err == io.EOF {
 		err = nil
-		if t.ended.Load() == 0 {
+		switch {
+		case t.ended.Load() != 0:
+		case h == &t.out && t.noHalfClose:
+			// All the backend sent has been written to the client's socket: the close sends
+			// it, then the FIN, and stops the client half.
+			t.endedAtEOF.Store(true)
+			t.ss.client.Close()
+			t.ss.backend.Close()
+		default:
 			h.dst.CloseWrite()
 		}
 	}
@@ -255,6 +268,9 @@ func (t *tconn) finish() {
 	t.ss.client.Close()
 	t.ss.backend.Close()
 	errIn, errOut := t.in.err, t.out.err
+	if t.endedAtEOF.Load() && errors.Is(errIn, net.ErrClosed) {
+		errIn = nil // the backend's FIN ended the connection (noHalfClose)
+	}
 	e := &t.e
 	e.in += t.in.n.Load()
 	e.out += t.out.n.Load()

@@ -264,7 +264,7 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	b.active.Add(1)
 	b.m.conns.Inc()
 	b.m.active.Inc()
-	t := &tconn{s: s, l: l, ss: ss, b: b, e: e, idle: lc.IdleTimeout}
+	t := &tconn{s: s, l: l, ss: ss, b: b, e: e, idle: lc.IdleTimeout, noHalfClose: lc.NoHalfClose}
 	t.in.waitFirst = waitFirst
 	s.mu.Lock()
 	ss.t = t

@@ -272,3 +272,50 @@ func TestKillingAConnectionWhoseBackendHasNotAnsweredEndsBothHalves(t *testing.T
 		t.Fatalf("access log %q lacks reason=idle", line)
 	}
 }
+
+// TestTCPNoHalfCloseEndsTheConnectionAtTheBackendsFIN: with NoHalfClose, a backend that
+// answers and closes ends the connection at once, whether or not the client closes its side,
+// and the access log says eof; a client's FIN is still passed on, and the backend's answer
+// after it still reaches the client.
+func TestTCPNoHalfCloseEndsTheConnectionAtTheBackendsFIN(t *testing.T) {
+	be := startTCP(t, func(c *net.TCPConn) {
+		b := make([]byte, 64)
+		n, _ := c.Read(b)
+		if string(b[:n]) == "wait for my FIN" {
+			rest, _ := io.ReadAll(c) // until the client's FIN
+			c.Write([]byte("after FIN " + string(b[:n]) + string(rest)))
+		} else {
+			c.Write([]byte("answer to " + string(b[:n])))
+		}
+		c.Close()
+	})
+	var logs syncBuffer
+	l := tcpListener("l", "p")
+	l.NoHalfClose = true
+	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}},
+		Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+
+	c := dial(t, s.Addr("l"))
+	c.Write([]byte("question"))
+	// The client never closes: the proxy's close ends the read.
+	got, err := io.ReadAll(c)
+	if err != nil || string(got) != "answer to question" {
+		t.Fatalf("got %q, %v; want %q and the proxy's FIN", got, err, "answer to question")
+	}
+
+	c = dial(t, s.Addr("l"))
+	c.Write([]byte("wait for my FIN"))
+	time.Sleep(20 * time.Millisecond) // the backend reads the first part on its own
+	c.Write([]byte("!"))
+	c.CloseWrite()
+	got, err = io.ReadAll(c)
+	if want := "after FIN wait for my FIN!"; err != nil || string(got) != want {
+		t.Fatalf("got %q, %v; want %q", got, err, want)
+	}
+	for deadline := time.Now().Add(5 * time.Second); strings.Count(logs.String(), "reason=eof") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("access log %q, want two connections ended with reason=eof", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -61,15 +61,16 @@ func main() {
 // serve runs the proxy with one listener and one single-backend pool per route.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
-	var tcp, udp routes
+	var tcp, tcpNoHC, udp routes
 	fs.Var(&tcp, "tcp", "listen=backend for TCP (repeatable)")
+	fs.Var(&tcpNoHC, "tcp-no-half-close", "listen=backend for TCP with half_close: false (repeatable)")
 	fs.Var(&udp, "udp", "listen=backend for UDP (repeatable)")
 	verbose := fs.Bool("v", false, "write the access log to stderr")
 	blocking := fs.Bool("blocking-udp", true, "serve UDP listeners with blocking workers, a P added for each (as frontdoor serve does)")
 	coalesce := fs.Duration("udp-coalesce", configs.DefaultUDPCoalesce, "the UDP listeners' udp_coalesce (frontdoor's default)")
 	fs.Parse(args)
 	var cfg proxy.Config
-	add := func(proto string, r string) error {
+	add := func(proto string, r string, noHalfClose bool) error {
 		l, b, ok := strings.Cut(r, "=")
 		la, err1 := netip.ParseAddrPort(l)
 		ba, err2 := netip.ParseAddrPort(b)
@@ -78,17 +79,22 @@ func serve(args []string) error {
 		}
 		name := fmt.Sprintf("%s-%d", proto, len(cfg.Listeners))
 		cfg.Listeners = append(cfg.Listeners, proxy.Listener{Name: name, Address: la, Protocol: proto, Pool: name,
-			IdleTimeout: 10 * time.Minute, UDPCoalesce: *coalesce})
+			IdleTimeout: 10 * time.Minute, UDPCoalesce: *coalesce, NoHalfClose: noHalfClose})
 		cfg.Pools = append(cfg.Pools, proxy.Pool{Name: name, Backends: []proxy.Backend{{Address: ba}}})
 		return nil
 	}
 	for _, r := range tcp {
-		if err := add(proxy.TCP, r); err != nil {
+		if err := add(proxy.TCP, r, false); err != nil {
+			return err
+		}
+	}
+	for _, r := range tcpNoHC {
+		if err := add(proxy.TCP, r, true); err != nil {
 			return err
 		}
 	}
 	for _, r := range udp {
-		if err := add(proxy.UDP, r); err != nil {
+		if err := add(proxy.UDP, r, false); err != nil {
 			return err
 		}
 	}

@@ -127,7 +127,9 @@ start sink "$LOAD_CPU" "$WORK/fdproxy" sink -listen 127.0.0.1:19000
 # frontdoor serve runs them: two blocking workers each with a P added for each, and the
 # default udp_coalesce (250us); the TCP process keeps GOMAXPROCS from its one-CPU affinity.
 # Every UDP socket may have 4 MB buffers: frontdoor's default, and nginx's listen rcvbuf/sndbuf.
-start frontdoor "$PROXY_CPU" "$WORK/fdproxy" serve \
+# frontdoor's and HAProxy's TCP listeners accept a connection once the client has sent bytes
+# (defer_accept, defer-accept: TCP_DEFER_ACCEPT); nginx 1.22's stream module has no such option.
+start frontdoor "$PROXY_CPU" "$WORK/fdproxy" serve -defer-accept \
 	-tcp 127.0.0.1:16001=127.0.0.1:15201 \
 	-tcp 127.0.0.1:16002=127.0.0.1:18080 -tcp 127.0.0.1:16009=127.0.0.1:19000 \
 	-tcp-no-half-close 127.0.0.1:16012=127.0.0.1:18080
@@ -149,13 +151,13 @@ defaults
     timeout client 10m
     timeout server 10m
 listen iperf
-    bind 127.0.0.1:17001
+    bind 127.0.0.1:17001 defer-accept
     server s 127.0.0.1:15201
 listen web
-    bind 127.0.0.1:17002
+    bind 127.0.0.1:17002 defer-accept
     server s 127.0.0.1:18080
 listen idle
-    bind 127.0.0.1:17009
+    bind 127.0.0.1:17009 defer-accept
     server s 127.0.0.1:19000
 EOF
 start haproxy "$PROXY_CPU" haproxy -db -f "$WORK/haproxy.cfg"
@@ -346,6 +348,7 @@ L.append(f"Produced by `bench/proxy.sh {dur}` (each test {dur} s, {rounds} round
          f"absolute numbers move between runs; compare within a table. Proxies pinned to CPU {pcpu}, load "
          f"generators and origins to CPU {lcpu} (taskset). One thread/worker each: HAProxy `nbthread 1` in tcp mode "
          f"with `option splice-auto`, nginx stream 1 worker, frontdoor TCP with GOMAXPROCS from its one-CPU affinity, frontdoor UDP in a process of its own with two Ps added for its blocking workers. "
+         f"frontdoor's and HAProxy's TCP listeners defer accepts until the client has sent bytes (TCP_DEFER_ACCEPT; nginx 1.22 stream cannot). "
          f"Proxy CPU is user+system time of the proxy process during the test (loopback TCP work done in the "
          f"sender's context is charged to it).")
 L.append("")

@@ -564,6 +564,12 @@ type ProxyListener struct {
 	// backend may still answer. The VDI protocols (TLS, PCoIP, Blast) never half-close.
 	// Default: true.
 	HalfClose *bool `yaml:"half_close"`
+	// DeferAccept (tcp, tls) hands a connection to the proxy only once the client has sent
+	// its first bytes (TCP_DEFER_ACCEPT), sparing a wait and a wake-up per connection. For
+	// protocols where the client speaks first, as in TLS, HTTP, PCoIP and Blast; a client
+	// that stays silent is handed over after about the handshake timeout (5s).
+	// Default: true for tls listeners, false for tcp.
+	DeferAccept *bool `yaml:"defer_accept"`
 }
 
 // ProxyRoute routes TLS connections by server name.

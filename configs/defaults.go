@@ -228,6 +228,10 @@ func (p *Proxy) setDefaults() {
 			d := Duration(DefaultUDPCoalesce)
 			l.UDPCoalesce = &d
 		}
+		if l.Protocol != "udp" && l.DeferAccept == nil {
+			on := l.Protocol == "tls" // a TLS client always speaks first
+			l.DeferAccept = &on
+		}
 	}
 	for i := range p.Pools {
 		pl := &p.Pools[i]

@@ -529,6 +529,9 @@ func (k *checker) validateProxy(nodes, gws map[string]int) {
 		if l.HalfClose != nil && l.Protocol == "udp" {
 			k.errf(lp+".half_close", "udp listeners have no connections to half-close")
 		}
+		if l.DeferAccept != nil && l.Protocol == "udp" {
+			k.errf(lp+".defer_accept", "udp listeners accept no connections")
+		}
 		if l.UDPCoalesce != nil {
 			if l.Protocol != "udp" {
 				k.errf(lp+".udp_coalesce", "only udp listeners coalesce datagrams")

@@ -36,6 +36,9 @@ func (r *Runtime) proxyConfig() (proxy.Config, error) {
 		if l.HalfClose != nil {
 			pl.NoHalfClose = !*l.HalfClose
 		}
+		if l.DeferAccept != nil {
+			pl.DeferAccept = *l.DeferAccept
+		}
 		if l.UDPCoalesce != nil {
 			pl.UDPCoalesce = l.UDPCoalesce.D()
 		}

@@ -33,9 +33,10 @@ type listenSock struct {
 const listenBacklog = 65535
 
 // listenTCP opens a listening socket on addr with SO_REUSEADDR, TCP_NODELAY and, if
-// keepAlive > 0, keepalive probes. Like package net, it listens on a wildcard address with a
-// dual-stack IPv6 socket where the host has IPv6.
-func listenTCP(tp *tcpPoll, addr netip.AddrPort, keepAlive time.Duration) (*listenSock, error) {
+// keepAlive > 0, keepalive probes; if deferAccept > 0, a connection is accepted once the client
+// has sent bytes or about deferAccept has passed (TCP_DEFER_ACCEPT). Like package net, it
+// listens on a wildcard address with a dual-stack IPv6 socket where the host has IPv6.
+func listenTCP(tp *tcpPoll, addr netip.AddrPort, keepAlive, deferAccept time.Duration) (*listenSock, error) {
 	ip := addr.Addr().Unmap()
 	family := unix.AF_INET
 	if ip.Is6() {
@@ -84,6 +85,13 @@ func listenTCP(tp *tcpPoll, addr netip.AddrPort, keepAlive time.Duration) (*list
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("bind", err)
+	}
+	if deferAccept > 0 {
+		// Seconds; the kernel waits for the client's first bytes about this long.
+		secs := int((deferAccept + time.Second - 1) / time.Second)
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, secs); err != nil {
+			return fail("setsockopt", err)
+		}
 	}
 	if err := unix.Listen(fd, listenBacklog); err != nil {
 		return fail("listen", err)

@@ -19,7 +19,7 @@ func TestAcceptedSocketsInheritTheListenersOptions(t *testing.T) {
 		{name: "with keepalive the probes start after its interval", keepAlive: 30 * time.Second, wantKA: 1, wantIdle: 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := listenTCP(testPoll(t), loopback, tc.keepAlive)
+			l, err := listenTCP(testPoll(t), loopback, tc.keepAlive, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestAcceptedSocketsInheritTheListenersOptions(t *testing.T) {
 }
 
 func TestClosedListenerEndsTheAcceptWait(t *testing.T) {
-	l, err := listenTCP(testPoll(t), loopback, 0)
+	l, err := listenTCP(testPoll(t), loopback, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

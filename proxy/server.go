@@ -151,7 +151,11 @@ func (s *Server) open(lc Listener) (*listener, error) {
 		}
 		l.udp = u
 	default:
-		ln, err := listenTCP(s.tp, lc.Address, lc.KeepAlive)
+		var deferAccept time.Duration
+		if lc.DeferAccept {
+			deferAccept = lc.HandshakeTimeout
+		}
+		ln, err := listenTCP(s.tp, lc.Address, lc.KeepAlive, deferAccept)
 		if err != nil {
 			return nil, fmt.Errorf("listening on tcp %s: %w", lc.Address, err)
 		}

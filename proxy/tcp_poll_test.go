@@ -32,7 +32,7 @@ func testPoll(t *testing.T) *tcpPoll {
 func sockPair(t *testing.T) (*sock, net.Conn) {
 	t.Helper()
 	tp := testPoll(t)
-	l, err := listenTCP(tp, loopback, 0)
+	l, err := listenTCP(tp, loopback, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,3 +319,30 @@ func TestTCPNoHalfCloseEndsTheConnectionAtTheBackendsFIN(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTCPDeferAcceptWaitsForTheClientsFirstBytes: with DeferAccept, a connected client that
+// has sent nothing yet costs no backend connection; its first bytes bring it in as usual.
+func TestTCPDeferAcceptWaitsForTheClientsFirstBytes(t *testing.T) {
+	be := startTCP(t, func(c *net.TCPConn) {
+		b := make([]byte, 64)
+		n, _ := c.Read(b)
+		c.Write([]byte("answer to " + string(b[:n])))
+	})
+	l := tcpListener("l", "p")
+	l.DeferAccept = true
+	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, Options{})
+	c := dial(t, s.Addr("l"))
+	time.Sleep(300 * time.Millisecond)
+	be.mu.Lock()
+	early := len(be.conns)
+	be.mu.Unlock()
+	if early != 0 {
+		t.Fatalf("%d backend connections for a client that sent nothing yet, want 0", early)
+	}
+	c.Write([]byte("question"))
+	buf := make([]byte, 64)
+	n, err := c.Read(buf)
+	if err != nil || string(buf[:n]) != "answer to question" {
+		t.Fatalf("got %q, %v", buf[:n], err)
+	}
+}

@@ -66,6 +66,7 @@ func serve(args []string) error {
 	fs.Var(&tcpNoHC, "tcp-no-half-close", "listen=backend for TCP with half_close: false (repeatable)")
 	fs.Var(&udp, "udp", "listen=backend for UDP (repeatable)")
 	verbose := fs.Bool("v", false, "write the access log to stderr")
+	deferAccept := fs.Bool("defer-accept", false, "accept TCP connections once the client has sent bytes (defer_accept)")
 	blocking := fs.Bool("blocking-udp", true, "serve UDP listeners with blocking workers, a P added for each (as frontdoor serve does)")
 	coalesce := fs.Duration("udp-coalesce", configs.DefaultUDPCoalesce, "the UDP listeners' udp_coalesce (frontdoor's default)")
 	fs.Parse(args)
@@ -79,7 +80,8 @@ func serve(args []string) error {
 		}
 		name := fmt.Sprintf("%s-%d", proto, len(cfg.Listeners))
 		cfg.Listeners = append(cfg.Listeners, proxy.Listener{Name: name, Address: la, Protocol: proto, Pool: name,
-			IdleTimeout: 10 * time.Minute, UDPCoalesce: *coalesce, NoHalfClose: noHalfClose})
+			IdleTimeout: 10 * time.Minute, UDPCoalesce: *coalesce, NoHalfClose: noHalfClose,
+			DeferAccept: *deferAccept && proto == proxy.TCP})
 		cfg.Pools = append(cfg.Pools, proxy.Pool{Name: name, Backends: []proxy.Backend{{Address: ba}}})
 		return nil
 	}

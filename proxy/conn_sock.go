@@ -38,6 +38,7 @@ type sock struct {
 	// peerDone is set when tp reported the peer's FIN, a reset or an error: a read after a
 	// short one must then not wait for a readiness event, which may have come already.
 	peerDone atomic.Bool
+	urgent   atomic.Bool // the peer sent urgent (out-of-band) data; set before the wake-up
 	r, w     waiter
 }
 
@@ -82,8 +83,8 @@ func (s *sock) decref() {
 }
 
 func (s *sock) destroy() {
-	// A raw call: close does not block here (no SO_LINGER timeout is ever set).
-	unix.RawSyscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0)
+	// Not a raw call: closing a socket in a watched epoll set may sleep on the set's lock.
+	unix.Syscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0)
 	if s.registered.Load() {
 		s.tp.unregister(s)
 	}
@@ -115,6 +116,11 @@ func (s *sock) ready(events uint32) {
 	if events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		s.peerDone.Store(true)
 	}
+	if events&unix.EPOLLPRI != 0 {
+		// Urgent data: a read stops short at its mark with bytes still queued behind it, so
+		// a short read no longer says the socket is drained.
+		s.urgent.Store(true)
+	}
 	if events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		s.r.wakeOrSpawn()
 	}
@@ -123,13 +129,18 @@ func (s *sock) ready(events uint32) {
 	}
 }
 
-// wakeOrSpawn starts w's spawn half if it has one, else wakes w's waiter.
+// wakeOrSpawn wakes w's waiter, or starts w's spawn half if it has one. The token comes
+// first: a spawnOnReady storing its half meanwhile then finds either the token or finds its
+// half taken here, so the half is started exactly once and never missed.
 func (w *waiter) wakeOrSpawn() {
-	if h := w.spawn.Swap(nil); h != nil {
-		h.spawn()
-		return
-	}
 	w.wake()
+	if h := w.spawn.Swap(nil); h != nil {
+		select {
+		case <-w.ready: // the token was for h, which starts without waiting
+		default:
+		}
+		h.spawn()
+	}
 }
 
 // spawnOnReady makes h, which reads s, start in a goroutine of its own when s becomes
@@ -481,7 +492,8 @@ func dialSock(ctx context.Context, tp *tcpPoll, addr netip.AddrPort, timeout, ke
 		}
 	}
 	for {
-		_, _, e = unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), salen)
+		// Not a raw call: the search for a free local port can take long when ports run short.
+		_, _, e = unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), salen)
 		if e != unix.EINTR {
 			break
 		}

@@ -195,7 +195,7 @@ func (h *half) readInto(fd uintptr) bool {
 		h.waitFirst = false
 		// Every byte or FIN that came after the short read brings an event; one that came
 		// with it may have brought its event before, so the FIN it left is read at once.
-		if !h.src.peerDone.Load() {
+		if !h.src.peerDone.Load() && !h.src.urgent.Load() {
 			return false
 		}
 	}

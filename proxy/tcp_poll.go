@@ -72,11 +72,12 @@ func (p *tcpPoll) register(s *sock) error {
 		p.gens = append(p.gens, 0)
 	}
 	ev := unix.EpollEvent{
-		Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET,
+		Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET,
 		Fd:     int32(id), Pad: int32(p.gens[id]),
 	}
-	// The socket is held (its reference count) by the waiting caller: fd is its own.
-	if _, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(p.epfd), unix.EPOLL_CTL_ADD,
+	// The socket is held (its reference count) by the waiting caller: fd is its own. Not a
+	// raw call: adding to a set that is itself watched may sleep on a kernel-wide lock.
+	if _, _, e := unix.Syscall6(unix.SYS_EPOLL_CTL, uintptr(p.epfd), unix.EPOLL_CTL_ADD,
 		uintptr(s.fd), uintptr(unsafe.Pointer(&ev)), 0, 0); e != 0 {
 		p.free = append(p.free, id)
 		return os.NewSyscallError("epoll_ctl", e)
@@ -148,11 +149,14 @@ func (p *tcpPoll) isClosed() bool {
 }
 
 // close stops the loop and releases the set; sockets that have yet to wait then fail to.
+// The file is closed outside mu: its Close waits for the loop's read, which may be waiting
+// for mu.
 func (p *tcpPoll) close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.closed {
-		p.closed = true
+	was := p.closed
+	p.closed = true
+	p.mu.Unlock()
+	if !was {
 		p.f.Close()
 	}
 }

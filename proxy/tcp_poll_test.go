@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -100,5 +101,86 @@ func TestSockDeadlineInThePastCutsAWaitAtOnce(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("read still waiting after its deadline passed")
+	}
+}
+
+// TestTCPPollClosesWhileEventsFlow: closing the poller while its loop dispatches events from
+// busy sockets neither hangs nor leaves the loop running.
+func TestTCPPollClosesWhileEventsFlow(t *testing.T) {
+	for iter := range 8 {
+		tp, err := newTCPPoll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		loopDone := make(chan struct{})
+		go func() {
+			defer close(loopDone)
+			tp.loop()
+		}()
+		l, err := listenTCP(tp, loopback, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var socks []*sock
+		var conns []net.Conn
+		for range 16 {
+			c, err := net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(l.Addr()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd, _, err := l.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSock(tp, fd)
+			if err := tp.register(s); err != nil {
+				t.Fatal(err)
+			}
+			socks, conns = append(socks, s), append(conns, c)
+			wg.Add(2)
+			go func() { // each write is an event for the loop
+				defer wg.Done()
+				for range 100000 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					c.Write([]byte("x"))
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				b := make([]byte, 4096)
+				for {
+					if _, err := s.Read(b); err != nil {
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(2 * time.Millisecond)
+		closed := make(chan struct{})
+		go func() {
+			tp.close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("iteration %d: closing the poller hung", iter)
+		}
+		<-loopDone
+		close(stop)
+		for _, s := range socks {
+			s.Close()
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		l.Close()
+		wg.Wait()
 	}
 }

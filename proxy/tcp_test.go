@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestTCPEchoLargeTransferKeepsChecksum(t *testing.T) {
@@ -344,5 +346,63 @@ func TestTCPDeferAcceptWaitsForTheClientsFirstBytes(t *testing.T) {
 	n, err := c.Read(buf)
 	if err != nil || string(buf[:n]) != "answer to question" {
 		t.Fatalf("got %q, %v", buf[:n], err)
+	}
+}
+
+// TestTCPBytesAfterUrgentDataAreNotHeld: a read stops short at the TCP urgent mark while bytes
+// behind it are queued; they must still be moved at once, not when the half's next deadline
+// passes (set to an hour here, so a missed wake-up would hang).
+func TestTCPBytesAfterUrgentDataAreNotHeld(t *testing.T) {
+	got := make(chan string, 100)
+	be := startTCP(t, func(c *net.TCPConn) {
+		b := make([]byte, 4096)
+		for {
+			n, err := c.Read(b)
+			if n > 0 {
+				got <- string(b[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	s, err := New(Config{Listeners: []Listener{tcpListener("l", "p")}, Pools: []Pool{onePool("p", be.addr())}},
+		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.parkAfter, s.parkSilent = time.Hour, time.Hour
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(context.Background()) }()
+	defer func() {
+		s.Close()
+		<-errc
+	}()
+	for round := range 10 {
+		c := dial(t, s.Addr("l"))
+		c.Write([]byte("hello"))
+		if g := <-got; g != "hello" {
+			t.Fatalf("got %q", g)
+		}
+		rc, _ := c.SyscallConn()
+		rc.Write(func(fd uintptr) bool {
+			unix.Write(int(fd), []byte("abc"))
+			unix.Sendto(int(fd), []byte("X"), unix.MSG_OOB, nil)
+			unix.Write(int(fd), []byte("def"))
+			return true
+		})
+		var all string
+		for !strings.Contains(all, "def") {
+			select {
+			case g := <-got:
+				all += g
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: the backend got %q and never the bytes after the urgent mark", round, all)
+			}
+		}
+		c.Close()
 	}
 }

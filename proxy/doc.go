@@ -15,15 +15,24 @@
 // TCP bulk payload is moved with splice(2) through a pipe of the direction's own: bytes never
 // enter user space (TestTCPPayloadIsSplicedNotCopied shows it with the process's I/O counters).
 // Connections are accepted and backends connected with raw calls of the proxy's own (see
-// listenSock and dialSock), and their sockets wait for readiness in an edge-triggered epoll
-// set of the server's (tcpPoll) instead of the runtime's netpoller, which spares the calls
-// package net and the netpoller make per socket. A direction starts by copying: it reads what is queued into
-// a pooled 16 KiB buffer (held only while bytes move: a read that finds nothing gives it back
-// at once) and writes it on, so the short exchanges of a short connection cost one read and
-// one write each; a read that fills the buffer switches the direction to splicing until it
+// listenSock and dialSock), and their sockets wait for readiness in an edge-triggered epoll set
+// of the server's (tcpPoll) instead of the runtime's netpoller, which spares the calls package
+// net and the netpoller make per socket. A direction starts by copying: it reads what is queued
+// into a pooled 16 KiB buffer (held only while bytes move: a read that finds nothing gives it
+// back at once) and writes it on, so the short exchanges of a short connection cost one read
+// and one write each; a read that fills the buffer switches the direction to splicing until it
 // next goes quiet (HAProxy's splice-auto). The connection's own goroutine (started by the
-// accept loop) carries the client-to-backend direction and one more goroutine the other; a
-// direction that stays quiet (250ms, or 25ms before its first byte) parks in an epoll poller
-// of the server and gives its goroutine back, so an idle connection costs its two sockets and
-// a few hundred bytes of heap, not goroutine stacks.
+// accept loop) carries the client-to-backend direction; the other direction gets a goroutine
+// once the backend has something to say. A direction that stays quiet (250ms, or 25ms before
+// its first byte) parks in an epoll poller of the server and gives its goroutine back, so an
+// idle connection costs its two sockets and a few hundred bytes of heap, not goroutine stacks.
+// Listener options trade generality for speed where the protocol allows: DeferAccept (the
+// client speaks first) and NoHalfClose (the backend's FIN ends the connection).
+//
+// UDP listeners bound to an IP address can be served by two workers that block in the kernel
+// (Options.BlockingUDP, package internal/rawudp): one reads the clients' datagrams with
+// recvmmsg, one relays the backends' replies from an epoll set of the flows' sockets; both
+// send with sendmmsg and UDP segmentation offload and pause under load to coalesce
+// (Listener.UDPCoalesce). Elsewhere a listener is read through the runtime's netpoller with
+// ReadBatch and each flow has a goroutine for its replies.
 package proxy

@@ -100,6 +100,13 @@ func startServer(t *testing.T, cfg Config, opts Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveTest(t, s)
+}
+
+// serveTest listens and serves s (made by New, perhaps with test settings changed) until the
+// test ends.
+func serveTest(t *testing.T, s *Server) *Server {
+	t.Helper()
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"strings"
@@ -25,15 +24,7 @@ func TestQuietConnectionsParkWithoutGoroutinesAndResume(t *testing.T) {
 	parked := make(chan struct{}, 16)
 	s.parkAfter = 20 * time.Millisecond
 	s.onPark = func() { parked <- struct{}{} }
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(context.Background()) }()
-	defer func() {
-		s.Close()
-		<-errc
-	}()
+	serveTest(t, s)
 	c := dial(t, s.Addr("l"))
 	for round := range 3 {
 		// Both directions go quiet and park...

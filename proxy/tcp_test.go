@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
@@ -240,15 +239,7 @@ func TestKillingAConnectionWhoseBackendHasNotAnsweredEndsBothHalves(t *testing.T
 		t.Fatal(err)
 	}
 	s.parkAfter, s.parkSilent = time.Hour, time.Hour // the in half keeps waiting in its goroutine
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(context.Background()) }()
-	defer func() {
-		s.Close()
-		<-errc
-	}()
+	serveTest(t, s)
 	c := dial(t, s.Addr("l"))
 	c.Write([]byte("x"))
 	<-got
@@ -372,15 +363,7 @@ func TestTCPBytesAfterUrgentDataAreNotHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.parkAfter, s.parkSilent = time.Hour, time.Hour
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(context.Background()) }()
-	defer func() {
-		s.Close()
-		<-errc
-	}()
+	serveTest(t, s)
 	for round := range 10 {
 		c := dial(t, s.Addr("l"))
 		c.Write([]byte("hello"))

@@ -25,7 +25,7 @@ type listenSock struct {
 
 	// Results of fn; owned by the accept loop.
 	fd   int
-	peer unix.RawSockaddrAny
+	peer unix.RawSockaddrInet6
 	err  error
 }
 
@@ -100,7 +100,7 @@ func listenTCP(tp *tcpPoll, addr netip.AddrPort, keepAlive, deferAccept time.Dur
 	if err != nil {
 		return fail("getsockname", err)
 	}
-	l := &listenSock{s: newSock(tp, fd), addr: addrPortOf(bound)}
+	l := &listenSock{s: newSock(tp, fd), addr: sockaddr.Unmap(sockaddr.AddrPort(bound))}
 	l.fn = l.accept
 	return l, nil
 }
@@ -121,12 +121,13 @@ func (l *listenSock) next() (int, netip.AddrPort, error) {
 	if l.err != nil {
 		return -1, netip.AddrPort{}, l.err
 	}
-	return l.fd, addrPortOfRaw(&l.peer), nil
+	peer, _ := sockaddr.FromRaw(&l.peer)
+	return l.fd, sockaddr.Unmap(peer), nil
 }
 
 func (l *listenSock) accept(fd uintptr) bool {
 	for {
-		n := uint32(unix.SizeofSockaddrAny)
+		n := uint32(unix.SizeofSockaddrInet6)
 		r, _, e := unix.RawSyscall6(unix.SYS_ACCEPT4, fd, uintptr(unsafe.Pointer(&l.peer)),
 			uintptr(unsafe.Pointer(&n)), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
 		switch e {
@@ -141,22 +142,6 @@ func (l *listenSock) accept(fd uintptr) bool {
 		l.err = os.NewSyscallError("accept4", e)
 		return true
 	}
-}
-
-// addrPortOfRaw converts an IPv4 or IPv6 socket address; IPv4-mapped IPv6 addresses are
-// unmapped.
-func addrPortOfRaw(sa *unix.RawSockaddrAny) netip.AddrPort {
-	switch sa.Addr.Family {
-	case unix.AF_INET:
-		a := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		p := (*[2]byte)(unsafe.Pointer(&a.Port))
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(p[0])<<8|uint16(p[1]))
-	case unix.AF_INET6:
-		a := (*unix.RawSockaddrInet6)(unsafe.Pointer(sa))
-		p := (*[2]byte)(unsafe.Pointer(&a.Port))
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
-	}
-	return netip.AddrPort{}
 }
 
 func (s *Server) acceptLoop(l *listener) {

@@ -407,18 +407,7 @@ func (s *sock) localAddr() (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, os.NewSyscallError("getsockname", err)
 	}
-	return addrPortOf(sa), nil
-}
-
-// addrPortOf converts an IPv4 or IPv6 socket address; IPv4-mapped IPv6 addresses are unmapped.
-func addrPortOf(sa unix.Sockaddr) netip.AddrPort {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
-	}
-	return netip.AddrPort{}
+	return sockaddr.Unmap(sockaddr.AddrPort(sa)), nil
 }
 
 // setNoDelay turns Nagle's algorithm off on a socket.
@@ -458,24 +447,12 @@ var errConnectTimeout = errors.New("connect timeout")
 // refuse it with EAGAIN), else the state is checked (one getsockopt) before waiting for
 // writability. It returns how many bytes of first it sent; the caller sends the rest.
 func dialSock(ctx context.Context, tp *tcpPoll, addr netip.AddrPort, timeout, keepAlive time.Duration, first []byte) (*sock, int, error) {
-	family, usa, err := sockaddr.From(addr)
+	var raw unix.RawSockaddrInet6
+	family, salen, err := sockaddr.Raw(addr, &raw)
 	if err != nil {
 		return nil, 0, err
 	}
-	var sa4 unix.RawSockaddrInet4
-	var sa6 unix.RawSockaddrInet6
-	var sa unsafe.Pointer
-	var salen uintptr
-	switch a := usa.(type) {
-	case *unix.SockaddrInet4:
-		sa4.Family, sa4.Addr = unix.AF_INET, a.Addr
-		putPort(&sa4.Port, uint16(a.Port))
-		sa, salen = unsafe.Pointer(&sa4), unix.SizeofSockaddrInet4
-	case *unix.SockaddrInet6:
-		sa6.Family, sa6.Addr, sa6.Scope_id = unix.AF_INET6, a.Addr, a.ZoneId
-		putPort(&sa6.Port, uint16(a.Port))
-		sa, salen = unsafe.Pointer(&sa6), unix.SizeofSockaddrInet6
-	}
+	sa := unsafe.Pointer(&raw)
 	r, _, e := unix.RawSyscall(unix.SYS_SOCKET, uintptr(family), unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if e != 0 {
 		return nil, 0, os.NewSyscallError("socket", e)
@@ -493,7 +470,7 @@ func dialSock(ctx context.Context, tp *tcpPoll, addr netip.AddrPort, timeout, ke
 	}
 	for {
 		// Not a raw call: the search for a free local port can take long when ports run short.
-		_, _, e = unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), salen)
+		_, _, e = unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), uintptr(salen))
 		if e != unix.EINTR {
 			break
 		}
@@ -571,12 +548,6 @@ func dialSock(ctx context.Context, tp *tcpPoll, addr netip.AddrPort, timeout, ke
 		return nil, 0, cerr
 	}
 	return s, 0, nil
-}
-
-// putPort stores port in network byte order.
-func putPort(p *uint16, port uint16) {
-	b := (*[2]byte)(unsafe.Pointer(p))
-	b[0], b[1] = byte(port>>8), byte(port)
 }
 
 // TCP states of tcp_info.tcpi_state.

@@ -106,13 +106,7 @@ func open(ap netip.AddrPort, buf int, listen bool) (*Conn, error) {
 	if err != nil {
 		return fail("getsockname", err)
 	}
-	local := ap
-	switch b := bound.(type) {
-	case *unix.SockaddrInet4:
-		local = netip.AddrPortFrom(netip.AddrFrom4(b.Addr), uint16(b.Port))
-	case *unix.SockaddrInet6:
-		local = netip.AddrPortFrom(netip.AddrFrom16(b.Addr), uint16(b.Port))
-	}
+	local := sockaddr.AddrPort(bound)
 	// A blocking descriptor: os.NewFile leaves it out of the poller.
 	f := os.NewFile(uintptr(fd), "udp:"+local.String())
 	rc, err := f.SyscallConn()
@@ -125,6 +119,15 @@ func open(ap netip.AddrPort, buf int, listen bool) (*Conn, error) {
 
 // Local returns the bound address.
 func (c *Conn) Local() netip.AddrPort { return c.local }
+
+// family is the socket's address family: AF_INET6 only for an IPv6 address, as
+// sockaddr.From chose when the socket was made.
+func (c *Conn) family() int {
+	if c.local.Addr().Unmap().Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
 
 // LocalAddr returns the bound address as a net.Addr.
 func (c *Conn) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(c.local) }
@@ -171,36 +174,4 @@ func SendmmsgWait(fd uintptr, hdrs []Mmsghdr) (int, syscall.Errno) {
 // early.
 func Pause(d *unix.Timespec) {
 	syscall.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(d)), 0, 0)
-}
-
-// Peer decodes the address in sa (AF_INET or AF_INET6).
-func Peer(sa *syscall.RawSockaddrInet6) (netip.AddrPort, bool) {
-	port := func(p *uint16) uint16 {
-		b := (*[2]byte)(unsafe.Pointer(p))
-		return uint16(b[0])<<8 | uint16(b[1])
-	}
-	switch sa.Family {
-	case syscall.AF_INET:
-		sa4 := (*syscall.RawSockaddrInet4)(unsafe.Pointer(sa))
-		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port(&sa4.Port)), true
-	case syscall.AF_INET6:
-		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), port(&sa.Port)), true
-	}
-	return netip.AddrPort{}, false
-}
-
-// Sockaddr writes ap into sa in the family of a socket bound to local (an IPv4 address on an
-// IPv6 socket becomes IPv4-mapped) and returns the length to give the kernel.
-func Sockaddr(ap netip.AddrPort, local netip.AddrPort, sa *syscall.RawSockaddrInet6) uint32 {
-	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-	if local.Addr().Unmap().Is4() {
-		sa4 := (*syscall.RawSockaddrInet4)(unsafe.Pointer(sa))
-		*sa4 = syscall.RawSockaddrInet4{Family: syscall.AF_INET, Addr: ap.Addr().Unmap().As4()}
-		p = (*[2]byte)(unsafe.Pointer(&sa4.Port))
-		p[0], p[1] = byte(ap.Port()>>8), byte(ap.Port())
-		return syscall.SizeofSockaddrInet4
-	}
-	*sa = syscall.RawSockaddrInet6{Family: syscall.AF_INET6, Addr: ap.Addr().As16()}
-	p[0], p[1] = byte(ap.Port()>>8), byte(ap.Port())
-	return syscall.SizeofSockaddrInet6
 }

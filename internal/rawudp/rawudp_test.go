@@ -12,26 +12,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-)
 
-func TestSockaddrPeerRoundTrip(t *testing.T) {
-	v4, v6 := netip.MustParseAddrPort("127.0.0.1:53"), netip.MustParseAddrPort("[::1]:53")
-	for _, tt := range []struct{ ap, local, want netip.AddrPort }{
-		{netip.MustParseAddrPort("192.0.2.7:4172"), v4, netip.MustParseAddrPort("192.0.2.7:4172")},
-		{netip.MustParseAddrPort("[2001:db8::7]:65535"), v6, netip.MustParseAddrPort("[2001:db8::7]:65535")},
-		{netip.MustParseAddrPort("192.0.2.7:1"), v6, netip.MustParseAddrPort("[::ffff:192.0.2.7]:1")},
-	} {
-		var sa syscall.RawSockaddrInet6
-		n := Sockaddr(tt.ap, tt.local, &sa)
-		got, ok := Peer(&sa)
-		if !ok || got != tt.want {
-			t.Errorf("Sockaddr(%v) then Peer = %v, %v; want %v", tt.ap, got, ok, tt.want)
-		}
-		if want := uint32(syscall.SizeofSockaddrInet4); tt.local.Addr().Is4() && n != want {
-			t.Errorf("length %d for IPv4, want %d", n, want)
-		}
-	}
-}
+	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
+)
 
 // listenAndDial returns a Conn on loopback and a client socket connected to it; both are
 // closed when the test ends.
@@ -60,7 +43,7 @@ func TestBatchEcho(t *testing.T) {
 	}
 	var (
 		bufs  [n][16]byte
-		names [n]syscall.RawSockaddrInet6
+		names [n]unix.RawSockaddrInet6
 		iovs  [n]syscall.Iovec
 		hdrs  [n]Mmsghdr
 	)
@@ -68,7 +51,7 @@ func TestBatchEcho(t *testing.T) {
 		iovs[i].Base = &bufs[i][0]
 		iovs[i].SetLen(len(bufs[i]))
 		hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&names[i]))
-		hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrInet6
+		hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
 		hdrs[i].Hdr.Iov = &iovs[i]
 		hdrs[i].Hdr.Iovlen = 1
 	}
@@ -83,7 +66,7 @@ func TestBatchEcho(t *testing.T) {
 		got += k
 	}
 	for i := range n {
-		if p, ok := Peer(&names[i]); !ok || p != netip.MustParseAddrPort(cl.LocalAddr().String()) {
+		if p, ok := sockaddr.FromRaw(&names[i]); !ok || p != netip.MustParseAddrPort(cl.LocalAddr().String()) {
 			t.Fatalf("datagram %d from %v, want %v", i, p, cl.LocalAddr())
 		}
 		iovs[i].SetLen(int(hdrs[i].N))

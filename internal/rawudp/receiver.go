@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
 )
 
 // Receiver is one worker's receive side of a Conn: n buffers with their headers at stable
@@ -27,7 +29,7 @@ import (
 type Receiver struct {
 	c        *Conn
 	bufs     [][]byte
-	names    []syscall.RawSockaddrInet6
+	names    []unix.RawSockaddrInet6
 	iovs     []syscall.Iovec
 	hdrs     []Mmsghdr
 	size     int
@@ -47,7 +49,7 @@ type Receiver struct {
 // pause after a partial batch (0 for none). c may be nil for a Receiver used only with
 // ReadFrom.
 func NewReceiver(c *Conn, n, size int, coalesce time.Duration) *Receiver {
-	r := &Receiver{c: c, bufs: make([][]byte, n), names: make([]syscall.RawSockaddrInet6, n),
+	r := &Receiver{c: c, bufs: make([][]byte, n), names: make([]unix.RawSockaddrInet6, n),
 		iovs: make([]syscall.Iovec, n), hdrs: make([]Mmsghdr, n), size: size,
 		coalesce: coalesce > 0, pause: unix.NsecToTimespec(int64(coalesce))}
 	// One byte more than size: a datagram that fills it was longer.
@@ -128,7 +130,7 @@ func (r *Receiver) ReadFrom(c *Conn) (int, error) {
 
 func (r *Receiver) reset() {
 	for i := range r.hdrs {
-		r.hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrInet6
+		r.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
 		r.hdrs[i].Hdr.Flags = 0
 	}
 }
@@ -136,7 +138,7 @@ func (r *Receiver) reset() {
 // Datagram returns datagram i of the last batch: its bytes, its sender, and whether it was
 // longer than the Receiver's size (its bytes are then cut) or its sender is not IP.
 func (r *Receiver) Datagram(i int) (data []byte, from netip.AddrPort, bad bool) {
-	from, ok := Peer(&r.names[i])
+	from, ok := sockaddr.FromRaw(&r.names[i])
 	n := int(r.hdrs[i].N)
 	bad = !ok || n > r.size || r.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0
 	return r.bufs[i][:min(n, r.size)], from, bad
@@ -144,6 +146,6 @@ func (r *Receiver) Datagram(i int) (data []byte, from netip.AddrPort, bad bool) 
 
 // Name returns the sender's socket address of datagram i and its length, for a reply with
 // sendmmsg; it stays valid until the next Next.
-func (r *Receiver) Name(i int) (*syscall.RawSockaddrInet6, uint32) {
+func (r *Receiver) Name(i int) (*unix.RawSockaddrInet6, uint32) {
 	return &r.names[i], r.hdrs[i].Hdr.Namelen
 }

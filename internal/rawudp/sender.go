@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
 )
 
 // Sender is one worker's send side: headers at stable addresses, made once, for batches of
@@ -22,7 +24,7 @@ import (
 // larger than the route's MTU allows, or the device cannot) is sent again one datagram at a
 // time, and no later run is made of datagrams that large.
 type Sender struct {
-	name syscall.RawSockaddrInet6
+	name unix.RawSockaddrInet6
 	iovs []syscall.Iovec
 	hdrs []Mmsghdr
 	ctrl [][gsoCmsgSpace]byte // per header: its UDP_SEGMENT control message
@@ -74,7 +76,7 @@ func (s *Sender) Send(c *Conn, to netip.AddrPort, bufs [][]byte) error {
 	var name *byte
 	var namelen uint32
 	if to.IsValid() {
-		namelen = Sockaddr(to, c.local, &s.name)
+		namelen = sockaddr.PutRaw(&s.name, to, c.family())
 		name = (*byte)(unsafe.Pointer(&s.name))
 	}
 	defer func() {

@@ -195,6 +195,9 @@ func (s *sock) wait(w *waiter) error {
 		if s.isClosed() {
 			return net.ErrClosed
 		}
+		if err := s.tp.failure(); err != nil {
+			return err
+		}
 		dl := w.deadline.Load()
 		if dl == 0 {
 			<-w.ready

@@ -38,7 +38,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops, connection and flow goroutines, the expiry loop
 
-	mu        sync.Mutex // guards listeners, sessions, conns, perClient, serving, closed
+	mu        sync.Mutex // guards listeners, sessions, conns, perClient, serving, closed, fatal
 	listeners map[string]*listener
 	sessions  map[*session]struct{}
 	conns     int
@@ -47,6 +47,7 @@ type Server struct {
 	idle      *sync.Cond   // on mu; broadcast when conns drops to 0
 	serving   bool
 	closed    bool
+	fatal     error // what stopped the server on its own, for Serve to return
 }
 
 // state is what Reload replaces.
@@ -180,7 +181,8 @@ func (s *Server) Addr(listener string) netip.AddrPort {
 }
 
 // Serve runs the listeners until ctx is done (then it closes the server) or Close is called.
-// It returns nil after a clean stop.
+// It returns nil after a clean stop, or the error that stopped the server on its own (its
+// TCP poller failing).
 func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -208,7 +210,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 		return s.Close()
 	case <-s.ctx.Done():
-		return nil
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.fatal
 	}
 }
 
@@ -227,8 +231,23 @@ func (s *Server) startLocked(l *listener) {
 func (s *Server) tcpPollLoop() {
 	defer s.wg.Done()
 	if err := s.tp.loop(); err != nil && !s.tp.isClosed() {
-		s.log.Error("tcp poller failed", "err", err)
+		s.pollFailed(err)
 	}
+}
+
+// pollFailed stops the server when its TCP poller can no longer tell readiness: no TCP
+// connection could move a byte again, so rather than hold them (and accept more) until
+// their timeouts, it ends them all, and Serve returns the error for the process to exit
+// and be restarted.
+func (s *Server) pollFailed(err error) {
+	s.log.Error("tcp poller failed; stopping the proxy", "err", err)
+	s.tp.fail(err)
+	s.mu.Lock()
+	if s.fatal == nil {
+		s.fatal = s.tp.failure()
+	}
+	s.mu.Unlock()
+	go s.Close() // Close waits for the goroutine that called this
 }
 
 // expiryLoop ends idle UDP flows and drops expired affinity entries.

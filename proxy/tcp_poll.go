@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -23,11 +25,17 @@ type tcpPoll struct {
 	f    *os.File // epfd, waited on in the runtime's netpoller
 	rc   syscall.RawConn
 
-	mu     sync.Mutex // guards slots, gens, free, closed and the use of epfd
+	mu     sync.Mutex // guards slots, gens, free, closed, shut, err and the use of epfd
 	slots  []*sock    // registered sockets by slot; an event names its slot and generation
 	gens   []uint32   // the generation of each slot, bumped when its socket leaves
 	free   []uint32   // unused slots
-	closed bool
+	closed bool       // no socket may join the set
+	shut   bool       // close has run: the set's file is closed
+	err    error      // why the poller failed; nil while it works or after a plain close
+
+	// failed is set, before any socket is woken, once the poller can no longer tell
+	// readiness: every wait then returns err instead of waiting forever.
+	failed atomic.Bool
 }
 
 var errPollClosed = errors.New("tcp poller closed")
@@ -60,6 +68,9 @@ func (p *tcpPoll) register(s *sock) error {
 		return nil
 	}
 	if p.closed {
+		if p.err != nil {
+			return p.err
+		}
 		return errPollClosed
 	}
 	var id uint32
@@ -148,13 +159,46 @@ func (p *tcpPoll) isClosed() bool {
 	return p.closed
 }
 
+// fail marks the poller failed with err and wakes every socket in the set, so that each
+// waiter returns err rather than waiting for readiness nobody will report; sockets not yet
+// in the set fail to join it. Halves started by a socket's readiness start now and meet
+// the error in their first wait.
+func (p *tcpPoll) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = fmt.Errorf("tcp poller failed: %w", err)
+	}
+	p.closed = true
+	p.failed.Store(true)
+	socks := make([]*sock, 0, len(p.slots))
+	for _, s := range p.slots {
+		if s != nil {
+			socks = append(socks, s)
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range socks {
+		s.ready(unix.EPOLLIN | unix.EPOLLOUT)
+	}
+}
+
+// failure returns the error fail recorded; nil while the poller works.
+func (p *tcpPoll) failure() error {
+	if !p.failed.Load() {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
 // close stops the loop and releases the set; sockets that have yet to wait then fail to.
 // The file is closed outside mu: its Close waits for the loop's read, which may be waiting
 // for mu.
 func (p *tcpPoll) close() {
 	p.mu.Lock()
-	was := p.closed
-	p.closed = true
+	was := p.shut
+	p.closed, p.shut = true, true
 	p.mu.Unlock()
 	if !was {
 		p.f.Close()

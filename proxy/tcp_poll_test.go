@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -182,5 +184,82 @@ func TestTCPPollClosesWhileEventsFlow(t *testing.T) {
 		}
 		l.Close()
 		wg.Wait()
+	}
+}
+
+// A failed poller stops the server: connections end, new ones are refused, Serve returns
+// the poller's error, and no goroutine waits on for readiness that would never come.
+func TestTCPPollFailureStopsTheServer(t *testing.T) {
+	b := startTCP(t, echo)
+	s, err := New(Config{
+		Listeners: []Listener{tcpListener("l", "p")},
+		Pools:     []Pool{onePool("p", b.addr())},
+	}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(context.Background()) }()
+	t.Cleanup(func() { s.Close() })
+	addr := s.Addr("l")
+
+	busy := dial(t, addr) // has moved bytes, now waits for more both ways
+	busy.Write([]byte("hi\n"))
+	if got := readLine(t, busy); got != "hi" {
+		t.Fatalf("echo: got %q", got)
+	}
+	silent := dial(t, addr) // has sent nothing yet
+	time.Sleep(20 * time.Millisecond)
+
+	injected := errors.New("injected epoll failure")
+	s.pollFailed(injected)
+
+	select {
+	case err := <-errc:
+		if !errors.Is(err, injected) {
+			t.Fatalf("Serve returned %v; want the poller's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve still running 10s after its poller failed")
+	}
+	expectClosed(t, busy)
+	expectClosed(t, silent)
+	expectRefused(t, addr)
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs after the poller failed")
+	}
+}
+
+// Once the poller has failed, a socket's wait returns the failure at once instead of
+// waiting for readiness, and a socket not in the set yet cannot join it.
+func TestTCPPollFailureEndsWaits(t *testing.T) {
+	s, _ := sockPair(t)
+	s2, _ := sockPair(t)
+	s2.tp = s.tp
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := s.Read(make([]byte, 1)) // nothing comes: waits in the set
+		readErr <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	injected := errors.New("injected")
+	s.tp.fail(injected)
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, injected) {
+			t.Fatalf("waiting read returned %v; want the poller's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("read still waiting after the poller failed")
+	}
+	if _, err := s2.Read(make([]byte, 1)); !errors.Is(err, injected) {
+		t.Fatalf("read of a socket outside the set returned %v; want the poller's error", err)
 	}
 }

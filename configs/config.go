@@ -525,6 +525,10 @@ type Proxy struct {
 	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 	// MaxFlows bounds UDP flows over all listeners. Default: 65536.
 	MaxFlows int `yaml:"max_flows"`
+	// DrainTimeout is how long a node that is told to stop (SIGTERM, SIGINT) lets established
+	// connections and flows finish once its listeners have stopped accepting; then it closes
+	// the rest. A second signal stops it at once. Default: 30s.
+	DrainTimeout Duration `yaml:"drain_timeout"`
 }
 
 // ProxyListener is one load-balanced socket.

@@ -502,6 +502,9 @@ func (k *checker) validateProxy(nodes, gws map[string]int) {
 		names[i] = l.Name
 	}
 	k.names("listener", "proxy.listeners", names)
+	if p.DrainTimeout < 0 {
+		k.errf("proxy.drain_timeout", "drain_timeout must not be negative")
+	}
 	for i, l := range p.Listeners {
 		lp := fmt.Sprintf("proxy.listeners[%d]", i)
 		k.ref(lp+".node", "node", l.Node, nodes)

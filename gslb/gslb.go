@@ -156,3 +156,9 @@ func (h *Handler) Reload(cfg *configs.Config) error {
 	h.data.Store(d)
 	return nil
 }
+
+// Check reports whether Reload would accept cfg, without changing anything.
+func Check(cfg *configs.Config) error {
+	_, err := build(cfg)
+	return err
+}

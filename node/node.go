@@ -65,6 +65,11 @@ type Options struct {
 	// worker blocked in the kernel (see gslb.ServerOptions.BlockingUDP and
 	// proxy.Options.BlockingUDP); the caller adds a P for each (UDPWorkers). Default: false.
 	BlockingUDP bool
+	// DrainTimeout, when positive, makes Serve drain the proxy when ctx ends: its listeners
+	// stop accepting at once and established connections may finish for this long, while
+	// the other components stop. A failure of a component still stops everything at once.
+	// Default: 0 (close at once).
+	DrainTimeout time.Duration
 }
 
 // Runtime is the running components of one or more nodes.
@@ -101,6 +106,9 @@ type Runtime struct {
 	admins   []*api.Admin
 	agents   []*api.Agents
 	closeMu  sync.Mutex // serializes Close
+
+	reloadMu sync.Mutex      // serializes Reload
+	live     *configs.Config // the config last applied: cfg, then what Reload applied
 }
 
 // HTTPServer is one HTTPS listener of a node (launch+agent API or admin API).
@@ -134,7 +142,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		o.Progress = func(string) {}
 	}
 	cfg := o.Config
-	r := &Runtime{o: o, cfg: cfg, log: o.Logger, Gateways: map[string]*gateway.Gateway{}, QUIC: map[string]*gateway.QUIC{},
+	r := &Runtime{o: o, cfg: cfg, live: cfg, log: o.Logger, Gateways: map[string]*gateway.Gateway{}, QUIC: map[string]*gateway.QUIC{},
 		machines: map[string]netip.Addr{}}
 	for _, n := range cfg.Nodes {
 		if len(o.Nodes) == 0 || slices.Contains(o.Nodes, n.Name) {
@@ -611,7 +619,18 @@ func (r *Runtime) Serve(ctx context.Context) error {
 		g.Go(func() error { return q.Serve(gctx) })
 	}
 	if r.Proxy != nil {
-		g.Go(func() error { return r.Proxy.Serve(gctx) })
+		// The proxy runs until stopProxy: at once if a component failed, after draining if
+		// ctx ended and DrainTimeout says so.
+		pctx, stopProxy := context.WithCancel(context.Background())
+		g.Go(func() error { return r.Proxy.Serve(pctx) })
+		g.Go(func() error {
+			<-gctx.Done()
+			if ctx.Err() != nil && r.o.DrainTimeout > 0 {
+				r.drainProxy(r.o.DrainTimeout)
+			}
+			stopProxy()
+			return nil
+		})
 	}
 	g.Go(func() error { return r.expire(gctx) })
 	g.Go(func() error {

@@ -9,11 +9,11 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 )
 
-// proxyConfig turns the site's proxy section into the listeners the nodes run here run, and
+// proxyConfig turns cfg's proxy section into the listeners the nodes run here run, and
 // every pool. Backends that are gateway ports are named after their gateway, so the gateway's
 // composite health verdict steers every pool it is in and affinity spans its ports.
-func (r *Runtime) proxyConfig() (proxy.Config, error) {
-	p := r.cfg.Proxy
+func (r *Runtime) proxyConfig(cfg *configs.Config) (proxy.Config, error) {
+	p := cfg.Proxy
 	run := map[string]bool{}
 	for _, n := range r.nodes {
 		run[n.Name] = true
@@ -21,7 +21,7 @@ func (r *Runtime) proxyConfig() (proxy.Config, error) {
 	pc := proxy.Config{AffinityTTL: p.AffinityTTL.D(),
 		Limits: proxy.Limits{MaxConns: p.MaxConns, MaxConnsPerClient: p.MaxConnsPerClient, MaxFlows: p.MaxFlows}}
 	gws := map[string]configs.Gateway{}
-	for _, g := range r.cfg.Gateways {
+	for _, g := range cfg.Gateways {
 		gws[g.Name] = g
 	}
 	for _, l := range p.Listeners {
@@ -78,7 +78,7 @@ func (r *Runtime) proxyConfig() (proxy.Config, error) {
 
 // buildProxy builds the load balancer when a node run here has proxy listeners.
 func (r *Runtime) buildProxy() error {
-	pc, err := r.proxyConfig()
+	pc, err := r.proxyConfig(r.cfg)
 	if err != nil || len(pc.Listeners) == 0 {
 		return err
 	}

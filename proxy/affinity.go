@@ -8,12 +8,12 @@ import (
 
 // affinity binds client addresses to a backend name across listeners, for a TTL.
 type affinity struct {
-	ttl time.Duration
-	max int
 	now func() time.Time
 
-	mu sync.Mutex // guards m
-	m  map[netip.Addr]affinityEntry
+	mu  sync.Mutex // guards ttl, max and m
+	ttl time.Duration
+	max int
+	m   map[netip.Addr]affinityEntry
 }
 
 type affinityEntry struct {
@@ -23,6 +23,17 @@ type affinityEntry struct {
 
 func newAffinity(ttl time.Duration, max int, now func() time.Time) *affinity {
 	return &affinity{ttl: ttl, max: max, now: now, m: make(map[netip.Addr]affinityEntry)}
+}
+
+// resize sets a new TTL, for bindings made from now on, and a new bound on the table, which
+// the next binding enforces.
+func (a *affinity) resize(ttl time.Duration, max int) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.ttl, a.max = ttl, max
+	a.mu.Unlock()
 }
 
 // get returns the backend client is bound to, if the binding has not expired.

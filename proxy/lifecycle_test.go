@@ -50,8 +50,8 @@ func TestShutdownDrainsThenCuts(t *testing.T) {
 	default:
 	}
 	cancel() // the deadline passes: the rest is cut
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Shutdown = %v, want context.Canceled", err)
+	if err := <-done; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "closed 1 connections") {
+		t.Fatalf("Shutdown = %v, want context.Canceled and the one connection it closed", err)
 	}
 	expectClosed(t, c)
 }

@@ -318,8 +318,9 @@ func (s *Server) Verdict(backend string, up bool) {
 	}
 }
 
-// Reload replaces pools, routes and listener settings without touching established
-// connections and flows. Listeners new in cfg are opened (and served, if the server is
+// Reload replaces pools, routes, listener settings, limits and the affinity TTL and bound
+// without touching established connections and flows (nor the bindings made; affinity stays
+// off if it was off). Listeners new in cfg are opened (and served, if the server is
 // serving); listeners gone from cfg, or whose address or protocol changed, stop accepting and
 // their connections drain on their own (UDP flows end, since their replies leave from the
 // listening socket).
@@ -362,6 +363,7 @@ func (s *Server) Reload(cfg Config) error {
 		opened = append(opened, l)
 	}
 	s.state.Store(s.buildState(cfg, s.state.Load()))
+	s.aff.resize(cfg.AffinityTTL, cfg.AffinityMax)
 	for _, l := range stop {
 		l.closeSocket()
 	}
@@ -384,8 +386,8 @@ func (l *listener) closeSocket() {
 }
 
 // Shutdown drains the server: listeners stop accepting at once, and established connections
-// may finish until ctx is done, when the rest are closed. It returns ctx's error if it had to
-// cut connections.
+// may finish until ctx is done, when the rest are closed. If it had to cut connections, it
+// returns ctx's error, wrapped with how many.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	for _, l := range s.listeners {
@@ -401,9 +403,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return s.Close()
 	case <-ctx.Done():
+		conns, flows := s.Active()
 		s.Close()
 		<-done
-		return ctx.Err()
+		return fmt.Errorf("%w: closed %d connections and %d udp flows still open", ctx.Err(), conns, flows)
 	}
 }
 
@@ -457,4 +460,11 @@ func (s *Server) Close() error {
 		s.poller.close()
 	}
 	return nil
+}
+
+// Active returns the TCP connections open and the UDP flows alive.
+func (s *Server) Active() (conns int, flows int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns, s.flowCount.Load()
 }

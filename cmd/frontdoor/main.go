@@ -13,6 +13,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal asks for a graceful stop; a second one ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/node"
@@ -24,7 +27,17 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve --config FILE [--node NAME] [--data DIR]",
 		Short: "Run one node of a site: DNS, launch and admin APIs, the gateways it hosts, health, the broker",
-		Args:  cobra.NoArgs,
+		Long: `Run one node of a site: DNS, launch and admin APIs, the gateways it hosts, health, the broker
+and the proxy's listeners.
+
+Signals:
+  SIGHUP           reload the config file: the proxy's listeners, pools, routes and limits,
+                   the GSLB domains and names, and the zones' client ranges. Established
+                   connections stay where they are. A config that changes anything else, or
+                   does not load, is refused and logged; the running one stays.
+  SIGTERM, SIGINT  stop: the proxy stops accepting and lets established connections finish
+                   for up to proxy.drain_timeout (default 30s); a second signal stops at once.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := configs.LoadFile(file)
 			if err != nil {
@@ -49,7 +62,7 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
 			blocking := reserveUDPProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking})
+				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, DrainTimeout: cfg.Proxy.DrainTimeout.D()})
 			if err != nil {
 				return err
 			}
@@ -69,6 +82,10 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 			if listening != nil {
 				listening(rt)
 			}
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go reloadOnHUP(cmd.Context(), hup, file, rt, log)
 			err = rt.Serve(cmd.Context())
 			log.Info("stopped")
 			return err
@@ -79,6 +96,27 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 	c.Flags().StringVar(&data, "data", "", "data directory: store, site key, CA, certificates (default: site.data_dir, else ./frontdoor-data)")
 	_ = c.MarkFlagRequired("config")
 	return c
+}
+
+// reloadOnHUP reloads the config file into rt at each SIGHUP until ctx ends. A config that
+// does not load, or that Reload refuses, is logged and changes nothing.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, file string, rt *node.Runtime, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		cfg, err := configs.LoadFile(file)
+		if err == nil {
+			err = rt.Reload(cfg)
+		}
+		if err != nil {
+			log.Error("reload failed; the running configuration stays", "config", file, "err", err)
+			continue
+		}
+		log.Info("reloaded", "config", file)
+	}
 }
 
 // servesSomething reports whether node n has a listener or hosts a gateway.

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/node"
+)
+
+// proxySiteConfig is a one-node site whose proxy listener LBPORT forwards to BACKEND, with
+// zone east on RANGE and drain_timeout DRAIN.
+const proxySiteConfig = `
+site: {name: t, default_zone: hq}
+zones:
+  - {name: hq, primary: true, ranges: [127.0.0.0/8]}
+  - {name: east, ranges: [RANGE]}
+nodes:
+  - name: fd-1
+    zone: hq
+    listeners:
+      - {kind: dns, address: "127.0.0.1:DNSPORT", protocols: [udp]}
+gateways:
+  - {name: gw-hq, zone: hq, address: 127.1.0.11}
+proxy:
+  drain_timeout: DRAIN
+  listeners:
+    - {name: lb, node: fd-1, address: "127.0.0.1:LBPORT", protocol: tcp, pool: p}
+  pools:
+    - name: p
+      backends: [{address: "BACKEND"}]
+`
+
+// namedBackend accepts TCP connections that each get "name\n" and then an echo of what
+// they send.
+func namedBackend(t *testing.T, name string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.Write([]byte(name + "\n"))
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// proxySite writes the config and returns its file and a writer that rewrites it.
+func proxySite(t *testing.T, backend, zoneRange, drain string) (file string, rewrite func(backend, zoneRange, extra string)) {
+	t.Helper()
+	dnsPort, lbPort := freePort(t), freePort(t)
+	for lbPort == dnsPort {
+		lbPort = freePort(t)
+	}
+	file = filepath.Join(t.TempDir(), "site.yaml")
+	rewrite = func(backend, zoneRange, extra string) {
+		body := strings.NewReplacer("DNSPORT", dnsPort, "LBPORT", lbPort, "BACKEND", backend,
+			"RANGE", zoneRange, "DRAIN", drain).Replace(proxySiteConfig) + extra
+		// Written whole, then renamed: a reload never reads half a file.
+		tmp := file + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite(backend, zoneRange, "")
+	return file, rewrite
+}
+
+// served is a running "frontdoor serve": done is closed when it has returned err.
+type served struct {
+	rt   *node.Runtime
+	log  *lockedBuffer
+	stop func() // asks it to stop, as SIGTERM does
+	done chan struct{}
+	err  error
+}
+
+// startServe runs "frontdoor serve" on file until the test ends.
+func startServe(t *testing.T, file string) *served {
+	t.Helper()
+	ready := make(chan *node.Runtime, 1)
+	cmd := newServeCmdWith(func(s *node.Runtime) { ready <- s })
+	sv := &served{log: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.SetErr(sv.log)
+	cmd.SetArgs([]string{"--config", file, "--data", t.TempDir()})
+	ctx, cancel := context.WithCancel(context.Background())
+	sv.stop = cancel
+	go func() {
+		sv.err = cmd.ExecuteContext(ctx)
+		close(sv.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-sv.done:
+		case <-time.After(60 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	select {
+	case sv.rt = <-ready:
+	case <-sv.done:
+		t.Fatalf("serve stopped before listening: %v\n%s", sv.err, sv.log.String())
+	}
+	return sv
+}
+
+// wait waits up to d for serve to return, and returns its error.
+func (sv *served) wait(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case <-sv.done:
+		return sv.err
+	case <-time.After(d):
+		t.Fatalf("serve still running after %v", d)
+		return nil
+	}
+}
+
+// greet connects to the proxy listener and returns the connection and the backend's name.
+func greet(t *testing.T, addr netip.AddrPort) (net.Conn, *bufio.Reader, string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr.String(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	name, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the backend's name: %v", err)
+	}
+	return c, r, strings.TrimSpace(name)
+}
+
+// echoes checks that a connection through the proxy still carries bytes both ways.
+func echoes(t *testing.T, c net.Conn, r *bufio.Reader, msg string) {
+	t.Helper()
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	got, err := r.ReadString('\n')
+	if err != nil || strings.TrimSpace(got) != msg {
+		t.Fatalf("echo: got %q, %v; want %q", got, err, msg)
+	}
+}
+
+func TestServeReloadsTheConfigOnSIGHUP(t *testing.T) {
+	// Held for the whole test, so that a SIGHUP the command is not (or no longer) watching
+	// cannot end the test process.
+	guard := make(chan os.Signal, 1)
+	signal.Notify(guard, syscall.SIGHUP)
+	defer signal.Stop(guard)
+
+	a, b := namedBackend(t, "a"), namedBackend(t, "b")
+	file, rewrite := proxySite(t, a, "10.2.0.0/16", "30s")
+	sv := startServe(t, file)
+	rt, log := sv.rt, sv.log
+	lb := rt.Proxy.Addr("lb")
+	east := netip.MustParseAddr("10.9.0.1")
+	if z := rt.Zones.Zone(east); z != "hq" {
+		t.Fatalf("zone of %s before the reload: %q, want hq (the default zone)", east, z)
+	}
+	old, oldR, name := greet(t, lb)
+	if name != "a" {
+		t.Fatalf("before the reload: reached %q, want a", name)
+	}
+
+	rewrite(b, "10.9.0.0/16", "")
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitFor(t, log, "msg=reloaded")
+	if _, _, name := greet(t, lb); name != "b" {
+		t.Fatalf("after the reload: reached %q, want b", name)
+	}
+	if z := rt.Zones.Zone(east); z != "east" {
+		t.Fatalf("zone of %s after the reload: %q, want east", east, z)
+	}
+	echoes(t, old, oldR, "still-here") // established before the reload, still on a
+
+	// A change outside what a reload applies is refused whole: the pool stays on b.
+	rewrite(a, "10.9.0.0/16", "machines: [{name: m1, zone: hq, address: 127.3.0.1, group: g}]\ngroups: [{name: g}]\n")
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitFor(t, log, "reload failed")
+	if !strings.Contains(log.String(), "machines, groups changed, which takes a restart") {
+		t.Fatalf("the refusal does not name what changed:\n%s", log.String())
+	}
+	if _, _, name := greet(t, lb); name != "b" {
+		t.Fatalf("after a refused reload: reached %q, want b", name)
+	}
+
+	// So is a file that does not load.
+	if err := os.WriteFile(file, []byte("proxy: [unclosed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Count(log.String(), "reload failed")
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	for i := 0; i < 400 && strings.Count(log.String(), "reload failed") == before; i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	if strings.Count(log.String(), "reload failed") == before {
+		t.Fatalf("a broken file was not reported:\n%s", log.String())
+	}
+	if _, _, name := greet(t, lb); name != "b" {
+		t.Fatalf("after a broken file: reached %q, want b", name)
+	}
+}
+
+func TestServeDrainsTheProxyOnStop(t *testing.T) {
+	file, _ := proxySite(t, namedBackend(t, "a"), "10.2.0.0/16", "30s")
+	sv := startServe(t, file)
+	log := sv.log
+	lb := sv.rt.Proxy.Addr("lb")
+	c, r, _ := greet(t, lb)
+
+	sv.stop()
+	waitFor(t, log, "draining the proxy")
+	if !strings.Contains(log.String(), "connections=1") {
+		t.Fatalf("the drain line does not count the open connection:\n%s", log.String())
+	}
+	// New connections are refused while the established one carries on.
+	refused := false
+	for i := 0; i < 100 && !refused; i++ {
+		if nc, err := net.DialTimeout("tcp", lb.String(), time.Second); err != nil {
+			refused = true
+		} else {
+			nc.Close()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !refused {
+		t.Fatal("the proxy still accepts connections while draining")
+	}
+	echoes(t, c, r, "during-the-drain")
+	select {
+	case <-sv.done:
+		t.Fatalf("serve returned (%v) while a connection was open", sv.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	c.Close()
+	if err := sv.wait(t, 20*time.Second); err != nil {
+		t.Fatalf("serve after the drain: %v", err)
+	}
+	if !strings.Contains(log.String(), "drained the proxy") {
+		t.Fatalf("no drained line:\n%s", log.String())
+	}
+}
+
+func TestServeClosesWhatIsLeftAtTheDrainTimeout(t *testing.T) {
+	file, _ := proxySite(t, namedBackend(t, "a"), "10.2.0.0/16", "300ms")
+	sv := startServe(t, file)
+	log := sv.log
+	c, r, _ := greet(t, sv.rt.Proxy.Addr("lb"))
+	sv.stop()
+	if err := sv.wait(t, 20*time.Second); err != nil {
+		t.Fatalf("serve after the drain timeout: %v", err)
+	}
+	if !strings.Contains(log.String(), "drain timed out") || !strings.Contains(log.String(), "closed 1 connections") {
+		t.Fatalf("no timeout line counting the connection closed:\n%s", log.String())
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection left at the timeout is still open: %v", err)
+	}
+}

@@ -1,0 +1,135 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/gslb"
+	"github.com/frontdoor-vdi/frontdoor/zonemap"
+)
+
+// Reload applies a new configuration to the running nodes without a restart: the proxy's
+// listeners, pools, routes, limits and affinity (established connections stay on the
+// backends they have), the GSLB domains and names, and the zones' client ranges with
+// site.default_zone. Every other part of cfg must be as it is now; Reload refuses a config
+// that changes one, naming the parts that need a restart. It checks everything before it
+// changes anything: on error the running configuration stays whole.
+func (r *Runtime) Reload(cfg *configs.Config) error {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	if changed := fixedChanges(r.live, cfg); len(changed) > 0 {
+		return fmt.Errorf("reload: %s changed, which takes a restart; nothing was reloaded", strings.Join(changed, ", "))
+	}
+	ranges, err := zonemap.RangesFromConfig(cfg)
+	if err == nil {
+		_, err = zonemap.NewTable(ranges, cfg.Site.DefaultZone)
+	}
+	if err != nil {
+		return fmt.Errorf("reload: zones: %w", err)
+	}
+	if err := gslb.Check(cfg); err != nil {
+		return fmt.Errorf("reload: gslb: %w", err)
+	}
+	pc, err := r.proxyConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	switch {
+	case r.Proxy == nil && len(pc.Listeners) > 0:
+		return errors.New("reload: this node had no proxy listeners when it started: adding the first takes a restart")
+	case r.Proxy != nil && len(pc.Listeners) == 0:
+		return errors.New("reload: removing this node's last proxy listener takes a restart")
+	case r.Proxy != nil:
+		pc.SetDefaults()
+		if err := pc.Validate(); err != nil {
+			return fmt.Errorf("reload: %w", err)
+		}
+	}
+	// Blocking UDP workers hold their P each: keep one P per worker.
+	names := make([]string, len(r.nodes))
+	for i, n := range r.nodes {
+		names[i] = n.Name
+	}
+	delta := 0
+	if r.o.BlockingUDP {
+		delta = UDPWorkers(cfg, names...) - UDPWorkers(r.live, names...)
+	}
+	if delta > 0 {
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + delta)
+	}
+	if r.Proxy != nil {
+		if err := r.Proxy.Reload(pc); err != nil { // opening a new listener can still fail
+			if delta > 0 {
+				runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) - delta)
+			}
+			return fmt.Errorf("reload: %w", err)
+		}
+	}
+	if delta < 0 {
+		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)+delta, 1))
+	}
+	// Both were checked above: neither fails now.
+	if err := r.Zones.Reload(ranges, cfg.Site.DefaultZone); err != nil {
+		return fmt.Errorf("reload: zones: %w", err)
+	}
+	if err := r.DNS.Reload(cfg); err != nil {
+		return fmt.Errorf("reload: gslb: %w", err)
+	}
+	r.live = cfg
+	return nil
+}
+
+// fixedChanges names the top-level parts of the config (by their YAML keys) that differ
+// between a and b outside what Reload applies.
+func fixedChanges(a, b *configs.Config) []string {
+	fa, fb := fixedPart(a), fixedPart(b)
+	va, vb := reflect.ValueOf(fa), reflect.ValueOf(fb)
+	t := va.Type()
+	var changed []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() || f.Name == "File" {
+			continue
+		}
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			changed = append(changed, name)
+		}
+	}
+	return changed
+}
+
+// fixedPart is c without what Reload applies.
+func fixedPart(c *configs.Config) configs.Config {
+	f := *c
+	f.Proxy = configs.Proxy{}
+	f.GSLB = configs.GSLB{}
+	f.Site.DefaultZone = ""
+	f.Zones = make([]configs.Zone, len(c.Zones))
+	for i, z := range c.Zones {
+		z.Ranges = nil
+		f.Zones[i] = z
+	}
+	return f
+}
+
+// drainProxy stops the proxy's listeners and lets its connections finish for up to d.
+func (r *Runtime) drainProxy(d time.Duration) {
+	conns, flows := r.Proxy.Active()
+	r.log.Info("draining the proxy: listeners closed, established connections may finish",
+		"connections", conns, "udp_flows", flows, "timeout", d)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	if err := r.Proxy.Shutdown(ctx); err != nil {
+		r.log.Warn("drain timed out", "err", err, "after", time.Since(start).Round(time.Millisecond))
+		return
+	}
+	r.log.Info("drained the proxy", "after", time.Since(start).Round(time.Millisecond))
+}

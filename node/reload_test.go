@@ -1,0 +1,149 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
+	"github.com/frontdoor-vdi/frontdoor/proxy"
+)
+
+// reloadSite is a one-node site with a tcp proxy listener on TCPPORT and EXTRA appended to
+// the proxy's listeners.
+const reloadSite = `
+site: {name: reload-test}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes: [{name: fd, zone: hq}]
+proxy:
+  listeners:
+    - {name: t, node: fd, address: "127.0.0.1:TCPPORT", protocol: tcp, pool: p}
+EXTRA
+  pools: [{name: p, backends: [{address: "127.0.0.1:9"}]}]
+`
+
+func loadSite(t *testing.T, tcpPort int, extra string) *configs.Config {
+	t.Helper()
+	body := strings.NewReplacer("TCPPORT", fmt.Sprint(tcpPort), "EXTRA", extra).Replace(reloadSite)
+	cfg, err := configs.Load("site.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func freeUDPPort(t *testing.T) int {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	return pc.LocalAddr().(*net.UDPAddr).Port
+}
+
+// A reload that adds a udp listener served by blocking workers adds a P for each worker, and
+// one that removes it takes them back.
+func TestReloadKeepsAPForEachBlockingUDPWorker(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	tcpPort := freeTCPPort(t)
+	cfg := loadSite(t, tcpPort, "")
+	r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), BlockingUDP: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	base := runtime.GOMAXPROCS(0)
+	udp := fmt.Sprintf(`    - {name: u, node: fd, address: "127.0.0.1:%d", protocol: udp, pool: p}`, freeUDPPort(t))
+	if err := r.Reload(loadSite(t, tcpPort, udp)); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Proxy.Addr("u").IsValid() {
+		t.Fatal("the reload did not open the udp listener")
+	}
+	want := base + proxy.UDPWorkers
+	if !rawudp.Supported {
+		want = base
+	}
+	if got := runtime.GOMAXPROCS(0); got != want {
+		t.Fatalf("GOMAXPROCS after adding a udp listener: %d, want %d", got, want)
+	}
+	if err := r.Reload(loadSite(t, tcpPort, "")); err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Fatalf("GOMAXPROCS after removing it: %d, want %d", got, base)
+	}
+}
+
+// A reload is refused whole, and changes nothing, when it touches a part that takes a restart,
+// removes the node's last proxy listener, or cannot open a new listener.
+func TestReloadRefusesWhatItCannotApply(t *testing.T) {
+	tcpPort := freeTCPPort(t)
+	cfg := loadSite(t, tcpPort, "")
+	r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+
+	moved := loadSite(t, tcpPort, "")
+	moved.Nodes[0].Zone = "elsewhere"
+	noListener := loadSite(t, tcpPort, "")
+	noListener.Proxy.Listeners = nil
+	busy := loadSite(t, tcpPort, fmt.Sprintf(`    - {name: b, node: fd, address: "%s", protocol: tcp, pool: p}`, taken.Addr()))
+	badRange := loadSite(t, tcpPort, "")
+	badRange.Zones[0].Ranges = []string{"127.0.0.1/8"}
+	for name, c := range map[string]struct {
+		cfg  *configs.Config
+		want string
+	}{
+		"nodes":         {moved, "nodes changed, which takes a restart"},
+		"last listener": {noListener, "last proxy listener"},
+		"address taken": {busy, "address already in use"},
+		"bad range":     {badRange, "zones"},
+	} {
+		err := r.Reload(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Reload = %v, want an error naming %q", name, err, c.want)
+		}
+		if r.Proxy.Addr("b").IsValid() {
+			t.Errorf("%s: a refused reload opened a listener", name)
+		}
+		if z := r.Zones.Zone(netAddr("127.0.0.1")); z != "hq" {
+			t.Errorf("%s: a refused reload changed the zones: 127.0.0.1 is in %q", name, z)
+		}
+	}
+}
+
+func netAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -122,7 +122,7 @@ func fixedPart(c *configs.Config) configs.Config {
 // drainProxy stops the proxy's listeners and lets its connections finish for up to d.
 func (r *Runtime) drainProxy(d time.Duration) {
 	conns, flows := r.Proxy.Active()
-	r.log.Info("draining the proxy: listeners closed, established connections may finish",
+	r.log.Info("draining the proxy: no new connections or flows, established ones may finish",
 		"connections", conns, "udp_flows", flows, "timeout", d)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()

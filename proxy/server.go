@@ -386,12 +386,18 @@ func (l *listener) closeSocket() {
 }
 
 // Shutdown drains the server: listeners stop accepting at once, and established connections
-// may finish until ctx is done, when the rest are closed. If it had to cut connections, it
+// and flows may finish until ctx is done, when the rest are closed. A udp listener keeps its
+// socket, which its flows' replies leave from, but opens no new flow; a flow finishes when it
+// has been idle for the listener's idle timeout. If it had to cut connections or flows, it
 // returns ctx's error, wrapped with how many.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	for _, l := range s.listeners {
-		l.closeSocket()
+		if l.udp != nil {
+			l.udp.draining.Store(true)
+		} else {
+			l.closeSocket()
+		}
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})
@@ -410,12 +416,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// waitSessions returns when no connection is open and every accept loop has returned.
+// waitSessions returns when no connection is open, every accept loop has returned and no
+// UDP flow is left (or the server is closed).
 func (s *Server) waitSessions() {
 	s.mu.Lock()
 	ls := make([]*listener, 0, len(s.listeners))
 	for _, l := range s.listeners {
-		ls = append(ls, l)
+		if l.tcp != nil {
+			ls = append(ls, l)
+		}
 	}
 	serving := s.serving
 	s.mu.Unlock()
@@ -425,9 +434,18 @@ func (s *Server) waitSessions() {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for s.conns > 0 {
 		s.idle.Wait()
+	}
+	s.mu.Unlock()
+	// Flows end one by one as they go idle: look again every 100ms.
+	for s.flowCount.Load() > 0 && s.ctx.Err() == nil {
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+		}
 	}
 }
 

@@ -43,6 +43,9 @@ type udpListener struct {
 	raw   *rawSocket // the socket with Options.BlockingUDP, read by rawReadLoop (udp_linux.go)
 	local netip.AddrPort
 	stop  atomic.Bool // set before the socket is closed
+	// draining is set by Shutdown: the socket stays open for the flows there are (their
+	// replies leave from it), and datagrams that would open a new flow are dropped.
+	draining atomic.Bool
 
 	// With raw, the flows' sockets are raw too and their replies are relayed by one worker
 	// waiting on ep (rawRepliesLoop). Whoever sets epOwned first closes ep: rawReadLoop,
@@ -272,6 +275,8 @@ func (u *udpListener) flowFor(client, peer netip.AddrPort, now time.Time) *flow 
 	defer u.mu.Unlock()
 	reason := ""
 	switch {
+	case u.draining.Load():
+		reason = "draining"
 	case int(s.flowCount.Load()) >= lim.MaxFlows:
 		reason = "limit_global"
 	case lc.MaxConns > 0 && l.active.Load() >= int64(lc.MaxConns):

@@ -527,3 +527,64 @@ func waitOpenFiles(t *testing.T, base int, when string) {
 		t.Fatalf("%s: %d descriptors open, %d before", when, n, base)
 	}
 }
+
+func TestUDPFlowsCarryOnThroughADrain(t *testing.T) { forUDPModes(t, testUDPFlowsCarryOnThroughADrain) }
+
+// While the server drains, a udp listener keeps forwarding for the flows it has, from the
+// same socket, and opens no new one; the drain ends when the last flow has gone idle.
+func testUDPFlowsCarryOnThroughADrain(t *testing.T, m udpMode) {
+	be := udpEcho(t, "a")
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	l := m.listener(udpListenerCfg("p"))
+	l.IdleTimeout = time.Minute
+	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be)}},
+		m.opts(Options{Now: clock, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}))
+	proxy := s.Addr("udp")
+	old, late := udpClient(t), udpClient(t)
+	exchange(t, old, proxy, "before")
+
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	draining := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.listeners["udp"].udp.draining.Load()
+	}
+	for i := 0; !draining(); i++ {
+		if i == 200 {
+			t.Fatal("the listener is not draining")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got, from := exchange(t, old, proxy, "during"); got != "a:during" || from != proxy {
+		t.Fatalf("during the drain: got %q from %v, want a:during from %v", got, from, proxy)
+	}
+	late.WriteToUDPAddrPort([]byte("new"), proxy)
+	late.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _, err := late.ReadFromUDPAddrPort(make([]byte, 100)); err == nil {
+		t.Fatalf("a new flow got a %d-byte reply during the drain", n)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with a flow alive", err)
+	default:
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	s.expire()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Shutdown = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown still waiting after the last flow went idle")
+	}
+}

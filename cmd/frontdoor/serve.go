@@ -35,8 +35,9 @@ Signals:
                    the GSLB domains and names, and the zones' client ranges. Established
                    connections stay where they are. A config that changes anything else, or
                    does not load, is refused and logged; the running one stays.
-  SIGTERM, SIGINT  stop: the proxy stops accepting and lets established connections finish
-                   for up to proxy.drain_timeout (default 30s); a second signal stops at once.`,
+  SIGTERM, SIGINT  stop: the proxy takes no new connections or UDP flows and lets established
+                   ones finish for up to proxy.drain_timeout (default 30s); a second signal
+                   stops at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := configs.LoadFile(file)

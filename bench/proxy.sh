@@ -13,7 +13,7 @@
 # The proxy runs on PROXY_CPU, load generators and origins on LOAD_CPU (taskset).
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
 # TESTS picks a subset (default "idle tcp conn udp flood"); TARGETS a subset of "direct frontdoor
-# frontdoor-nohc haproxy nginx"; e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
+# frontdoor-nohc haproxy nginx nginx-hc" (the -nohc and -hc targets only run the conn test); e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
 # FD_UDP_COALESCE (default: frontdoor's, 250us) and FD_BLOCKING_UDP (default true) set how
 # frontdoor reads UDP.
 set -euo pipefail
@@ -25,7 +25,7 @@ LOAD_CPU=${LOAD_CPU:-0}
 IDLE_CONNS=${IDLE_CONNS:-9900}
 ROUNDS=${ROUNDS:-3}
 TESTS=" ${TESTS:-idle tcp conn udp flood} "
-TARGETS=" ${TARGETS:-direct frontdoor frontdoor-nohc haproxy nginx} "
+TARGETS=" ${TARGETS:-direct frontdoor frontdoor-nohc haproxy nginx nginx-hc} "
 want() { [[ "$TESTS" == *" $1 "* ]]; }
 
 need=()
@@ -175,10 +175,13 @@ stream {
     server { listen 127.0.0.1:18011 udp rcvbuf=4m sndbuf=4m; proxy_pass 127.0.0.1:15211; }
     server { listen 127.0.0.1:18002; proxy_pass 127.0.0.1:18080; }
     server { listen 127.0.0.1:18009; proxy_pass 127.0.0.1:19000; }
+    # As frontdoor and HAProxy do by default: a FIN is passed on and the other direction
+    # carries on (nginx's default ends the session at the first FIN).
+    server { listen 127.0.0.1:18012; proxy_pass 127.0.0.1:18080; proxy_half_close on; }
 }
 EOF
 start nginx "$PROXY_CPU" nginx -c "$WORK/stream.conf" -g 'daemon off; master_process off;'
-for p in 15201 18080 19000 16001 16002 16009 16012 17001 17002 17009 18001 18002 18009; do wait_port $p; done
+for p in 15201 18080 19000 16001 16002 16009 16012 17001 17002 17009 18001 18002 18009 18012; do wait_port $p; done
 
 RES="$WORK/results.tsv"
 : >"$RES"
@@ -210,7 +213,7 @@ done
 # frontdoor-nohc is frontdoor's TCP process on a listener with half_close: false, which ends a
 # connection at the backend's FIN as nginx stream does by default (HAProxy half-closes, as
 # frontdoor does by default); it runs the connection-rate test only.
-targets=("direct:15201:18080:" "frontdoor:16001:16002:frontdoor" "frontdoor-nohc::16012:frontdoor" "haproxy:17001:17002:haproxy" "nginx:18001:18002:nginx")
+targets=("direct:15201:18080:" "frontdoor:16001:16002:frontdoor" "frontdoor-nohc::16012:frontdoor" "haproxy:17001:17002:haproxy" "nginx:18001:18002:nginx" "nginx-hc::18012:nginx")
 
 # measure TEST NAME PID CMD... — runs CMD, charging the proxy PID's CPU time to TEST.
 c0=0
@@ -385,17 +388,30 @@ for test, t in runs.items():
         ratio = f"{fdv/v:.2f}×" if fdv and target != "frontdoor" and v else ""
         L.append(f"| {target} | {fmt(v, unit)} | {per} | {allr}{extra} | {ratio} |")
     L.append("")
-    if test == "conn_rate" and "frontdoor-nohc" in t:
-        nv = med([r[0] for r in t["frontdoor-nohc"]])
-        ncpu = med([r[2] / r[3] for r in t["frontdoor-nohc"] if r[3] > 0] or [0])
-        parts = []
-        for tg in ("haproxy", "nginx"):
-            if tg in t:
-                v = med([r[0] for r in t[tg]])
-                c = med([r[2] / r[3] for r in t[tg] if r[3] > 0] or [0])
-                parts.append(f"{nv/v:.2f}× {tg}'s rate" + (f", {ncpu/c:.2f}× its CPU per connection" if c else ""))
-        L.append("frontdoor-nohc is frontdoor with `half_close: false` (the connection ends at the backend's FIN, "
-                 "as in nginx stream by default): " + "; ".join(parts) + ".")
+    if test == "conn_rate":
+        # Rounds are interleaved, so a round's targets shared the machine's state of the
+        # moment: the ratio within each round is steadier than the ratio of medians.
+        def paired(a, b):
+            ra = [x[0] / y[0] for x, y in zip(t[a], t[b]) if y[0]]
+            ca = [(x[2] / x[3]) / (y[2] / y[3]) for x, y in zip(t[a], t[b]) if x[3] > 0 and y[3] > 0 and y[2] > 0]
+            if not ra:
+                return None
+            s = f"{a} ÷ {b}: rate {med(ra):.2f}× (rounds {min(ra):.2f}–{max(ra):.2f})"
+            if ca:
+                s += f", CPU per connection {med(ca):.2f}× (rounds {min(ca):.2f}–{max(ca):.2f})"
+            return s
+        L.append("Paired by round (median of the per-round ratios, and their range). Like for like: "
+                 "frontdoor, HAProxy and nginx-hc (`proxy_half_close on`) pass a FIN on and keep the other "
+                 "direction; frontdoor-nohc (`half_close: false`) and nginx (its default) end the connection "
+                 "at the backend's FIN. nginx is fastest in its default, the second kind; HAProxy's tcp "
+                 "mode always passes a FIN on.")
+        L.append("")
+        for a, b in (("frontdoor", "haproxy"), ("frontdoor", "nginx-hc"), ("frontdoor-nohc", "nginx"),
+                     ("frontdoor-nohc", "haproxy"), ("frontdoor", "nginx")):
+            if a in t and b in t:
+                p = paired(a, b)
+                if p:
+                    L.append(f"- {p}")
         L.append("")
     if test.startswith("rudp"):
         kv = lambda r: dict(x.split("=") for x in r[1].split()[1:])

@@ -44,16 +44,6 @@ type sock struct {
 
 const sockClosed = 1 << 62
 
-// rawCalls: the calls that open and end a connection's sockets (socket, connect, accept4,
-// epoll_ctl, close), like its reads and writes, are raw syscalls, which the runtime's
-// scheduler does not see: on nonblocking sockets none waits for the network or a peer. A plain
-// syscall that runs past 20µs lets the runtime hand its P to another thread, and a loopback
-// connect or close, which runs the other end's TCP work inline, often does on a slow
-// (virtualized) host: the hand-off and the thread switches back cost more than the call.
-// A/B of two builds alternating under wrk -c32 with Connection: close, one CPU each (17
-// pairs of 5s rounds): connect, close and epoll_ctl raw took a median 4% less CPU per
-// connection than the three plain.
-
 // waiter is one direction's wait for readiness.
 type waiter struct {
 	ready    chan struct{} // holds a token once the direction may have become ready since the last wait
@@ -93,9 +83,8 @@ func (s *sock) decref() {
 }
 
 func (s *sock) destroy() {
-	// A raw call (see rawCalls): no call uses fd any more, and the proxy never sets a
-	// lingering close, so close waits for nothing but the epoll set's short-held lock.
-	unix.RawSyscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0)
+	// Not a raw call: closing a socket in a watched epoll set may sleep on the set's lock.
+	unix.Syscall(unix.SYS_CLOSE, uintptr(s.fd), 0, 0)
 	if s.registered.Load() {
 		s.tp.unregister(s)
 	}
@@ -483,9 +472,8 @@ func dialSock(ctx context.Context, tp *tcpPoll, addr netip.AddrPort, timeout, ke
 		}
 	}
 	for {
-		// A raw call (see rawCalls): the socket is nonblocking, so connect waits for no
-		// packet; its search for a free local port is work, longer only when ports run short.
-		_, _, e = unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), uintptr(salen))
+		// Not a raw call: the search for a free local port can take long when ports run short.
+		_, _, e = unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), uintptr(salen))
 		if e != unix.EINTR {
 			break
 		}

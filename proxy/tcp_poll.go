@@ -86,10 +86,9 @@ func (p *tcpPoll) register(s *sock) error {
 		Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLPRI | unix.EPOLLET,
 		Fd:     int32(id), Pad: int32(p.gens[id]),
 	}
-	// The socket is held (its reference count) by the waiting caller: fd is its own. A raw
-	// call (see rawCalls): adding to a set that is itself watched takes a kernel-wide lock,
-	// held briefly.
-	if _, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(p.epfd), unix.EPOLL_CTL_ADD,
+	// The socket is held (its reference count) by the waiting caller: fd is its own. Not a
+	// raw call: adding to a set that is itself watched may sleep on a kernel-wide lock.
+	if _, _, e := unix.Syscall6(unix.SYS_EPOLL_CTL, uintptr(p.epfd), unix.EPOLL_CTL_ADD,
 		uintptr(s.fd), uintptr(unsafe.Pointer(&ev)), 0, 0); e != 0 {
 		p.free = append(p.free, id)
 		return os.NewSyscallError("epoll_ctl", e)

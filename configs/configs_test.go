@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -109,6 +110,27 @@ func TestZonePreferencesAbsentVersusEmpty(t *testing.T) {
 				t.Errorf("ZonePrefs() = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// proxy.drain_timeout: absent is 30s, 0s closes at once, a negative one is an error.
+func TestDrainTimeoutAbsentVersusZero(t *testing.T) {
+	for yaml, want := range map[string]time.Duration{
+		"":                             30 * time.Second,
+		"proxy: {drain_timeout: 0s}\n": 0,
+		"proxy: {drain_timeout: 5s}\n": 5 * time.Second,
+	} {
+		c, err := Load("t.yaml", []byte("zones: [{name: z, primary: true}]\n"+yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", yaml, err)
+		}
+		if got := c.Proxy.DrainTimeout.D(); got != want {
+			t.Errorf("%q: drain_timeout %v, want %v", yaml, got, want)
+		}
+	}
+	if _, err := Load("t.yaml", []byte("zones: [{name: z, primary: true}]\nproxy: {drain_timeout: -1s}\n")); err == nil ||
+		!strings.Contains(err.Error(), "drain_timeout") || !strings.Contains(err.Error(), "negative") {
+		t.Errorf("a negative drain_timeout: %v, want an error", err)
 	}
 }
 

@@ -221,7 +221,10 @@ func (p *Proxy) setDefaults() {
 	setDur(&p.AffinityTTL, 30*time.Minute)
 	setInt(&p.MaxConns, 50000)
 	setInt(&p.MaxFlows, 65536)
-	setDur(&p.DrainTimeout, 30*time.Second)
+	if p.DrainTimeout == nil {
+		d := Duration(30 * time.Second)
+		p.DrainTimeout = &d
+	}
 	for i := range p.Listeners {
 		l := &p.Listeners[i]
 		setStr(&l.Protocol, "tcp")

@@ -502,7 +502,7 @@ func (k *checker) validateProxy(nodes, gws map[string]int) {
 		names[i] = l.Name
 	}
 	k.names("listener", "proxy.listeners", names)
-	if p.DrainTimeout < 0 {
+	if p.DrainTimeout != nil && *p.DrainTimeout < 0 {
 		k.errf("proxy.drain_timeout", "drain_timeout must not be negative")
 	}
 	for i, l := range p.Listeners {

@@ -65,11 +65,11 @@ type Options struct {
 	// worker blocked in the kernel (see gslb.ServerOptions.BlockingUDP and
 	// proxy.Options.BlockingUDP); the caller adds a P for each (UDPWorkers). Default: false.
 	BlockingUDP bool
-	// DrainTimeout, when positive, makes Serve drain the proxy when ctx ends: its listeners
-	// stop accepting at once and established connections may finish for this long, while
-	// the other components stop. A failure of a component still stops everything at once.
-	// Default: 0 (close at once).
-	DrainTimeout time.Duration
+	// Drain makes Serve drain the proxy when ctx ends: it takes no new connections or flows
+	// and lets established ones finish for proxy.drain_timeout of the config last applied,
+	// while the other components stop. A failure of a component still stops everything at
+	// once. Default: false (close at once).
+	Drain bool
 }
 
 // Runtime is the running components of one or more nodes.
@@ -107,8 +107,9 @@ type Runtime struct {
 	agents   []*api.Agents
 	closeMu  sync.Mutex // serializes Close
 
-	reloadMu sync.Mutex      // serializes Reload
+	reloadMu sync.Mutex      // serializes Reload; guards live and stopping
 	live     *configs.Config // the config last applied: cfg, then what Reload applied
+	stopping bool            // the proxy drains: Reload refuses
 }
 
 // HTTPServer is one HTTPS listener of a node (launch+agent API or admin API).
@@ -622,11 +623,17 @@ func (r *Runtime) Serve(ctx context.Context) error {
 		// The proxy runs until stopProxy: at once if a component failed, after draining if
 		// ctx ended and DrainTimeout says so.
 		pctx, stopProxy := context.WithCancel(context.Background())
-		g.Go(func() error { return r.Proxy.Serve(pctx) })
+		g.Go(func() error {
+			err := r.Proxy.Serve(pctx)
+			if errors.Is(err, proxy.ErrClosed) && ctx.Err() != nil {
+				return nil // the drain below closed it before it started
+			}
+			return err
+		})
 		g.Go(func() error {
 			<-gctx.Done()
-			if ctx.Err() != nil && r.o.DrainTimeout > 0 {
-				r.drainProxy(r.o.DrainTimeout)
+			if ctx.Err() != nil && r.o.Drain {
+				r.drainProxy()
 			}
 			stopProxy()
 			return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,14 +16,18 @@ import (
 )
 
 // Reload applies a new configuration to the running nodes without a restart: the proxy's
-// listeners, pools, routes, limits and affinity (established connections stay on the
-// backends they have), the GSLB domains and names, and the zones' client ranges with
-// site.default_zone. Every other part of cfg must be as it is now; Reload refuses a config
-// that changes one, naming the parts that need a restart. It checks everything before it
-// changes anything: on error the running configuration stays whole.
+// listeners, pools, routes, limits, affinity and drain timeout (established connections
+// stay on the backends they have), the GSLB domains and the answers of the GSLB names, and
+// the zones' client ranges with site.default_zone. Every other part of cfg must be as it is
+// now, the set of GSLB names too (the certificates cover them); Reload refuses a config that
+// changes one, naming the parts that need a restart. It checks everything before it changes
+// anything: on error the running configuration stays whole.
 func (r *Runtime) Reload(cfg *configs.Config) error {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
+	if r.stopping {
+		return errors.New("reload: the node is stopping")
+	}
 	if changed := fixedChanges(r.live, cfg); len(changed) > 0 {
 		return fmt.Errorf("reload: %s changed, which takes a restart; nothing was reloaded", strings.Join(changed, ", "))
 	}
@@ -102,7 +107,23 @@ func fixedChanges(a, b *configs.Config) []string {
 			changed = append(changed, name)
 		}
 	}
+	if !slices.Equal(gslbNames(a), gslbNames(b)) {
+		changed = append(changed, "the set of gslb.names")
+	}
+	if a.GSLB.QueryLogSample != b.GSLB.QueryLogSample {
+		changed = append(changed, "gslb.query_log_sample")
+	}
 	return changed
+}
+
+// gslbNames returns the GSLB names of c, sorted.
+func gslbNames(c *configs.Config) []string {
+	names := make([]string, len(c.GSLB.Names))
+	for i, n := range c.GSLB.Names {
+		names[i] = strings.ToLower(strings.TrimSuffix(n.Name, "."))
+	}
+	slices.Sort(names)
+	return names
 }
 
 // fixedPart is c without what Reload applies.
@@ -119,8 +140,19 @@ func fixedPart(c *configs.Config) configs.Config {
 	return f
 }
 
-// drainProxy stops the proxy's listeners and lets its connections finish for up to d.
-func (r *Runtime) drainProxy(d time.Duration) {
+// drainProxy makes the proxy take no new connections or flows and lets the established ones
+// finish for up to the drain timeout of the config last applied.
+func (r *Runtime) drainProxy() {
+	r.reloadMu.Lock()
+	r.stopping = true
+	var d time.Duration
+	if t := r.live.Proxy.DrainTimeout; t != nil {
+		d = t.D()
+	}
+	r.reloadMu.Unlock()
+	if d <= 0 {
+		return // drain_timeout 0: the proxy is closed at once
+	}
 	conns, flows := r.Proxy.Active()
 	r.log.Info("draining the proxy: no new connections or flows, established ones may finish",
 		"connections", conns, "udp_flows", flows, "timeout", d)

@@ -100,9 +100,10 @@ func TestReloadKeepsAPForEachBlockingUDPWorker(t *testing.T) {
 // A reload is refused whole, and changes nothing, when it touches a part that takes a restart,
 // removes the node's last proxy listener, or cannot open a new listener.
 func TestReloadRefusesWhatItCannotApply(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	tcpPort := freeTCPPort(t)
 	cfg := loadSite(t, tcpPort, "")
-	r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(),
+	r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), BlockingUDP: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -121,9 +122,18 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 	moved.Nodes[0].Zone = "elsewhere"
 	noListener := loadSite(t, tcpPort, "")
 	noListener.Proxy.Listeners = nil
-	busy := loadSite(t, tcpPort, fmt.Sprintf(`    - {name: b, node: fd, address: "%s", protocol: tcp, pool: p}`, taken.Addr()))
+	// A new udp listener (its Ps come first) and new zone ranges, with a listener that
+	// cannot open: none of it may stay.
+	busy := loadSite(t, tcpPort, fmt.Sprintf("    - {name: b, node: fd, address: %q, protocol: tcp, pool: p}\n"+
+		"    - {name: u, node: fd, address: \"127.0.0.1:%d\", protocol: udp, pool: p}", taken.Addr().String(), freeUDPPort(t)))
+	busy.Zones[0].Ranges = []string{"127.0.0.0/16"}
 	badRange := loadSite(t, tcpPort, "")
 	badRange.Zones[0].Ranges = []string{"127.0.0.1/8"}
+	renamed := loadSite(t, tcpPort, "")
+	renamed.GSLB.Names = []configs.GSLBName{{Name: "desktop.example.test."}}
+	sampled := loadSite(t, tcpPort, "")
+	sampled.GSLB.QueryLogSample = 10
+	procs := runtime.GOMAXPROCS(0)
 	for name, c := range map[string]struct {
 		cfg  *configs.Config
 		want string
@@ -132,6 +142,8 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 		"last listener": {noListener, "last proxy listener"},
 		"address taken": {busy, "address already in use"},
 		"bad range":     {badRange, "zones"},
+		"gslb names":    {renamed, "the set of gslb.names changed"},
+		"query log":     {sampled, "gslb.query_log_sample changed"},
 	} {
 		err := r.Reload(c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -140,9 +152,37 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 		if r.Proxy.Addr("b").IsValid() {
 			t.Errorf("%s: a refused reload opened a listener", name)
 		}
-		if z := r.Zones.Zone(netAddr("127.0.0.1")); z != "hq" {
-			t.Errorf("%s: a refused reload changed the zones: 127.0.0.1 is in %q", name, z)
+		if z := r.Zones.Zone(netAddr("127.5.0.1")); z != "hq" {
+			t.Errorf("%s: a refused reload changed the zones: 127.5.0.1 is in %q", name, z)
 		}
+		if got := runtime.GOMAXPROCS(0); got != procs {
+			t.Errorf("%s: a refused reload left GOMAXPROCS at %d, want %d", name, got, procs)
+		}
+	}
+}
+
+// A node told to stop before its proxy started serving stops cleanly, and refuses reloads
+// once it drains.
+func TestServeStoppedAtOnceDrainsCleanly(t *testing.T) {
+	for i := range 5 {
+		cfg := loadSite(t, freeTCPPort(t), "")
+		r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Drain: true,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Listen(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := r.Serve(ctx); err != nil {
+			t.Fatalf("round %d: Serve with its context done = %v, want nil", i, err)
+		}
+		if err := r.Reload(cfg); err == nil || !strings.Contains(err.Error(), "stopping") {
+			t.Fatalf("round %d: Reload after the drain = %v, want a refusal", i, err)
+		}
+		r.Close()
 	}
 }
 

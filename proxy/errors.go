@@ -12,4 +12,6 @@ var (
 	ErrClientHelloTooLarge = errors.New("tls client hello too large")
 	// ErrClosed means the server was closed.
 	ErrClosed = errors.New("proxy closed")
+	// ErrDraining means the server is draining (Shutdown): it takes no new configuration.
+	ErrDraining = errors.New("proxy draining")
 )

@@ -157,3 +157,39 @@ func TestAccessLogAndMetricsPerConnection(t *testing.T) {
 		}
 	}
 }
+
+// A reload that comes while the server drains is refused: it would open listeners that take
+// new connections, which the drain neither wants nor waits for.
+func TestReloadDuringADrainIsRefused(t *testing.T) {
+	be := startTCP(t, echo)
+	cfg := Config{Listeners: []Listener{tcpListener("l", "p")}, Pools: []Pool{onePool("p", be.addr())}}
+	s := startServer(t, cfg, Options{})
+	c := dial(t, s.Addr("l"))
+	c.Write([]byte("a")) // keeps the drain going
+	io.ReadFull(c, make([]byte, 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(ctx) }()
+	for i := 0; ; i++ {
+		s.mu.Lock()
+		draining := s.draining
+		s.mu.Unlock()
+		if draining {
+			break
+		}
+		if i == 200 {
+			t.Fatal("Shutdown has not begun")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cfg.Listeners = append(cfg.Listeners, tcpListener("l2", "p"))
+	if err := s.Reload(cfg); !errors.Is(err, ErrDraining) {
+		t.Fatalf("Reload during a drain = %v, want ErrDraining", err)
+	}
+	if s.Addr("l2").IsValid() {
+		t.Fatal("a reload during the drain opened a listener")
+	}
+	cancel()
+	<-done
+}

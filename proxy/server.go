@@ -38,7 +38,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops, connection and flow goroutines, the expiry loop
 
-	mu        sync.Mutex // guards listeners, sessions, conns, perClient, serving, closed, fatal
+	mu        sync.Mutex // guards listeners, sessions, conns, perClient, serving, closed, draining, fatal
 	listeners map[string]*listener
 	sessions  map[*session]struct{}
 	conns     int
@@ -47,6 +47,7 @@ type Server struct {
 	idle      *sync.Cond   // on mu; broadcast when conns drops to 0
 	serving   bool
 	closed    bool
+	draining  bool  // Shutdown has begun: Reload refuses
 	fatal     error // what stopped the server on its own, for Serve to return
 }
 
@@ -334,6 +335,9 @@ func (s *Server) Reload(cfg Config) error {
 	if s.closed {
 		return ErrClosed
 	}
+	if s.draining {
+		return ErrDraining
+	}
 	want := make(map[string]Listener, len(cfg.Listeners))
 	for _, lc := range cfg.Listeners {
 		want[lc.Name] = lc
@@ -392,6 +396,7 @@ func (l *listener) closeSocket() {
 // returns ctx's error, wrapped with how many.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
+	s.draining = true
 	for _, l := range s.listeners {
 		if l.udp != nil {
 			l.udp.draining.Store(true)
@@ -407,7 +412,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		return s.Close()
+		s.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.fatal // set if the server stopped on its own meanwhile
 	case <-ctx.Done():
 		conns, flows := s.Active()
 		s.Close()

@@ -31,15 +31,21 @@ func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 and the proxy's listeners.
 
 Signals:
-  SIGHUP           reload the config file: the proxy's listeners, pools, routes and limits,
-                   the GSLB domains and names, and the zones' client ranges. Established
-                   connections stay where they are. A config that changes anything else, or
-                   does not load, is refused and logged; the running one stays.
+  SIGHUP           reload the config file: the proxy's listeners, pools, routes, limits and
+                   drain timeout, the GSLB domains and the answers of the GSLB names, and the
+                   zones' client ranges. Established connections stay where they are. A config
+                   that changes anything else (the set of GSLB names too), or does not load, is
+                   refused and logged; the running one stays.
   SIGTERM, SIGINT  stop: the proxy takes no new connections or UDP flows and lets established
-                   ones finish for up to proxy.drain_timeout (default 30s); a second signal
-                   stops at once.`,
+                   ones finish for up to proxy.drain_timeout (default 30s); the node's DNS,
+                   APIs and gateways stop at once. A second signal stops at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Watched from the start: a SIGHUP's default action would end the process. One
+			// that comes while the node starts is applied once it runs.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			cfg, err := configs.LoadFile(file)
 			if err != nil {
 				return err
@@ -63,7 +69,7 @@ Signals:
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
 			blocking := reserveUDPProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, DrainTimeout: cfg.Proxy.DrainTimeout.D()})
+				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, Drain: true})
 			if err != nil {
 				return err
 			}
@@ -83,10 +89,9 @@ Signals:
 			if listening != nil {
 				listening(rt)
 			}
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-			go reloadOnHUP(cmd.Context(), hup, file, rt, log)
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			go reloadOnHUP(ctx, hup, file, rt, log)
 			err = rt.Serve(cmd.Context())
 			log.Info("stopped")
 			return err
@@ -152,17 +157,17 @@ func pickNode(cfg *configs.Config, name string) (configs.Node, error) {
 }
 
 // reserveUDPProcs adds to GOMAXPROCS one P for each blocking UDP worker of the named nodes
-// (node.UDPWorkers: DNS listeners and udp proxy listeners), and reports whether it did: such a
-// worker holds its P while it waits in the kernel (see package internal/rawudp), and the rest
-// of the process keeps every CPU's P. An explicit GOMAXPROCS is left alone, and the UDP
-// sockets are then read through the Go poller.
+// (node.UDPWorkers: DNS listeners and udp proxy listeners), and reports whether UDP sockets
+// are to be read by such workers: each holds its P while it waits in the kernel (see package
+// internal/rawudp), and the rest of the process keeps every CPU's P; a reload that adds udp
+// listeners adds their Ps too. An explicit GOMAXPROCS is left alone, and the UDP sockets are
+// then read through the Go poller.
 func reserveUDPProcs(cfg *configs.Config, nodes ...string) bool {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return false
 	}
-	extra := node.UDPWorkers(cfg, nodes...)
-	if extra > 0 {
+	if extra := node.UDPWorkers(cfg, nodes...); extra > 0 {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + extra)
 	}
-	return extra > 0
+	return true // udp listeners a reload adds get workers and Ps too
 }

@@ -39,6 +39,22 @@ func loadSite(t *testing.T, tcpPort int, extra string) *configs.Config {
 	return cfg
 }
 
+// startRuntime builds a runtime of cfg with o's options and opens its sockets; it is closed
+// when the test ends.
+func startRuntime(t *testing.T, cfg *configs.Config, o Options) *Runtime {
+	t.Helper()
+	o.Config, o.DataDir, o.Logger = cfg, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if err := r.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,15 +81,7 @@ func TestReloadKeepsAPForEachBlockingUDPWorker(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	tcpPort := freeTCPPort(t)
 	cfg := loadSite(t, tcpPort, "")
-	r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), BlockingUDP: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if err := r.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	r := startRuntime(t, cfg, Options{BlockingUDP: true})
 	base := runtime.GOMAXPROCS(0)
 	udp := fmt.Sprintf(`    - {name: u, node: fd, address: "127.0.0.1:%d", protocol: udp, pool: p}`, freeUDPPort(t))
 	if err := r.Reload(loadSite(t, tcpPort, udp)); err != nil {
@@ -103,15 +111,7 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	tcpPort := freeTCPPort(t)
 	cfg := loadSite(t, tcpPort, "")
-	r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), BlockingUDP: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if err := r.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	r := startRuntime(t, cfg, Options{BlockingUDP: true})
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -166,14 +166,7 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 func TestServeStoppedAtOnceDrainsCleanly(t *testing.T) {
 	for i := range 5 {
 		cfg := loadSite(t, freeTCPPort(t), "")
-		r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Drain: true,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Listen(); err != nil {
-			t.Fatal(err)
-		}
+		r := startRuntime(t, cfg, Options{Drain: true})
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := r.Serve(ctx); err != nil {
@@ -182,7 +175,6 @@ func TestServeStoppedAtOnceDrainsCleanly(t *testing.T) {
 		if err := r.Reload(cfg); err == nil || !strings.Contains(err.Error(), "stopping") {
 			t.Fatalf("round %d: Reload after the drain = %v, want a refusal", i, err)
 		}
-		r.Close()
 	}
 }
 

@@ -26,6 +26,9 @@ const (
 	MaxUDPCoalesce     = 5 * time.Millisecond
 )
 
+// DefaultDrainTimeout is proxy.drain_timeout when the config does not set it.
+const DefaultDrainTimeout = 30 * time.Second
+
 // DefaultGatewayPorts returns the ports a gateway is probed on when it lists none.
 func DefaultGatewayPorts() []GatewayPort {
 	return []GatewayPort{
@@ -222,7 +225,7 @@ func (p *Proxy) setDefaults() {
 	setInt(&p.MaxConns, 50000)
 	setInt(&p.MaxFlows, 65536)
 	if p.DrainTimeout == nil {
-		d := Duration(30 * time.Second)
+		d := Duration(DefaultDrainTimeout)
 		p.DrainTimeout = &d
 	}
 	for i := range p.Listeners {

@@ -620,8 +620,8 @@ func (r *Runtime) Serve(ctx context.Context) error {
 		g.Go(func() error { return q.Serve(gctx) })
 	}
 	if r.Proxy != nil {
-		// The proxy runs until stopProxy: at once if a component failed, after draining if
-		// ctx ended and DrainTimeout says so.
+		// The proxy runs until stopProxy: at once if a component failed; after draining for
+		// the drain timeout of the config last applied if ctx ended and Options.Drain is set.
 		pctx, stopProxy := context.WithCancel(context.Background())
 		g.Go(func() error {
 			err := r.Proxy.Serve(pctx)

@@ -56,7 +56,8 @@ func (r *Runtime) Reload(cfg *configs.Config) error {
 			return fmt.Errorf("reload: %w", err)
 		}
 	}
-	// Blocking UDP workers hold their P each: keep one P per worker.
+	// Blocking UDP workers hold their P each: keep one P per worker. (Setting GOMAXPROCS
+	// also stops the runtime from following a changed CPU limit, as at start.)
 	names := make([]string, len(r.nodes))
 	for i, n := range r.nodes {
 		names[i] = n.Name
@@ -145,7 +146,7 @@ func fixedPart(c *configs.Config) configs.Config {
 func (r *Runtime) drainProxy() {
 	r.reloadMu.Lock()
 	r.stopping = true
-	var d time.Duration
+	d := configs.DefaultDrainTimeout // a config built in code, without defaults
 	if t := r.live.Proxy.DrainTimeout; t != nil {
 		d = t.D()
 	}
@@ -160,7 +161,11 @@ func (r *Runtime) drainProxy() {
 	defer cancel()
 	start := time.Now()
 	if err := r.Proxy.Shutdown(ctx); err != nil {
-		r.log.Warn("drain timed out", "err", err, "after", time.Since(start).Round(time.Millisecond))
+		msg := "drain timed out"
+		if !errors.Is(err, context.DeadlineExceeded) {
+			msg = "drain ended: the proxy failed"
+		}
+		r.log.Warn(msg, "err", err, "after", time.Since(start).Round(time.Millisecond))
 		return
 	}
 	r.log.Info("drained the proxy", "after", time.Since(start).Round(time.Millisecond))

@@ -193,3 +193,32 @@ func TestReloadDuringADrainIsRefused(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// Settings read only when a listener's socket opens cannot change on a listener that keeps
+// its socket: the reload is refused rather than taken and ignored.
+func TestReloadRefusesSocketSettingsOfAKeptListener(t *testing.T) {
+	be := startTCP(t, echo)
+	cfg := Config{Listeners: []Listener{tcpListener("l", "p")}, Pools: []Pool{onePool("p", be.addr())}}
+	s := startServer(t, cfg, Options{})
+	addr := s.Addr("l")
+	changed := cfg
+	changed.Listeners = []Listener{tcpListener("l", "p")} // the same address as configured
+	changed.Listeners[0].DeferAccept = true
+	err := s.Reload(changed)
+	if err == nil || !strings.Contains(err.Error(), "defer_accept") {
+		t.Fatalf("Reload = %v, want a refusal naming defer_accept", err)
+	}
+	// Moved to a new address, the listener opens a new socket with the new settings.
+	changed.Listeners[0].Address = netip.MustParseAddrPort("127.0.0.2:0")
+	if err := s.Reload(changed); err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr("l") == addr {
+		t.Fatal("the listener kept its old socket")
+	}
+	c := dial(t, s.Addr("l"))
+	c.Write([]byte("x"))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatalf("through the reopened listener: %v", err)
+	}
+}

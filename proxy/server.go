@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -341,6 +342,12 @@ func (s *Server) Reload(cfg Config) error {
 	want := make(map[string]Listener, len(cfg.Listeners))
 	for _, lc := range cfg.Listeners {
 		want[lc.Name] = lc
+		if l, ok := s.listeners[lc.Name]; ok && lc.Address == l.cfg.Address && lc.Protocol == l.cfg.Protocol {
+			if changed := socketChanges(l.cfg, lc); len(changed) > 0 {
+				return fmt.Errorf("proxy listener %s: %s apply when its socket opens: give it a new address or restart",
+					lc.Name, strings.Join(changed, ", "))
+			}
+		}
 	}
 	var stop []*listener
 	for name, l := range s.listeners {
@@ -381,6 +388,28 @@ func (s *Server) Reload(cfg Config) error {
 	return nil
 }
 
+// socketChanges names the settings of a listener that are read only when its socket opens
+// and differ between a and b.
+func socketChanges(a, b Listener) []string {
+	var changed []string
+	for _, c := range []struct {
+		name string
+		diff bool
+	}{
+		{"keep_alive", a.KeepAlive != b.KeepAlive},
+		{"defer_accept", a.DeferAccept != b.DeferAccept},
+		{"socket_buffer", a.SocketBuffer != b.SocketBuffer},
+		{"max_datagram", a.MaxDatagram != b.MaxDatagram},
+		{"batch", a.Batch != b.Batch},
+		{"udp_coalesce", a.UDPCoalesce != b.UDPCoalesce},
+	} {
+		if c.diff {
+			changed = append(changed, c.name)
+		}
+	}
+	return changed
+}
+
 func (l *listener) closeSocket() {
 	if l.tcp != nil {
 		l.tcp.Close()
@@ -393,7 +422,8 @@ func (l *listener) closeSocket() {
 // and flows may finish until ctx is done, when the rest are closed. A udp listener keeps its
 // socket, which its flows' replies leave from, but opens no new flow; a flow finishes when it
 // has been idle for the listener's idle timeout. If it had to cut connections or flows, it
-// returns ctx's error, wrapped with how many.
+// returns ctx's error, wrapped with how many; if the server stopped on its own meanwhile (its
+// TCP poller failed), that error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true

@@ -41,6 +41,15 @@ proxy:
       backends: [{address: "BACKEND"}]
 `
 
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // namedBackend accepts TCP connections that each get "name\n" and then an echo of what
 // they send.
 func namedBackend(t *testing.T, name string) string {
@@ -270,11 +279,20 @@ func TestServeDrainsTheProxyOnStop(t *testing.T) {
 	}
 }
 
+// The drain timeout is the one last reloaded: 30s at start, 300ms after a SIGHUP.
 func TestServeClosesWhatIsLeftAtTheDrainTimeout(t *testing.T) {
-	file, _ := proxySite(t, namedBackend(t, "a"), "10.2.0.0/16", "300ms")
+	guard := make(chan os.Signal, 1)
+	signal.Notify(guard, syscall.SIGHUP)
+	defer signal.Stop(guard)
+	backend := namedBackend(t, "a")
+	file, rewrite := proxySite(t, backend, "10.2.0.0/16", "30s")
 	sv := startServe(t, file)
 	log := sv.log
 	c, r, _ := greet(t, sv.rt.Proxy.Addr("lb"))
+	rewrite(backend, "10.2.0.0/16", "")
+	os.WriteFile(file, []byte(strings.Replace(readFile(t, file), "drain_timeout: 30s", "drain_timeout: 300ms", 1)), 0o600)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitFor(t, log, "msg=reloaded")
 	sv.stop()
 	if err := sv.wait(t, 20*time.Second); err != nil {
 		t.Fatalf("serve after the drain timeout: %v", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -387,5 +388,56 @@ func TestTCPBytesAfterUrgentDataAreNotHeld(t *testing.T) {
 			}
 		}
 		c.Close()
+	}
+}
+
+// Many short connections at once, both ways of ending them, to a backend that answers the
+// request and closes at once, as a web server with "Connection: close" does: each must get
+// its answer and its end. (The backend's answer races the arming of the half that carries
+// it; this load did not reproduce that race with the fix of it undone, so it guards the
+// path as a whole, not that race.)
+func TestTCPManyShortConnectionsAllComplete(t *testing.T) {
+	be := startTCP(t, func(c *net.TCPConn) {
+		b := make([]byte, 16)
+		n, _ := c.Read(b)
+		c.Write(append([]byte("re:"), b[:n]...))
+		c.Close()
+	})
+	for _, noHC := range []bool{false, true} {
+		l := tcpListener("t", "p")
+		l.NoHalfClose = noHC
+		s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, Options{})
+		clients, each := 32, 100
+		if testing.Short() {
+			each = 25
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range each {
+					c, err := net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(s.Addr("t")))
+					if err != nil {
+						errs <- err
+						return
+					}
+					c.SetDeadline(time.Now().Add(10 * time.Second))
+					c.Write([]byte("x"))
+					got, err := io.ReadAll(c)
+					c.Close()
+					if err != nil || string(got) != "re:x" {
+						errs <- fmt.Errorf("half_close %v: got %q, %v; want re:x then the end", !noHC, got, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
 	}
 }

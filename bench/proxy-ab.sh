@@ -22,23 +22,9 @@ ARGS=${ARGS:--tcp-no-half-close}
 PROXY_CPU=${PROXY_CPU:-1}
 LOAD_CPU=${LOAD_CPU:-0}
 
-need=()
-command -v nginx >/dev/null || need+=(nginx)
-command -v wrk >/dev/null || need+=(wrk)
-if [ ${#need[@]} -gt 0 ]; then
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	git worktree remove --force "$WORK/tree" 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+. bench/lib.sh
+install_missing nginx=nginx wrk=wrk
+trap 'cleanup; git worktree prune' EXIT
 
 # build REV NAME — the bench proxy of REV, built from a worktree of its own.
 build() {
@@ -49,29 +35,8 @@ build() {
 build "$A" a
 build "$B" b
 
-cat >"$WORK/origin.conf" <<EOF
-worker_processes 1;
-pid $WORK/origin.pid.nginx;
-error_log $WORK/origin.err;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    server { listen 127.0.0.1:18080 reuseport; keepalive_timeout 0; location / { return 200 "ok\n"; } }
-}
-EOF
-taskset -c "$LOAD_CPU" nginx -c "$WORK/origin.conf" -g 'daemon off; master_process off;' >"$WORK/origin.log" 2>&1 &
-PIDS+=($!)
-
-wait_port() {
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "port $1 never opened" >&2
-	exit 1
-}
+start_origin "$LOAD_CPU"
 wait_port 18080
-TCK=$(getconf CLK_TCK)
 
 # round BUILD — one round of BUILD alone: "conn/s µs/conn".
 round() {
@@ -79,9 +44,9 @@ round() {
 	local pid=$!
 	wait_port 16100
 	local c0 c1
-	c0=$(awk '{print $14+$15}' "/proc/$pid/stat")
+	c0=$(cpu_ticks "$pid")
 	taskset -c "$LOAD_CPU" wrk -t1 -c32 -d"${DUR}s" -H 'Connection: close' http://127.0.0.1:16100/ >"$WORK/wrk.txt"
-	c1=$(awk '{print $14+$15}' "/proc/$pid/stat")
+	c1=$(cpu_ticks "$pid")
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 	local rps reqs

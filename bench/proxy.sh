@@ -28,50 +28,13 @@ TESTS=" ${TESTS:-idle tcp conn udp flood} "
 TARGETS=" ${TARGETS:-direct frontdoor frontdoor-nohc haproxy nginx nginx-hc} "
 want() { [[ "$TESTS" == *" $1 "* ]]; }
 
-need=()
-command -v iperf3 >/dev/null || need+=(iperf3)
-command -v wrk >/dev/null || need+=(wrk)
-command -v haproxy >/dev/null || need+=(haproxy)
-command -v nginx >/dev/null || need+=(nginx)
-[ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || need+=(libnginx-mod-stream)
-if [ ${#need[@]} -gt 0 ]; then
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
+. bench/lib.sh
+install_missing iperf3=iperf3 wrk=wrk haproxy=haproxy nginx=nginx \
+	/usr/lib/nginx/modules/ngx_stream_module.so=libnginx-mod-stream
 
 go build -o "$WORK/fdproxy" ./bench/proxy
 
-# start NAME CPU CMD... — runs CMD pinned to CPU in the background; its PID goes to $WORK/NAME.pid.
-start() {
-	local name=$1 cpu=$2
-	shift 2
-	taskset -c "$cpu" "$@" >"$WORK/$name.log" 2>&1 &
-	local pid=$!
-	PIDS+=("$pid")
-	echo "$pid" >"$WORK/$name.pid"
-}
-pidof_() { cat "$WORK/$1.pid"; }
-# cpu_ticks PID — user+system clock ticks of a process.
-cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 rss_kb() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
-wait_port() { # wait_port PORT — until something accepts TCP on 127.0.0.1:PORT (bounded).
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "port $1 never opened" >&2
-	exit 1
-}
-TCK=$(getconf CLK_TCK)
 # udp_drops PORT — datagrams dropped so far at the unconnected loopback UDP socket bound to
 # PORT (a full receive queue), from the drops column of /proc/net/udp.
 udp_drops() {
@@ -109,17 +72,7 @@ print(n)' "$1"
 
 # Origins and load targets (LOAD_CPU).
 start iperf3 "$LOAD_CPU" iperf3 -s -p 15201
-cat >"$WORK/origin.conf" <<EOF
-worker_processes 1;
-pid $WORK/origin.pid.nginx;
-error_log $WORK/origin.err;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    server { listen 127.0.0.1:18080 reuseport; keepalive_timeout 0; location / { return 200 "ok\n"; } }
-}
-EOF
-start origin "$LOAD_CPU" nginx -c "$WORK/origin.conf" -g 'daemon off; master_process off;'
+start_origin "$LOAD_CPU"
 start sink "$LOAD_CPU" "$WORK/fdproxy" sink -listen 127.0.0.1:19000
 
 # The proxies (PROXY_CPU): TCP 1 -> iperf3, 2 -> origin, 9 -> sink; UDP 1 -> iperf3,

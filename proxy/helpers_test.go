@@ -107,11 +107,7 @@ func startServer(t *testing.T, cfg Config, opts Options) *Server {
 // test ends.
 func serveTest(t *testing.T, s *Server) *Server {
 	t.Helper()
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(context.Background()) }()
+	errc := listenAndServe(t, s)
 	t.Cleanup(func() {
 		s.Close()
 		if err := <-errc; err != nil {
@@ -119,6 +115,17 @@ func serveTest(t *testing.T, s *Server) *Server {
 		}
 	})
 	return s
+}
+
+// listenAndServe listens and serves s in a goroutine; Serve's result comes on the channel.
+func listenAndServe(t *testing.T, s *Server) <-chan error {
+	t.Helper()
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(context.Background()) }()
+	return errc
 }
 
 func dial(t *testing.T, a netip.AddrPort) *net.TCPConn {

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -198,11 +197,7 @@ func TestTCPPollFailureStopsTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(context.Background()) }()
+	errc := listenAndServe(t, s)
 	t.Cleanup(func() { s.Close() })
 	addr := s.Addr("l")
 

@@ -466,11 +466,7 @@ func testUDPListenersLeaveNoDescriptors(t *testing.T, m udpMode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- s.Serve(context.Background()) }()
+	errc := listenAndServe(t, s)
 	var clients []*net.UDPConn
 	for range 4 {
 		c := udpClient(t)

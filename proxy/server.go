@@ -39,7 +39,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops, connection and flow goroutines, the expiry loop
 
-	mu        sync.Mutex // guards listeners, sessions, conns, perClient, serving, closed, draining, fatal
+	mu        sync.Mutex // guards listeners, sessions, conns, perClient, serving, closed, draining
 	listeners map[string]*listener
 	sessions  map[*session]struct{}
 	conns     int
@@ -48,8 +48,7 @@ type Server struct {
 	idle      *sync.Cond   // on mu; broadcast when conns drops to 0
 	serving   bool
 	closed    bool
-	draining  bool  // Shutdown has begun: Reload refuses
-	fatal     error // what stopped the server on its own, for Serve to return
+	draining  bool // Shutdown has begun: Reload refuses
 }
 
 // state is what Reload replaces.
@@ -212,9 +211,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 		return s.Close()
 	case <-s.ctx.Done():
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.fatal
+		return s.tp.failure() // nil unless the server stopped on its own
 	}
 }
 
@@ -243,13 +240,8 @@ func (s *Server) tcpPollLoop() {
 // and be restarted.
 func (s *Server) pollFailed(err error) {
 	s.log.Error("tcp poller failed; stopping the proxy", "err", err)
-	s.tp.fail(err)
-	s.mu.Lock()
-	if s.fatal == nil {
-		s.fatal = s.tp.failure()
-	}
-	s.mu.Unlock()
-	go s.Close() // Close waits for the goroutine that called this
+	s.tp.fail(err) // before Close: Serve returns the failure once Close has cancelled s.ctx
+	go s.Close()   // Close waits for the goroutine that called this
 }
 
 // expiryLoop ends idle UDP flows and drops expired affinity entries.
@@ -443,9 +435,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.Close()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.fatal // set if the server stopped on its own meanwhile
+		return s.tp.failure() // set if the server stopped on its own meanwhile
 	case <-ctx.Done():
 		conns, flows := s.Active()
 		s.Close()

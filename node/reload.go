@@ -1,14 +1,12 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/gslb"
@@ -139,34 +137,4 @@ func fixedPart(c *configs.Config) configs.Config {
 		f.Zones[i] = z
 	}
 	return f
-}
-
-// drainProxy makes the proxy take no new connections or flows and lets the established ones
-// finish for up to the drain timeout of the config last applied.
-func (r *Runtime) drainProxy() {
-	r.reloadMu.Lock()
-	r.stopping = true
-	d := configs.DefaultDrainTimeout // a config built in code, without defaults
-	if t := r.live.Proxy.DrainTimeout; t != nil {
-		d = t.D()
-	}
-	r.reloadMu.Unlock()
-	if d <= 0 {
-		return // drain_timeout 0: the proxy is closed at once
-	}
-	conns, flows := r.Proxy.Active()
-	r.log.Info("draining the proxy: no new connections or flows, established ones may finish",
-		"connections", conns, "udp_flows", flows, "timeout", d)
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	start := time.Now()
-	if err := r.Proxy.Shutdown(ctx); err != nil {
-		msg := "drain timed out"
-		if !errors.Is(err, context.DeadlineExceeded) {
-			msg = "drain ended: the proxy failed"
-		}
-		r.log.Warn(msg, "err", err, "after", time.Since(start).Round(time.Millisecond))
-		return
-	}
-	r.log.Info("drained the proxy", "after", time.Since(start).Round(time.Millisecond))
 }

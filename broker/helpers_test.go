@@ -10,28 +10,12 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
 	"github.com/frontdoor-vdi/frontdoor/store/memory"
 )
 
-// clock is a fake clock tests advance by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// newClock is the tests' clock: it moves only when advanced.
+func newClock() *testclock.Clock { return testclock.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC)) }
 
 // seqIDs returns a generator of s1, s2, ...
 func seqIDs() func() string {
@@ -58,7 +42,7 @@ type env struct {
 	t     testing.TB
 	b     *broker.Broker
 	st    *memory.Store
-	clock *clock
+	clock *testclock.Clock
 }
 
 func newEnv(t testing.TB, yaml string) *env {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
 )
 
 // udpEcho is a loopback UDP server that answers each datagram with name + ":" + payload.
@@ -191,14 +193,14 @@ func TestUDPFlowTableIsBoundedAndFlowsExpire(t *testing.T) {
 
 func testUDPFlowTableIsBoundedAndFlowsExpire(t *testing.T, m udpMode) {
 	be := udpEcho(t, "a")
-	clock := newTestClock()
+	clock := testclock.New(time.Unix(1000, 0))
 	l := m.listener(udpListenerCfg("p"))
 	l.IdleTimeout = time.Minute
 	s := startServer(t, Config{
 		Listeners: []Listener{l},
 		Pools:     []Pool{onePool("p", be)},
 		Limits:    Limits{MaxFlows: 2},
-	}, m.opts(Options{Now: clock.now, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}))
+	}, m.opts(Options{Now: clock.Now, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}))
 	proxy := s.Addr("udp")
 	c1, c2, c3 := udpClient(t), udpClient(t), udpClient(t)
 	exchange(t, c1, proxy, "one")
@@ -209,7 +211,7 @@ func testUDPFlowTableIsBoundedAndFlowsExpire(t *testing.T, m udpMode) {
 	if n, _, err := c3.ReadFromUDPAddrPort(make([]byte, 100)); err == nil {
 		t.Fatalf("third flow got a %d-byte reply over the bound", n)
 	}
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	s.expire()
 	if n := s.flowCount.Load(); n != 0 {
 		t.Fatalf("%d flows left after the idle timeout", n)
@@ -217,26 +219,6 @@ func testUDPFlowTableIsBoundedAndFlowsExpire(t *testing.T, m udpMode) {
 	if got, _ := exchange(t, c3, proxy, "three"); got != "a:three" {
 		t.Fatalf("got %q after expiry, want a:three", got)
 	}
-}
-
-// testClock is a clock that moves only when told to.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock { return &testClock{t: time.Unix(1000, 0)} }
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 type stoppedTicker struct{}
@@ -542,11 +524,11 @@ func TestUDPFlowsCarryOnThroughADrain(t *testing.T) { forUDPModes(t, testUDPFlow
 // same socket, and opens no new one; the drain ends when the last flow has gone idle.
 func testUDPFlowsCarryOnThroughADrain(t *testing.T, m udpMode) {
 	be := udpEcho(t, "a")
-	clock := newTestClock()
+	clock := testclock.New(time.Unix(1000, 0))
 	l := m.listener(udpListenerCfg("p"))
 	l.IdleTimeout = time.Minute
 	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be)}},
-		m.opts(Options{Now: clock.now, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}))
+		m.opts(Options{Now: clock.Now, NewTicker: func(time.Duration) Ticker { return stoppedTicker{} }}))
 	proxy := s.Addr("udp")
 	old, late := udpClient(t), udpClient(t)
 	exchange(t, old, proxy, "before")
@@ -577,7 +559,7 @@ func testUDPFlowsCarryOnThroughADrain(t *testing.T, m udpMode) {
 		t.Fatalf("Shutdown returned %v with a flow alive", err)
 	default:
 	}
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	s.expire()
 	select {
 	case err := <-done:

@@ -174,9 +174,11 @@ cpu_start() { c0=0; [ -z "$1" ] || c0=$(cpu_ticks "$1"); }
 cpu_used() { local c1=0; [ -z "$1" ] || c1=$(cpu_ticks "$1"); echo "($c1-$c0)/$TCK" | bc -l; }
 
 # The machine is shared, so every test runs ROUNDS times with the targets interleaved, and
-# the report takes the median.
+# the report takes the median. Each round starts one target further on, so that no target
+# always follows the same one (the kernel state a run leaves, TIME_WAIT sockets among it).
 for round in $(seq "$ROUNDS"); do
-	for t in "${targets[@]}"; do
+	for i in "${!targets[@]}"; do
+		t=${targets[(i + round - 1) % ${#targets[@]}]}
 		IFS=: read -r name iport wport pname <<<"$t"
 		[[ "$TARGETS" == *" $name "* ]] || continue
 		pid=""
@@ -349,9 +351,11 @@ for test, t in runs.items():
             ca = [(x[2] / x[3]) / (y[2] / y[3]) for x, y in zip(t[a], t[b]) if x[3] > 0 and y[3] > 0 and y[2] > 0]
             if not ra:
                 return None
-            s = f"{a} ÷ {b}: rate {med(ra):.2f}× (rounds {min(ra):.2f}–{max(ra):.2f})"
+            s = (f"{a} ÷ {b}: rate {med(ra):.2f}× (rounds {min(ra):.2f}–{max(ra):.2f}, "
+                 f"≥ 1 in {sum(r >= 1 for r in ra)} of {len(ra)})")
             if ca:
-                s += f", CPU per connection {med(ca):.2f}× (rounds {min(ca):.2f}–{max(ca):.2f})"
+                s += (f", CPU per connection {med(ca):.2f}× (rounds {min(ca):.2f}–{max(ca):.2f}, "
+                      f"≤ 1 in {sum(c <= 1 for c in ca)} of {len(ca)})")
             return s
         L.append("Paired by round (median of the per-round ratios, and their range). Like for like: "
                  "frontdoor, HAProxy and nginx-hc (`proxy_half_close on`) pass a FIN on and keep the other "

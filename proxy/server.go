@@ -31,7 +31,8 @@ type Server struct {
 	parkSilent time.Duration
 	onPark     func()
 	// tp tells TCP sockets of connections when they are ready.
-	tp *tcpPoll
+	tp       *tcpPoll
+	connects connectGuard // whether backend connects are raw calls
 
 	state atomic.Pointer[state] // pools and listener settings, swapped by Reload
 

@@ -441,47 +441,6 @@ func setKeepAlive(fd int, d time.Duration) error {
 	return nil
 }
 
-// connectGuard decides whether a backend connect is a raw call, which the scheduler does not
-// see. A connect to a backend on the same host runs the whole handshake inline and often
-// outlasts 20µs, after which the runtime hands the P of a plain call to another thread: the
-// hand-off and the thread switches back cost more than the call (a raw connect took a median
-// 4% less CPU per connection under wrk -c32 with Connection: close, bench/proxy-ab.sh). A
-// raw call keeps its P, though, and a connect that searches a nearly exhausted local port
-// range can take milliseconds, stalling that P and every stop-the-world. So connects are raw
-// until one takes longer than slowConnect or finds no free port; then they are plain for
-// plainConnects, after which one raw call tries again.
-type connectGuard struct {
-	plainUntil atomic.Int64 // unix nanoseconds; connects are plain before it
-}
-
-const (
-	slowConnect   = time.Millisecond
-	plainConnects = 10 * time.Second
-)
-
-// connect is connect(2) on fd: raw or plain, as g decides.
-func (g *connectGuard) connect(fd int, sa unsafe.Pointer, salen uintptr) unix.Errno {
-	start := time.Now()
-	if !g.raw(start) {
-		_, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), salen)
-		return e
-	}
-	_, _, e := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), salen)
-	g.record(start, time.Since(start), e)
-	return e
-}
-
-// raw reports whether a connect starting at now may be a raw call.
-func (g *connectGuard) raw(now time.Time) bool { return now.UnixNano() >= g.plainUntil.Load() }
-
-// record notes a raw connect that started at start, took took and returned e: a slow one,
-// or one that found no free local port, makes the connects of the next plainConnects plain.
-func (g *connectGuard) record(start time.Time, took time.Duration, e unix.Errno) {
-	if took > slowConnect || e == unix.EADDRNOTAVAIL {
-		g.plainUntil.Store(start.Add(took + plainConnects).UnixNano())
-	}
-}
-
 // errConnectTimeout is a dial that did not complete within its timeout.
 var errConnectTimeout = errors.New("connect timeout")
 
@@ -490,7 +449,7 @@ var errConnectTimeout = errors.New("connect timeout")
 // a write of first that succeeds at once shows it (a socket still in the handshake would
 // refuse it with EAGAIN), else the state is checked (one getsockopt) before waiting for
 // writability. It returns how many bytes of first it sent; the caller sends the rest.
-func dialSock(ctx context.Context, tp *tcpPoll, g *connectGuard, addr netip.AddrPort, timeout, keepAlive time.Duration, first []byte) (*sock, int, error) {
+func dialSock(ctx context.Context, tp *tcpPoll, addr netip.AddrPort, timeout, keepAlive time.Duration, first []byte) (*sock, int, error) {
 	var raw unix.RawSockaddrInet6
 	family, salen, err := sockaddr.Raw(addr, &raw)
 	if err != nil {
@@ -513,7 +472,8 @@ func dialSock(ctx context.Context, tp *tcpPoll, g *connectGuard, addr netip.Addr
 		}
 	}
 	for {
-		e = g.connect(fd, sa, uintptr(salen))
+		// Not a raw call: the search for a free local port can take long when ports run short.
+		_, _, e = unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(sa), uintptr(salen))
 		if e != unix.EINTR {
 			break
 		}

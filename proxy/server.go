@@ -31,8 +31,7 @@ type Server struct {
 	parkSilent time.Duration
 	onPark     func()
 	// tp tells TCP sockets of connections when they are ready.
-	tp       *tcpPoll
-	connects connectGuard // whether backend connects are raw calls
+	tp *tcpPoll
 
 	state atomic.Pointer[state] // pools and listener settings, swapped by Reload
 

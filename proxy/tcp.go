@@ -301,7 +301,7 @@ func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration, fi
 		if b == nil {
 			break
 		}
-		c, sent, err := dialSock(s.ctx, s.tp, &s.connects, b.addr, p.cfg.ConnectTimeout, keepAlive, first)
+		c, sent, err := dialSock(s.ctx, s.tp, b.addr, p.cfg.ConnectTimeout, keepAlive, first)
 		if err == nil {
 			if p.cfg.Affinity {
 				s.aff.set(client, b.name)

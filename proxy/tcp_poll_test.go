@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // testPoll returns a running tcpPoll; cleanup stops it.
@@ -259,76 +256,5 @@ func TestTCPPollFailureEndsWaits(t *testing.T) {
 	}
 	if _, err := s2.Read(make([]byte, 1)); !errors.Is(err, injected) {
 		t.Fatalf("read of a socket outside the set returned %v; want the poller's error", err)
-	}
-}
-
-func TestConnectGuardFallsBackToPlainCallsForAWhile(t *testing.T) {
-	var g connectGuard
-	t0 := time.Unix(1000, 0)
-	if !g.raw(t0) {
-		t.Fatal("a fresh guard makes plain connects")
-	}
-	g.record(t0, 50*time.Microsecond, 0)
-	g.record(t0, slowConnect, unix.ECONNREFUSED)
-	if !g.raw(t0.Add(time.Millisecond)) {
-		t.Fatal("fast connects, or refused ones, made the next plain")
-	}
-	// A slow raw connect: plain for plainConnects from its end.
-	g.record(t0, 3*time.Millisecond, 0)
-	end := t0.Add(3 * time.Millisecond)
-	if g.raw(end) || g.raw(end.Add(plainConnects-time.Nanosecond)) {
-		t.Fatal("raw connects right after a slow one")
-	}
-	if !g.raw(end.Add(plainConnects)) {
-		t.Fatal("connects stay plain past plainConnects")
-	}
-	// No free local port, however fast the answer: plain too.
-	t1 := t0.Add(time.Minute)
-	g.record(t1, time.Microsecond, unix.EADDRNOTAVAIL)
-	if g.raw(t1.Add(time.Second)) {
-		t.Fatal("raw connects right after EADDRNOTAVAIL")
-	}
-}
-
-func TestDialSockConnectsRawAndPlain(t *testing.T) {
-	tp := testPoll(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	addr := ln.Addr().(*net.TCPAddr).AddrPort()
-	for _, plain := range []bool{false, true} {
-		var g connectGuard
-		if plain {
-			g.plainUntil.Store(time.Now().Add(time.Hour).UnixNano())
-		}
-		s, sent, err := dialSock(context.Background(), tp, &g, addr, time.Second, 0, []byte("hi"))
-		if err != nil {
-			t.Fatalf("plain %v: %v", plain, err)
-		}
-		c, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sent < 2 {
-			if _, err := s.writeAll([]byte("hi")[sent:]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b := make([]byte, 2)
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.ReadFull(c, b); err != nil || string(b) != "hi" {
-			t.Fatalf("plain %v: read %q, %v", plain, b, err)
-		}
-		c.Close()
-		s.Close()
-	}
-	// A refused connect is an error either way.
-	addr2 := addr
-	ln.Close()
-	var g connectGuard
-	if _, _, err := dialSock(context.Background(), tp, &g, addr2, time.Second, 0, nil); err == nil {
-		t.Fatal("connect to a closed port succeeded")
 	}
 }

@@ -270,9 +270,15 @@ print(got/s["seconds"], s["lost_percent"], s["packets"], 100*int(sys.argv[2])/ma
 	done
 done
 
-python3 - "$RES" "$OUT" "$DUR" "$PROXY_CPU" "$LOAD_CPU" "$IDLE_CONNS" "$ROUNDS" "$(nproc)" "$(uname -r)" <<'PY'
+# The command line that reproduces this run: the settings it changed, then the script.
+cmd=""
+[ "$ROUNDS" = 3 ] || cmd+="ROUNDS=$ROUNDS "
+[ "$TESTS" = " idle tcp conn udp flood " ] || cmd+="TESTS=\"$(echo $TESTS)\" "
+[ "$TARGETS" = " direct frontdoor frontdoor-nohc haproxy nginx nginx-hc " ] || cmd+="TARGETS=\"$(echo $TARGETS)\" "
+cmd+="bench/proxy.sh $DUR"
+python3 - "$RES" "$OUT" "$DUR" "$PROXY_CPU" "$LOAD_CPU" "$IDLE_CONNS" "$ROUNDS" "$(nproc)" "$(uname -r)" "$cmd" <<'PY'
 import sys, collections, statistics
-res, out, dur, pcpu, lcpu, idle, rounds, ncpu, kernel = sys.argv[1:]
+res, out, dur, pcpu, lcpu, idle, rounds, ncpu, kernel, cmd = sys.argv[1:]
 runs = collections.OrderedDict()
 for line in open(res):
     test, target, value, unit, cpu, work = line.rstrip("\n").split("\t")
@@ -301,7 +307,7 @@ names = {"tcp_1": "iperf3 TCP, 1 stream", "tcp_4": "iperf3 TCP, 4 streams",
          "rflood_1200": "UDP saturation, backend to client (the replies path), 1200-byte datagrams (received datagrams/s)",
          "idle_rss": f"RSS per idle connection, {idle} connections held open"}
 L = ["# frontdoor L4 proxy benchmark", ""]
-L.append(f"Produced by `bench/proxy.sh {dur}` (each test {dur} s, {rounds} rounds with the targets interleaved; "
+L.append(f"Produced by `{cmd}` (each test {dur} s, {rounds} rounds with the targets interleaved; "
          f"medians shown, all rounds listed). Machine: {ncpu} CPUs, Linux {kernel}, shared with other work, so "
          f"absolute numbers move between runs; compare within a table. Proxies pinned to CPU {pcpu}, load "
          f"generators and origins to CPU {lcpu} (taskset). One thread/worker each: HAProxy `nbthread 1` in tcp mode "

@@ -142,3 +142,54 @@ func waitClient(t *testing.T, g *gateway.QUIC, ip string) {
 	}
 	t.Fatalf("gateway clients %v, want one from %s", got, ip)
 }
+
+func TestQUICGatewayShutdownKeepsConnectedClientsAndRefusesNewOnes(t *testing.T) {
+	s := newSite(t)
+	port, _ := s.startQUICGateways(gwA)
+	g := s.quic[gwA]
+	sess, err := Open(ctxT(t), Options{Descriptor: s.descriptor("s-qd", ModeGateway, "gw-a"), RootCAs: s.pool,
+		Channels: s.channels(), QUIC: &QUICOptions{Port: port}, Logger: quiet, KeepaliveTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	waitClient(t, g, "127.0.0.1")
+	done := make(chan error, 1)
+	go func() { done <- g.Shutdown(context.Background()) }()
+	// A new client is refused, the connected one carries on with new channels.
+	octx, cancel := context.WithTimeout(ctxT(t), 3*time.Second)
+	defer cancel()
+	for {
+		other, err := Open(octx, Options{Descriptor: s.descriptor("s-qd2", ModeGateway, "gw-a"), RootCAs: s.pool,
+			Channels: s.channels(), QUIC: &QUICOptions{Port: port}, Logger: quiet})
+		if err != nil {
+			break
+		}
+		other.Close()
+		if octx.Err() != nil {
+			t.Fatal("a new client opened a session through a draining QUIC gateway")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx := ctxT(t)
+	if err := sess.EchoTCP(ctx, s.port, 64<<10); err != nil {
+		t.Fatalf("connected client while draining: %v", err)
+	}
+	if err := sess.EchoUDP(ctx, s.port, 5, 100); err != nil {
+		t.Fatalf("connected client while draining: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with a client connected", err)
+	default:
+	}
+	sess.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Shutdown did not return once the client left")
+	}
+}

@@ -80,6 +80,8 @@ type Gateway struct {
 	o        Options
 	log      *slog.Logger
 	draining atomic.Bool
+	// shutting is set by Shutdown: the channel ports take no new channel or flow.
+	shutting atomic.Bool
 	track    *Tracker
 
 	mu        sync.Mutex // guards listeners, packets, channels, closed
@@ -217,6 +219,43 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "image/x-icon")
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// Shutdown drains the gateway before it closes: the health port answers 503 (Drain), so
+// load balancers and GSLB steer new clients away; the channel ports take no new channel —
+// the TCP listeners close, the UDP ports drop datagrams from addresses without a flow,
+// health probes included — and the open channels carry on. Once none is left, or ctx ends,
+// Close ends the gateway and cuts what is still open; Shutdown then says how many were cut.
+// Serve returns once Close has run.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.Drain(true)
+	g.shutting.Store(true)
+	g.mu.Lock()
+	for _, l := range g.listeners {
+		if _, ok := l.(healthListener); !ok {
+			l.Close()
+		}
+	}
+	g.mu.Unlock()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if g.Channels() == 0 {
+			return g.Close()
+		}
+		select {
+		case <-ctx.Done():
+			n := g.Channels()
+			g.Close()
+			if n == 0 {
+				return nil
+			}
+			return fmt.Errorf("gateway %s: cut %d channels still open: %w", g.o.Name, n, ctx.Err())
+		case <-g.done:
+			return g.Close()
+		case <-t.C:
+		}
+	}
 }
 
 // Close stops the listeners and cuts every channel (a shut-down gateway), then waits for its

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -350,3 +351,114 @@ func TestHealthPortAnswersAndDrains(t *testing.T) {
 }
 
 func itoa(p uint16) string { return big.NewInt(int64(p)).String() }
+
+func TestShutdownLetsOpenChannelsFinishAndRefusesNewOnes(t *testing.T) {
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
+	defer stop()
+	s := newSessions("s-1")
+	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
+
+	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
+	if st != ticket.StatusOK {
+		t.Fatal("launch denied")
+	}
+	s.want(t, "connected s-1 gw-1")
+	gwUDP := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(port)}
+	u, err := net.DialUDP("udp", nil, gwUDP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	buf := make([]byte, 2048)
+	u.SetReadDeadline(time.Now().Add(5 * time.Second))
+	u.Write(ticket.Datagram(r.issue(t, ticket.Launch, "s-1", "vda-1")))
+	if n, err := u.Read(buf); err != nil || string(buf[:n]) != ticket.UDPReady {
+		t.Fatalf("ticket answer %q, %v", buf[:n], err)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- r.gw.Shutdown(context.Background()) }()
+	// The TCP port refuses new channels once the drain has begun.
+	addr := netip.AddrPortFrom(netip.MustParseAddr(r.addr), port).String()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		nc, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			break
+		}
+		nc.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the TCP port still takes connections while draining")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The open flow carries on (before its 200ms idle timeout).
+	u.Write([]byte("udp too"))
+	if n, err := u.Read(buf); err != nil || string(buf[:n]) != "udp too" {
+		t.Fatalf("udp flow while draining: %q, %v", buf[:n], err)
+	}
+	// A new UDP client gets neither a flow nor a probe answer.
+	u2, err := net.DialUDP("udp", nil, gwUDP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u2.Close()
+	u2.Write([]byte(ticket.ProbePayload))
+	u2.Write(ticket.Datagram(r.issue(t, ticket.Launch, "s-1", "vda-1")))
+	u2.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := u2.Read(buf); err == nil {
+		t.Fatalf("a new UDP client got %q while draining", buf[:n])
+	}
+	// The open TCP channel carries on.
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte("still here"))
+	got := make([]byte, 10)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "still here" {
+		t.Fatalf("tcp channel while draining: %q, %v", got, err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with channels open", err)
+	default:
+	}
+	// The flow idles out (200ms) and the client closes its channel: the drain ends.
+	c.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return once the channels ended")
+	}
+	s.want(t, "disconnected s-1 gw-1")
+	if n := r.gw.Channels(); n != 0 {
+		t.Fatalf("%d channels after Shutdown", n)
+	}
+}
+
+func TestShutdownCutsWhatIsOpenAtTheDeadline(t *testing.T) {
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
+	defer stop()
+	s := newSessions("s-1")
+	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
+	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
+	if st != ticket.StatusOK {
+		t.Fatal("launch denied")
+	}
+	defer c.Close()
+	s.want(t, "connected s-1 gw-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := r.gw.Shutdown(ctx)
+	if err == nil || !strings.Contains(err.Error(), "cut 1 channels") {
+		t.Fatalf("Shutdown at its deadline: %v, want 1 channel cut", err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("channel still open after the drain's deadline")
+	}
+	s.want(t, "disconnected s-1 gw-1")
+}

@@ -29,9 +29,10 @@ type QUIC struct {
 	log *slog.Logger
 	wg  sync.WaitGroup
 
-	mu     sync.Mutex // guards conns, closed
-	conns  map[*quic.Conn]struct{}
-	closed bool
+	mu       sync.Mutex // guards conns, closed, draining
+	conns    map[*quic.Conn]struct{}
+	closed   bool
+	draining bool // Shutdown closed the listener: connected clients carry on
 }
 
 // QUICOptions configure a QUIC gateway.
@@ -86,8 +87,13 @@ func (g *QUIC) Serve(ctx context.Context) error {
 	for {
 		c, err := g.ln.Accept(ctx)
 		if err != nil {
-			g.Close()
-			return nil
+			g.mu.Lock()
+			draining := g.draining
+			g.mu.Unlock()
+			if !draining || ctx.Err() != nil {
+				g.Close()
+			}
+			return nil // draining: Shutdown closes once its clients are gone
 		}
 		g.mu.Lock()
 		if g.closed {
@@ -120,6 +126,36 @@ func (g *QUIC) Clients() []netip.AddrPort {
 		}
 	}
 	return out
+}
+
+// Shutdown drains the QUIC end: it takes no new connection (handshakes in flight are
+// refused) while the connected clients carry on, opening channels as before. Once none is
+// left, or ctx ends, Close cuts the rest; Shutdown then says how many were cut.
+func (g *QUIC) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	g.draining = true
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return g.Close()
+	}
+	g.ln.Close()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		g.mu.Lock()
+		n := len(g.conns)
+		g.mu.Unlock()
+		if n == 0 {
+			return g.Close()
+		}
+		select {
+		case <-ctx.Done():
+			g.Close()
+			return fmt.Errorf("quic gateway %s: cut %d connections still open: %w", g.o.Name, n, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // Close closes every connection and the socket, then waits for the connections' goroutines.

@@ -65,10 +65,11 @@ type Options struct {
 	// worker blocked in the kernel (see gslb.ServerOptions.BlockingUDP and
 	// proxy.Options.BlockingUDP); the caller adds a P for each (UDPWorkers). Default: false.
 	BlockingUDP bool
-	// Drain makes Serve drain the proxy when ctx ends: it takes no new connections or flows
-	// and lets established ones finish for proxy.drain_timeout of the config last applied,
-	// while the other components stop. A failure of a component still stops everything at
-	// once. Default: false (close at once).
+	// Drain makes Serve drain the proxy and the gateways when ctx ends: they take no new
+	// connections, flows or channels, the gateways' health ports answer 503, and what is
+	// established may finish for proxy.drain_timeout of the config last applied, while the
+	// other components stop. A failure of a component still stops everything at once.
+	// Default: false (close at once).
 	Drain bool
 }
 
@@ -109,7 +110,7 @@ type Runtime struct {
 
 	reloadMu sync.Mutex      // serializes Reload; guards live and stopping
 	live     *configs.Config // the config last applied: cfg, then what Reload applied
-	stopping bool            // the proxy drains: Reload refuses
+	stopping bool            // the node drains: Reload refuses
 }
 
 // HTTPServer is one HTTPS listener of a node (launch+agent API or admin API).
@@ -613,32 +614,33 @@ func (r *Runtime) Serve(ctx context.Context) error {
 			return err
 		})
 	}
+	// The proxy and the gateways run until stop: at once if a component failed; after
+	// draining for the drain timeout of the config last applied if ctx ended and
+	// Options.Drain is set.
+	dctx, stop := context.WithCancel(context.Background())
 	for _, gw := range r.Gateways {
-		g.Go(func() error { return gw.Serve(gctx) })
+		g.Go(func() error { return gw.Serve(dctx) })
 	}
 	for _, q := range r.QUIC {
-		g.Go(func() error { return q.Serve(gctx) })
+		g.Go(func() error { return q.Serve(dctx) })
 	}
 	if r.Proxy != nil {
-		// The proxy runs until stopProxy: at once if a component failed; after draining for
-		// the drain timeout of the config last applied if ctx ended and Options.Drain is set.
-		pctx, stopProxy := context.WithCancel(context.Background())
 		g.Go(func() error {
-			err := r.Proxy.Serve(pctx)
+			err := r.Proxy.Serve(dctx)
 			if errors.Is(err, proxy.ErrClosed) && ctx.Err() != nil {
 				return nil // the drain below closed it before it started
 			}
 			return err
 		})
-		g.Go(func() error {
-			<-gctx.Done()
-			if ctx.Err() != nil && r.o.Drain {
-				r.drainProxy()
-			}
-			stopProxy()
-			return nil
-		})
 	}
+	g.Go(func() error {
+		<-gctx.Done()
+		if ctx.Err() != nil && r.o.Drain {
+			r.drain()
+		}
+		stop()
+		return nil
+	})
 	g.Go(func() error { return r.expire(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
@@ -654,9 +656,11 @@ func (r *Runtime) Serve(ctx context.Context) error {
 	return err
 }
 
-// drainProxy makes the proxy take no new connections or flows and lets the established ones
-// finish for up to the drain timeout of the config last applied.
-func (r *Runtime) drainProxy() {
+// drain makes the proxy and the gateways take no new connections, flows or channels and
+// lets the established ones finish for up to the drain timeout of the config last applied;
+// the gateways' health ports answer 503 meanwhile, so that load balancers and GSLB steer
+// new clients away.
+func (r *Runtime) drain() {
 	r.reloadMu.Lock()
 	r.stopping = true
 	d := configs.DefaultDrainTimeout // a config built in code, without defaults
@@ -664,24 +668,43 @@ func (r *Runtime) drainProxy() {
 		d = t.D()
 	}
 	r.reloadMu.Unlock()
-	if d <= 0 {
-		return // drain_timeout 0: the proxy is closed at once
+	if d <= 0 || (r.Proxy == nil && len(r.Gateways) == 0) {
+		return // drain_timeout 0: everything is closed at once
 	}
-	conns, flows := r.Proxy.Active()
-	r.log.Info("draining the proxy: no new connections or flows, established ones may finish",
-		"connections", conns, "udp_flows", flows, "timeout", d)
+	var conns, channels int
+	var flows int64
+	if r.Proxy != nil {
+		conns, flows = r.Proxy.Active()
+	}
+	for _, gw := range r.Gateways {
+		channels += gw.Channels()
+	}
+	r.log.Info("draining: no new connections, flows or channels, established ones may finish",
+		"connections", conns, "udp_flows", flows, "gateway_channels", channels, "timeout", d)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
-	if err := r.Proxy.Shutdown(ctx); err != nil {
-		msg := "drain timed out"
-		if !errors.Is(err, context.DeadlineExceeded) {
-			msg = "drain ended: the proxy failed"
+	var wg sync.WaitGroup
+	report := func(what string, err error) {
+		switch {
+		case err == nil:
+			r.log.Info("drained "+what, "after", time.Since(start).Round(time.Millisecond))
+		case errors.Is(err, context.DeadlineExceeded):
+			r.log.Warn("drain timed out: "+what, "err", err, "after", time.Since(start).Round(time.Millisecond))
+		default:
+			r.log.Warn("drain ended: "+what+" failed", "err", err, "after", time.Since(start).Round(time.Millisecond))
 		}
-		r.log.Warn(msg, "err", err, "after", time.Since(start).Round(time.Millisecond))
-		return
 	}
-	r.log.Info("drained the proxy", "after", time.Since(start).Round(time.Millisecond))
+	if r.Proxy != nil {
+		wg.Go(func() { report("the proxy", r.Proxy.Shutdown(ctx)) })
+	}
+	for name, gw := range r.Gateways {
+		wg.Go(func() { report("gateway "+name, gw.Shutdown(ctx)) })
+	}
+	for name, q := range r.QUIC {
+		wg.Go(func() { report("gateway "+name+" quic", q.Shutdown(ctx)) })
+	}
+	wg.Wait()
 }
 
 // expire ends pending and disconnected sessions past their time, every second.

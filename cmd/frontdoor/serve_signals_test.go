@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -15,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/node"
 )
 
 // proxySiteConfig is a one-node site whose proxy listener LBPORT forwards to BACKEND, with
-// zone east on RANGE and drain_timeout DRAIN.
+// zone east on RANGE and drain_timeout DRAIN; the node is gateway gw-hq too, with its health
+// port HPORT and a channel port CPORT.
 const proxySiteConfig = `
 site: {name: t, default_zone: hq}
 zones:
@@ -31,7 +35,11 @@ nodes:
     listeners:
       - {kind: dns, address: "127.0.0.1:DNSPORT", protocols: [udp]}
 gateways:
-  - {name: gw-hq, zone: hq, address: 127.1.0.11}
+  - name: gw-hq
+    zone: hq
+    address: 127.1.0.11
+    node: fd-1
+    ports: [{port: HPORT, check: {kind: https}}, {port: CPORT}]
 proxy:
   drain_timeout: DRAIN
   listeners:
@@ -78,14 +86,20 @@ func namedBackend(t *testing.T, name string) string {
 // proxySite writes the config and returns its file and a writer that rewrites it.
 func proxySite(t *testing.T, backend, zoneRange, drain string) (file string, rewrite func(backend, zoneRange, extra string)) {
 	t.Helper()
-	dnsPort, lbPort := freePort(t), freePort(t)
-	for lbPort == dnsPort {
-		lbPort = freePort(t)
+	ports := map[string]bool{}
+	port := func() string {
+		p := freePort(t)
+		for ports[p] {
+			p = freePort(t)
+		}
+		ports[p] = true
+		return p
 	}
+	dnsPort, lbPort, hPort, cPort := port(), port(), port(), port()
 	file = filepath.Join(t.TempDir(), "site.yaml")
 	rewrite = func(backend, zoneRange, extra string) {
 		body := strings.NewReplacer("DNSPORT", dnsPort, "LBPORT", lbPort, "BACKEND", backend,
-			"RANGE", zoneRange, "DRAIN", drain).Replace(proxySiteConfig) + extra
+			"RANGE", zoneRange, "DRAIN", drain, "HPORT", hPort, "CPORT", cPort).Replace(proxySiteConfig) + extra
 		// Written whole, then renamed: a reload never reads half a file.
 		tmp := file + ".tmp"
 		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
@@ -239,30 +253,64 @@ func TestServeReloadsTheConfigOnSIGHUP(t *testing.T) {
 	}
 }
 
-func TestServeDrainsTheProxyOnStop(t *testing.T) {
+// refuses waits until nothing accepts TCP connections on addr any more.
+func refuses(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		nc, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return
+		}
+		nc.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s still accepts connections while draining", addr)
+}
+
+// gatewayHealth returns the status of HEAD /favicon.ico on the gateway's health port, or
+// the error of a request that got none.
+func gatewayHealth(sv *served, addr string) (int, error) {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: sv.rt.TLSClientConfig(), DisableKeepAlives: true}}
+	req, _ := http.NewRequest(http.MethodHead, "https://"+addr+"/favicon.ico", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func TestServeDrainsTheProxyAndTheGatewaysOnStop(t *testing.T) {
 	file, _ := proxySite(t, namedBackend(t, "a"), "10.2.0.0/16", "30s")
 	sv := startServe(t, file)
 	log := sv.log
 	lb := sv.rt.Proxy.Addr("lb")
 	c, r, _ := greet(t, lb)
+	cfg, err := configs.Load(file, []byte(readFile(t, file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := cfg.Gateways[0]
+	health := net.JoinHostPort(gw.Address, fmt.Sprint(gw.Ports[0].Port))
+	channels := net.JoinHostPort(gw.Address, fmt.Sprint(gw.Ports[1].Port))
+	if st, err := gatewayHealth(sv, health); st != http.StatusOK {
+		t.Fatalf("gateway health before the drain: %d, %v", st, err)
+	}
 
 	sv.stop()
-	waitFor(t, log, "draining the proxy")
+	waitFor(t, log, "draining: no new")
 	if !strings.Contains(log.String(), "connections=1") {
 		t.Fatalf("the drain line does not count the open connection:\n%s", log.String())
 	}
-	// New connections are refused while the established one carries on.
-	refused := false
-	for i := 0; i < 100 && !refused; i++ {
-		if nc, err := net.DialTimeout("tcp", lb.String(), time.Second); err != nil {
-			refused = true
-		} else {
-			nc.Close()
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if !refused {
-		t.Fatal("the proxy still accepts connections while draining")
+	// New connections and channels are refused, the gateway no longer says it is up (it
+	// answers 503 while it has channels; without any it has drained and closed), and the
+	// established connection carries on.
+	refuses(t, lb.String())
+	refuses(t, channels)
+	if st, err := gatewayHealth(sv, health); st == http.StatusOK {
+		t.Fatal("gateway health says 200 while the node drains")
+	} else if st != http.StatusServiceUnavailable && !strings.Contains(fmt.Sprint(err), "refused") {
+		t.Fatalf("gateway health while draining: %d, %v; want 503 or refused", st, err)
 	}
 	echoes(t, c, r, "during-the-drain")
 	select {
@@ -297,7 +345,7 @@ func TestServeClosesWhatIsLeftAtTheDrainTimeout(t *testing.T) {
 	if err := sv.wait(t, 20*time.Second); err != nil {
 		t.Fatalf("serve after the drain timeout: %v", err)
 	}
-	if !strings.Contains(log.String(), "drain timed out") || !strings.Contains(log.String(), "closed 1 connections") {
+	if !strings.Contains(log.String(), "drain timed out: the proxy") || !strings.Contains(log.String(), "closed 1 connections") {
 		t.Fatalf("no timeout line counting the connection closed:\n%s", log.String())
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -1,0 +1,95 @@
+package lab
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/client"
+)
+
+// TestGatewayDrainKeepsTheSessionThenHandsItOn drains the gateway a session runs through,
+// as a node told to stop does: the session's channels keep flowing while health marks the
+// gateway ineligible, and when the drain's deadline cuts them the client comes back in the
+// same session through another gateway.
+func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
+	l, _ := startLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := l.Runtime.CA.Pool()
+	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "alice", Password: "lab",
+		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: pool}
+	desc, _, err := ln.Launch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Mode != client.ModeGateway {
+		t.Fatalf("launch mode %s, want gateway", desc.Mode)
+	}
+	events := make(chan client.Event, 64)
+	s, err := client.Open(ctx, client.Options{Descriptor: desc, RootCAs: pool, Relaunch: ln.Relaunch,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), KeepaliveTimeout: 3 * time.Second,
+		OnEvent: func(e client.Event) {
+			select {
+			case events <- e:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	via, _ := s.Via()
+	gw := l.Runtime.Gateways[via]
+	if gw == nil {
+		t.Fatalf("session via %q, which the lab does not run", via)
+	}
+	if gw.Channels() == 0 {
+		t.Fatalf("gateway %s counts no channel of the session", via)
+	}
+
+	// The drain: health steers away from the gateway while the session carries on.
+	dctx, stop := context.WithTimeout(context.Background(), 4*time.Second)
+	defer stop()
+	drained := make(chan error, 1)
+	go func() { drained <- gw.Shutdown(dctx) }()
+	for l.Runtime.Health.Eligible(via) {
+		if ctx.Err() != nil {
+			t.Fatalf("gateway %s still eligible while draining", via)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+		t.Fatalf("TCP echo through the draining gateway: %v", err)
+	}
+	if err := s.EchoUDP(ctx, 4172, 10, 500); err != nil {
+		t.Fatalf("UDP echo through the draining gateway: %v", err)
+	}
+	select {
+	case e := <-events:
+		if e.Kind == client.EventCut {
+			t.Fatalf("the session was cut before the drain's deadline: %v", e)
+		}
+	default:
+	}
+
+	// The deadline cuts the channels; the client comes back through another gateway.
+	if err := <-drained; err == nil || !strings.Contains(err.Error(), "cut") {
+		t.Fatalf("Shutdown with the session's channels open: %v, want them cut", err)
+	}
+	back := waitEvent(t, events, client.EventBack, 20*time.Second)
+	if !back.SameSession || back.Relaunched || back.Via == via {
+		t.Fatalf("back: %+v; want the same session through another gateway", back)
+	}
+	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+		t.Fatalf("TCP echo after the hand-over: %v", err)
+	}
+	waitState(t, l, desc.SessionID, broker.StateConnected)
+}

@@ -20,8 +20,8 @@ import (
 // QUIC is the gateway end of the QUIC transport (wire format in package ticket). It checks
 // every channel's ticket with the site's verifier exactly as the TLS and UDP ports do, then
 // splices TCP channels to the machine's port and relays UDP datagrams to it; with Track set it
-// reports session events like the other ports. Not yet served by node: a gateway's config has
-// no QUIC port, and there are no per-connection limits on streams and flows.
+// reports session events like the other ports. node serves it on a gateway's quic_port. There
+// are no per-connection limits on streams and flows yet.
 type QUIC struct {
 	o   QUICOptions
 	ln  *quic.Listener

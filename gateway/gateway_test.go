@@ -144,6 +144,28 @@ func keys(t *testing.T) (*ticket.Signer, *ticket.Verifier, ed25519.PublicKey) {
 	return ticket.NewSigner(key, nil), ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), pub
 }
 
+// startOne runs gateway gw-1 on 127.0.50.1 in front of machine vda-1, for session s-1.
+func startOne(t *testing.T) (*rig, *sessions) {
+	t.Helper()
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
+	t.Cleanup(stop)
+	s := newSessions("s-1")
+	return start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil), s
+}
+
+// launchTCP opens a TCP channel of session s-1 with a launch ticket and waits for the
+// session's connected event.
+func (r *rig) launchTCP(t *testing.T) *tls.Conn {
+	t.Helper()
+	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
+	if st != ticket.StatusOK {
+		t.Fatalf("launch ticket: status %d, want OK", st)
+	}
+	r.s.want(t, "connected s-1 "+r.gw.o.Name)
+	return c
+}
+
 func (r *rig) issue(t *testing.T, kind ticket.Kind, session, machine string) string {
 	t.Helper()
 	tok, _, err := r.signer.Issue(ticket.Claims{Kind: kind, Session: session, Machine: machine, Mode: "gateway",
@@ -175,17 +197,9 @@ func (r *rig) dialTCP(t *testing.T, tok string) (*tls.Conn, byte) {
 }
 
 func TestTCPChannelCarriesDataAfterATicket(t *testing.T) {
-	signer, v, pub := keys(t)
-	port, stop := machine(t, pub)
-	defer stop()
-	s := newSessions("s-1")
-	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
+	r, s := startOne(t)
 
-	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
-	if st != ticket.StatusOK {
-		t.Fatalf("status %d, want OK", st)
-	}
-	s.want(t, "connected s-1 gw-1")
+	c := r.launchTCP(t)
 	data := make([]byte, 4<<20)
 	rand.Read(data)
 	go func() { c.Write(data); c.CloseWrite() }()
@@ -201,13 +215,9 @@ func TestTCPChannelCarriesDataAfterATicket(t *testing.T) {
 }
 
 func TestBadTicketsAreDenied(t *testing.T) {
-	signer, v, pub := keys(t)
-	port, stop := machine(t, pub)
-	defer stop()
-	s := newSessions("s-1")
-	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
+	r, _ := startOne(t)
 	otherSigner, _, _ := keys(t)
-	forged := (&rig{signer: otherSigner, port: port}).issue(t, ticket.Launch, "s-1", "vda-1")
+	forged := (&rig{signer: otherSigner, port: r.port}).issue(t, ticket.Launch, "s-1", "vda-1")
 	good := r.issue(t, ticket.Launch, "s-1", "vda-1")
 	if c, st := r.dialTCP(t, good); st != ticket.StatusOK {
 		t.Fatal("good ticket denied")
@@ -229,12 +239,8 @@ func TestBadTicketsAreDenied(t *testing.T) {
 }
 
 func TestUDPFlowNeedsATicketAndIdlesOut(t *testing.T) {
-	signer, v, pub := keys(t)
-	port, stop := machine(t, pub)
-	defer stop()
-	s := newSessions("s-1")
-	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
-	gwAddr := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(port)}
+	r, s := startOne(t)
+	gwAddr := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(r.port)}
 	c, err := net.DialUDP("udp", nil, gwAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -353,18 +359,10 @@ func TestHealthPortAnswersAndDrains(t *testing.T) {
 func itoa(p uint16) string { return big.NewInt(int64(p)).String() }
 
 func TestShutdownLetsOpenChannelsFinishAndRefusesNewOnes(t *testing.T) {
-	signer, v, pub := keys(t)
-	port, stop := machine(t, pub)
-	defer stop()
-	s := newSessions("s-1")
-	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
+	r, s := startOne(t)
 
-	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
-	if st != ticket.StatusOK {
-		t.Fatal("launch denied")
-	}
-	s.want(t, "connected s-1 gw-1")
-	gwUDP := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(port)}
+	c := r.launchTCP(t)
+	gwUDP := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(r.port)}
 	u, err := net.DialUDP("udp", nil, gwUDP)
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +378,7 @@ func TestShutdownLetsOpenChannelsFinishAndRefusesNewOnes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.gw.Shutdown(context.Background()) }()
 	// The TCP port refuses new channels once the drain has begun.
-	addr := netip.AddrPortFrom(netip.MustParseAddr(r.addr), port).String()
+	addr := netip.AddrPortFrom(netip.MustParseAddr(r.addr), r.port).String()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		nc, err := net.DialTimeout("tcp", addr, time.Second)
@@ -439,17 +437,9 @@ func TestShutdownLetsOpenChannelsFinishAndRefusesNewOnes(t *testing.T) {
 }
 
 func TestShutdownCutsWhatIsOpenAtTheDeadline(t *testing.T) {
-	signer, v, pub := keys(t)
-	port, stop := machine(t, pub)
-	defer stop()
-	s := newSessions("s-1")
-	r := start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil)
-	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
-	if st != ticket.StatusOK {
-		t.Fatal("launch denied")
-	}
+	r, s := startOne(t)
+	c := r.launchTCP(t)
 	defer c.Close()
-	s.want(t, "connected s-1 gw-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	err := r.gw.Shutdown(ctx)

@@ -2,8 +2,6 @@ package lab
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -20,31 +18,11 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 	l, _ := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pool := l.Runtime.CA.Pool()
 	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "alice", Password: "lab",
-		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: pool}
-	desc, _, err := ln.Launch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: l.Runtime.CA.Pool()}
+	s, desc, _, events := openSession(ctx, t, l, ln, client.Options{})
 	if desc.Mode != client.ModeGateway {
 		t.Fatalf("launch mode %s, want gateway", desc.Mode)
-	}
-	events := make(chan client.Event, 64)
-	s, err := client.Open(ctx, client.Options{Descriptor: desc, RootCAs: pool, Relaunch: ln.Relaunch,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), KeepaliveTimeout: 3 * time.Second,
-		OnEvent: func(e client.Event) {
-			select {
-			case events <- e:
-			default:
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.WaitUp(ctx); err != nil {
-		t.Fatal(err)
 	}
 	via, _ := s.Via()
 	gw := l.Runtime.Gateways[via]

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -22,35 +23,16 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool := l.Runtime.CA.Pool()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	launcher := func(user string) *client.Launcher {
 		return &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: user, Password: "lab",
 			Resource: "desktop", Endpoint: user + "-laptop", RootCAs: pool}
 	}
 
 	// DNS and launch.
-	ln := launcher("alice")
-	desc, fd, err := ln.Launch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, desc, fd, events := openSession(ctx, t, l, launcher("alice"), client.Options{})
 	if desc.Mode != client.ModeGateway {
 		t.Fatalf("first launch mode %s, want gateway", desc.Mode)
-	}
-	events := make(chan client.Event, 64)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := client.Open(ctx, client.Options{Descriptor: desc, RootCAs: pool, Relaunch: ln.Relaunch, Logger: quiet,
-		KeepaliveTimeout: 3 * time.Second, OnEvent: func(e client.Event) {
-			select {
-			case events <- e:
-			default:
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.WaitUp(ctx); err != nil {
-		t.Fatal(err)
 	}
 	if err := s.EchoTCP(ctx, 8443, 256<<10); err != nil {
 		t.Fatalf("TCP echo through the gateway: %v", err)
@@ -148,6 +130,36 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	}
 }
 
+// openSession launches through ln (DNS, then the launch API) and opens the session with o's
+// settings, the lab's CA, ln's relaunch and a 3s keepalive timeout, and waits until it is up;
+// events receives the client's events (while its buffer has room). The session closes when
+// the test ends.
+func openSession(ctx context.Context, t *testing.T, l *Lab, ln *client.Launcher, o client.Options) (*client.Session, *client.Descriptor, netip.Addr, <-chan client.Event) {
+	t.Helper()
+	desc, fd, err := ln.Launch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan client.Event, 64)
+	o.Descriptor, o.RootCAs, o.Relaunch = desc, l.Runtime.CA.Pool(), ln.Relaunch
+	o.Logger, o.KeepaliveTimeout = slog.New(slog.NewTextHandler(io.Discard, nil)), 3*time.Second
+	o.OnEvent = func(e client.Event) {
+		select {
+		case events <- e:
+		default:
+		}
+	}
+	s, err := client.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, desc, fd, events
+}
+
 func waitEvent(t *testing.T, ch <-chan client.Event, kind client.EventKind, d time.Duration) client.Event {
 	t.Helper()
 	timeout := time.After(d)
@@ -169,22 +181,9 @@ func TestQUICTransportThroughTheLab(t *testing.T) {
 	l, _ := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := l.Runtime.CA.Pool()
 	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "bob", Password: "lab",
-		Resource: "desktop", Endpoint: "bob-tablet", RootCAs: pool}
-	desc, _, err := ln.Launch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := client.Open(ctx, client.Options{Descriptor: desc, RootCAs: pool, QUIC: &client.QUICOptions{Port: 4433},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.WaitUp(ctx); err != nil {
-		t.Fatal(err)
-	}
+		Resource: "desktop", Endpoint: "bob-tablet", RootCAs: l.Runtime.CA.Pool()}
+	s, desc, _, _ := openSession(ctx, t, l, ln, client.Options{QUIC: &client.QUICOptions{Port: 4433}})
 	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
 		t.Fatalf("TCP channel over QUIC: %v", err)
 	}

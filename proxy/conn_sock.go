@@ -139,9 +139,15 @@ func (w *waiter) wakeOrSpawn() {
 		case <-w.ready: // the token was for h, which starts without waiting
 		default:
 		}
-		h.spawn()
+		startArmed(h)
 	}
 }
+
+// startArmed starts a half armed with spawnOnReady: (*half).spawn, which tests replace to
+// count the starts. Set in init: a half's run leads back here.
+var startArmed func(*half)
+
+func init() { startArmed = (*half).spawn }
 
 // spawnOnReady makes h, which reads s, start in a goroutine of its own when s becomes
 // readable or is closed. It returns false if s cannot tell (the caller starts h itself).
@@ -160,13 +166,13 @@ func (s *sock) spawnOnReady(h *half) bool {
 	select {
 	case <-s.r.ready:
 		if s.r.spawn.CompareAndSwap(h, nil) {
-			h.spawn()
+			startArmed(h)
 		}
 	default:
 	}
 	// A Close before the store found no half to start.
 	if s.isClosed() && s.r.spawn.CompareAndSwap(h, nil) {
-		h.spawn()
+		startArmed(h)
 	}
 	return true
 }

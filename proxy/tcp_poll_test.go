@@ -7,8 +7,11 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // testPoll returns a running tcpPoll; cleanup stops it.
@@ -256,5 +259,37 @@ func TestTCPPollFailureEndsWaits(t *testing.T) {
 	}
 	if _, err := s2.Read(make([]byte, 1)); !errors.Is(err, injected) {
 		t.Fatalf("read of a socket outside the set returned %v; want the poller's error", err)
+	}
+}
+
+// A half armed to start on its socket's readiness starts exactly once, whichever of the
+// arming and the readiness comes first, however closely they race.
+func TestArmedHalfStartsExactlyOnce(t *testing.T) {
+	var started atomic.Int32
+	defer func(f func(*half)) { startArmed = f }(startArmed)
+	startArmed = func(*half) { started.Add(1) }
+	tp := testPoll(t)
+	rounds := 50000 // the old order (take the half, then leave the token) failed within 17,000
+	if testing.Short() {
+		rounds = 5000
+	}
+	for i := range rounds {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSock(tp, fds[0])
+		started.Store(0)
+		var h half
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); s.spawnOnReady(&h) }()
+		go func() { defer wg.Done(); s.r.wakeOrSpawn() }()
+		wg.Wait()
+		if n := started.Load(); n != 1 {
+			t.Fatalf("round %d: the armed half started %d times, want once", i, n)
+		}
+		s.Close()
+		unix.Close(fds[1])
 	}
 }

@@ -526,7 +526,7 @@ type Proxy struct {
 	// MaxFlows bounds UDP flows over all listeners. Default: 65536.
 	MaxFlows int `yaml:"max_flows"`
 	// DrainTimeout is how long a node that is told to stop (SIGTERM, SIGINT) lets established
-	// proxy connections and flows, and the channels of the gateways it hosts, finish once it
+	// proxy connections and flows, and the sessions of the gateways it hosts, finish once it
 	// takes no new ones; then it closes the rest. 0
 	// closes them at once. A second signal stops the node at once. Default: 30s.
 	DrainTimeout *Duration `yaml:"drain_timeout"`

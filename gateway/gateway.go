@@ -80,7 +80,7 @@ type Gateway struct {
 	o        Options
 	log      *slog.Logger
 	draining atomic.Bool
-	// shutting is set by Shutdown: the channel ports take no new channel or flow.
+	// shutting is set by Shutdown: the gateway takes channels of the sessions it carries only.
 	shutting atomic.Bool
 	track    *Tracker
 
@@ -221,22 +221,16 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// Shutdown drains the gateway before it closes: the health port answers 503 (Drain), so
-// load balancers and GSLB steer new clients away; the channel ports take no new channel —
-// the TCP listeners close, the UDP ports drop datagrams from addresses without a flow,
-// health probes included — and the open channels carry on. Once none is left, or ctx ends,
-// Close ends the gateway and cuts what is still open; Shutdown then says how many were cut.
-// Serve returns once Close has run.
+// Shutdown drains the gateway before it closes, as a load balancer's member is quiesced: the
+// health port answers 503 (Drain), so health verdicts turn draining and load balancers and
+// GSLB steer new sessions away, and the gateway takes no channel of a session it does not
+// carry already; the sessions it carries keep their channels, and may open more, for as long
+// as they last or ctx allows. The channel ports stay open meanwhile (and answer probes), so a
+// draining gateway reads as draining, not down. Once no channel is left, or ctx ends, Close
+// ends the gateway and cuts what is still open; Shutdown then says how many were cut.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.Drain(true)
 	g.shutting.Store(true)
-	g.mu.Lock()
-	for _, l := range g.listeners {
-		if _, ok := l.(healthListener); !ok {
-			l.Close()
-		}
-	}
-	g.mu.Unlock()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -305,6 +299,18 @@ func (g *Gateway) CloseSession(id string) {
 	}
 }
 
+// carries reports whether session has a channel open here.
+func (g *Gateway) carries(session string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for c := range g.channels {
+		if c.session == session {
+			return true
+		}
+	}
+	return false
+}
+
 // Channels returns the number of open channels.
 func (g *Gateway) Channels() int {
 	g.mu.Lock()
@@ -337,6 +343,12 @@ func (g *Gateway) release(c *channel) {
 
 // admit checks a ticket for a channel and returns the machine's address.
 func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (ticket.Claims, netip.Addr, error) {
+	if g.shutting.Load() {
+		// Looked at before Check, which would use up a launch ticket another gateway can take.
+		if c, err := g.o.Verifier.Peek(tok); err == nil && !g.carries(c.Session) {
+			return c, netip.Addr{}, errors.New("the gateway drains: it takes no new session")
+		}
+	}
 	c, err := g.o.Verifier.Check(tok, "", ch)
 	if err != nil {
 		return c, netip.Addr{}, err
@@ -348,6 +360,7 @@ func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (t
 	if !ok {
 		return c, netip.Addr{}, fmt.Errorf("machine %q is unknown", c.Machine)
 	}
+
 	g.log.Info("channel admitted", "session", c.Session, "kind", c.Kind.String(), "channel", ch.String(), "client", client, "machine", c.Machine)
 	return c, addr, nil
 }

@@ -112,6 +112,7 @@ func machine(t *testing.T, pub ed25519.PublicKey) (uint16, func()) {
 type rig struct {
 	gw     *Gateway
 	signer *ticket.Signer
+	v      *ticket.Verifier
 	pool   *x509.CertPool
 	port   uint16
 	s      *sessions
@@ -135,7 +136,7 @@ func start(t *testing.T, name, ip string, port uint16, s *sessions, signer *tick
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &rig{gw: g, signer: signer, pool: pool, port: port, s: s, addr: ip}
+	return &rig{gw: g, signer: signer, v: v, pool: pool, port: port, s: s, addr: ip}
 }
 
 func keys(t *testing.T) (*ticket.Signer, *ticket.Verifier, ed25519.PublicKey) {
@@ -144,13 +145,14 @@ func keys(t *testing.T) (*ticket.Signer, *ticket.Verifier, ed25519.PublicKey) {
 	return ticket.NewSigner(key, nil), ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), pub
 }
 
-// startOne runs gateway gw-1 on 127.0.50.1 in front of machine vda-1, for session s-1.
+// startOne runs gateway gw-1 on 127.0.50.1 in front of machine vda-1, for sessions s-1
+// and s-2.
 func startOne(t *testing.T) (*rig, *sessions) {
 	t.Helper()
 	signer, v, pub := keys(t)
 	port, stop := machine(t, pub)
 	t.Cleanup(stop)
-	s := newSessions("s-1")
+	s := newSessions("s-1", "s-2")
 	return start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil), s
 }
 
@@ -229,7 +231,7 @@ func TestBadTicketsAreDenied(t *testing.T) {
 		"replayed":          good,
 		"garbage":           "hello",
 		"unknown machine":   r.issue(t, ticket.Launch, "s-1", "vda-9"),
-		"session not alive": r.issue(t, ticket.Launch, "s-2", "vda-1"),
+		"session not alive": r.issue(t, ticket.Launch, "s-3", "vda-1"),
 	} {
 		if c, st := r.dialTCP(t, tok); st != ticket.StatusDenied {
 			c.Close()
@@ -358,9 +360,8 @@ func TestHealthPortAnswersAndDrains(t *testing.T) {
 
 func itoa(p uint16) string { return big.NewInt(int64(p)).String() }
 
-func TestShutdownLetsOpenChannelsFinishAndRefusesNewOnes(t *testing.T) {
+func TestShutdownKeepsItsSessionsAndTakesNoNewOne(t *testing.T) {
 	r, s := startOne(t)
-
 	c := r.launchTCP(t)
 	gwUDP := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(r.port)}
 	u, err := net.DialUDP("udp", nil, gwUDP)
@@ -377,36 +378,44 @@ func TestShutdownLetsOpenChannelsFinishAndRefusesNewOnes(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- r.gw.Shutdown(context.Background()) }()
-	// The TCP port refuses new channels once the drain has begun.
-	addr := netip.AddrPortFrom(netip.MustParseAddr(r.addr), r.port).String()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		nc, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			break
-		}
-		nc.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the TCP port still takes connections while draining")
-		}
-		time.Sleep(10 * time.Millisecond)
+	for !r.gw.shutting.Load() {
+		time.Sleep(time.Millisecond)
 	}
-	// The open flow carries on (before its 200ms idle timeout).
+	// The open flow carries on (within its 200ms idle timeout).
 	u.Write([]byte("udp too"))
 	if n, err := u.Read(buf); err != nil || string(buf[:n]) != "udp too" {
 		t.Fatalf("udp flow while draining: %q, %v", buf[:n], err)
 	}
-	// A new UDP client gets neither a flow nor a probe answer.
+	// The session carried here may open more channels; s-2, new here, may not, and its
+	// launch ticket stays unused for another gateway.
+	if c2, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1")); st != ticket.StatusOK {
+		t.Fatal("a new channel of the session carried here was refused while draining")
+	} else {
+		c2.Close()
+	}
+	tok2 := r.issue(t, ticket.Launch, "s-2", "vda-1")
+	if c2, st := r.dialTCP(t, tok2); st != ticket.StatusDenied {
+		c2.Close()
+		t.Fatal("a new session got a channel while draining")
+	}
+	if _, err := r.v.Check(tok2, "", ticket.Channel{Port: r.port, Proto: "tcp"}); err != nil {
+		t.Fatalf("the refused launch ticket: %v, want it unused", err)
+	}
+	// The UDP port answers probes, and opens no flow for the new session.
 	u2, err := net.DialUDP("udp", nil, gwUDP)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer u2.Close()
+	u2.SetReadDeadline(time.Now().Add(5 * time.Second))
 	u2.Write([]byte(ticket.ProbePayload))
-	u2.Write(ticket.Datagram(r.issue(t, ticket.Launch, "s-1", "vda-1")))
+	if n, err := u2.Read(buf); err != nil || string(buf[:n]) != ticket.ProbePayload {
+		t.Fatalf("probe answer while draining %q, %v", buf[:n], err)
+	}
+	u2.Write(ticket.Datagram(r.issue(t, ticket.Launch, "s-2", "vda-1")))
 	u2.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if n, err := u2.Read(buf); err == nil {
-		t.Fatalf("a new UDP client got %q while draining", buf[:n])
+		t.Fatalf("a new session's UDP client got %q while draining", buf[:n])
 	}
 	// The open TCP channel carries on.
 	c.SetDeadline(time.Now().Add(5 * time.Second))

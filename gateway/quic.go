@@ -29,10 +29,12 @@ type QUIC struct {
 	log *slog.Logger
 	wg  sync.WaitGroup
 
-	mu       sync.Mutex // guards conns, closed, draining
+	mu       sync.Mutex // guards conns, closed, draining, serving
 	conns    map[*quic.Conn]struct{}
 	closed   bool
-	draining bool // Shutdown closed the listener: connected clients carry on
+	draining bool          // Shutdown closed the listener: connected clients carry on
+	serving  bool          // Serve's accept loop runs, or ran
+	accepted chan struct{} // closed when Serve's accept loop has returned
 }
 
 // QUICOptions configure a QUIC gateway.
@@ -74,7 +76,8 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 		pc.Close()
 		return nil, fmt.Errorf("quic gateway: %w", err)
 	}
-	return &QUIC{o: o, ln: ln, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]struct{}{}}, nil
+	return &QUIC{o: o, ln: ln, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]struct{}{},
+		accepted: make(chan struct{})}, nil
 }
 
 // Addr returns the listening address.
@@ -82,6 +85,14 @@ func (g *QUIC) Addr() net.Addr { return g.ln.Addr() }
 
 // Serve accepts connections until ctx ends or Close is called.
 func (g *QUIC) Serve(ctx context.Context) error {
+	g.mu.Lock()
+	if g.serving {
+		g.mu.Unlock()
+		return errors.New("quic gateway: Serve called twice")
+	}
+	g.serving = true
+	g.mu.Unlock()
+	defer close(g.accepted)
 	stop := context.AfterFunc(ctx, func() { g.Close() })
 	defer stop()
 	for {
@@ -134,12 +145,20 @@ func (g *QUIC) Clients() []netip.AddrPort {
 func (g *QUIC) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	g.draining = true
-	closed := g.closed
+	closed, serving := g.closed, g.serving
 	g.mu.Unlock()
 	if closed {
 		return g.Close()
 	}
 	g.ln.Close()
+	if serving {
+		// Clients whose handshake was done at the close are still in the accept queue:
+		// Serve takes them before it returns, and they are counted with the rest.
+		select {
+		case <-g.accepted:
+		case <-ctx.Done():
+		}
+	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {

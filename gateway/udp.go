@@ -60,9 +60,6 @@ func (p *udpPort) serve() {
 // first handles a datagram from an address without a flow: a health probe, a ticket, or
 // something to drop.
 func (p *udpPort) first(b []byte, from netip.AddrPort) {
-	if p.g.shutting.Load() {
-		return // draining: no new flow, and no probe answer that says the port takes one
-	}
 	if string(b) == ticket.ProbePayload {
 		p.conn.WriteToUDPAddrPort(b, from)
 		return

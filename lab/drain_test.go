@@ -1,8 +1,14 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,12 +56,8 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 	if err := s.EchoUDP(ctx, 4172, 10, 500); err != nil {
 		t.Fatalf("UDP echo through the draining gateway: %v", err)
 	}
-	select {
-	case e := <-events:
-		if e.Kind == client.EventCut {
-			t.Fatalf("the session was cut before the drain's deadline: %v", e)
-		}
-	default:
+	if drainEvents(events, client.EventCut) {
+		t.Fatal("the session was cut before the drain's deadline")
 	}
 
 	// The deadline cuts the channels; the client comes back through another gateway.
@@ -70,4 +72,107 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 		t.Fatalf("TCP echo after the hand-over: %v", err)
 	}
 	waitState(t, l, desc.SessionID, broker.StateConnected)
+}
+
+// TestLabDrainKeepsTheSessionUntilTheDeadline stops a lab that drains, as frontdoor serve
+// does on SIGTERM: the session's gateway says it drains and carries the session on, the
+// gateways without a channel close at once, and the deadline cuts the rest.
+func TestLabDrainKeepsTheSessionUntilTheDeadline(t *testing.T) {
+	logs := &syncBuffer{}
+	l, stopLab, served := startLabWith(t, Options{Drain: true, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Config: testSite(t, func(s string) string { return s + "\nproxy:\n  drain_timeout: 2s\n" })})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "alice", Password: "lab",
+		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: l.Runtime.CA.Pool()}
+	s, _, _, events := openSession(ctx, t, l, ln, client.Options{})
+	via, _ := s.Via()
+	var health string
+	for _, g := range l.Config.Gateways {
+		if g.Name == via {
+			health = net.JoinHostPort(g.Address, fmt.Sprint(g.Ports[0].Port))
+		}
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig(), DisableKeepAlives: true}}
+	status := func() int {
+		req, _ := http.NewRequest(http.MethodHead, "https://"+health+"/favicon.ico", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("health of %s: %v", via, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := status(); st != http.StatusOK {
+		t.Fatalf("health of %s before the drain: %d", via, st)
+	}
+
+	stopLab()
+	start := time.Now()
+	for !strings.Contains(logs.String(), "draining: no new") {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("no drain line:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := status(); st != http.StatusServiceUnavailable {
+		t.Fatalf("health of %s while it drains: %d, want 503", via, st)
+	}
+	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+		t.Fatalf("TCP echo while the lab drains: %v", err)
+	}
+	if err := s.EchoUDP(ctx, 4172, 10, 500); err != nil {
+		t.Fatalf("UDP echo while the lab drains: %v", err)
+	}
+	if cut := drainEvents(events, client.EventCut); cut {
+		t.Fatal("the session was cut before the drain's deadline")
+	}
+	select {
+	case <-served:
+		t.Fatal("the lab stopped before the drain's deadline with a session open")
+	default:
+	}
+	select {
+	case <-served:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lab still runs 20s after a 2s drain began")
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("the drain ended after %v, before its 2s deadline", took)
+	}
+	if !strings.Contains(logs.String(), "drain timed out: gateway "+via) {
+		t.Fatalf("no timeout line for %s:\n%s", via, logs.String())
+	}
+	waitEvent(t, events, client.EventCut, 10*time.Second)
+}
+
+// drainEvents empties events and reports whether one of kind was among them.
+func drainEvents(events <-chan client.Event, kind client.EventKind) bool {
+	seen := false
+	for {
+		select {
+		case e := <-events:
+			seen = seen || e.Kind == kind
+		default:
+			return seen
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer for logs written from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -44,6 +44,9 @@ type Options struct {
 	Rebind func(netip.Addr) netip.Addr
 	// BlockingUDP is passed to the node runtime (see node.Options.BlockingUDP). Default: false.
 	BlockingUDP bool
+	// Drain is passed to the node runtime (see node.Options.Drain): when Serve's context
+	// ends, the proxy and the gateways drain while the machines carry on. Default: false.
+	Drain bool
 }
 
 // Lab is a running site.
@@ -86,7 +89,8 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 		l.DataDir, l.tmpDir = d, true
 	}
 	rt, err := node.New(ctx, node.Options{Config: o.Config, AllGateways: true, DataDir: l.DataDir, Logger: o.Logger,
-		Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind, BlockingUDP: o.BlockingUDP})
+		Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind, BlockingUDP: o.BlockingUDP,
+		Drain: o.Drain})
 	if err != nil {
 		l.cleanup()
 		return nil, err
@@ -142,11 +146,17 @@ func (l *Lab) buildAgents() error {
 // Serve runs the site until ctx ends, then stops everything.
 func (l *Lab) Serve(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return l.Runtime.Serve(gctx) })
+	// The machines stop once the front doors have: after a drain (Options.Drain), the
+	// sessions it let finish ran on them.
+	mctx, stopMachines := context.WithCancel(context.Background())
+	g.Go(func() error {
+		defer stopMachines()
+		return l.Runtime.Serve(gctx)
+	})
 	for name, d := range l.Displays {
-		g.Go(func() error { return d.Serve(gctx) })
+		g.Go(func() error { return d.Serve(mctx) })
 		rep := l.Reports[name]
-		g.Go(func() error { return rep.Run(gctx, l.o.HeartbeatInterval, simulatedLoad(d)) })
+		g.Go(func() error { return rep.Run(mctx, l.o.HeartbeatInterval, simulatedLoad(d)) })
 	}
 	err := g.Wait()
 	l.cleanup()

@@ -33,18 +33,32 @@ func testSite(t *testing.T, edit func(string) string) *configs.Config {
 // startLab runs the test site and waits until every gateway is up.
 func startLab(t *testing.T) (*Lab, context.CancelFunc) {
 	t.Helper()
+	l, cancel, _ := startLabWith(t, Options{Config: testSite(t, nil)})
+	return l, cancel
+}
+
+// startLabWith runs a lab with o (heartbeats every 200ms) and waits until every gateway is
+// up; served is closed when Serve has returned, whose error the test's end checks.
+func startLabWith(t *testing.T, o Options) (l *Lab, cancel context.CancelFunc, served <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l, err := New(ctx, Options{Config: testSite(t, nil), HeartbeatInterval: 200 * time.Millisecond})
+	o.HeartbeatInterval = 200 * time.Millisecond
+	l, err := New(ctx, o)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- l.Serve(ctx) }()
+	done := make(chan struct{})
+	var serveErr error
+	go func() {
+		serveErr = l.Serve(ctx)
+		close(done)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
+		<-done
+		if serveErr != nil {
+			t.Errorf("Serve: %v", serveErr)
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
@@ -57,7 +71,7 @@ func startLab(t *testing.T) (*Lab, context.CancelFunc) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return l, cancel
+	return l, cancel, done
 }
 
 // descriptor mirrors the launch API's answer.

@@ -65,11 +65,11 @@ type Options struct {
 	// worker blocked in the kernel (see gslb.ServerOptions.BlockingUDP and
 	// proxy.Options.BlockingUDP); the caller adds a P for each (UDPWorkers). Default: false.
 	BlockingUDP bool
-	// Drain makes Serve drain the proxy and the gateways when ctx ends: they take no new
-	// connections, flows or channels, the gateways' health ports answer 503, and what is
-	// established may finish for proxy.drain_timeout of the config last applied, while the
-	// other components stop. A failure of a component still stops everything at once.
-	// Default: false (close at once).
+	// Drain makes Serve drain the proxy and the gateways when ctx ends: the proxy takes no
+	// new connections or flows, the gateways no new sessions (their health ports answer 503),
+	// and what is established may finish for proxy.drain_timeout of the config last applied,
+	// while the other components stop. A failure of a component still stops everything at
+	// once. Default: false (close at once).
 	Drain bool
 }
 
@@ -619,7 +619,13 @@ func (r *Runtime) Serve(ctx context.Context) error {
 	// Options.Drain is set.
 	dctx, stop := context.WithCancel(context.Background())
 	for _, gw := range r.Gateways {
-		g.Go(func() error { return gw.Serve(dctx) })
+		g.Go(func() error {
+			err := gw.Serve(dctx)
+			if errors.Is(err, gateway.ErrClosed) && ctx.Err() != nil {
+				return nil // the drain below closed it before it started
+			}
+			return err
+		})
 	}
 	for _, q := range r.QUIC {
 		g.Go(func() error { return q.Serve(dctx) })
@@ -656,10 +662,10 @@ func (r *Runtime) Serve(ctx context.Context) error {
 	return err
 }
 
-// drain makes the proxy and the gateways take no new connections, flows or channels and
-// lets the established ones finish for up to the drain timeout of the config last applied;
-// the gateways' health ports answer 503 meanwhile, so that load balancers and GSLB steer
-// new clients away.
+// drain makes the proxy take no new connections or flows and the gateways no new sessions,
+// and lets what is established finish for up to the drain timeout of the config last
+// applied; the gateways' health ports answer 503 meanwhile, so that health verdicts turn
+// draining and load balancers and GSLB steer new clients away.
 func (r *Runtime) drain() {
 	r.reloadMu.Lock()
 	r.stopping = true
@@ -671,7 +677,7 @@ func (r *Runtime) drain() {
 	if d <= 0 || (r.Proxy == nil && len(r.Gateways) == 0) {
 		return // drain_timeout 0: everything is closed at once
 	}
-	var conns, channels int
+	var conns, channels, quic int
 	var flows int64
 	if r.Proxy != nil {
 		conns, flows = r.Proxy.Active()
@@ -679,8 +685,11 @@ func (r *Runtime) drain() {
 	for _, gw := range r.Gateways {
 		channels += gw.Channels()
 	}
-	r.log.Info("draining: no new connections, flows or channels, established ones may finish",
-		"connections", conns, "udp_flows", flows, "gateway_channels", channels, "timeout", d)
+	for _, q := range r.QUIC {
+		quic += len(q.Clients())
+	}
+	r.log.Info("draining: no new connections, flows or sessions, established ones may finish",
+		"connections", conns, "udp_flows", flows, "gateway_channels", channels, "quic_clients", quic, "timeout", d)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()

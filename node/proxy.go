@@ -103,9 +103,11 @@ func (r *Runtime) buildProxy() error {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	r.Proxy = srv
+	// A draining gateway gets no new connections or flows (HealthFunc) and keeps the ones it
+	// has, UDP flows too: only one gone down loses them.
 	r.Health.Subscribe(func(ev health.Event) {
 		if ev.VerdictChanged() {
-			srv.Verdict(ev.Target, ev.To == health.StateUp)
+			srv.Verdict(ev.Target, ev.To != health.StateDown)
 		}
 	})
 	return nil

@@ -161,12 +161,21 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 	}
 }
 
-// A node told to stop before its proxy started serving stops cleanly, and refuses reloads
-// once it drains.
+// A node told to stop before its proxy and its gateway started serving stops cleanly, and
+// refuses reloads once it drains.
 func TestServeStoppedAtOnceDrainsCleanly(t *testing.T) {
-	for i := range 5 {
-		cfg := loadSite(t, freeTCPPort(t), "")
+	for i := range 20 {
+		body := strings.NewReplacer("TCPPORT", fmt.Sprint(freeTCPPort(t)), "EXTRA", "").Replace(reloadSite) +
+			fmt.Sprintf("gateways: [{name: gw, zone: hq, node: fd, address: 127.0.99.7, ports: [{port: %d, check: {kind: https}}, {port: %d}]}]\n",
+				freeTCPPort(t), freeTCPPort(t))
+		cfg, err := configs.Load("site.yaml", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := startRuntime(t, cfg, Options{Drain: true})
+		if r.Gateways["gw"] == nil {
+			t.Fatal("the node runs no gateway")
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := r.Serve(ctx); err != nil {

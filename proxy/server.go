@@ -291,9 +291,10 @@ func (s *Server) expire() {
 	}
 }
 
-// Verdict tells the server that a backend's health changed. A backend going down loses its
-// affinity bindings and its UDP flows (their next datagram opens a flow to an up backend);
-// TCP connections already established are left alone.
+// Verdict tells the server that a backend's health changed; up false means it went down
+// (a draining backend, which keeps what it carries, is up here). A backend going down loses
+// its affinity bindings and its UDP flows (their next datagram opens a flow to an up
+// backend); TCP connections already established are left alone.
 func (s *Server) Verdict(backend string, up bool) {
 	if up {
 		return

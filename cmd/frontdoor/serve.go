@@ -36,10 +36,10 @@ Signals:
                    zones' client ranges. Established connections stay where they are. A config
                    that changes anything else (the set of GSLB names too), or does not load, is
                    refused and logged; the running one stays.
-  SIGTERM, SIGINT  stop: the proxy and the gateways take no new connections, UDP flows or
-                   channels (the gateways' health ports answer 503) and let established ones
-                   finish for up to proxy.drain_timeout (default 30s); the node's DNS and APIs
-                   stop at once. A second signal stops at once.`,
+  SIGTERM, SIGINT  stop: the proxy takes no new connections or UDP flows and the gateways no
+                   new sessions (their health ports answer 503), and what is established may
+                   finish for up to proxy.drain_timeout (default 30s); the node's DNS and
+                   APIs stop at once. A second signal stops at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Watched from the start: a SIGHUP's default action would end the process. One

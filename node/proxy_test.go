@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/health"
+)
+
+// A proxy in front of a gateway keeps the UDP flows it carries there while the gateway
+// drains (new ones go elsewhere), and drops them once the gateway is down.
+func TestProxyKeepsFlowsToADrainingGateway(t *testing.T) {
+	echo, err := net.ListenPacket("udp", "127.0.99.8:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := echo.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			echo.WriteTo(buf[:n], from)
+		}
+	}()
+	gwPort := echo.LocalAddr().(*net.UDPAddr).Port
+	lb := freeUDPPort(t)
+	body := fmt.Sprintf(`
+site: {name: drain-test}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes: [{name: fd, zone: hq}]
+gateways:
+  - {name: gw, zone: hq, address: 127.0.99.8, ports: [{port: %d, protocol: udp}]}
+proxy:
+  listeners:
+    - {name: u, node: fd, address: "127.0.0.1:%d", protocol: udp, pool: g}
+  pools: [{name: g, backends: [{gateway: gw, port: %d}]}]
+`, gwPort, lb, gwPort)
+	cfg, err := configs.Load("site.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRuntime(t, cfg, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx) }()
+	defer func() { cancel(); <-served }()
+
+	c, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", lb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	echoes := func(msg string) bool {
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		c.Write([]byte(msg))
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		return err == nil && string(buf[:n]) == msg
+	}
+	flows := func() int64 { _, f := r.Proxy.Active(); return f }
+	for i := 0; !echoes("hello"); i++ {
+		if i == 20 {
+			t.Fatal("no echo through the proxy")
+		}
+	}
+	if flows() != 1 {
+		t.Fatalf("%d flows, want 1", flows())
+	}
+	if err := r.Health.SetOverride("gw", health.OverrideDrain); err != nil {
+		t.Fatal(err)
+	}
+	waitVerdict(t, r, "gw", health.StateDraining)
+	if !echoes("while draining") || flows() != 1 {
+		t.Fatalf("the flow to the draining gateway ended (%d flows)", flows())
+	}
+	if err := r.Health.SetOverride("gw", health.OverrideDown); err != nil {
+		t.Fatal(err)
+	}
+	waitVerdict(t, r, "gw", health.StateDown)
+	for i := 0; flows() != 0; i++ {
+		if i == 200 {
+			t.Fatalf("%d flows to a gateway that is down", flows())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitVerdict(t *testing.T, r *Runtime, name string, want health.State) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if v, _ := r.Health.Verdict(name); v == want {
+			return
+		}
+		if i == 500 {
+			v, _ := r.Health.Verdict(name)
+			t.Fatalf("verdict of %s is %v, want %v", name, v, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

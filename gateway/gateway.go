@@ -226,11 +226,24 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 // GSLB steer new sessions away, and the gateway takes no channel of a session it does not
 // carry already; the sessions it carries keep their channels, and may open more, for as long
 // as they last or ctx allows. The channel ports stay open meanwhile (and answer probes), so a
-// draining gateway reads as draining, not down. Once no channel is left, or ctx ends, Close
-// ends the gateway and cuts what is still open; Shutdown then says how many were cut.
+// draining gateway reads as draining, not down. A gateway without a health port has nothing
+// that says "draining": its TCP channel ports close and its UDP ports answer no new address,
+// probes included, so that it reads down and nobody sends it new sessions. Once no channel
+// is left, or ctx ends, Close ends the gateway and cuts what is still open; Shutdown then
+// says how many were cut.
+//
+// A channel admitted just as the last one closes may find the gateway closed: its client
+// gets no status and moves on with its reconnect ticket, as from any cut.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.Drain(true)
 	g.shutting.Store(true)
+	if g.o.HealthPort == 0 {
+		g.mu.Lock()
+		for _, l := range g.listeners {
+			l.Close()
+		}
+		g.mu.Unlock()
+	}
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {

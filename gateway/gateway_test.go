@@ -115,15 +115,22 @@ type rig struct {
 	v      *ticket.Verifier
 	pool   *x509.CertPool
 	port   uint16
+	health uint16
 	s      *sessions
 	addr   string
 }
 
 func start(t *testing.T, name, ip string, port uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker) *rig {
 	t.Helper()
+	return startHealth(t, name, ip, port, 0, s, signer, v, tr)
+}
+
+// startHealth is start with a health port (0: none).
+func startHealth(t *testing.T, name, ip string, port, health uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker) *rig {
+	t.Helper()
 	tlsc, pool := selfSigned(t)
 	g, err := New(Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port}, UDPPorts: []uint16{port},
-		TLS: tlsc, Verifier: v, Sessions: s, UDPIdle: 200 * time.Millisecond,
+		HealthPort: health, TLS: tlsc, Verifier: v, Sessions: s, UDPIdle: 200 * time.Millisecond,
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" },
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}, tr)
 	if err != nil {
@@ -136,7 +143,7 @@ func start(t *testing.T, name, ip string, port uint16, s *sessions, signer *tick
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &rig{gw: g, signer: signer, v: v, pool: pool, port: port, s: s, addr: ip}
+	return &rig{gw: g, signer: signer, v: v, pool: pool, port: port, health: health, s: s, addr: ip}
 }
 
 func keys(t *testing.T) (*ticket.Signer, *ticket.Verifier, ed25519.PublicKey) {
@@ -146,14 +153,23 @@ func keys(t *testing.T) (*ticket.Signer, *ticket.Verifier, ed25519.PublicKey) {
 }
 
 // startOne runs gateway gw-1 on 127.0.50.1 in front of machine vda-1, for sessions s-1
-// and s-2.
-func startOne(t *testing.T) (*rig, *sessions) {
+// and s-2, with a health port if health is set.
+func startOne(t *testing.T, health ...bool) (*rig, *sessions) {
 	t.Helper()
 	signer, v, pub := keys(t)
 	port, stop := machine(t, pub)
 	t.Cleanup(stop)
 	s := newSessions("s-1", "s-2")
-	return start(t, "gw-1", "127.0.50.1", port, s, signer, v, nil), s
+	var hp uint16
+	if len(health) > 0 && health[0] {
+		l, err := net.Listen("tcp", "127.0.50.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hp = uint16(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+	}
+	return startHealth(t, "gw-1", "127.0.50.1", port, hp, s, signer, v, nil), s
 }
 
 // launchTCP opens a TCP channel of session s-1 with a launch ticket and waits for the
@@ -361,7 +377,7 @@ func TestHealthPortAnswersAndDrains(t *testing.T) {
 func itoa(p uint16) string { return big.NewInt(int64(p)).String() }
 
 func TestShutdownKeepsItsSessionsAndTakesNoNewOne(t *testing.T) {
-	r, s := startOne(t)
+	r, s := startOne(t, true)
 	c := r.launchTCP(t)
 	gwUDP := &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(r.port)}
 	u, err := net.DialUDP("udp", nil, gwUDP)
@@ -380,6 +396,9 @@ func TestShutdownKeepsItsSessionsAndTakesNoNewOne(t *testing.T) {
 	go func() { done <- r.gw.Shutdown(context.Background()) }()
 	for !r.gw.shutting.Load() {
 		time.Sleep(time.Millisecond)
+	}
+	if st := r.healthStatus(t); st != http.StatusServiceUnavailable {
+		t.Fatalf("health while draining: %d, want 503", st)
 	}
 	// The open flow carries on (within its 200ms idle timeout).
 	u.Write([]byte("udp too"))
@@ -443,6 +462,61 @@ func TestShutdownKeepsItsSessionsAndTakesNoNewOne(t *testing.T) {
 	if n := r.gw.Channels(); n != 0 {
 		t.Fatalf("%d channels after Shutdown", n)
 	}
+}
+
+// A gateway without a health port has nothing that says it drains: it goes quiet instead,
+// so that its probes find it down, and carries its sessions on.
+func TestShutdownWithoutAHealthPortReadsDown(t *testing.T) {
+	r, _ := startOne(t)
+	c := r.launchTCP(t)
+	defer c.Close()
+	done := make(chan error, 1)
+	go func() { done <- r.gw.Shutdown(context.Background()) }()
+	addr := netip.AddrPortFrom(netip.MustParseAddr(r.addr), r.port).String()
+	for i := 0; ; i++ {
+		nc, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			break
+		}
+		nc.Close()
+		if i == 500 {
+			t.Fatal("the TCP port still takes connections while draining")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	u, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP(r.addr), Port: int(r.port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.Write([]byte(ticket.ProbePayload))
+	u.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := u.Read(make([]byte, 64)); err == nil {
+		t.Fatalf("a probe got %d bytes back from a draining gateway without a health port", n)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte("still here"))
+	got := make([]byte, 10)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "still here" {
+		t.Fatalf("tcp channel while draining: %q, %v", got, err)
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+// healthStatus is the status of HEAD /favicon.ico on the rig's health port.
+func (r *rig) healthStatus(t *testing.T) int {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.pool}, DisableKeepAlives: true}}
+	req, _ := http.NewRequest(http.MethodHead, "https://"+net.JoinHostPort(r.addr, itoa(r.health))+"/favicon.ico", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("health: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func TestShutdownCutsWhatIsOpenAtTheDeadline(t *testing.T) {

@@ -146,8 +146,22 @@ func (s *portState) reportFailure(err error, now time.Time, m *Monitor) (changed
 	return true
 }
 
-// compose combines port states into the probed verdict of a target.
+// compose combines port states into the probed verdict of a target. A port that answered
+// 503 asks for no new work for the whole target, whatever the mode and whether it is
+// optional or not: the verdict is then at most draining.
 func compose(ports []*portState, mode Mode) State {
+	v := composeStates(ports, mode)
+	if v == StateUp {
+		for _, p := range ports {
+			if p.state == StateDraining {
+				return StateDraining
+			}
+		}
+	}
+	return v
+}
+
+func composeStates(ports []*portState, mode Mode) State {
 	if mode == ModeAny {
 		best := StateDown
 		for _, p := range ports {

@@ -92,6 +92,10 @@ func TestComposeAndOverride(t *testing.T) {
 	optional[1].port.Optional = true
 	allOptional := ps(up, down)
 	allOptional[0].port.Optional, allOptional[1].port.Optional = true, true
+	optionalDraining := ps(up, drain)
+	optionalDraining[1].port.Optional = true
+	optionalDown := ps(down, drain)
+	optionalDown[1].port.Optional = true
 	tests := []struct {
 		name  string
 		ports []*portState
@@ -106,6 +110,10 @@ func TestComposeAndOverride(t *testing.T) {
 		{"any-of with one port up is up", ps(down, up), ModeAny, up},
 		{"any-of with none up but one draining is draining", ps(down, drain), ModeAny, drain},
 		{"any-of with every port down is down", ps(down, down), ModeAny, down},
+		// A 503 asks for no new work for the whole target.
+		{"any-of with one port up and one draining is draining", ps(up, drain), ModeAny, drain},
+		{"all-of with an optional port draining is draining", optionalDraining, ModeAll, drain},
+		{"all-of down stays down beside an optional draining port", optionalDown, ModeAll, down},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

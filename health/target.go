@@ -79,7 +79,8 @@ type Port struct {
 	Optional bool
 }
 
-// Mode says how port states combine into a target verdict.
+// Mode says how port states combine into a target verdict. In either mode a port that
+// answered 503 (draining), optional or not, caps the verdict at draining.
 type Mode string
 
 // The composite modes.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/health"
 )
 
 // TestGatewayDrainKeepsTheSessionThenHandsItOn drains the gateway a session runs through,
@@ -40,15 +41,25 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 	}
 
 	// The drain: health steers away from the gateway while the session carries on.
-	dctx, stop := context.WithTimeout(context.Background(), 4*time.Second)
+	dctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	drained := make(chan error, 1)
 	go func() { drained <- gw.Shutdown(dctx) }()
-	for l.Runtime.Health.Eligible(via) {
-		if ctx.Err() != nil {
-			t.Fatalf("gateway %s still eligible while draining", via)
+	// Its verdict turns draining, not down, and stays so past fall × interval (750ms).
+	for v, _ := l.Runtime.Health.Verdict(via); v != health.StateDraining; v, _ = l.Runtime.Health.Verdict(via) {
+		if ctx.Err() != nil || v == health.StateDown {
+			t.Fatalf("gateway %s is %v while draining, want draining", via, v)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	for range 15 {
+		if v, _ := l.Runtime.Health.Verdict(via); v != health.StateDraining {
+			t.Fatalf("gateway %s turned %v while draining", via, v)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if l.Runtime.Health.Eligible(via) {
+		t.Fatalf("draining gateway %s is still eligible", via)
 	}
 	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
 		t.Fatalf("TCP echo through the draining gateway: %v", err)
@@ -115,8 +126,12 @@ func TestLabDrainKeepsTheSessionUntilTheDeadline(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if st := status(); st != http.StatusServiceUnavailable {
-		t.Fatalf("health of %s while it drains: %d, want 503", via, st)
+	// The drain line comes just before the gateways start to drain.
+	for st := status(); st != http.StatusServiceUnavailable; st = status() {
+		if st != http.StatusOK || time.Since(start) > 10*time.Second {
+			t.Fatalf("health of %s while it drains: %d, want 503", via, st)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
 		t.Fatalf("TCP echo while the lab drains: %v", err)

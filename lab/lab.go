@@ -145,18 +145,25 @@ func (l *Lab) buildAgents() error {
 
 // Serve runs the site until ctx ends, then stops everything.
 func (l *Lab) Serve(ctx context.Context) error {
-	g, gctx := errgroup.WithContext(ctx)
+	var g errgroup.Group
 	// The machines stop once the front doors have: after a drain (Options.Drain), the
-	// sessions it let finish ran on them.
+	// sessions it let finish ran on them. A machine that fails stops the front doors at
+	// once (no drain).
 	mctx, stopMachines := context.WithCancel(context.Background())
 	g.Go(func() error {
 		defer stopMachines()
-		return l.Runtime.Serve(gctx)
+		return l.Runtime.Serve(ctx)
 	})
+	machine := func(err error) error {
+		if err != nil {
+			l.Runtime.Close()
+		}
+		return err
+	}
 	for name, d := range l.Displays {
-		g.Go(func() error { return d.Serve(mctx) })
+		g.Go(func() error { return machine(d.Serve(mctx)) })
 		rep := l.Reports[name]
-		g.Go(func() error { return rep.Run(mctx, l.o.HeartbeatInterval, simulatedLoad(d)) })
+		g.Go(func() error { return machine(rep.Run(mctx, l.o.HeartbeatInterval, simulatedLoad(d))) })
 	}
 	err := g.Wait()
 	l.cleanup()

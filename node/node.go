@@ -341,8 +341,8 @@ type gslbHealth struct {
 
 // GatewayUp implements gslb.Health. A gateway's verdict counts as known once every required
 // port has been probed and the result is definite: a down verdict, or every required port
-// answering. Until then the GSLB name's configured initial state holds (an admin override is
-// always known).
+// answering (a 503, draining, is an answer). Until then the GSLB name's configured initial
+// state holds (an admin override is always known).
 func (h gslbHealth) GatewayUp(name string) (bool, bool) {
 	k := h.known[name]
 	if k != nil && k.Load() {
@@ -356,7 +356,7 @@ func (h gslbHealth) GatewayUp(name string) (bool, bool) {
 	up := st.Verdict == health.StateUp
 	if st.Override == health.OverrideNone && st.Verdict != health.StateDown {
 		for _, p := range st.Ports {
-			if !p.Optional && (p.LastCheck.IsZero() || p.Successes == 0) {
+			if !p.Optional && (p.LastCheck.IsZero() || (p.Successes == 0 && p.State != health.StateDraining)) {
 				return up, false
 			}
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,5 +106,36 @@ func waitVerdict(t *testing.T, r *Runtime, name string, want health.State) {
 			t.Fatalf("verdict of %s is %v, want %v", name, v, want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A gateway whose health port answers 503 has a definite verdict for GSLB, draining: it is
+// not handed out, and not left to the name's initial state.
+func TestGSLBKnowsADrainingGateway(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	body := fmt.Sprintf(`
+site: {name: drain-test}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes: [{name: fd, zone: hq}]
+gateways:
+  - {name: gw, zone: hq, address: 127.0.0.1, ports: [{port: %d, check: {kind: https}}]}
+`, port)
+	cfg, err := configs.Load("site.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRuntime(t, cfg, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx) }()
+	defer func() { cancel(); <-served }()
+	waitVerdict(t, r, "gw", health.StateDraining)
+	h := gslbHealth{c: r.Health, known: map[string]*atomic.Bool{"gw": new(atomic.Bool)}}
+	if up, known := h.GatewayUp("gw"); up || !known {
+		t.Fatalf("GatewayUp of a draining gateway = %v, %v; want false, true", up, known)
 	}
 }

@@ -210,7 +210,7 @@ type GatewayPort struct {
 	// Check is how the port is probed. Default: tcp connect for tcp, request/response for udp.
 	Check Check `yaml:"check"`
 	// Optional excludes the port from an all-of composite verdict (it is still probed and
-	// shown). Default: false (required).
+	// shown); a 503 on it still makes the gateway draining. Default: false (required).
 	Optional bool `yaml:"optional"`
 }
 
@@ -254,8 +254,8 @@ type Monitor struct {
 	Jitter float64 `yaml:"jitter"`
 	// Initial is the verdict before the first probes: up or down. Default: up.
 	Initial string `yaml:"initial"`
-	// Mode is all (every required port must be up) or any (one port up is enough).
-	// Default: all.
+	// Mode is all (every required port must be up) or any (one port up is enough); in
+	// either, a port answering 503 makes the gateway draining. Default: all.
 	Mode string `yaml:"mode"`
 	// PassiveFailures is how many connect failures reported by the proxy within
 	// PassiveWindow mark a target down before the next probe; 0 turns passive marking off.

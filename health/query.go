@@ -12,7 +12,8 @@ type PortStatus struct {
 	ID PortID
 	// Kind is the probe kind.
 	Kind Kind
-	// Optional is true when the port does not count in an all-of verdict.
+	// Optional is true when the port does not count in an all-of verdict (a 503 on it
+	// still does).
 	Optional bool
 	// State is the port's state after hysteresis.
 	State State

@@ -74,8 +74,8 @@ type Port struct {
 	ID PortID
 	// Check is how the port is probed. Default: see Check.
 	Check Check
-	// Optional leaves the port out of an all-of verdict; it is still probed and reported.
-	// Default: false (required).
+	// Optional leaves the port out of an all-of verdict; it is still probed and reported,
+	// and a 503 on it still caps the verdict at draining. Default: false (required).
 	Optional bool
 }
 
@@ -87,7 +87,7 @@ type Mode string
 const (
 	// ModeAll makes a target up only when every required port is up.
 	ModeAll Mode = "all"
-	// ModeAny makes a target up when at least one port is up.
+	// ModeAny makes a target up when at least one port is up (and none answered 503).
 	ModeAny Mode = "any"
 )
 

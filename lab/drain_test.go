@@ -41,7 +41,7 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 	}
 
 	// The drain: health steers away from the gateway while the session carries on.
-	dctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	dctx, stop := context.WithTimeout(context.Background(), 6*time.Second)
 	defer stop()
 	drained := make(chan error, 1)
 	go func() { drained <- gw.Shutdown(dctx) }()
@@ -52,7 +52,7 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for range 15 {
+	for range 10 {
 		if v, _ := l.Runtime.Health.Verdict(via); v != health.StateDraining {
 			t.Fatalf("gateway %s turned %v while draining", via, v)
 		}
@@ -87,11 +87,11 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 
 // TestLabDrainKeepsTheSessionUntilTheDeadline stops a lab that drains, as frontdoor serve
 // does on SIGTERM: the session's gateway says it drains and carries the session on, the
-// gateways without a channel close at once, and the deadline cuts the rest.
+// gateways without a channel close at once, and the deadline (4s) cuts the rest.
 func TestLabDrainKeepsTheSessionUntilTheDeadline(t *testing.T) {
 	logs := &syncBuffer{}
 	l, stopLab, served := startLabWith(t, Options{Drain: true, Logger: slog.New(slog.NewTextHandler(logs, nil)),
-		Config: testSite(t, func(s string) string { return s + "\nproxy:\n  drain_timeout: 2s\n" })})
+		Config: testSite(t, func(s string) string { return s + "\nproxy:\n  drain_timeout: 4s\n" })})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "alice", Password: "lab",
@@ -144,16 +144,11 @@ func TestLabDrainKeepsTheSessionUntilTheDeadline(t *testing.T) {
 	}
 	select {
 	case <-served:
-		t.Fatal("the lab stopped before the drain's deadline with a session open")
-	default:
-	}
-	select {
-	case <-served:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the lab still runs 20s after a 2s drain began")
+		t.Fatal("the lab still runs 20s after a 4s drain began")
 	}
-	if took := time.Since(start); took < 2*time.Second {
-		t.Fatalf("the drain ended after %v, before its 2s deadline", took)
+	if took := time.Since(start); took < 4*time.Second {
+		t.Fatalf("the drain ended after %v, before its 4s deadline, with a session open", took)
 	}
 	if !strings.Contains(logs.String(), "drain timed out: gateway "+via) {
 		t.Fatalf("no timeout line for %s:\n%s", via, logs.String())

@@ -148,15 +148,18 @@ func (l *Lab) Serve(ctx context.Context) error {
 	var g errgroup.Group
 	// The machines stop once the front doors have: after a drain (Options.Drain), the
 	// sessions it let finish ran on them. A machine that fails stops the front doors at
-	// once (no drain).
+	// once: closed first, a drain finds nothing left to wait for.
 	mctx, stopMachines := context.WithCancel(context.Background())
+	rctx, stopRuntime := context.WithCancel(ctx)
+	defer stopRuntime()
 	g.Go(func() error {
 		defer stopMachines()
-		return l.Runtime.Serve(ctx)
+		return l.Runtime.Serve(rctx)
 	})
 	machine := func(err error) error {
 		if err != nil {
 			l.Runtime.Close()
+			stopRuntime()
 		}
 		return err
 	}

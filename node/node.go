@@ -341,8 +341,9 @@ type gslbHealth struct {
 
 // GatewayUp implements gslb.Health. A gateway's verdict counts as known once every required
 // port has been probed and the result is definite: a down verdict, or every required port
-// answering (a 503, draining, is an answer). Until then the GSLB name's configured initial
-// state holds (an admin override is always known).
+// answering, draining (503) or down after a probe, none up on a state its last probe failed
+// to confirm. Until then the GSLB name's configured initial state holds (an admin override
+// is always known).
 func (h gslbHealth) GatewayUp(name string) (bool, bool) {
 	k := h.known[name]
 	if k != nil && k.Load() {
@@ -356,7 +357,9 @@ func (h gslbHealth) GatewayUp(name string) (bool, bool) {
 	up := st.Verdict == health.StateUp
 	if st.Override == health.OverrideNone && st.Verdict != health.StateDown {
 		for _, p := range st.Ports {
-			if !p.Optional && (p.LastCheck.IsZero() || (p.Successes == 0 && p.State != health.StateDraining)) {
+			// Not yet definite: a port never probed, or up on its initial state or hysteresis
+			// with its last probe failed; down or draining after a probe is an answer.
+			if !p.Optional && (p.LastCheck.IsZero() || (p.Successes == 0 && p.State == health.StateUp)) {
 				return up, false
 			}
 		}

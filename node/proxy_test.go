@@ -110,32 +110,49 @@ func waitVerdict(t *testing.T, r *Runtime, name string, want health.State) {
 }
 
 // A gateway whose health port answers 503 has a definite verdict for GSLB, draining: it is
-// not handed out, and not left to the name's initial state.
+// not handed out, and not left to the name's initial state; in mode any too, beside a port
+// that is down.
 func TestGSLBKnowsADrainingGateway(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	body := fmt.Sprintf(`
+	for _, extra := range []struct{ port, monitor string }{{}, {fmt.Sprintf(", {port: %d, protocol: udp}", freeUDPPort(t)), ", monitor: {mode: any}"}} {
+		body := fmt.Sprintf(`
 site: {name: drain-test}
 zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
 nodes: [{name: fd, zone: hq}]
 gateways:
-  - {name: gw, zone: hq, address: 127.0.0.1, ports: [{port: %d, check: {kind: https}}]}
-`, port)
-	cfg, err := configs.Load("site.yaml", []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startRuntime(t, cfg, Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- r.Serve(ctx) }()
-	defer func() { cancel(); <-served }()
-	waitVerdict(t, r, "gw", health.StateDraining)
-	h := gslbHealth{c: r.Health, known: map[string]*atomic.Bool{"gw": new(atomic.Bool)}}
-	if up, known := h.GatewayUp("gw"); up || !known {
-		t.Fatalf("GatewayUp of a draining gateway = %v, %v; want false, true", up, known)
+  - {name: gw, zone: hq, address: 127.0.0.1, ports: [{port: %d, check: {kind: https}}%s]%s}
+`, port, extra.port, extra.monitor)
+		cfg, err := configs.Load("site.yaml", []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := startRuntime(t, cfg, Options{})
+		ctx, cancel := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- r.Serve(ctx) }()
+		waitVerdict(t, r, "gw", health.StateDraining)
+		if extra.port != "" {
+			for i := 0; ; i++ {
+				st, _ := r.Health.Status("gw")
+				if len(st.Ports) == 2 && st.Ports[1].State == health.StateDown {
+					break
+				}
+				if i == 500 {
+					t.Fatalf("the udp port is not down: %+v", st.Ports)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		h := gslbHealth{c: r.Health, known: map[string]*atomic.Bool{"gw": new(atomic.Bool)}}
+		up, known := h.GatewayUp("gw")
+		cancel()
+		<-served
+		if up || !known {
+			t.Fatalf("%+v: GatewayUp of a draining gateway = %v, %v; want false, true", extra, up, known)
+		}
 	}
 }

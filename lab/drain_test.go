@@ -1,20 +1,19 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 )
 
 // TestGatewayDrainKeepsTheSessionThenHandsItOn drains the gateway a session runs through,
@@ -89,7 +88,7 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 // does on SIGTERM: the session's gateway says it drains and carries the session on, the
 // gateways without a channel close at once, and the deadline (4s) cuts the rest.
 func TestLabDrainKeepsTheSessionUntilTheDeadline(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testbuf.Buffer{}
 	l, stopLab, served := startLabWith(t, Options{Drain: true, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Config: testSite(t, func(s string) string { return s + "\nproxy:\n  drain_timeout: 4s\n" })})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -167,22 +166,4 @@ func drainEvents(events <-chan client.Event, kind client.EventKind) bool {
 			return seen
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer for logs written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -50,10 +50,7 @@ proxy:
 		t.Fatal(err)
 	}
 	r := startRuntime(t, cfg, Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- r.Serve(ctx) }()
-	defer func() { cancel(); <-served }()
+	serveRuntime(t, r)
 
 	c, err := net.Dial("udp", fmt.Sprintf("127.0.0.1:%d", lb))
 	if err != nil {
@@ -95,6 +92,15 @@ proxy:
 	}
 }
 
+// serveRuntime runs r until the test ends.
+func serveRuntime(t *testing.T, r *Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-served })
+}
+
 func waitVerdict(t *testing.T, r *Runtime, name string, want health.State) {
 	t.Helper()
 	for i := 0; ; i++ {
@@ -131,9 +137,7 @@ gateways:
 			t.Fatal(err)
 		}
 		r := startRuntime(t, cfg, Options{})
-		ctx, cancel := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- r.Serve(ctx) }()
+		serveRuntime(t, r)
 		waitVerdict(t, r, "gw", health.StateDraining)
 		if extra.port != "" {
 			for i := 0; ; i++ {
@@ -148,10 +152,7 @@ gateways:
 			}
 		}
 		h := gslbHealth{c: r.Health, known: map[string]*atomic.Bool{"gw": new(atomic.Bool)}}
-		up, known := h.GatewayUp("gw")
-		cancel()
-		<-served
-		if up || !known {
+		if up, known := h.GatewayUp("gw"); up || !known {
 			t.Fatalf("%+v: GatewayUp of a draining gateway = %v, %v; want false, true", extra, up, known)
 		}
 	}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,11 +8,12 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 )
 
 func TestShutdownDrainsThenCuts(t *testing.T) {
@@ -101,27 +101,9 @@ func TestReloadSwapsPoolsWithoutDroppingSessions(t *testing.T) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func TestAccessLogAndMetricsPerConnection(t *testing.T) {
 	be := startTCP(t, echo)
-	var logs syncBuffer
+	var logs testbuf.Buffer
 	reg := prometheus.NewRegistry()
 	s := startServer(t, Config{Listeners: []Listener{tcpListener("l", "p")}, Pools: []Pool{onePool("p", be.addr())}},
 		Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registry: reg,

@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 )
 
 func TestQuietConnectionsParkWithoutGoroutinesAndResume(t *testing.T) {
 	be := startTCP(t, echo)
-	var logs syncBuffer
+	var logs testbuf.Buffer
 	l := tcpListener("l", "p")
 	l.IdleTimeout = 300 * time.Millisecond
 	s, err := New(Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}},

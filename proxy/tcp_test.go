@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 )
 
 func TestTCPEchoLargeTransferKeepsChecksum(t *testing.T) {
@@ -231,7 +233,7 @@ func TestKillingAConnectionWhoseBackendHasNotAnsweredEndsBothHalves(t *testing.T
 		close(got)
 		io.Copy(io.Discard, c) // never answers
 	})
-	var logs syncBuffer
+	var logs testbuf.Buffer
 	s, err := New(Config{
 		Listeners: []Listener{tcpListener("l", "p")},
 		Pools:     []Pool{onePool("p", be.addr())},
@@ -283,7 +285,7 @@ func TestTCPNoHalfCloseEndsTheConnectionAtTheBackendsFIN(t *testing.T) {
 		}
 		c.Close()
 	})
-	var logs syncBuffer
+	var logs testbuf.Buffer
 	l := tcpListener("l", "p")
 	l.NoHalfClose = true
 	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -30,6 +29,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/miekg/dns"
 )
@@ -50,26 +50,8 @@ func (connectActive) Active(string) bool                           { return true
 func (connectActive) Connected(context.Context, string, string)    {}
 func (connectActive) Disconnected(context.Context, string, string) {}
 
-// lockedBuffer is a bytes.Buffer safe for the command's writes and the test's reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitFor polls out until it contains want, for a generous while.
-func waitFor(t *testing.T, out *lockedBuffer, want string) {
+func waitFor(t *testing.T, out *testbuf.Buffer, want string) {
 	t.Helper()
 	for i := 0; i < 400; i++ {
 		if strings.Contains(out.String(), want) {
@@ -242,9 +224,9 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 
 // runConnectCmd runs frontdoor connect with args; stop cancels it and returns its error (the
 // test's cleanup stops it too).
-func runConnectCmd(t *testing.T, args []string) (out *lockedBuffer, stop func() error) {
+func runConnectCmd(t *testing.T, args []string) (out *testbuf.Buffer, stop func() error) {
 	t.Helper()
-	out = &lockedBuffer{}
+	out = &testbuf.Buffer{}
 	root := newRootCmd()
 	root.SetOut(out)
 	root.SetErr(out)

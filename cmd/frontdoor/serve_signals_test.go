@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 	"github.com/frontdoor-vdi/frontdoor/node"
 )
 
@@ -116,7 +117,7 @@ func proxySite(t *testing.T, backend, zoneRange, drain string) (file string, rew
 // served is a running "frontdoor serve": done is closed when it has returned err.
 type served struct {
 	rt   *node.Runtime
-	log  *lockedBuffer
+	log  *testbuf.Buffer
 	stop func() // asks it to stop, as SIGTERM does
 	done chan struct{}
 	err  error
@@ -127,7 +128,7 @@ func startServe(t *testing.T, file string) *served {
 	t.Helper()
 	ready := make(chan *node.Runtime, 1)
 	cmd := newServeCmdWith(func(s *node.Runtime) { ready <- s })
-	sv := &served{log: &lockedBuffer{}, done: make(chan struct{})}
+	sv := &served{log: &testbuf.Buffer{}, done: make(chan struct{})}
 	cmd.SetErr(sv.log)
 	cmd.SetArgs([]string{"--config", file, "--data", t.TempDir()})
 	ctx, cancel := context.WithCancel(context.Background())

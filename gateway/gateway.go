@@ -373,7 +373,6 @@ func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (t
 	if !ok {
 		return c, netip.Addr{}, fmt.Errorf("machine %q is unknown", c.Machine)
 	}
-
 	g.log.Info("channel admitted", "session", c.Session, "kind", c.Kind.String(), "channel", ch.String(), "client", client, "machine", c.Machine)
 	return c, addr, nil
 }

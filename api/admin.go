@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 
@@ -31,6 +32,10 @@ type AdminOptions struct {
 	Agents *Agents
 	// Health returns each gateway's eligibility and per-port detail for the status page.
 	Health func() map[string]string
+	// Override sets an admin override on a gateway's health at this front door: "up",
+	// "down", "drain" or "auto" (follow the probes again). An unknown gateway is an error
+	// wrapping ErrUnknownGateway. Optional: without it POST /v1/admin/health answers 501.
+	Override func(gateway, override string) error
 	// Registry is served on /metrics. Optional.
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
@@ -68,6 +73,7 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	}
 	a.mux.HandleFunc("GET /v1/admin/status", a.admin(a.status))
 	a.mux.HandleFunc("POST /v1/admin/gateway", a.admin(a.toggle))
+	a.mux.HandleFunc("POST /v1/admin/health", a.admin(a.override))
 	if o.Registry != nil {
 		a.mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
 	}
@@ -175,6 +181,41 @@ func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
 	user, _, _ := r.BasicAuth()
 	a.log.Info("secure gateway toggled", "by", user, "on", req.On, "groups", groups)
 	writeJSON(w, http.StatusOK, map[string]any{"secure_gateway": req.On, "groups": groups})
+}
+
+// ErrUnknownGateway is an override of a gateway the site does not have.
+var ErrUnknownGateway = errors.New("unknown gateway")
+
+// Overrides are the values of OverrideRequest.Override.
+var Overrides = []string{"up", "down", "drain", "auto"}
+
+// OverrideRequest is the body of POST /v1/admin/health.
+type OverrideRequest struct {
+	Gateway  string `json:"gateway"`
+	Override string `json:"override"` // up, down, drain or auto
+}
+
+func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
+	var req OverrideRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || !slices.Contains(Overrides, req.Override) {
+		httpError(w, http.StatusBadRequest, "body must be JSON {\"gateway\": NAME, \"override\": \"up\"|\"down\"|\"drain\"|\"auto\"}")
+		return
+	}
+	if a.o.Override == nil {
+		httpError(w, http.StatusNotImplemented, "this front door has no health checker")
+		return
+	}
+	if err := a.o.Override(req.Gateway, req.Override); err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrUnknownGateway) {
+			code = http.StatusNotFound
+		}
+		httpError(w, code, err.Error())
+		return
+	}
+	user, _, _ := r.BasicAuth()
+	a.log.Info("gateway health overridden", "by", user, "gateway", req.Gateway, "override", req.Override)
+	writeJSON(w, http.StatusOK, map[string]any{"gateway": req.Gateway, "override": req.Override})
 }
 
 // Status is the admin status document.

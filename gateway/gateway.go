@@ -77,12 +77,15 @@ type Options struct {
 
 // Gateway is one secure gateway: a set of listeners on one address.
 type Gateway struct {
-	o        Options
-	log      *slog.Logger
+	o   Options
+	log *slog.Logger
+	// draining (Drain): the health port answers 503 and only the sessions carried here get
+	// channels.
 	draining atomic.Bool
-	// shutting is set by Shutdown: the gateway takes channels of the sessions it carries only.
-	shutting atomic.Bool
-	track    *Tracker
+	// quiet is set by Shutdown on a gateway without a health port: its UDP ports answer no
+	// new address.
+	quiet atomic.Bool
+	track *Tracker
 
 	mu        sync.Mutex // guards listeners, packets, channels, closed
 	listeners []net.Listener
@@ -206,8 +209,10 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	return nil
 }
 
-// Drain makes the health port answer 503 so load balancers and GSLB steer new clients away,
-// while channels keep flowing.
+// Drain puts the gateway in drain mode (on) or takes it out: its health port answers 503, so
+// health verdicts turn draining and load balancers and GSLB steer new sessions away, and it
+// takes no channel of a session it does not carry already; the sessions it carries keep
+// their channels and may open more. An admin's drain and Shutdown use it.
 func (g *Gateway) Drain(on bool) { g.draining.Store(on) }
 
 func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
@@ -221,11 +226,9 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// Shutdown drains the gateway before it closes, as a load balancer's member is quiesced: the
-// health port answers 503 (Drain), so health verdicts turn draining and load balancers and
-// GSLB steer new sessions away, and the gateway takes no channel of a session it does not
-// carry already; the sessions it carries keep their channels, and may open more, for as long
-// as they last or ctx allows. The channel ports stay open meanwhile (and answer probes), so a
+// Shutdown drains the gateway before it closes, as a load balancer's member is quiesced: in
+// drain mode (Drain) the sessions it carries keep their channels, and may open more, for as
+// long as they last or ctx allows, and no new session comes. The channel ports stay open meanwhile (and answer probes), so a
 // draining gateway reads as draining, not down. A gateway without a health port has nothing
 // that says "draining": its TCP channel ports close and its UDP ports answer no new address,
 // probes included, so that it reads down and nobody sends it new sessions. Once no channel
@@ -236,8 +239,8 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 // gets no status and moves on with its reconnect ticket, as from any cut.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.Drain(true)
-	g.shutting.Store(true)
 	if g.o.HealthPort == 0 {
+		g.quiet.Store(true)
 		g.mu.Lock()
 		for _, l := range g.listeners {
 			l.Close()
@@ -356,7 +359,7 @@ func (g *Gateway) release(c *channel) {
 
 // admit checks a ticket for a channel and returns the machine's address.
 func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (ticket.Claims, netip.Addr, error) {
-	if g.shutting.Load() {
+	if g.draining.Load() {
 		// Looked at before Check, which would use up a launch ticket another gateway can take.
 		if c, err := g.o.Verifier.Peek(tok); err == nil && !g.carries(c.Session) {
 			return c, netip.Addr{}, errors.New("the gateway drains: it takes no new session")

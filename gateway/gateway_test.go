@@ -394,7 +394,7 @@ func TestShutdownKeepsItsSessionsAndTakesNoNewOne(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- r.gw.Shutdown(context.Background()) }()
-	for !r.gw.shutting.Load() {
+	for !r.gw.draining.Load() {
 		time.Sleep(time.Millisecond)
 	}
 	if st := r.healthStatus(t); st != http.StatusServiceUnavailable {
@@ -534,4 +534,33 @@ func TestShutdownCutsWhatIsOpenAtTheDeadline(t *testing.T) {
 		t.Fatal("channel still open after the drain's deadline")
 	}
 	s.want(t, "disconnected s-1 gw-1")
+}
+
+// An admin's drain refuses new sessions and keeps the carried ones, until it is lifted.
+func TestDrainModeRefusesNewSessionsUntilLifted(t *testing.T) {
+	r, _ := startOne(t, true)
+	c := r.launchTCP(t)
+	defer c.Close()
+	r.gw.Drain(true)
+	if st := r.healthStatus(t); st != http.StatusServiceUnavailable {
+		t.Fatalf("health in drain mode: %d, want 503", st)
+	}
+	if c2, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-2", "vda-1")); st != ticket.StatusDenied {
+		c2.Close()
+		t.Fatal("a new session got a channel in drain mode")
+	}
+	if c2, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1")); st != ticket.StatusOK {
+		t.Fatal("the carried session was refused a channel in drain mode")
+	} else {
+		c2.Close()
+	}
+	r.gw.Drain(false)
+	if st := r.healthStatus(t); st != http.StatusOK {
+		t.Fatalf("health after the drain: %d, want 200", st)
+	}
+	c2, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-2", "vda-1"))
+	if st != ticket.StatusOK {
+		t.Fatal("a new session refused after the drain was lifted")
+	}
+	c2.Close()
 }

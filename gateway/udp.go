@@ -60,8 +60,8 @@ func (p *udpPort) serve() {
 // first handles a datagram from an address without a flow: a health probe, a ticket, or
 // something to drop.
 func (p *udpPort) first(b []byte, from netip.AddrPort) {
-	if p.g.shutting.Load() && p.g.o.HealthPort == 0 {
-		return // draining without a health port: read down, take nothing new (see Shutdown)
+	if p.g.quiet.Load() {
+		return // shutting down without a health port: read down, take nothing new (see Shutdown)
 	}
 	if string(b) == ticket.ProbePayload {
 		p.conn.WriteToUDPAddrPort(b, from)

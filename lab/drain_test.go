@@ -167,3 +167,70 @@ func drainEvents(events <-chan client.Event, kind client.EventKind) bool {
 		}
 	}
 }
+
+// An admin drains the gateway a session runs through, from the admin API as `frontdoor admin
+// health GW drain` does: the session keeps going, its gateway reads draining and new
+// launches are not sent to it; "auto" lifts the drain. Bad requests get clear errors.
+func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
+	l, _ := startLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	launcher := func(user string) *client.Launcher {
+		return &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: user, Password: "lab",
+			Resource: "desktop", Endpoint: user + "-laptop", RootCAs: l.Runtime.CA.Pool()}
+	}
+	s, _, _, events := openSession(ctx, t, l, launcher("alice"), client.Options{})
+	via, _ := s.Via()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig()}}
+	override := func(gw, o string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/health",
+			strings.NewReader(fmt.Sprintf(`{"gateway": %q, "override": %q}`, gw, o)))
+		req.SetBasicAuth("admin", "lab")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := override("gw-nowhere", "drain"); code != http.StatusNotFound {
+		t.Fatalf("override of an unknown gateway: %d, want 404", code)
+	}
+	if code := override(via, "sideways"); code != http.StatusBadRequest {
+		t.Fatalf("an unknown override: %d, want 400", code)
+	}
+
+	if code := override(via, "drain"); code != http.StatusOK {
+		t.Fatalf("drain %s: %d", via, code)
+	}
+	waitVerdict := func(want health.State) {
+		t.Helper()
+		for v, _ := l.Runtime.Health.Verdict(via); v != want; v, _ = l.Runtime.Health.Verdict(via) {
+			if ctx.Err() != nil {
+				t.Fatalf("gateway %s is %v, want %v", via, v, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitVerdict(health.StateDraining)
+	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+		t.Fatalf("TCP echo through the drained gateway: %v", err)
+	}
+	_, d2, _, _ := openSession(ctx, t, l, launcher("dave"), client.Options{})
+	if len(d2.Gateways) == 0 {
+		t.Fatalf("a launch during the drain got no gateways: %+v", d2)
+	}
+	for _, g := range d2.Gateways {
+		if g.Name == via {
+			t.Fatalf("a launch during the drain was offered the drained gateway %s: %+v", via, d2.Gateways)
+		}
+	}
+	if code := override(via, "auto"); code != http.StatusOK {
+		t.Fatalf("auto %s: %d", via, code)
+	}
+	waitVerdict(health.StateUp)
+	if drainEvents(events, client.EventCut) {
+		t.Fatal("the session was cut by the drain")
+	}
+}

@@ -475,7 +475,7 @@ func (r *Runtime) buildListeners() error {
 			case "admin":
 				admin, err := api.NewAdmin(api.AdminOptions{Config: r.cfg, Broker: r.Broker, Zone: n.Zone,
 					ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents,
-					Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin")})
+					Health: r.healthSummary, Override: r.override, Registry: r.o.Registry, Logger: log.With("component", "admin")})
 				if err != nil {
 					return err
 				}
@@ -519,6 +519,29 @@ func (r *Runtime) closeSession(id string) {
 	for _, g := range r.Gateways {
 		g.CloseSession(id)
 	}
+}
+
+// override sets an admin override on gateway name's health verdict in this runtime (its
+// GSLB answers, launches and proxy): "up", "down", "drain" or "auto" to follow the probes
+// again. A gateway this runtime hosts is also put in drain mode by "drain", and out of it by
+// the others, so that its health port tells every other front door too.
+func (r *Runtime) override(name, o string) error {
+	if !slices.ContainsFunc(r.cfg.Gateways, func(g configs.Gateway) bool { return g.Name == name }) {
+		return fmt.Errorf("%w: %q", api.ErrUnknownGateway, name)
+	}
+	ov := map[string]health.Override{"up": health.OverrideUp, "down": health.OverrideDown,
+		"drain": health.OverrideDrain, "auto": health.OverrideNone}
+	v, ok := ov[o]
+	if !ok {
+		return fmt.Errorf("override %q: want up, down, drain or auto", o)
+	}
+	if err := r.Health.SetOverride(name, v); err != nil {
+		return err
+	}
+	if gw := r.Gateways[name]; gw != nil {
+		gw.Drain(o == "drain")
+	}
+	return nil
 }
 
 // StopNode shuts a node down gracefully while the rest of the runtime runs on: its HTTPS

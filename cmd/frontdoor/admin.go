@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
@@ -56,7 +57,7 @@ func (f *adminFlags) do(cmd *cobra.Command, method, path string, body any) error
 
 func newAdminCmd() *cobra.Command {
 	f := &adminFlags{}
-	c := &cobra.Command{Use: "admin", Short: "Operate a running site: status, the secure-gateway toggle, agent tokens"}
+	c := &cobra.Command{Use: "admin", Short: "Operate a running site: status, the secure-gateway toggle, gateway health overrides, agent tokens"}
 	c.PersistentFlags().StringVar(&f.url, "url", "https://127.1.0.1:9090", "admin API of a front door")
 	c.PersistentFlags().StringVar(&f.user, "user", "admin", "admin user")
 	c.PersistentFlags().StringVar(&f.password, "password", "", "password (default: $FRONTDOOR_PASSWORD)")
@@ -76,6 +77,23 @@ func newAdminCmd() *cobra.Command {
 		},
 	}
 	gw.Flags().StringVar(&group, "group", "", "only this delivery group (default: every group)")
+
+	hc := &cobra.Command{
+		Use:   "health GATEWAY up|down|drain|auto",
+		Short: "Override a gateway's health at this front door (drain: also at every other one, if this one hosts it)",
+		Long: `Override a gateway's health verdict at the front door --url names: up or down force it,
+drain caps it at draining (no new sessions; the ones it carries keep going), auto follows the
+probes again. A gateway that front door hosts is also put in drain mode by drain (its health
+port answers 503 and it takes no new session), which every other front door's probes see, and
+taken out of it by the others. Overrides live in memory: a restart clears them.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(api.Overrides, args[1]) {
+				return fmt.Errorf("want up, down, drain or auto, not %q", args[1])
+			}
+			return f.do(cmd, http.MethodPost, "/v1/admin/health", api.OverrideRequest{Gateway: args[0], Override: args[1]})
+		},
+	}
 
 	status := &cobra.Command{
 		Use:   "status",
@@ -138,6 +156,6 @@ func newAdminCmd() *cobra.Command {
 	cert.Flags().StringVar(&certData, "data", "frontdoor-data", "data directory holding the site CA (ca.pem, ca.key)")
 	cert.Flags().StringVar(&out, "out", "", "file name prefix (default: the user name)")
 	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
-	c.AddCommand(gw, status, tok, cert)
+	c.AddCommand(gw, hc, status, tok, cert)
 	return c
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,9 +34,11 @@ type AdminOptions struct {
 	// Health returns each gateway's eligibility and per-port detail for the status page.
 	Health func() map[string]string
 	// Override sets an admin override on a gateway's health at this front door: "up",
-	// "down", "drain" or "auto" (follow the probes again). An unknown gateway is an error
-	// wrapping ErrUnknownGateway. Optional: without it POST /v1/admin/health answers 501.
-	Override func(gateway, override string) error
+	// "down", "drain" or "auto" (follow the probes again), and returns a note for the
+	// operator, if any. An unknown gateway is an error wrapping ErrUnknownGateway, one the
+	// front door refuses now wraps ErrRefused. Optional: without it POST /v1/admin/health
+	// answers 501.
+	Override func(gateway, override string) (note string, err error)
 	// Registry is served on /metrics. Optional.
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
@@ -94,8 +97,17 @@ func (a *Admin) admin(h http.HandlerFunc) http.HandlerFunc {
 			httpError(w, http.StatusUnauthorized, "admin authentication required")
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, u.Name)))
 	}
+}
+
+// adminKey keys the authenticated admin's name in a request's context.
+type adminKey struct{}
+
+// adminOf returns the name of the admin who made r (by password or client certificate).
+func adminOf(r *http.Request) string {
+	name, _ := r.Context().Value(adminKey{}).(string)
+	return name
 }
 
 // loadModes applies the toggles saved in ModeFile.
@@ -178,13 +190,15 @@ func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, "saving modes: "+err.Error())
 		return
 	}
-	user, _, _ := r.BasicAuth()
-	a.log.Info("secure gateway toggled", "by", user, "on", req.On, "groups", groups)
+	a.log.Info("secure gateway toggled", "by", adminOf(r), "on", req.On, "groups", groups)
 	writeJSON(w, http.StatusOK, map[string]any{"secure_gateway": req.On, "groups": groups})
 }
 
 // ErrUnknownGateway is an override of a gateway the site does not have.
 var ErrUnknownGateway = errors.New("unknown gateway")
+
+// ErrRefused is an admin request the front door cannot take now (it is stopping, say).
+var ErrRefused = errors.New("refused")
 
 // Overrides are the values of OverrideRequest.Override.
 var Overrides = []string{"up", "down", "drain", "auto"}
@@ -205,17 +219,24 @@ func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotImplemented, "this front door has no health checker")
 		return
 	}
-	if err := a.o.Override(req.Gateway, req.Override); err != nil {
+	note, err := a.o.Override(req.Gateway, req.Override)
+	if err != nil {
 		code := http.StatusInternalServerError
-		if errors.Is(err, ErrUnknownGateway) {
+		switch {
+		case errors.Is(err, ErrUnknownGateway):
 			code = http.StatusNotFound
+		case errors.Is(err, ErrRefused):
+			code = http.StatusConflict
 		}
 		httpError(w, code, err.Error())
 		return
 	}
-	user, _, _ := r.BasicAuth()
-	a.log.Info("gateway health overridden", "by", user, "gateway", req.Gateway, "override", req.Override)
-	writeJSON(w, http.StatusOK, map[string]any{"gateway": req.Gateway, "override": req.Override})
+	a.log.Info("gateway health overridden", "by", adminOf(r), "gateway", req.Gateway, "override", req.Override, "note", note)
+	out := map[string]any{"gateway": req.Gateway, "override": req.Override}
+	if note != "" {
+		out["note"] = note
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // Status is the admin status document.

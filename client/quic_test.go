@@ -193,3 +193,50 @@ func TestQUICGatewayShutdownKeepsConnectedClientsAndRefusesNewOnes(t *testing.T)
 		t.Fatal("Shutdown did not return once the client left")
 	}
 }
+
+// nullSessions counts nothing: the Tracker of a QUIC gateway in these tests.
+type nullSessions struct{}
+
+func (nullSessions) Active(string) bool                           { return true }
+func (nullSessions) Connected(context.Context, string, string)    {}
+func (nullSessions) Disconnected(context.Context, string, string) {}
+
+func TestQUICGatewayDrainModeTakesNoNewSession(t *testing.T) {
+	s := newSite(t)
+	g, err := gateway.ListenQUIC(gateway.QUICOptions{Name: "gw-a", Address: net.JoinHostPort(gwA, "0"), TLS: s.tls, Verifier: s.gwVer,
+		Logger: quiet, Track: gateway.NewTracker(nullSessions{}),
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	defer func() { cancel(); <-done; g.Close() }()
+	port := uint16(g.Addr().(*net.UDPAddr).Port)
+	open := func(id string) (*Session, error) {
+		return Open(ctxT(t), Options{Descriptor: s.descriptor(id, ModeGateway, "gw-a"), RootCAs: s.pool,
+			Channels: s.channels(), QUIC: &QUICOptions{Port: port}, Logger: quiet, KeepaliveTimeout: 5 * time.Second})
+	}
+	carried, err := open("s-qd3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer carried.Close()
+	g.Drain(true)
+	if err := carried.EchoTCP(ctxT(t), s.port, 64<<10); err != nil {
+		t.Fatalf("the carried session in drain mode: %v", err)
+	}
+	if other, err := open("s-qd4"); !errors.Is(err, ErrTicketDenied) {
+		if other != nil {
+			other.Close()
+		}
+		t.Fatalf("a new session in drain mode: %v, want ErrTicketDenied", err)
+	}
+	g.Drain(false)
+	other, err := open("s-qd5")
+	if err != nil {
+		t.Fatalf("a new session after the drain: %v", err)
+	}
+	other.Close()
+}

@@ -79,9 +79,11 @@ type Options struct {
 type Gateway struct {
 	o   Options
 	log *slog.Logger
-	// draining (Drain): the health port answers 503 and only the sessions carried here get
-	// channels.
+	// draining (Drain, an admin's) and shutting (Shutdown): the health port answers 503 and
+	// only the sessions carried here get channels. Two flags, so that lifting an admin's
+	// drain does not undo a shutdown's.
 	draining atomic.Bool
+	shutting atomic.Bool
 	// quiet is set by Shutdown on a gateway without a health port: its UDP ports answer no
 	// new address.
 	quiet atomic.Bool
@@ -215,8 +217,11 @@ func (g *Gateway) Serve(ctx context.Context) error {
 // their channels and may open more. An admin's drain and Shutdown use it.
 func (g *Gateway) Drain(on bool) { g.draining.Store(on) }
 
+// drains reports whether the gateway is in drain mode, an admin's or a shutdown's.
+func (g *Gateway) drains() bool { return g.draining.Load() || g.shutting.Load() }
+
 func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
-	if g.draining.Load() {
+	if g.drains() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
@@ -228,7 +233,8 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 
 // Shutdown drains the gateway before it closes, as a load balancer's member is quiesced: in
 // drain mode (Drain) the sessions it carries keep their channels, and may open more, for as
-// long as they last or ctx allows, and no new session comes. The channel ports stay open meanwhile (and answer probes), so a
+// long as they last or ctx allows, and no new session comes (an admin's Drain(false) does not
+// lift it). The channel ports stay open meanwhile (and answer probes), so a
 // draining gateway reads as draining, not down. A gateway without a health port has nothing
 // that says "draining": its TCP channel ports close and its UDP ports answer no new address,
 // probes included, so that it reads down and nobody sends it new sessions. Once no channel
@@ -238,7 +244,7 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 // A channel admitted just as the last one closes may find the gateway closed: its client
 // gets no status and moves on with its reconnect ticket, as from any cut.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.Drain(true)
+	g.shutting.Store(true)
 	if g.o.HealthPort == 0 {
 		g.quiet.Store(true)
 		g.mu.Lock()
@@ -315,18 +321,6 @@ func (g *Gateway) CloseSession(id string) {
 	}
 }
 
-// carries reports whether session has a channel open here.
-func (g *Gateway) carries(session string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for c := range g.channels {
-		if c.session == session {
-			return true
-		}
-	}
-	return false
-}
-
 // Channels returns the number of open channels.
 func (g *Gateway) Channels() int {
 	g.mu.Lock()
@@ -359,9 +353,9 @@ func (g *Gateway) release(c *channel) {
 
 // admit checks a ticket for a channel and returns the machine's address.
 func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (ticket.Claims, netip.Addr, error) {
-	if g.draining.Load() {
+	if g.drains() {
 		// Looked at before Check, which would use up a launch ticket another gateway can take.
-		if c, err := g.o.Verifier.Peek(tok); err == nil && !g.carries(c.Session) {
+		if c, err := g.o.Verifier.Peek(tok); err == nil && !g.track.carries(c.Session, g.o.Name) {
 			return c, netip.Addr{}, errors.New("the gateway drains: it takes no new session")
 		}
 	}

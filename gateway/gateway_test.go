@@ -394,7 +394,7 @@ func TestShutdownKeepsItsSessionsAndTakesNoNewOne(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- r.gw.Shutdown(context.Background()) }()
-	for !r.gw.draining.Load() {
+	for !r.gw.drains() {
 		time.Sleep(time.Millisecond)
 	}
 	if st := r.healthStatus(t); st != http.StatusServiceUnavailable {
@@ -563,4 +563,29 @@ func TestDrainModeRefusesNewSessionsUntilLifted(t *testing.T) {
 		t.Fatal("a new session refused after the drain was lifted")
 	}
 	c2.Close()
+}
+
+// Lifting an admin's drain does not undo a shutdown's.
+func TestAdminLiftDoesNotReopenAShutdown(t *testing.T) {
+	r, _ := startOne(t, true)
+	c := r.launchTCP(t)
+	defer c.Close()
+	r.gw.Drain(true)
+	done := make(chan error, 1)
+	go func() { done <- r.gw.Shutdown(context.Background()) }()
+	for !r.gw.shutting.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	r.gw.Drain(false)
+	if st := r.healthStatus(t); st != http.StatusServiceUnavailable {
+		t.Fatalf("health of a shutting gateway after an admin's lift: %d, want 503", st)
+	}
+	if c2, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-2", "vda-1")); st != ticket.StatusDenied {
+		c2.Close()
+		t.Fatal("a shutting gateway took a new session after an admin's lift")
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -35,6 +36,8 @@ type QUIC struct {
 	draining bool          // Shutdown closed the listener: connected clients carry on
 	serving  bool          // Serve's accept loop runs, or ran
 	accepted chan struct{} // closed when Serve's accept loop has returned
+
+	drainMode atomic.Bool // Drain: no channel for a session not carried here (needs Track)
 }
 
 // QUICOptions configure a QUIC gateway.
@@ -138,6 +141,11 @@ func (g *QUIC) Clients() []netip.AddrPort {
 	}
 	return out
 }
+
+// Drain puts the QUIC end in drain mode (on) or takes it out: with Track set, it opens no
+// channel for a session that has none on this gateway (its TLS and UDP ports or this end),
+// as the Gateway's Drain does; without Track it cannot tell and takes every session.
+func (g *QUIC) Drain(on bool) { g.drainMode.Store(on) }
 
 // Shutdown drains the QUIC end: it takes no new connection (handshakes in flight are
 // refused) while the connected clients carry on, opening channels as before. Once none is
@@ -267,6 +275,13 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 	} else if hdr[0] != ticket.QUICKindTCP {
 		deny("bad kind", nil)
 		return
+	}
+	if g.drainMode.Load() && g.o.Track != nil {
+		// Looked at before Check, which would use up a launch ticket another gateway can take.
+		if c, err := g.o.Verifier.Peek(tok); err == nil && !g.o.Track.carries(c.Session, g.o.Name) {
+			deny("draining: no new session", nil)
+			return
+		}
 	}
 	claims, err := g.o.Verifier.Check(tok, "", ch)
 	if err != nil {

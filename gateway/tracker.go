@@ -71,6 +71,20 @@ func (t *Tracker) change(session, gw string, delta int) {
 func (t *Tracker) open(session, gw string)  { t.change(session, gw, 1) }
 func (t *Tracker) close(session, gw string) { t.change(session, gw, -1) }
 
+// carries reports whether session has a channel open on gw (any of its ports or its QUIC
+// end, when they share this Tracker).
+func (t *Tracker) carries(session, gw string) bool {
+	t.mu.Lock()
+	e := t.count[session]
+	t.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.open[gw] > 0
+}
+
 // Open returns the number of open channels of session.
 func (t *Tracker) Open(session string) int {
 	t.mu.Lock()

@@ -169,8 +169,9 @@ func drainEvents(events <-chan client.Event, kind client.EventKind) bool {
 }
 
 // An admin drains the gateway a session runs through, from the admin API as `frontdoor admin
-// health GW drain` does: the session keeps going, its gateway reads draining and new
-// launches are not sent to it; "auto" lifts the drain. Bad requests get clear errors.
+// health GW drain` does: the gateway's health port answers 503 (every front door's probes see
+// it), its verdict turns draining, the session keeps going and new launches are not sent to
+// it; down keeps it in drain mode, auto lifts it. Bad requests get clear errors.
 func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 	l, _ := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -181,12 +182,18 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 	}
 	s, _, _, events := openSession(ctx, t, l, launcher("alice"), client.Options{})
 	via, _ := s.Via()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig()}}
-	override := func(gw, o string) int {
+	var healthPort string
+	for _, g := range l.Config.Gateways {
+		if g.Name == via {
+			healthPort = net.JoinHostPort(g.Address, fmt.Sprint(g.Ports[0].Port))
+		}
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig(), DisableKeepAlives: true}}
+	override := func(user, gw, o string) int {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/health",
 			strings.NewReader(fmt.Sprintf(`{"gateway": %q, "override": %q}`, gw, o)))
-		req.SetBasicAuth("admin", "lab")
+		req.SetBasicAuth(user, "lab")
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -194,15 +201,15 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if code := override("gw-nowhere", "drain"); code != http.StatusNotFound {
-		t.Fatalf("override of an unknown gateway: %d, want 404", code)
-	}
-	if code := override(via, "sideways"); code != http.StatusBadRequest {
-		t.Fatalf("an unknown override: %d, want 400", code)
-	}
-
-	if code := override(via, "drain"); code != http.StatusOK {
-		t.Fatalf("drain %s: %d", via, code)
+	gatewayHealth := func() int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodHead, "https://"+healthPort+"/favicon.ico", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
 	}
 	waitVerdict := func(want health.State) {
 		t.Helper()
@@ -212,6 +219,28 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	for _, bad := range []struct {
+		user, gw, o string
+		want        int
+	}{
+		{"alice", via, "drain", http.StatusUnauthorized}, // not an admin
+		{"admin", "gw-nowhere", "drain", http.StatusNotFound},
+		{"admin", via, "sideways", http.StatusBadRequest},
+	} {
+		if code := override(bad.user, bad.gw, bad.o); code != bad.want {
+			t.Fatalf("%s overriding %s with %s: %d, want %d", bad.user, bad.gw, bad.o, code, bad.want)
+		}
+	}
+	if st := gatewayHealth(); st != http.StatusOK {
+		t.Fatalf("%s's health port after refused overrides: %d", via, st)
+	}
+
+	if code := override("admin", via, "drain"); code != http.StatusOK {
+		t.Fatalf("drain %s: %d", via, code)
+	}
+	if st := gatewayHealth(); st != http.StatusServiceUnavailable {
+		t.Fatalf("%s's health port in drain mode: %d, want 503", via, st)
 	}
 	waitVerdict(health.StateDraining)
 	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
@@ -226,8 +255,18 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 			t.Fatalf("a launch during the drain was offered the drained gateway %s: %+v", via, d2.Gateways)
 		}
 	}
-	if code := override(via, "auto"); code != http.StatusOK {
+	if code := override("admin", via, "down"); code != http.StatusOK {
+		t.Fatalf("down %s: %d", via, code)
+	}
+	waitVerdict(health.StateDown)
+	if st := gatewayHealth(); st != http.StatusServiceUnavailable {
+		t.Fatalf("%s's health port forced down: %d, want 503 (still in drain mode)", via, st)
+	}
+	if code := override("admin", via, "auto"); code != http.StatusOK {
 		t.Fatalf("auto %s: %d", via, code)
+	}
+	if st := gatewayHealth(); st != http.StatusOK {
+		t.Fatalf("%s's health port after auto: %d, want 200", via, st)
 	}
 	waitVerdict(health.StateUp)
 	if drainEvents(events, client.EventCut) {

@@ -108,6 +108,8 @@ type Runtime struct {
 	agents   []*api.Agents
 	closeMu  sync.Mutex // serializes Close
 
+	overrideMu sync.Mutex // serializes admin overrides of gateway health
+
 	reloadMu sync.Mutex      // serializes Reload; guards live and stopping
 	live     *configs.Config // the config last applied: cfg, then what Reload applied
 	stopping bool            // the node drains: Reload refuses
@@ -475,7 +477,8 @@ func (r *Runtime) buildListeners() error {
 			case "admin":
 				admin, err := api.NewAdmin(api.AdminOptions{Config: r.cfg, Broker: r.Broker, Zone: n.Zone,
 					ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents,
-					Health: r.healthSummary, Override: r.override, Registry: r.o.Registry, Logger: log.With("component", "admin")})
+					Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"),
+					Override: func(gw, o string) (string, error) { return r.override(n.Name, gw, o) }})
 				if err != nil {
 					return err
 				}
@@ -511,6 +514,9 @@ func (r *Runtime) healthSummary() map[string]string {
 			ports = append(ports, fmt.Sprintf("%s %s", p.ID, p.State))
 		}
 		out[st.Name] = fmt.Sprintf("%s (%s)", st.Verdict, strings.Join(ports, ", "))
+		if st.Override != health.OverrideNone {
+			out[st.Name] += ", admin override " + st.Override.String()
+		}
 	}
 	return out
 }
@@ -522,26 +528,54 @@ func (r *Runtime) closeSession(id string) {
 }
 
 // override sets an admin override on gateway name's health verdict in this runtime (its
-// GSLB answers, launches and proxy): "up", "down", "drain" or "auto" to follow the probes
-// again. A gateway this runtime hosts is also put in drain mode by "drain", and out of it by
-// the others, so that its health port tells every other front door too.
-func (r *Runtime) override(name, o string) error {
-	if !slices.ContainsFunc(r.cfg.Gateways, func(g configs.Gateway) bool { return g.Name == name }) {
-		return fmt.Errorf("%w: %q", api.ErrUnknownGateway, name)
+// GSLB answers, launches and proxy), asked of node's admin API: "up", "down", "drain" or
+// "auto" to follow the probes again. A gateway node hosts (any, in a runtime that runs every
+// gateway, the lab) is also put in drain mode by
+// "drain" and "down" (its health port answers 503 and it takes no new session), so that
+// every other front door's probes see it too, and taken out of it by "up" and "auto". One
+// without an http(s) health port could not say so and would refuse the sessions others
+// still send it: only the verdict here changes, and the note says so.
+func (r *Runtime) override(node, name, o string) (note string, err error) {
+	r.overrideMu.Lock()
+	defer r.overrideMu.Unlock()
+	r.reloadMu.Lock()
+	stopping := r.stopping
+	r.reloadMu.Unlock()
+	if stopping {
+		return "", fmt.Errorf("%w: the front door is stopping", api.ErrRefused)
 	}
+	i := slices.IndexFunc(r.cfg.Gateways, func(g configs.Gateway) bool { return g.Name == name })
+	if i < 0 {
+		return "", fmt.Errorf("%w: %q", api.ErrUnknownGateway, name)
+	}
+	g := r.cfg.Gateways[i]
 	ov := map[string]health.Override{"up": health.OverrideUp, "down": health.OverrideDown,
 		"drain": health.OverrideDrain, "auto": health.OverrideNone}
 	v, ok := ov[o]
 	if !ok {
-		return fmt.Errorf("override %q: want up, down, drain or auto", o)
+		return "", fmt.Errorf("override %q: want up, down, drain or auto", o)
 	}
 	if err := r.Health.SetOverride(name, v); err != nil {
-		return err
+		return "", err
 	}
-	if gw := r.Gateways[name]; gw != nil {
-		gw.Drain(o == "drain")
+	gw := r.Gateways[name]
+	if gw == nil || (g.Node != node && !r.o.AllGateways) {
+		return "", nil // another front door's gateway: its admin puts it in drain mode
 	}
-	return nil
+	drain := o == "drain" || o == "down"
+	if !slices.ContainsFunc(g.Ports, func(p configs.GatewayPort) bool {
+		return p.Protocol != "udp" && (p.Check.Kind == "http" || p.Check.Kind == "https")
+	}) {
+		if drain {
+			note = "the gateway has no http(s) health port to say it drains: only this front door's verdict changed; set the override at each front door"
+		}
+		return note, nil
+	}
+	gw.Drain(drain)
+	if q := r.QUIC[name]; q != nil {
+		q.Drain(drain)
+	}
+	return "", nil
 }
 
 // StopNode shuts a node down gracefully while the rest of the runtime runs on: its HTTPS

@@ -2,14 +2,17 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
 )
@@ -155,5 +158,30 @@ gateways:
 		if up, known := h.GatewayUp("gw"); up || !known {
 			t.Fatalf("%+v: GatewayUp of a draining gateway = %v, %v; want false, true", extra, up, known)
 		}
+	}
+}
+
+// An admin override is refused once the node stops, and names unknown gateways.
+func TestOverrideRefusedWhileStoppingAndForUnknownGateways(t *testing.T) {
+	cfg, err := configs.Load("site.yaml", []byte(strings.NewReplacer("TCPPORT", fmt.Sprint(freeTCPPort(t)), "EXTRA", "").Replace(reloadSite)+
+		"gateways: [{name: gw, zone: hq, address: 127.0.99.9}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRuntime(t, cfg, Options{})
+	if _, err := r.override("fd", "gw-nowhere", "drain"); !errors.Is(err, api.ErrUnknownGateway) {
+		t.Fatalf("override of an unknown gateway: %v", err)
+	}
+	if _, err := r.override("fd", "gw", "drain"); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.Health.Verdict("gw"); v != health.StateDraining {
+		t.Fatalf("verdict after drain: %v", v)
+	}
+	r.reloadMu.Lock()
+	r.stopping = true
+	r.reloadMu.Unlock()
+	if _, err := r.override("fd", "gw", "auto"); !errors.Is(err, api.ErrRefused) {
+		t.Fatalf("override while stopping: %v, want refused", err)
 	}
 }

@@ -262,6 +262,9 @@ func (k *checker) validateGateways(zones, nodes map[string]int) map[string]int {
 				k.oneOf(pp+".check.kind", pt.Check.Kind, "udp")
 			} else {
 				k.oneOf(pp+".check.kind", pt.Check.Kind, "tcp", "tls", "http", "https")
+				if g.Node != "" && pt.Check.Kind == "http" {
+					k.errf(pp+".check.kind", "a gateway a node hosts serves its health port over TLS: use https, not http")
+				}
 			}
 			if pt.Check.VerifyName && pt.Check.ServerName == "" {
 				k.errf(pp+".check.verify_name", "verify_name needs a server_name")

@@ -214,8 +214,13 @@ func (g *Gateway) Serve(ctx context.Context) error {
 // Drain puts the gateway in drain mode (on) or takes it out: its health port answers 503, so
 // health verdicts turn draining and load balancers and GSLB steer new sessions away, and it
 // takes no channel of a session it does not carry already; the sessions it carries keep
-// their channels and may open more. An admin's drain and Shutdown use it.
+// their channels and may open more. It is an admin's; Shutdown has a drain mode of its own,
+// which Drain(false) does not lift. Without a health port (CanDrain false) nobody else
+// learns of the drain.
 func (g *Gateway) Drain(on bool) { g.draining.Store(on) }
+
+// CanDrain reports whether the gateway has a health port to say that it drains.
+func (g *Gateway) CanDrain() bool { return g.o.HealthPort != 0 }
 
 // drains reports whether the gateway is in drain mode, an admin's or a shutdown's.
 func (g *Gateway) drains() bool { return g.draining.Load() || g.shutting.Load() }

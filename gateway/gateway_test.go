@@ -24,6 +24,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/quic-go/quic-go"
 	"go.uber.org/goleak"
 )
 
@@ -587,5 +588,74 @@ func TestAdminLiftDoesNotReopenAShutdown(t *testing.T) {
 	c.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A gateway's QUIC end in drain mode opens channels for the sessions the gateway carries on
+// any of its transports, and for no other.
+func TestQUICDrainModeCountsTheGatewaysOtherTransports(t *testing.T) {
+	r, _ := startOne(t, true)
+	tlsc, pool := selfSigned(t)
+	q, err := ListenQUIC(QUICOptions{Name: r.gw.o.Name, Address: net.JoinHostPort(r.addr, "0"), TLS: tlsc, Verifier: r.v,
+		Track: r.gw.track, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- q.Serve(ctx) }()
+	defer func() { cancel(); <-served; q.Close() }()
+	qc, err := quic.DialAddr(ctx, q.Addr().String(), &tls.Config{RootCAs: pool, NextProtos: []string{ticket.QUICALPN}},
+		&quic.Config{EnableDatagrams: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qc.CloseWithError(0, "")
+	// stream opens a TCP channel over QUIC with tok and returns its status and the stream.
+	stream := func(tok string) (byte, *quic.Stream) {
+		t.Helper()
+		st, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Write([]byte{ticket.QUICKindTCP, byte(r.port >> 8), byte(r.port)})
+		if err := ticket.WriteFrame(st, tok); err != nil {
+			t.Fatal(err)
+		}
+		st.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var b [1]byte
+		if _, err := io.ReadFull(st, b[:]); err != nil {
+			return ticket.StatusDenied, st
+		}
+		return b[0], st
+	}
+	c := r.launchTCP(t) // s-1 is carried on the gateway's TLS port
+	q.Drain(true)
+	st, s1 := stream(r.issue(t, ticket.Launch, "s-1", "vda-1"))
+	if st != ticket.StatusOK {
+		t.Fatal("in drain mode the QUIC end refused a session the gateway carries on its TLS port")
+	}
+	s1.Close()
+	tok2 := r.issue(t, ticket.Launch, "s-2", "vda-1")
+	if st, s := stream(tok2); st != ticket.StatusDenied {
+		s.Close()
+		t.Fatal("in drain mode the QUIC end took a new session")
+	}
+	if _, err := r.v.Check(tok2, "", ticket.Channel{Port: r.port, Proto: "tcp"}); err != nil {
+		t.Fatalf("the refused ticket: %v, want it unused", err)
+	}
+	// Once s-1 has no channel left here, it is a new session too.
+	c.Close()
+	s1.CancelRead(0)
+	for i := 0; r.gw.track.carries("s-1", r.gw.o.Name); i++ {
+		if i == 500 {
+			t.Fatal("s-1 still carried after its channels closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st, s := stream(r.issue(t, ticket.Launch, "s-1", "vda-1")); st != ticket.StatusDenied {
+		s.Close()
+		t.Fatal("in drain mode the QUIC end took a session it no longer carries")
 	}
 }

@@ -421,7 +421,7 @@ func (r *Runtime) buildGateways() error {
 			switch {
 			case p.Protocol == "udp":
 				o.UDPPorts = append(o.UDPPorts, uint16(p.Port))
-			case p.Check.Kind == "http" || p.Check.Kind == "https":
+			case p.Check.Kind == "https": // validation refuses http on a hosted gateway
 				o.HealthPort = uint16(p.Port)
 			default:
 				o.TCPPorts = append(o.TCPPorts, uint16(p.Port))
@@ -533,7 +533,7 @@ func (r *Runtime) closeSession(id string) {
 // gateway, the lab) is also put in drain mode by
 // "drain" and "down" (its health port answers 503 and it takes no new session), so that
 // every other front door's probes see it too, and taken out of it by "up" and "auto". One
-// without an http(s) health port could not say so and would refuse the sessions others
+// without an https health port could not say so and would refuse the sessions others
 // still send it: only the verdict here changes, and the note says so.
 func (r *Runtime) override(node, name, o string) (note string, err error) {
 	r.overrideMu.Lock()
@@ -560,14 +560,15 @@ func (r *Runtime) override(node, name, o string) (note string, err error) {
 	}
 	gw := r.Gateways[name]
 	if gw == nil || (g.Node != node && !r.o.AllGateways) {
-		return "", nil // another front door's gateway: its admin puts it in drain mode
+		if g.Node == "" {
+			return "", nil // a foreign server: the verdict here is all there is
+		}
+		return fmt.Sprintf("gateway %s is hosted by node %s: only this front door's verdict changed; its drain mode is set at %s's admin API", name, g.Node, g.Node), nil
 	}
 	drain := o == "drain" || o == "down"
-	if !slices.ContainsFunc(g.Ports, func(p configs.GatewayPort) bool {
-		return p.Protocol != "udp" && (p.Check.Kind == "http" || p.Check.Kind == "https")
-	}) {
+	if !gw.CanDrain() {
 		if drain {
-			note = "the gateway has no http(s) health port to say it drains: only this front door's verdict changed; set the override at each front door"
+			note = "the gateway has no https health port to say it drains: only this front door's verdict changed; set the override at each front door"
 		}
 		return note, nil
 	}

@@ -185,3 +185,58 @@ func TestOverrideRefusedWhileStoppingAndForUnknownGateways(t *testing.T) {
 		t.Fatalf("override while stopping: %v, want refused", err)
 	}
 }
+
+// Only the admin API of the node that hosts a gateway puts it in drain mode (down too; up
+// lifts it), and only if it has an https health port to say so; otherwise the answer notes
+// that only the verdict here changed.
+func TestOverrideDrainModeFollowsTheHostingNode(t *testing.T) {
+	hp, cp := freeTCPPort(t), freeTCPPort(t)
+	body := fmt.Sprintf(`
+site: {name: drain-test}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes: [{name: fd, zone: hq}, {name: fd2, zone: hq}]
+gateways:
+  - {name: gw-a, zone: hq, node: fd, address: 127.0.99.10, ports: [{port: %d, check: {kind: https}}, {port: %d}]}
+  - {name: gw-b, zone: hq, node: fd, address: 127.0.99.11, ports: [{port: %d}]}
+`, hp, cp, cp)
+	cfg, err := configs.Load("site.yaml", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRuntime(t, cfg, Options{})
+	serveRuntime(t, r)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: r.TLSClientConfig(), DisableKeepAlives: true}}
+	status := func() int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodHead, fmt.Sprintf("https://127.0.99.10:%d/favicon.ico", hp), nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	override := func(node, gw, o string) string {
+		t.Helper()
+		note, err := r.override(node, gw, o)
+		if err != nil {
+			t.Fatalf("%s: %s %s: %v", node, o, gw, err)
+		}
+		return note
+	}
+	if note := override("fd2", "gw-a", "drain"); !strings.Contains(note, "hosted by node fd") || status() != http.StatusOK {
+		t.Fatalf("another node's drain of gw-a: note %q, health %d; want a note and 200", note, status())
+	}
+	if !strings.Contains(r.healthSummary()["gw-a"], "admin override drain") {
+		t.Fatalf("status lacks the override: %q", r.healthSummary()["gw-a"])
+	}
+	if note := override("fd", "gw-a", "down"); note != "" || status() != http.StatusServiceUnavailable {
+		t.Fatalf("the hosting node's down: note %q, health %d; want none and 503", note, status())
+	}
+	if override("fd", "gw-a", "up"); status() != http.StatusOK {
+		t.Fatalf("health after up: %d, want 200", status())
+	}
+	if note := override("fd", "gw-b", "drain"); !strings.Contains(note, "no https health port") {
+		t.Fatalf("drain of a gateway without a health port: note %q", note)
+	}
+}

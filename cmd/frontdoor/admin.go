@@ -80,15 +80,16 @@ func newAdminCmd() *cobra.Command {
 
 	hc := &cobra.Command{
 		Use:   "health GATEWAY up|down|drain|auto",
-		Short: "Override a gateway's health at a front door (drain, down: at every front door, if it hosts the gateway)",
+		Short: "Override a gateway's health at a front door; drain and down also put a gateway it hosts in drain mode",
 		Long: `Override a gateway's health verdict at the front door --url names: up or down force it,
 drain caps it at draining (no new sessions; the ones it carries keep going), auto follows the
 probes again. A gateway that front door hosts (any gateway, in frontdoor lab) is also put in
 drain mode by drain and down: its health port answers 503 and it takes no channel of a session
-it does not carry, which every other front door's probes see; up and auto take it out of drain
-mode. A carried session whose link breaks comes back through another gateway. A gateway
-without an http(s) health port cannot say it drains, so only that front door's verdict
-changes (the answer notes it). Overrides live in memory: a restart clears them.`,
+it does not carry, which every other front door's probes see as draining; up and auto take it
+out of drain mode. A carried session whose link breaks comes back through another gateway. A gateway
+without an https health port cannot say it drains and is not put in drain mode: only that
+front door's verdict changes (the answer notes it, as it does for a gateway another node
+hosts). Overrides live in memory: a restart clears them.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(api.Overrides, args[1]) {

@@ -97,22 +97,7 @@ func TestLabDrainKeepsTheSessionUntilTheDeadline(t *testing.T) {
 		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: l.Runtime.CA.Pool()}
 	s, _, _, events := openSession(ctx, t, l, ln, client.Options{})
 	via, _ := s.Via()
-	var health string
-	for _, g := range l.Config.Gateways {
-		if g.Name == via {
-			health = net.JoinHostPort(g.Address, fmt.Sprint(g.Ports[0].Port))
-		}
-	}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig(), DisableKeepAlives: true}}
-	status := func() int {
-		req, _ := http.NewRequest(http.MethodHead, "https://"+health+"/favicon.ico", nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("health of %s: %v", via, err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	status := func() int { return gatewayHealth(t, l, via) }
 	if st := status(); st != http.StatusOK {
 		t.Fatalf("health of %s before the drain: %d", via, st)
 	}
@@ -182,28 +167,12 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 	}
 	s, _, _, events := openSession(ctx, t, l, launcher("alice"), client.Options{})
 	via, _ := s.Via()
-	var healthPort string
-	for _, g := range l.Config.Gateways {
-		if g.Name == via {
-			healthPort = net.JoinHostPort(g.Address, fmt.Sprint(g.Ports[0].Port))
-		}
-	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig(), DisableKeepAlives: true}}
 	override := func(user, gw, o string) int {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/health",
 			strings.NewReader(fmt.Sprintf(`{"gateway": %q, "override": %q}`, gw, o)))
 		req.SetBasicAuth(user, "lab")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	gatewayHealth := func() int {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodHead, "https://"+healthPort+"/favicon.ico", nil)
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -232,14 +201,14 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 			t.Fatalf("%s overriding %s with %s: %d, want %d", bad.user, bad.gw, bad.o, code, bad.want)
 		}
 	}
-	if st := gatewayHealth(); st != http.StatusOK {
+	if st := gatewayHealth(t, l, via); st != http.StatusOK {
 		t.Fatalf("%s's health port after refused overrides: %d", via, st)
 	}
 
 	if code := override("admin", via, "drain"); code != http.StatusOK {
 		t.Fatalf("drain %s: %d", via, code)
 	}
-	if st := gatewayHealth(); st != http.StatusServiceUnavailable {
+	if st := gatewayHealth(t, l, via); st != http.StatusServiceUnavailable {
 		t.Fatalf("%s's health port in drain mode: %d, want 503", via, st)
 	}
 	waitVerdict(health.StateDraining)
@@ -259,17 +228,37 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 		t.Fatalf("down %s: %d", via, code)
 	}
 	waitVerdict(health.StateDown)
-	if st := gatewayHealth(); st != http.StatusServiceUnavailable {
+	if st := gatewayHealth(t, l, via); st != http.StatusServiceUnavailable {
 		t.Fatalf("%s's health port forced down: %d, want 503 (still in drain mode)", via, st)
 	}
 	if code := override("admin", via, "auto"); code != http.StatusOK {
 		t.Fatalf("auto %s: %d", via, code)
 	}
-	if st := gatewayHealth(); st != http.StatusOK {
+	if st := gatewayHealth(t, l, via); st != http.StatusOK {
 		t.Fatalf("%s's health port after auto: %d, want 200", via, st)
 	}
 	waitVerdict(health.StateUp)
 	if drainEvents(events, client.EventCut) {
 		t.Fatal("the session was cut by the drain")
 	}
+}
+
+// gatewayHealth returns the status of HEAD /favicon.ico on the health port of the lab's
+// gateway name.
+func gatewayHealth(t *testing.T, l *Lab, name string) int {
+	t.Helper()
+	var addr string
+	for _, g := range l.Config.Gateways {
+		if g.Name == name {
+			addr = net.JoinHostPort(g.Address, fmt.Sprint(g.Ports[0].Port))
+		}
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig(), DisableKeepAlives: true}}
+	req, _ := http.NewRequest(http.MethodHead, "https://"+addr+"/favicon.ico", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("health of %s: %v", name, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

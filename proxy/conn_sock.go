@@ -139,15 +139,19 @@ func (w *waiter) wakeOrSpawn() {
 		case <-w.ready: // the token was for h, which starts without waiting
 		default:
 		}
-		startArmed(h)
+		h.startArmed()
 	}
 }
 
-// startArmed starts a half armed with spawnOnReady: (*half).spawn, which tests replace to
-// count the starts. Set in init: a half's run leads back here.
-var startArmed func(*half)
-
-func init() { startArmed = (*half).spawn }
+// startArmed starts a half armed with spawnOnReady in a goroutine of its own, or hands it
+// to the server's onArmedStart.
+func (h *half) startArmed() {
+	if f := h.t.s.onArmedStart; f != nil {
+		f(h)
+		return
+	}
+	h.spawn()
+}
 
 // spawnOnReady makes h, which reads s, start in a goroutine of its own when s becomes
 // readable or is closed. It returns false if s cannot tell (the caller starts h itself).
@@ -166,13 +170,13 @@ func (s *sock) spawnOnReady(h *half) bool {
 	select {
 	case <-s.r.ready:
 		if s.r.spawn.CompareAndSwap(h, nil) {
-			startArmed(h)
+			h.startArmed()
 		}
 	default:
 	}
 	// A Close before the store found no half to start.
 	if s.isClosed() && s.r.spawn.CompareAndSwap(h, nil) {
-		startArmed(h)
+		h.startArmed()
 	}
 	return true
 }

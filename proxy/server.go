@@ -30,6 +30,9 @@ type Server struct {
 	// new idle connections does not hold two goroutine stacks each for parkAfter.
 	parkSilent time.Duration
 	onPark     func()
+	// onArmedStart, if set, is handed each half that readiness starts (spawnOnReady)
+	// instead of starting it (tests count the starts).
+	onArmedStart func(*half)
 	// tp tells TCP sockets of connections when they are ready.
 	tp *tcpPoll
 

@@ -266,8 +266,7 @@ func TestTCPPollFailureEndsWaits(t *testing.T) {
 // arming and the readiness comes first, however closely they race.
 func TestArmedHalfStartsExactlyOnce(t *testing.T) {
 	var started atomic.Int32
-	defer func(f func(*half)) { startArmed = f }(startArmed)
-	startArmed = func(*half) { started.Add(1) }
+	t0 := &tconn{s: &Server{onArmedStart: func(*half) { started.Add(1) }}}
 	tp := testPoll(t)
 	rounds := 50000 // the old order (take the half, then leave the token) failed within 17,000
 	if testing.Short() {
@@ -280,7 +279,7 @@ func TestArmedHalfStartsExactlyOnce(t *testing.T) {
 		}
 		s := newSock(tp, fds[0])
 		started.Store(0)
-		var h half
+		h := half{t: t0}
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() { defer wg.Done(); s.spawnOnReady(&h) }()

@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -200,19 +200,20 @@ var ErrUnknownGateway = errors.New("unknown gateway")
 // ErrRefused is an admin request the front door cannot take now (it is stopping, say).
 var ErrRefused = errors.New("refused")
 
-// Overrides are the values of OverrideRequest.Override.
-var Overrides = []string{"up", "down", "drain", "auto"}
-
 // OverrideRequest is the body of POST /v1/admin/health.
 type OverrideRequest struct {
 	Gateway  string `json:"gateway"`
-	Override string `json:"override"` // up, down, drain or auto
+	Override string `json:"override"` // up, down, drain or auto (health.ParseOverride)
 }
 
 func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
 	var req OverrideRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || !slices.Contains(Overrides, req.Override) {
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		httpError(w, http.StatusBadRequest, "body must be JSON {\"gateway\": NAME, \"override\": \"up\"|\"down\"|\"drain\"|\"auto\"}")
+		return
+	}
+	if _, err := health.ParseOverride(req.Override); err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if a.o.Override == nil {

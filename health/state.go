@@ -2,6 +2,7 @@ package health
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -59,6 +60,22 @@ func (o Override) String() string {
 	default:
 		return "none"
 	}
+}
+
+// ParseOverride returns the override an admin names: up, down, drain, or auto (OverrideNone:
+// follow the probes again).
+func ParseOverride(word string) (Override, error) {
+	switch word {
+	case "up":
+		return OverrideUp, nil
+	case "down":
+		return OverrideDown, nil
+	case "drain":
+		return OverrideDrain, nil
+	case "auto":
+		return OverrideNone, nil
+	}
+	return OverrideNone, fmt.Errorf("override %q: want up, down, drain or auto", word)
 }
 
 // apply returns the verdict after the override.

@@ -134,3 +134,16 @@ func TestComposeAndOverride(t *testing.T) {
 		}
 	}
 }
+
+func TestParseOverride(t *testing.T) {
+	for word, want := range map[string]Override{"up": OverrideUp, "down": OverrideDown, "drain": OverrideDrain, "auto": OverrideNone} {
+		if got, err := ParseOverride(word); err != nil || got != want {
+			t.Errorf("ParseOverride(%q) = %v, %v; want %v", word, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "none", "Drain", "sideways"} {
+		if _, err := ParseOverride(bad); err == nil {
+			t.Errorf("ParseOverride(%q) took it", bad)
+		}
+	}
+}

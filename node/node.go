@@ -549,11 +549,9 @@ func (r *Runtime) override(node, name, o string) (note string, err error) {
 		return "", fmt.Errorf("%w: %q", api.ErrUnknownGateway, name)
 	}
 	g := r.cfg.Gateways[i]
-	ov := map[string]health.Override{"up": health.OverrideUp, "down": health.OverrideDown,
-		"drain": health.OverrideDrain, "auto": health.OverrideNone}
-	v, ok := ov[o]
-	if !ok {
-		return "", fmt.Errorf("override %q: want up, down, drain or auto", o)
+	v, err := health.ParseOverride(o)
+	if err != nil {
+		return "", err
 	}
 	if err := r.Health.SetOverride(name, v); err != nil {
 		return "", err
@@ -565,7 +563,7 @@ func (r *Runtime) override(node, name, o string) (note string, err error) {
 		}
 		return fmt.Sprintf("gateway %s is hosted by node %s: only this front door's verdict changed; its drain mode is set at %s's admin API", name, g.Node, g.Node), nil
 	}
-	drain := o == "drain" || o == "down"
+	drain := v == health.OverrideDrain || v == health.OverrideDown
 	if !gw.CanDrain() {
 		if drain {
 			note = "the gateway has no https health port to say it drains: only this front door's verdict changed; set the override at each front door"

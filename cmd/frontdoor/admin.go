@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/spf13/cobra"
 )
@@ -92,8 +92,8 @@ front door's verdict changes (the answer notes it, as it does for a gateway anot
 hosts). Overrides live in memory: a restart clears them.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(api.Overrides, args[1]) {
-				return fmt.Errorf("want up, down, drain or auto, not %q", args[1])
+			if _, err := health.ParseOverride(args[1]); err != nil {
+				return err
 			}
 			return f.do(cmd, http.MethodPost, "/v1/admin/health", api.OverrideRequest{Gateway: args[0], Override: args[1]})
 		},

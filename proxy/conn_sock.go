@@ -335,14 +335,14 @@ func (s *sock) Read(p []byte) (int, error) {
 	return n, s.errOf(rerr)
 }
 
-// readNow reads what is queued into a pooled buffer without waiting: a nil buffer when
+// readNow reads what is queued into a buffer of bufs without waiting: a nil buffer when
 // nothing is there yet or at the peer's FIN (which the next read sees again).
-func (s *sock) readNow() (*[]byte, int, error) {
+func (s *sock) readNow(bufs *copyBufs) (*[]byte, int, error) {
 	if !s.incref() {
 		return nil, 0, net.ErrClosed
 	}
 	defer s.decref()
-	bp := copyBufs.Get().(*[]byte)
+	bp := bufs.get()
 	for {
 		r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(s.fd), uintptr(unsafe.Pointer(&(*bp)[0])), uintptr(len(*bp)))
 		switch {
@@ -351,10 +351,10 @@ func (s *sock) readNow() (*[]byte, int, error) {
 		case e == 0 && r > 0:
 			return bp, int(r), nil
 		case e == 0, e == unix.EAGAIN:
-			copyBufs.Put(bp)
+			bufs.put(bp)
 			return nil, 0, nil
 		}
-		copyBufs.Put(bp)
+		bufs.put(bp)
 		return nil, 0, os.NewSyscallError("read", e)
 	}
 }

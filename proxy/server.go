@@ -30,6 +30,7 @@ type Server struct {
 	// new idle connections does not hold two goroutine stacks each for parkAfter.
 	parkSilent time.Duration
 	onPark     func()
+	bufs       copyBufs // buffers of copies through user space
 	// onArmedStart, if set, is handed each half that readiness starts (spawnOnReady)
 	// instead of starting it (tests count the starts).
 	onArmedStart func(*half)

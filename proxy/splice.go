@@ -169,7 +169,7 @@ func (h *half) copy() (int64, error) {
 	bp, n, rerr := h.buf, h.got, h.rerr
 	h.buf, h.rerr = nil, nil
 	if bp != nil {
-		defer copyBufs.Put(bp)
+		defer h.t.s.bufs.put(bp)
 	}
 	switch {
 	case err != nil:
@@ -199,7 +199,7 @@ func (h *half) readInto(fd uintptr) bool {
 			return false
 		}
 	}
-	bp := copyBufs.Get().(*[]byte)
+	bp := h.t.s.bufs.get()
 	var r uintptr
 	var e unix.Errno
 	for {
@@ -211,7 +211,7 @@ func (h *half) readInto(fd uintptr) bool {
 		}
 	}
 	if e == unix.EAGAIN {
-		copyBufs.Put(bp)
+		h.t.s.bufs.put(bp)
 		return false
 	}
 	h.buf, h.got, h.rerr = bp, int(r), nil
@@ -334,10 +334,19 @@ func readable(fd uintptr) (int, error) {
 // splice: for a few hundred bytes two splice calls cost more than a read and a write.
 const smallCopy = 16 << 10
 
-var copyBufs = sync.Pool{New: func() any {
-	b := make([]byte, smallCopy)
-	return &b
-}}
+// copyBufs pools a server's buffers of copies through user space, smallCopy bytes each; the
+// zero value is ready.
+type copyBufs struct{ p sync.Pool }
+
+func (b *copyBufs) get() *[]byte {
+	if v := b.p.Get(); v != nil {
+		return v.(*[]byte)
+	}
+	buf := make([]byte, smallCopy)
+	return &buf
+}
+
+func (b *copyBufs) put(bp *[]byte) { b.p.Put(bp) }
 
 // move copies avail queued bytes from src to dst: small amounts with read and write, larger
 // ones with splice.
@@ -345,8 +354,8 @@ func (h *half) move(avail int) (int64, error) {
 	if avail > smallCopy {
 		return h.splice(avail)
 	}
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
+	bp := h.t.s.bufs.get()
+	defer h.t.s.bufs.put(bp)
 	n, err := h.src.Read((*bp)[:avail])
 	if n > 0 {
 		w, werr := h.dst.Write((*bp)[:n])

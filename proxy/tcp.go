@@ -190,14 +190,14 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	if lc.Protocol == TCP && !trusted {
 		// Whatever the client sent already goes with the connect (usually the whole first
 		// request; with TCP_DEFER_ACCEPT it is there by definition).
-		bp, n, err := c.readNow()
+		bp, n, err := c.readNow(&s.bufs)
 		if err != nil {
 			e.reason = "client_error"
 			l.m.err("client_error")
 			return
 		}
 		if bp != nil {
-			defer copyBufs.Put(bp)
+			defer s.bufs.put(bp)
 			pending = (*bp)[:n]
 			// A short read drained the socket: the in half waits for news before reading.
 			waitFirst = n < len(*bp)

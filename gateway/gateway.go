@@ -258,22 +258,29 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 		g.mu.Unlock()
 	}
+	n := waitNone(ctx, g.done, g.Channels)
+	g.Close()
+	if n > 0 {
+		return fmt.Errorf("gateway %s: cut %d channels still open: %w", g.o.Name, n, ctx.Err())
+	}
+	return nil
+}
+
+// waitNone checks open every 100ms until it reports none, ctx ends or closed is closed, and
+// returns what it last reported.
+func waitNone(ctx context.Context, closed <-chan struct{}, open func() int) int {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if g.Channels() == 0 {
-			return g.Close()
+		n := open()
+		if n == 0 {
+			return 0
 		}
 		select {
 		case <-ctx.Done():
-			n := g.Channels()
-			g.Close()
-			if n == 0 {
-				return nil
-			}
-			return fmt.Errorf("gateway %s: cut %d channels still open: %w", g.o.Name, n, ctx.Err())
-		case <-g.done:
-			return g.Close()
+			return open()
+		case <-closed:
+			return 0 // closed by Close: nothing left to wait for
 		case <-t.C:
 		}
 	}

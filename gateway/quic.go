@@ -167,22 +167,16 @@ func (g *QUIC) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
+	n := waitNone(ctx, nil, func() int {
 		g.mu.Lock()
-		n := len(g.conns)
-		g.mu.Unlock()
-		if n == 0 {
-			return g.Close()
-		}
-		select {
-		case <-ctx.Done():
-			g.Close()
-			return fmt.Errorf("quic gateway %s: cut %d connections still open: %w", g.o.Name, n, ctx.Err())
-		case <-t.C:
-		}
+		defer g.mu.Unlock()
+		return len(g.conns)
+	})
+	g.Close()
+	if n > 0 {
+		return fmt.Errorf("quic gateway %s: cut %d connections still open: %w", g.o.Name, n, ctx.Err())
 	}
+	return nil
 }
 
 // Close closes every connection and the socket, then waits for the connections' goroutines.

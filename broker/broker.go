@@ -16,20 +16,34 @@ import (
 // Broker places launches on machines and follows sessions through their lifecycle. It is safe
 // for concurrent use.
 type Broker struct {
-	m     *model
-	st    Store
-	now   func() time.Time
-	newID func() string
+	m      *model
+	st     Store
+	now    func() time.Time
+	newID  func() string
+	onEnd  func(Session) // told of sessions another node or an expiry ended (WithOnEnd)
+	shared bool          // st is a Shared store: followed, and expiring sessions by itself
 
 	stateMu sync.Mutex // serializes machine-state writes (taken before mu)
 
 	mu       sync.Mutex // guards sessions, byUser, the dynamic fields of machines and groups, and the buckets
 	sessions map[string]*Session
 	byUser   map[string][]*Session // live sessions of each user, by Created then ID
+	// creating holds the ids of sessions this broker is creating in the store: a change
+	// that reports one before CreateSession has returned is left to the launch (false), and
+	// one that ends it marks it true so that the launch does not add it.
+	creating map[string]bool
+	// ending holds the ids of sessions this broker is deleting: their end reaches the
+	// caller, not the WithOnEnd hook.
+	ending map[string]bool
 }
 
 // Option configures a Broker.
 type Option func(*Broker)
+
+// WithOnEnd sets a function told of every session that ended elsewhere: logged off at another
+// node or expired by a Shared store (the node closes the session's channels). Sessions this
+// broker ends are returned by Logoff and Expire instead.
+func WithOnEnd(fn func(Session)) Option { return func(b *Broker) { b.onEnd = fn } }
 
 // WithIDs sets the session id generator (default: 16 random bytes in hex). Tests and
 // `frontdoor explain` use it for stable output.
@@ -51,11 +65,20 @@ func New(ctx context.Context, cfg *configs.Config, st Store, now func() time.Tim
 		return nil, fmt.Errorf("building broker model: %w", err)
 	}
 	b := &Broker{m: m, st: st, now: now, newID: randomID,
-		sessions: map[string]*Session{}, byUser: map[string][]*Session{}}
+		sessions: map[string]*Session{}, byUser: map[string][]*Session{}, creating: map[string]bool{}, ending: map[string]bool{}}
 	for _, o := range opts {
 		o(b)
 	}
-	snap, err := st.Load(ctx)
+	var snap Snapshot
+	if sh, ok := st.(Shared); ok {
+		b.shared = true
+		// Changes may come before the snapshot is applied: mu is held until it is.
+		b.mu.Lock()
+		snap, err = sh.Follow(ctx, b.apply)
+		defer b.mu.Unlock()
+	} else {
+		snap, err = st.Load(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("loading broker state: %w", err)
 	}
@@ -238,6 +261,20 @@ func (b *Broker) mutate(ctx context.Context, id string, fn func(s *Session) erro
 
 // refresh reloads one session from the store after a conflict.
 func (b *Broker) refresh(ctx context.Context, id string) error {
+	if sh, ok := b.st.(Shared); ok {
+		s, err := sh.GetSession(ctx, id)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch {
+		case errors.Is(err, ErrNoSession):
+			b.removeLocked(id)
+			return nil
+		case err != nil:
+			return fmt.Errorf("reloading session %s: %w", id, err)
+		}
+		b.replaceLocked(s)
+		return nil
+	}
 	snap, err := b.st.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("reloading session %s: %w", id, err)
@@ -300,19 +337,82 @@ func (b *Broker) Logoff(ctx context.Context, id string) (Session, error) {
 }
 
 func (b *Broker) end(ctx context.Context, id string) (Session, error) {
-	err := b.st.DeleteSession(ctx, id)
-	if err != nil && !errors.Is(err, ErrNoSession) {
-		return Session{}, fmt.Errorf("ending session %s: %w", id, err)
-	}
 	b.mu.Lock()
-	s, ok := b.removeLocked(id)
-	b.mu.Unlock()
+	cur, ok := b.sessions[id]
 	if !ok {
+		b.mu.Unlock()
 		return Session{}, fmt.Errorf("session %s: %w", id, ErrNoSession)
 	}
-	out := *s
+	out := *cur
+	b.ending[id] = true
+	b.mu.Unlock()
+	err := b.st.DeleteSession(ctx, id)
+	b.mu.Lock()
+	delete(b.ending, id)
+	if err != nil && !errors.Is(err, ErrNoSession) {
+		b.mu.Unlock()
+		return Session{}, fmt.Errorf("ending session %s: %w", id, err)
+	}
+	_, removed := b.removeLocked(id)
+	b.mu.Unlock()
+	if !removed && errors.Is(err, ErrNoSession) {
+		return Session{}, fmt.Errorf("session %s: %w", id, ErrNoSession) // ended elsewhere first
+	}
 	out.State, out.Changed, out.Expires = StateEnded, b.now(), time.Time{}
 	return out, nil
+}
+
+// Shared reports whether the broker follows a store shared with other nodes, which expires
+// sessions by itself: Expire need not run.
+func (b *Broker) Shared() bool { return b.shared }
+
+// apply installs a change of a Shared store in the view. Changes this broker made itself
+// come back too and find the view already up to date.
+func (b *Broker) apply(c Change) {
+	b.mu.Lock() // New holds it until the snapshot is applied
+	defer b.mu.Unlock()
+	b.applyLocked(c)
+}
+
+func (b *Broker) applyLocked(c Change) {
+	switch {
+	case c.Session != nil:
+		s := *c.Session
+		if _, ok := b.creating[s.ID]; ok {
+			return // the launch creating it adds it
+		}
+		if _, ok := b.sessions[s.ID]; ok {
+			b.replaceLocked(s)
+			return
+		}
+		if !s.live() {
+			return
+		}
+		b.addLocked(&s)
+		if mx := b.m.machines[s.Machine]; mx != nil {
+			mx.update(func() {
+				mx.sessions++
+				if s.State == StatePending {
+					mx.pending++
+				}
+			})
+		}
+	case c.Ended != "":
+		if _, ok := b.creating[c.Ended]; ok {
+			b.creating[c.Ended] = true
+			return
+		}
+		s, ok := b.removeLocked(c.Ended)
+		if ok && b.onEnd != nil && !b.ending[c.Ended] {
+			out := *s
+			out.State, out.Changed, out.Expires = StateEnded, b.now(), time.Time{}
+			go b.onEnd(out) // outside mu: it may call the broker
+		}
+	case c.Machine != nil:
+		if mx := b.m.machines[c.Machine.Name]; mx != nil {
+			mx.update(func() { mx.applyState(*c.Machine) })
+		}
+	}
 }
 
 // Expire ends every pending session that never connected within pending_timeout and every

@@ -143,9 +143,15 @@ func (b *Broker) Launch(ctx context.Context, req LaunchRequest) (Decision, error
 				Machine: m.name, Zone: m.zone, State: StatePending, Endpoint: req.Endpoint,
 				Mode: d.Mode, Created: now, Changed: now,
 				Expires: now.Add(b.m.pendingTimeout.D()), Rev: 1}
+			b.creating[s.ID] = false
 			b.mu.Unlock()
 			err := b.st.CreateSession(ctx, s, m.max)
 			b.mu.Lock()
+			endedMeanwhile := b.creating[s.ID]
+			delete(b.creating, s.ID)
+			if err == nil && endedMeanwhile {
+				err = fmt.Errorf("session %s ended while it was created: %w", s.ID, ErrNoSession)
+			}
 			if err != nil {
 				m.update(func() { m.sessions--; m.pending-- })
 				b.mu.Unlock()

@@ -114,3 +114,29 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 }
+
+// Change is one change to a shared store's state, made by this node, another node or an
+// expiry: exactly one of its fields is set.
+type Change struct {
+	// Session is a session created or updated.
+	Session *Session
+	// Ended is the id of a session that was deleted (logged off, or expired by the store).
+	Ended string
+	// Machine is a machine's new stored state.
+	Machine *MachineState
+}
+
+// Shared is a Store that several nodes use at once (etcd). The broker follows it instead of
+// loading it once: every change any node makes reaches every broker's view, and the store
+// expires pending and disconnected sessions by itself at their Expires time (no broker runs
+// Expire over it).
+type Shared interface {
+	Store
+	// Follow returns the current state, as Load does, and from then on calls fn with every
+	// later change in order, until the store closes. fn must not block for long and must
+	// not call the store.
+	Follow(ctx context.Context, fn func(Change)) (Snapshot, error)
+	// GetSession reads one session from the store (not from a view): the broker's way to
+	// catch up after a conflict. ErrNoSession when it does not exist.
+	GetSession(ctx context.Context, id string) (Session, error)
+}

@@ -1,0 +1,828 @@
+// Package etcd is the distributed broker.Store: the site database of a site of several nodes,
+// on an etcd cluster (go.etcd.io/etcd/client/v3). Every node opens it, keeps an in-memory
+// view of the site's live state fed by one watch of the site's prefix, and commits each change
+// with one transaction that compares what it read: a launch decision reads the view (no etcd
+// read on the decision path) and a conflict makes the broker decide again.
+//
+// # Key layout
+//
+// Every key lives under the site's prefix P (site.store.prefix, default
+// "/frontdoor/<site name>/"); names are path-escaped.
+//
+//	P sessions/<id>              JSON session and its slot. The key's Version is Session.Rev:
+//	                             UpdateSession compares it. Pending and disconnected sessions
+//	                             are attached to a lease that ends at their Expires time, so
+//	                             etcd deletes them (and their slot) when they expire.
+//	P slots/<machine>/<i>        the session id holding slot i (0 ≤ i < max_sessions) of a
+//	                             machine; created with If(Version == 0) in the session's own
+//	                             transaction, and on the session's lease: a machine never
+//	                             holds more than max_sessions sessions, whichever node
+//	                             launches.
+//	P machines/<name>/load       JSON CPU, memory and report time from the machine's agent,
+//	                             on the lease of the node it reports to: a node that dies
+//	                             takes its agents' load with it until they report elsewhere.
+//	P machines/<name>/flags      JSON maintenance override and health's down flag.
+//	P tickets/used/<id>/<chan>   a launch ticket's channel that was admitted, created with
+//	                             If(CreateRevision == 0), on a lease that ends when the ticket
+//	                             expires: each channel of a launch ticket opens once, site-wide.
+//	P tickets/revoked/<session>  a revoked session's tickets, on a lease that ends with them.
+//	P modes/<group>              "on" or "off": a delivery group's secure-gateway switch.
+//	P nodes/<name>               JSON presence of a running node (zone, version, start), on
+//	                             the node's lease (TTL 5 s, kept alive): gone when it dies.
+//	P identity                   the site identity (site key, CA), sealed with the operator's
+//	                             store secret (AES-256-GCM): see Identity.
+//
+// Leases expire keys on etcd's clock: no node runs a sweeping loop. Keys that end at the same
+// second share one lease, so a burst of launches grants one lease a second, not one each.
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Options configure Open.
+type Options struct {
+	// Endpoints are the etcd client URLs. Required.
+	Endpoints []string
+	// DialTimeout bounds connecting to etcd. Default: 5s.
+	DialTimeout time.Duration
+	// Prefix is the site's key prefix; it ends with "/". Required.
+	Prefix string
+	// TLS is the client TLS configuration for https endpoints. Default: nil (plain, for
+	// http endpoints).
+	TLS *tls.Config
+	// Node is the name of this node: its presence key and the lease of the load its agents
+	// report. Required.
+	Node string
+	// NodeTTL is the lifetime of the node's lease without a keep-alive. Default: 5s.
+	NodeTTL time.Duration
+	// Logger receives the store's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of lease lifetimes. Default: time.Now.
+	Now func() time.Time
+}
+
+// Store is a broker.Store, a ticket.Ledger and the site's shared settings on etcd.
+type Store struct {
+	o      Options
+	cli    *clientv3.Client
+	log    *slog.Logger
+	now    func() time.Time
+	lease  clientv3.LeaseID // the node's lease
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the watch loop has ended
+
+	leaseMu sync.Mutex // guards leases
+	leases  map[int64]clientv3.LeaseID
+
+	mu        sync.Mutex // guards the view and the followers
+	rev       int64      // the revision the view reflects
+	sessions  map[string]broker.Session
+	slotOf    map[string]slotRef // session id -> its slot
+	used      map[string]map[int]string
+	loads     map[string]machineLoad
+	flags     map[string]machineFlags
+	revoked   map[string]bool
+	modes     map[string]bool
+	nodes     map[string]NodeInfo
+	followers []func(broker.Change)
+	onModes   []func(map[string]bool)
+	watchErr  error
+}
+
+var _ broker.Shared = (*Store)(nil)
+
+type record struct {
+	Session broker.Session `json:"session"`
+	Slot    int            `json:"slot"`
+}
+
+// slotRef names a session's slot.
+type slotRef struct {
+	machine string
+	slot    int
+}
+
+type machineLoad struct {
+	CPU      int       `json:"cpu"`
+	Memory   int       `json:"memory"`
+	Reported time.Time `json:"reported"`
+}
+
+type machineFlags struct {
+	Maintenance *bool `json:"maintenance,omitempty"`
+	Down        bool  `json:"down"`
+}
+
+// NodeInfo is the presence of a running node.
+type NodeInfo struct {
+	// Name is the node's name.
+	Name string `json:"name"`
+	// Zone is the node's zone.
+	Zone string `json:"zone"`
+	// Version is the node's software version.
+	Version string `json:"version"`
+	// Started is when the node started.
+	Started time.Time `json:"started"`
+	// PID is the node's process id.
+	PID int `json:"pid"`
+}
+
+// Open connects to etcd, reads the site's state under the prefix into the view, grants the
+// node's lease and starts following the prefix. It fails when etcd cannot be reached within
+// DialTimeout.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if len(o.Endpoints) == 0 || o.Prefix == "" || o.Node == "" {
+		return nil, errors.New("etcd store: Endpoints, Prefix and Node are required")
+	}
+	if !strings.HasSuffix(o.Prefix, "/") {
+		o.Prefix += "/"
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.NodeTTL == 0 {
+		o.NodeTTL = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout, TLS: o.TLS,
+		Logger: zap.NewNop(), DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to etcd %s: %w", strings.Join(o.Endpoints, ","), err)
+	}
+	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, leases: map[int64]clientv3.LeaseID{}, done: make(chan struct{})}
+	st.reset()
+	fail := func(err error) (*Store, error) { cli.Close(); return nil, err }
+	octx, cancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer cancel()
+	if err := st.loadAll(octx); err != nil {
+		return fail(fmt.Errorf("reading the site state from etcd %s: %w", strings.Join(o.Endpoints, ","), err))
+	}
+	g, err := cli.Grant(octx, int64(o.NodeTTL/time.Second))
+	if err != nil {
+		return fail(fmt.Errorf("granting the node lease: %w", err))
+	}
+	st.lease = g.ID
+	wctx, wcancel := context.WithCancel(context.Background())
+	st.cancel = wcancel
+	ka, err := cli.KeepAlive(wctx, g.ID)
+	if err != nil {
+		wcancel()
+		return fail(fmt.Errorf("keeping the node lease alive: %w", err))
+	}
+	go func() {
+		for range ka { // drained until wctx ends or the lease is lost
+		}
+		if wctx.Err() == nil {
+			st.log.Error("etcd: the node lease ended; the node's presence and its agents' load are gone from the site")
+		}
+	}()
+	go st.watch(wctx)
+	return st, nil
+}
+
+func (st *Store) reset() {
+	st.sessions, st.slotOf, st.used = map[string]broker.Session{}, map[string]slotRef{}, map[string]map[int]string{}
+	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]bool{}
+	st.modes, st.nodes = map[string]bool{}, map[string]NodeInfo{}
+}
+
+// Client returns the etcd client (for status and tests).
+func (st *Store) Client() *clientv3.Client { return st.cli }
+
+// Prefix returns the site's key prefix.
+func (st *Store) Prefix() string { return st.o.Prefix }
+
+func esc(s string) string { return url.PathEscape(s) }
+
+func (st *Store) key(parts ...string) string {
+	for i, p := range parts {
+		parts[i] = esc(p)
+	}
+	return st.o.Prefix + strings.Join(parts, "/")
+}
+
+func (st *Store) sessionKey(id string) string { return st.key("sessions", id) }
+
+func (st *Store) slotKey(machine string, i int) string {
+	return st.key("slots", machine, strconv.Itoa(i))
+}
+
+// loadAll reads every key under the prefix, a page at a time at one revision, into a fresh
+// view.
+func (st *Store) loadAll(ctx context.Context) error {
+	var kvs []kv
+	key, end := st.o.Prefix, clientv3.GetPrefixRangeEnd(st.o.Prefix)
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		r, err := st.cli.Get(ctx, key, opts...)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			rev = r.Header.Revision
+		}
+		for _, x := range r.Kvs {
+			kvs = append(kvs, kv{key: string(x.Key), value: x.Value, version: x.Version})
+		}
+		if !r.More || len(r.Kvs) == 0 {
+			break
+		}
+		key = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.reset()
+	for _, x := range kvs {
+		st.applyLocked(x, false)
+	}
+	st.rev = rev
+	return nil
+}
+
+// kv is one key's change: a put (value, version > 0) or a delete (version 0).
+type kv struct {
+	key     string
+	value   []byte
+	version int64
+	prev    []byte // the previous value of a deleted key, when known
+}
+
+// applyLocked installs one key's change in the view and returns the broker change it makes,
+// if any.
+func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, modesChanged bool) {
+	rest, ok := strings.CutPrefix(x.key, st.o.Prefix)
+	if !ok {
+		return ch, false
+	}
+	parts := strings.Split(rest, "/")
+	for i, p := range parts {
+		if u, err := url.PathUnescape(p); err == nil {
+			parts[i] = u
+		}
+	}
+	switch {
+	case parts[0] == "sessions" && len(parts) == 2:
+		id := parts[1]
+		if deleted {
+			if _, ok := st.sessions[id]; !ok {
+				return ch, false
+			}
+			delete(st.sessions, id)
+			delete(st.slotOf, id)
+			return broker.Change{Ended: id}, false
+		}
+		var r record
+		if err := json.Unmarshal(x.value, &r); err != nil {
+			st.log.Warn("etcd: unreadable session", "key", x.key, "err", err)
+			return ch, false
+		}
+		r.Session.Rev = uint64(x.version)
+		st.sessions[id] = r.Session
+		st.slotOf[id] = slotRef{r.Session.Machine, r.Slot}
+		s := r.Session
+		return broker.Change{Session: &s}, false
+	case parts[0] == "slots" && len(parts) == 3:
+		i, err := strconv.Atoi(parts[2])
+		if err != nil {
+			return ch, false
+		}
+		m := parts[1]
+		if deleted {
+			delete(st.used[m], i)
+			return ch, false
+		}
+		if st.used[m] == nil {
+			st.used[m] = map[int]string{}
+		}
+		st.used[m][i] = string(x.value)
+	case parts[0] == "machines" && len(parts) == 3:
+		name := parts[1]
+		switch parts[2] {
+		case "load":
+			if deleted {
+				delete(st.loads, name)
+			} else {
+				var l machineLoad
+				if json.Unmarshal(x.value, &l) != nil {
+					return ch, false
+				}
+				st.loads[name] = l
+			}
+		case "flags":
+			if deleted {
+				delete(st.flags, name)
+			} else {
+				var f machineFlags
+				if json.Unmarshal(x.value, &f) != nil {
+					return ch, false
+				}
+				st.flags[name] = f
+			}
+		default:
+			return ch, false
+		}
+		ms := st.machineLocked(name)
+		return broker.Change{Machine: &ms}, false
+	case parts[0] == "tickets" && len(parts) == 3 && parts[1] == "revoked":
+		if deleted {
+			delete(st.revoked, parts[2])
+		} else {
+			st.revoked[parts[2]] = true
+		}
+	case parts[0] == "modes" && len(parts) == 2:
+		if deleted {
+			delete(st.modes, parts[1])
+		} else {
+			st.modes[parts[1]] = string(x.value) == "on"
+		}
+		return ch, true
+	case parts[0] == "nodes" && len(parts) == 2:
+		if deleted {
+			delete(st.nodes, parts[1])
+		} else {
+			var n NodeInfo
+			if json.Unmarshal(x.value, &n) == nil {
+				st.nodes[parts[1]] = n
+			}
+		}
+	}
+	return ch, false
+}
+
+func (st *Store) machineLocked(name string) broker.MachineState {
+	l, f := st.loads[name], st.flags[name]
+	return broker.MachineState{Name: name, CPU: l.CPU, Memory: l.Memory, Reported: l.Reported,
+		Maintenance: f.Maintenance, Down: f.Down}
+}
+
+// watch follows the prefix from the view's revision and applies every change, in order, to
+// the view and the followers, until ctx ends. A compacted revision (the watch fell too far
+// behind) reloads the whole view and tells the followers what changed.
+func (st *Store) watch(ctx context.Context) {
+	defer close(st.done)
+	for ctx.Err() == nil {
+		st.mu.Lock()
+		from := st.rev + 1
+		st.mu.Unlock()
+		wch := st.cli.Watch(clientv3.WithRequireLeader(ctx), st.o.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
+		for wr := range wch {
+			if err := wr.Err(); err != nil {
+				if wr.CompactRevision != 0 {
+					st.log.Warn("etcd: the watch fell behind a compaction; reloading the site state", "compacted", wr.CompactRevision)
+					st.resync(ctx)
+				} else if ctx.Err() == nil {
+					st.log.Warn("etcd: watch interrupted; resuming", "err", err)
+				}
+				break
+			}
+			st.mu.Lock()
+			var changes []broker.Change
+			modes := false
+			for _, ev := range wr.Events {
+				x := kv{key: string(ev.Kv.Key), value: ev.Kv.Value, version: ev.Kv.Version}
+				c, m := st.applyLocked(x, ev.Type == clientv3.EventTypeDelete)
+				if c != (broker.Change{}) {
+					changes = append(changes, c)
+				}
+				modes = modes || m
+			}
+			if wr.Header.Revision > st.rev {
+				st.rev = wr.Header.Revision
+			}
+			if n := len(wr.Events); n > 0 && wr.Events[n-1].Kv.ModRevision > st.rev {
+				st.rev = wr.Events[n-1].Kv.ModRevision
+			}
+			st.dispatchLocked(changes, modes)
+			st.mu.Unlock()
+		}
+		if ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// dispatchLocked tells the followers of changes. Followers take their own locks and never
+// call the store, so holding mu keeps every follower's order the store's order.
+func (st *Store) dispatchLocked(changes []broker.Change, modes bool) {
+	for _, c := range changes {
+		for _, fn := range st.followers {
+			fn(c)
+		}
+	}
+	if modes && len(st.onModes) > 0 {
+		m := st.modesLocked()
+		for _, fn := range st.onModes {
+			fn(m)
+		}
+	}
+}
+
+// resync reloads the view after the watch lost its place and tells the followers the
+// difference.
+func (st *Store) resync(ctx context.Context) {
+	st.mu.Lock()
+	old := st.sessions
+	oldMachines := map[string]broker.MachineState{}
+	for n := range st.loads {
+		oldMachines[n] = st.machineLocked(n)
+	}
+	for n := range st.flags {
+		oldMachines[n] = st.machineLocked(n)
+	}
+	st.mu.Unlock()
+	for ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, st.o.DialTimeout)
+		err := st.loadAll(lctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		st.log.Warn("etcd: reloading the site state", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var changes []broker.Change
+	for id := range old {
+		if _, ok := st.sessions[id]; !ok {
+			changes = append(changes, broker.Change{Ended: id})
+		}
+	}
+	for id, s := range st.sessions {
+		if o, ok := old[id]; !ok || o.Rev != s.Rev {
+			s := s
+			changes = append(changes, broker.Change{Session: &s})
+		}
+	}
+	seen := map[string]bool{}
+	for n := range oldMachines {
+		seen[n] = true
+	}
+	for n := range st.loads {
+		seen[n] = true
+	}
+	for n := range st.flags {
+		seen[n] = true
+	}
+	for n := range seen {
+		ms := st.machineLocked(n)
+		if o, ok := oldMachines[n]; !ok || !sameMachine(o, ms) {
+			changes = append(changes, broker.Change{Machine: &ms})
+		}
+	}
+	st.dispatchLocked(changes, true)
+}
+
+func sameMachine(a, b broker.MachineState) bool {
+	eq := (a.Maintenance == nil) == (b.Maintenance == nil) && (a.Maintenance == nil || *a.Maintenance == *b.Maintenance)
+	return eq && a.CPU == b.CPU && a.Memory == b.Memory && a.Down == b.Down && a.Reported.Equal(b.Reported)
+}
+
+// Load implements broker.Store: the view's sessions and machine states.
+func (st *Store) Load(context.Context) (broker.Snapshot, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.snapshotLocked(), nil
+}
+
+func (st *Store) snapshotLocked() broker.Snapshot {
+	var snap broker.Snapshot
+	for _, s := range st.sessions {
+		snap.Sessions = append(snap.Sessions, s)
+	}
+	names := map[string]bool{}
+	for n := range st.loads {
+		names[n] = true
+	}
+	for n := range st.flags {
+		names[n] = true
+	}
+	for n := range names {
+		snap.Machines = append(snap.Machines, st.machineLocked(n))
+	}
+	return snap
+}
+
+// Follow implements broker.Shared.
+func (st *Store) Follow(_ context.Context, fn func(broker.Change)) (broker.Snapshot, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.followers = append(st.followers, fn)
+	return st.snapshotLocked(), nil
+}
+
+// GetSession implements broker.Shared.
+func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, error) {
+	r, err := st.cli.Get(ctx, st.sessionKey(id))
+	if err != nil {
+		return broker.Session{}, fmt.Errorf("reading session %s: %w", id, err)
+	}
+	if len(r.Kvs) == 0 {
+		return broker.Session{}, fmt.Errorf("session %s: %w", id, broker.ErrNoSession)
+	}
+	var rec record
+	if err := json.Unmarshal(r.Kvs[0].Value, &rec); err != nil {
+		return broker.Session{}, fmt.Errorf("session %s: %w", id, err)
+	}
+	rec.Session.Rev = uint64(r.Kvs[0].Version)
+	st.mu.Lock()
+	st.slotOf[id] = slotRef{rec.Session.Machine, rec.Slot}
+	st.mu.Unlock()
+	return rec.Session, nil
+}
+
+// CreateSession implements broker.Store: it takes the lowest slot of s.Machine that is free
+// in the view, and creates the session and the slot in one transaction that requires both
+// absent. When the view was behind, the transaction's answer tells which slots are taken and
+// the next free one is tried; with none free it returns ErrMachineFull.
+func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) error {
+	lease, err := st.leaseUntil(ctx, s.Expires)
+	if err != nil {
+		return err
+	}
+	s.Rev = 1
+	taken := map[int]bool{}
+	st.mu.Lock()
+	_, exists := st.sessions[s.ID]
+	for i := range st.used[s.Machine] {
+		taken[i] = true
+	}
+	st.mu.Unlock()
+	if exists {
+		return fmt.Errorf("session %s: %w", s.ID, broker.ErrExists)
+	}
+	skey := st.sessionKey(s.ID)
+	slots := st.key("slots", s.Machine) + "/"
+	confirmed := false // taken was read from etcd, not the view
+	for attempt := 0; attempt < maxSessions+2; attempt++ {
+		slot := -1
+		for i := 0; i < maxSessions; i++ {
+			if !taken[i] {
+				slot = i
+				break
+			}
+		}
+		if slot < 0 && !confirmed {
+			// The view may hold slots freed since: ask etcd once before saying full.
+			r, err := st.cli.Get(ctx, slots, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+			if err != nil {
+				return fmt.Errorf("reading the slots of %s: %w", s.Machine, err)
+			}
+			taken, confirmed = slotsOf(r.Kvs, slots), true
+			attempt--
+			continue
+		}
+		if slot < 0 {
+			return fmt.Errorf("%s holds %d of %d sessions: %w", s.Machine, len(taken), maxSessions, broker.ErrMachineFull)
+		}
+		val, err := json.Marshal(record{Session: s, Slot: slot})
+		if err != nil {
+			return err
+		}
+		slotKey := st.slotKey(s.Machine, slot)
+		r, err := st.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.Version(skey), "=", 0), clientv3.Compare(clientv3.Version(slotKey), "=", 0)).
+			Then(clientv3.OpPut(skey, string(val), leaseOpt(lease)...), clientv3.OpPut(slotKey, s.ID, leaseOpt(lease)...)).
+			Else(clientv3.OpGet(skey, clientv3.WithCountOnly()), clientv3.OpGet(slots, clientv3.WithPrefix(), clientv3.WithKeysOnly())).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("creating session %s: %w", s.ID, err)
+		}
+		if r.Succeeded {
+			st.mu.Lock()
+			st.slotOf[s.ID] = slotRef{s.Machine, slot}
+			st.mu.Unlock()
+			return nil
+		}
+		if r.Responses[0].GetResponseRange().Count > 0 {
+			return fmt.Errorf("session %s: %w", s.ID, broker.ErrExists)
+		}
+		taken, confirmed = slotsOf(r.Responses[1].GetResponseRange().Kvs, slots), true
+	}
+	return fmt.Errorf("%s: no free slot after %d tries: %w", s.Machine, maxSessions+2, broker.ErrMachineFull)
+}
+
+// slotsOf returns the slot numbers of slot keys under prefix.
+func slotsOf(kvs []*mvccpb.KeyValue, prefix string) map[int]bool {
+	taken := map[int]bool{}
+	for _, x := range kvs {
+		if i, err := strconv.Atoi(strings.TrimPrefix(string(x.Key), prefix)); err == nil {
+			taken[i] = true
+		}
+	}
+	return taken
+}
+
+func leaseOpt(id clientv3.LeaseID) []clientv3.OpOption {
+	if id == clientv3.NoLease {
+		return nil
+	}
+	return []clientv3.OpOption{clientv3.WithLease(id)}
+}
+
+// slot returns the slot of session id, from the view or else from etcd.
+func (st *Store) slot(ctx context.Context, id string) (slotRef, error) {
+	st.mu.Lock()
+	ref, ok := st.slotOf[id]
+	st.mu.Unlock()
+	if ok {
+		return ref, nil
+	}
+	s, err := st.GetSession(ctx, id)
+	if err != nil {
+		return slotRef{}, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.slotOf[s.ID], nil
+}
+
+// UpdateSession implements broker.Store: one transaction that requires the session's key
+// at Version prevRev and rewrites the session and its slot on the lease of its new Expires
+// (none for a connected session).
+func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) error {
+	ref, err := st.slot(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	if ref.machine != s.Machine {
+		return fmt.Errorf("session %s: the machine of a session cannot change", s.ID)
+	}
+	lease, err := st.leaseUntil(ctx, s.Expires)
+	if err != nil {
+		return err
+	}
+	s.Rev = prevRev + 1
+	val, err := json.Marshal(record{Session: s, Slot: ref.slot})
+	if err != nil {
+		return err
+	}
+	skey := st.sessionKey(s.ID)
+	r, err := st.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.Version(skey), "=", int64(prevRev))).
+		Then(clientv3.OpPut(skey, string(val), leaseOpt(lease)...), clientv3.OpPut(st.slotKey(s.Machine, ref.slot), s.ID, leaseOpt(lease)...)).
+		Else(clientv3.OpGet(skey)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("updating session %s: %w", s.ID, err)
+	}
+	if r.Succeeded {
+		return nil
+	}
+	kvs := r.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return fmt.Errorf("session %s: %w", s.ID, broker.ErrNoSession)
+	}
+	return fmt.Errorf("session %s at revision %d, not %d: %w", s.ID, kvs[0].Version, prevRev, broker.ErrConflict)
+}
+
+// DeleteSession implements broker.Store: the session and its slot go in one transaction.
+func (st *Store) DeleteSession(ctx context.Context, id string) error {
+	ref, err := st.slot(ctx, id)
+	if err != nil {
+		return err
+	}
+	skey := st.sessionKey(id)
+	r, err := st.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.Version(skey), ">", 0)).
+		Then(clientv3.OpDelete(skey), clientv3.OpDelete(st.slotKey(ref.machine, ref.slot))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("deleting session %s: %w", id, err)
+	}
+	if !r.Succeeded {
+		return fmt.Errorf("session %s: %w", id, broker.ErrNoSession)
+	}
+	return nil
+}
+
+// PutMachine implements broker.Store: the load on the node's lease and the flags, each
+// written only when it differs from the view.
+func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
+	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported}
+	f := machineFlags{Maintenance: m.Maintenance, Down: m.Down}
+	st.mu.Lock()
+	ol, hasL := st.loads[m.Name]
+	of, hasF := st.flags[m.Name]
+	st.mu.Unlock()
+	var ops []clientv3.Op
+	if !hasL || ol.CPU != l.CPU || ol.Memory != l.Memory || l.Reported.Sub(ol.Reported) > 30*time.Second {
+		b, _ := json.Marshal(l)
+		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "load"), string(b), clientv3.WithLease(st.lease)))
+	}
+	if !hasF || !sameMachine(broker.MachineState{Maintenance: of.Maintenance, Down: of.Down}, broker.MachineState{Maintenance: f.Maintenance, Down: f.Down}) {
+		b, _ := json.Marshal(f)
+		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "flags"), string(b)))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := st.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		return fmt.Errorf("storing machine %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// leaseUntil returns a lease that ends at t, rounded up to the second and shared by every
+// key that ends in that second; NoLease for a zero t.
+func (st *Store) leaseUntil(ctx context.Context, t time.Time) (clientv3.LeaseID, error) {
+	if t.IsZero() {
+		return clientv3.NoLease, nil
+	}
+	now := st.now()
+	sec := t.Unix()
+	if t.Nanosecond() > 0 {
+		sec++
+	}
+	st.leaseMu.Lock()
+	defer st.leaseMu.Unlock()
+	if id, ok := st.leases[sec]; ok {
+		return id, nil
+	}
+	for s := range st.leases {
+		if s < now.Unix() {
+			delete(st.leases, s)
+		}
+	}
+	ttl := max(sec-now.Unix(), 2)
+	g, err := st.cli.Grant(ctx, ttl)
+	if err != nil {
+		return clientv3.NoLease, fmt.Errorf("granting a lease of %ds: %w", ttl, err)
+	}
+	st.leases[sec] = g.ID
+	return g.ID, nil
+}
+
+// Register writes the node's presence on its lease; it goes when the node stops or dies.
+func (st *Store) Register(ctx context.Context, n NodeInfo) error {
+	b, _ := json.Marshal(n)
+	if _, err := st.cli.Put(ctx, st.key("nodes", n.Name), string(b), clientv3.WithLease(st.lease)); err != nil {
+		return fmt.Errorf("registering node %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// Nodes returns the presence of every running node, from the view.
+func (st *Store) Nodes() map[string]NodeInfo {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make(map[string]NodeInfo, len(st.nodes))
+	for k, v := range st.nodes {
+		out[k] = v
+	}
+	return out
+}
+
+// Revision returns the revision the view reflects.
+func (st *Store) Revision() int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.rev
+}
+
+// Close stops following, revokes the node's lease (its presence and its agents' load go at
+// once) and closes the client.
+func (st *Store) Close() error {
+	if st.cancel == nil {
+		return st.cli.Close()
+	}
+	st.cancel()
+	<-st.done
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	st.cli.Revoke(ctx, st.lease)
+	cancel()
+	st.cancel = nil
+	return st.cli.Close()
+}

@@ -1,0 +1,73 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Member is one etcd member as the store sees it.
+type Member struct {
+	// Name is the member's name.
+	Name string `json:"name"`
+	// Endpoint is the client URL it was asked on.
+	Endpoint string `json:"endpoint"`
+	// Healthy reports whether it answered a status request.
+	Healthy bool `json:"healthy"`
+	// Leader reports whether it is the raft leader.
+	Leader bool `json:"leader"`
+	// Revision is the member's store revision.
+	Revision int64 `json:"revision"`
+	// RTT is how long the status request took.
+	RTT string `json:"rtt"`
+	// Error says why it did not answer.
+	Error string `json:"error,omitempty"`
+}
+
+// Status describes the store for `frontdoor admin status`.
+type Status struct {
+	// Backend is "etcd".
+	Backend string `json:"backend"`
+	// Prefix is the site's key prefix.
+	Prefix string `json:"prefix"`
+	// Revision is the revision this node's view reflects.
+	Revision int64 `json:"revision"`
+	// Members are the cluster's members.
+	Members []Member `json:"members"`
+	// Nodes are the running nodes of the site.
+	Nodes []NodeInfo `json:"nodes"`
+	// Error says why the members could not be listed.
+	Error string `json:"error,omitempty"`
+}
+
+// Status asks every member of the cluster for its status, bounded by ctx.
+func (st *Store) Status(ctx context.Context) Status {
+	out := Status{Backend: "etcd", Prefix: st.o.Prefix, Revision: st.Revision()}
+	for _, n := range st.Nodes() {
+		out.Nodes = append(out.Nodes, n)
+	}
+	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	ml, err := st.cli.MemberList(ctx)
+	if err != nil {
+		out.Error = fmt.Sprintf("listing members: %v", err)
+		return out
+	}
+	for _, m := range ml.Members {
+		mb := Member{Name: m.Name}
+		if len(m.ClientURLs) > 0 {
+			mb.Endpoint = m.ClientURLs[0]
+			start := time.Now()
+			s, err := st.cli.Status(ctx, mb.Endpoint)
+			mb.RTT = time.Since(start).Round(time.Microsecond).String()
+			if err != nil {
+				mb.Error = err.Error()
+			} else {
+				mb.Healthy, mb.Leader, mb.Revision = true, s.Leader == m.ID, s.Header.Revision
+			}
+		}
+		out.Members = append(out.Members, mb)
+	}
+	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Name < out.Members[j].Name })
+	return out
+}

@@ -29,6 +29,11 @@ type AdminOptions struct {
 	Zone string
 	// ModeFile keeps the secure-gateway toggles across restarts ("" keeps them in memory).
 	ModeFile string
+	// Modes, when set, keeps the toggles site-wide instead of ModeFile (the site database):
+	// a toggle at any front door reaches every node, which calls ApplyModes.
+	Modes ModeStore
+	// Store describes the store for the status page (backend, members, nodes). Optional.
+	Store func(ctx context.Context) any
 	// Agents supplies the machines' last heartbeats for the status page. Optional.
 	Agents *Agents
 	// Health returns each gateway's eligibility and per-port detail for the status page.
@@ -43,6 +48,14 @@ type AdminOptions struct {
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
 	Logger *slog.Logger
+}
+
+// ModeStore keeps the secure-gateway toggles of a site, by delivery group.
+type ModeStore interface {
+	// Modes returns the stored toggles (groups never toggled are absent).
+	Modes() map[string]bool
+	// SetModes stores toggles.
+	SetModes(ctx context.Context, modes map[string]bool) error
 }
 
 // Admin serves the admin API: status, the secure-gateway toggle, agent heartbeats and
@@ -71,7 +84,9 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	for _, g := range o.Config.Groups {
 		a.modes[g.Name] = *g.SecureGateway
 	}
-	if err := a.loadModes(); err != nil {
+	if o.Modes != nil {
+		a.ApplyModes(o.Modes.Modes())
+	} else if err := a.loadModes(); err != nil {
 		return nil, err
 	}
 	a.mux.HandleFunc("GET /v1/admin/status", a.admin(a.status))
@@ -138,6 +153,18 @@ func (a *Admin) loadModes() error {
 	return nil
 }
 
+// ApplyModes shows toggles stored site-wide (Modes) in the status; the broker's own switch
+// is the node's to set. Groups the configuration does not have are ignored.
+func (a *Admin) ApplyModes(modes map[string]bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for g, on := range modes {
+		if _, ok := a.modes[g]; ok {
+			a.modes[g] = on
+		}
+	}
+}
+
 func (a *Admin) saveModesLocked() error {
 	if a.o.ModeFile == "" {
 		return nil
@@ -178,6 +205,16 @@ func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
 	} else {
 		httpError(w, http.StatusNotFound, fmt.Sprintf("group %q is not defined", req.Group))
 		return
+	}
+	if a.o.Modes != nil {
+		set := map[string]bool{}
+		for _, g := range groups {
+			set[g] = req.On
+		}
+		if err := a.o.Modes.SetModes(r.Context(), set); err != nil {
+			httpError(w, http.StatusServiceUnavailable, "storing modes: "+err.Error())
+			return
+		}
 	}
 	for _, g := range groups {
 		if err := a.o.Broker.SetSecureGateway(g, req.On); err != nil {
@@ -248,9 +285,10 @@ type Status struct {
 	Sessions      map[string]int       `json:"sessions"`
 	Gateways      map[string]string    `json:"gateways,omitempty"`
 	Machines      map[string]Heartbeat `json:"machines,omitempty"`
+	Store         any                  `json:"store,omitempty"`
 }
 
-func (a *Admin) status(w http.ResponseWriter, _ *http.Request) {
+func (a *Admin) status(w http.ResponseWriter, r *http.Request) {
 	st := Status{Site: a.o.Config.Site.Name, Zone: a.o.Zone, SecureGateway: map[string]bool{}, Sessions: map[string]int{}, Machines: map[string]Heartbeat{}}
 	a.mu.Lock()
 	for g, on := range a.modes {
@@ -265,6 +303,9 @@ func (a *Admin) status(w http.ResponseWriter, _ *http.Request) {
 	}
 	if a.o.Health != nil {
 		st.Gateways = a.o.Health()
+	}
+	if a.o.Store != nil {
+		st.Store = a.o.Store(r.Context())
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -52,9 +52,18 @@ func LoadOrCreateCA(dir, site string, log *slog.Logger) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading CA key: %w", err)
 	}
+	ca, err := NewCA(certPEM, keyPEM, log)
+	if err != nil {
+		return nil, fmt.Errorf("CA in %s: %w", dir, err)
+	}
+	return ca, nil
+}
+
+// NewCA returns the CA of a PEM certificate and its PEM key (a site's shared identity).
+func NewCA(certPEM, keyPEM []byte, log *slog.Logger) (*CA, error) {
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("loading CA from %s: %w", dir, err)
+		return nil, fmt.Errorf("loading CA: %w", err)
 	}
 	cert, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
@@ -62,15 +71,34 @@ func LoadOrCreateCA(dir, site string, log *slog.Logger) (*CA, error) {
 	}
 	signer, ok := pair.PrivateKey.(crypto.Signer)
 	if !ok {
-		return nil, fmt.Errorf("CA key in %s cannot sign", dir)
+		return nil, errors.New("CA key cannot sign")
 	}
 	return &CA{cert: cert, key: signer, pem: certPEM, log: log, leafTT: 7 * 24 * time.Hour}, nil
 }
 
 func createCA(certFile, keyFile, site string) error {
+	certPEM, keyPEM, err := GenerateCA(site)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
+		return fmt.Errorf("creating CA directory: %w", err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return fmt.Errorf("writing CA key: %w", err)
+	}
+	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+		return fmt.Errorf("writing CA certificate: %w", err)
+	}
+	return nil
+}
+
+// GenerateCA makes a new site CA: a P-256 key and a self-signed certificate valid ten years,
+// both PEM.
+func GenerateCA(site string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return fmt.Errorf("generating CA key: %w", err)
+		return nil, nil, fmt.Errorf("generating CA key: %w", err)
 	}
 	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	now := time.Now()
@@ -86,22 +114,13 @@ func createCA(certFile, keyFile, site string) error {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return fmt.Errorf("creating CA certificate: %w", err)
+		return nil, nil, fmt.Errorf("creating CA certificate: %w", err)
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return fmt.Errorf("encoding CA key: %w", err)
+		return nil, nil, fmt.Errorf("encoding CA key: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
-		return fmt.Errorf("creating CA directory: %w", err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		return fmt.Errorf("writing CA key: %w", err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return fmt.Errorf("writing CA certificate: %w", err)
-	}
-	return nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
 }
 
 // CertPEM returns the CA certificate in PEM, for clients to trust.

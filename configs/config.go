@@ -83,6 +83,19 @@ type Store struct {
 	DialTimeout Duration `yaml:"dial_timeout"`
 	// Prefix is the etcd key prefix. Default: "/frontdoor/<site name>/".
 	Prefix string `yaml:"prefix"`
+	// SecretFile holds the store secret (base64 of 32 random bytes, mode 0600; `frontdoor
+	// init --secret FILE` makes one) that seals the site identity (ticket signing key, CA)
+	// in etcd; every node of the site needs the same file. Required when Backend is etcd.
+	// Default: "".
+	SecretFile string `yaml:"secret_file"`
+	// CAFile is the PEM CA bundle that verifies etcd's server certificates (https
+	// endpoints). Default: "" (the system roots).
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the PEM client certificate and key that this node presents
+	// to etcd (etcd's --client-cert-auth). Default: "" (none).
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the key of CertFile. Default: "".
+	KeyFile string `yaml:"key_file"`
 }
 
 // Tickets configures the signed tickets handed to clients.

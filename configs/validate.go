@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -127,6 +128,20 @@ func (k *checker) validateSite(zones map[string]int) {
 	k.oneOf("site.store.backend", s.Store.Backend, "memory", "bolt", "etcd")
 	if s.Store.Backend == "etcd" && len(s.Store.Endpoints) == 0 {
 		k.errf("site.store.endpoints", "the etcd backend needs at least one endpoint")
+	}
+	if s.Store.Backend == "etcd" && s.Store.SecretFile == "" {
+		k.errf("site.store.secret_file", "the etcd backend needs a secret file to seal the site identity (make one with `frontdoor init --secret FILE`)")
+	}
+	for i, e := range s.Store.Endpoints {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			k.errf(fmt.Sprintf("site.store.endpoints[%d]", i), "%q is not an http:// or https:// URL", e)
+		}
+	}
+	if (s.Store.CertFile == "") != (s.Store.KeyFile == "") {
+		k.errf("site.store.cert_file", "cert_file and key_file go together")
+	}
+	if !strings.HasSuffix(s.Store.Prefix, "/") && s.Store.Prefix != "" {
+		k.errf("site.store.prefix", "%q must end with /", s.Store.Prefix)
 	}
 	k.oneOf("site.tls.issuer", s.TLS.Issuer, "internal", "acme")
 	k.oneOf("site.tls.acme.challenge", s.TLS.ACME.Challenge, "dns-01", "http-01", "tls-alpn-01")

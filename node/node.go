@@ -33,6 +33,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 	"github.com/frontdoor-vdi/frontdoor/store"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,8 @@ type Options struct {
 	// worker blocked in the kernel (see gslb.ServerOptions.BlockingUDP and
 	// proxy.Options.BlockingUDP); the caller adds a P for each (UDPWorkers). Default: false.
 	BlockingUDP bool
+	// Version is the software version the node announces to the site. Default: "".
+	Version string
 	// Drain makes Serve drain the proxy and the gateways when ctx ends: the proxy takes no
 	// new connections or flows, the gateways no new sessions (their health ports answer 503),
 	// and what is established may finish for proxy.drain_timeout of the config last applied,
@@ -109,6 +112,9 @@ type Runtime struct {
 	closeMu  sync.Mutex // serializes Close
 
 	overrideMu sync.Mutex // serializes admin overrides of gateway health
+
+	shared *etcd.Store // the site database when the store is etcd; else nil
+	built  atomic.Bool // New has finished: the gateways may be told of ended sessions
 
 	reloadMu sync.Mutex      // serializes Reload; guards live and stopping
 	live     *configs.Config // the config last applied: cfg, then what Reload applied
@@ -165,11 +171,12 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if sc.Site.DataDir == "" {
 		sc.Site.DataDir = o.DataDir
 	}
-	if r.Store, err = store.Open(&sc); err != nil {
+	if r.Store, err = store.Open(ctx, &sc, store.Options{Node: r.nodes[0].Name, Logger: o.Logger.With("component", "store")}); err != nil {
 		return nil, err
 	}
+	r.shared, _ = r.Store.(*etcd.Store)
 	fail := func(err error) (*Runtime, error) { r.Close(); return nil, err }
-	if r.Broker, err = broker.New(ctx, cfg, r.Store, time.Now); err != nil {
+	if r.Broker, err = broker.New(ctx, cfg, r.Store, time.Now, broker.WithOnEnd(r.endedElsewhere)); err != nil {
 		return fail(err)
 	}
 	if r.Zones, err = zonemap.FromConfig(cfg); err != nil {
@@ -177,20 +184,17 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	}
 
 	o.Progress("site key and certificates")
-	keyFile := cfg.Site.Tickets.KeyFile
-	if keyFile == "" {
-		keyFile = filepath.Join(o.DataDir, "site.key")
-	}
-	if r.SiteKey, err = ticket.LoadOrCreateKey(keyFile); err != nil {
+	if err := r.loadIdentity(ctx); err != nil {
 		return fail(err)
 	}
 	r.AgentKey = api.AgentKey(r.SiteKey)
 	pub := r.SiteKey.Public().(ed25519.PublicKey)
 	r.Signer = ticket.NewSigner(r.SiteKey, nil)
-	r.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
-	if r.CA, err = api.LoadOrCreateCA(o.DataDir, cfg.Site.Name, o.Logger.With("component", "ca")); err != nil {
-		return fail(err)
+	var ledger ticket.Ledger = ticket.NewMemoryLedger(0, nil)
+	if r.shared != nil {
+		ledger = siteLedger{r.shared.Ledger()} // a launch ticket opens each channel once, site-wide
 	}
+	r.Verifier = ticket.NewVerifier(pub, ledger, nil)
 
 	o.Progress("health checker")
 	targets, err := health.TargetsFromConfig(cfg)
@@ -242,6 +246,17 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if err := r.buildListeners(); err != nil {
 		return fail(err)
 	}
+	if r.shared != nil {
+		r.shared.OnModes(r.applyModes)
+		r.applyModes(r.shared.Modes())
+		for _, n := range r.nodes {
+			info := etcd.NodeInfo{Name: n.Name, Zone: n.Zone, Version: o.Version, Started: time.Now().UTC(), PID: os.Getpid()}
+			if err := r.shared.Register(ctx, info); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	r.built.Store(true)
 	return r, nil
 }
 
@@ -475,10 +490,14 @@ func (r *Runtime) buildListeners() error {
 			case "launch":
 				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 			case "admin":
-				admin, err := api.NewAdmin(api.AdminOptions{Config: r.cfg, Broker: r.Broker, Zone: n.Zone,
-					ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents,
+				ao := api.AdminOptions{Config: r.cfg, Broker: r.Broker, Zone: n.Zone,
+					ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
 					Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"),
-					Override: func(gw, o string) (string, error) { return r.override(n.Name, gw, o) }})
+					Override: func(gw, o string) (string, error) { return r.override(n.Name, gw, o) }}
+				if r.shared != nil {
+					ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store
+				}
+				admin, err := api.NewAdmin(ao)
 				if err != nil {
 					return err
 				}
@@ -706,7 +725,9 @@ func (r *Runtime) Serve(ctx context.Context) error {
 		stop()
 		return nil
 	})
-	g.Go(func() error { return r.expire(gctx) })
+	if !r.Broker.Shared() {
+		g.Go(func() error { return r.expire(gctx) }) // a shared store expires by its leases
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		for _, h := range r.HTTPServers {

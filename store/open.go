@@ -1,19 +1,40 @@
 package store
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/store/bolt"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/memory"
 )
 
-// Open returns the store the site configuration selects: memory, or bolt at site.store.path
-// (default data_dir/frontdoor.db, data_dir defaulting to ./frontdoor-data). The etcd backend
-// is not built yet.
-func Open(cfg *configs.Config) (broker.Store, error) {
+// Options say who opens the store.
+type Options struct {
+	// Node names the node that opens it (its presence and lease in etcd). Required for
+	// etcd.
+	Node string
+	// Logger receives the store's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrNotShared is returned by CheckShared for a site of several nodes on a store that only
+// one process can use.
+var ErrNotShared = errors.New("store not shared")
+
+// Open returns the store the site configuration selects: memory; bolt at site.store.path
+// (default data_dir/frontdoor.db, data_dir defaulting to ./frontdoor-data); or etcd at
+// site.store.endpoints, as node o.Node.
+func Open(ctx context.Context, cfg *configs.Config, o Options) (broker.Store, error) {
 	switch b := cfg.Site.Store.Backend; b {
 	case "memory":
 		return memory.New(), nil
@@ -27,7 +48,63 @@ func Open(cfg *configs.Config) (broker.Store, error) {
 			path = filepath.Join(dir, "frontdoor.db")
 		}
 		return bolt.Open(path, bolt.Options{})
+	case "etcd":
+		s := cfg.Site.Store
+		tc, err := etcdTLS(s)
+		if err != nil {
+			return nil, err
+		}
+		return etcd.Open(ctx, etcd.Options{Endpoints: s.Endpoints, DialTimeout: s.DialTimeout.D(), Prefix: s.Prefix,
+			TLS: tc, Node: o.Node, Logger: o.Logger})
 	default:
 		return nil, fmt.Errorf("store backend %q is not available in this build", b)
 	}
+}
+
+// CheckShared refuses to run one node of a site of several nodes on a store that is not
+// shared between processes: each node would keep its own sessions and tickets, double-book
+// machines and refuse the others' tickets.
+func CheckShared(cfg *configs.Config) error {
+	if len(cfg.Nodes) <= 1 || cfg.Site.Store.Backend == "etcd" {
+		return nil
+	}
+	b := cfg.Site.Store.Backend
+	if b == "" {
+		b = "bolt"
+	}
+	return fmt.Errorf("%w: the site has %d nodes but site.store.backend is %s, which one process holds alone; "+
+		"its nodes would double-book machines and refuse each other's tickets: set site.store.backend: etcd "+
+		"with site.store.endpoints and site.store.secret_file (or run `frontdoor lab` for all nodes in one place)",
+		ErrNotShared, len(cfg.Nodes), b)
+}
+
+// etcdTLS builds the client TLS configuration for etcd; nil for plain http endpoints
+// without certificates.
+func etcdTLS(s configs.Store) (*tls.Config, error) {
+	https := false
+	for _, e := range s.Endpoints {
+		https = https || strings.HasPrefix(e, "https://")
+	}
+	if !https && s.CAFile == "" && s.CertFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.CAFile != "" {
+		b, err := os.ReadFile(s.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("site.store.ca_file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("site.store.ca_file %s: no PEM certificate", s.CAFile)
+		}
+	}
+	if s.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("site.store.cert_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
 }

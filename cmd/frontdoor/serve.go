@@ -14,6 +14,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/node"
+	"github.com/frontdoor-vdi/frontdoor/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
@@ -58,6 +59,9 @@ Signals:
 			if !servesSomething(cfg, n) {
 				return fmt.Errorf("node %s has no listener and hosts no gateway: nothing to serve", n.Name)
 			}
+			if err := store.CheckShared(cfg); err != nil {
+				return err
+			}
 			if data == "" {
 				data = cfg.Site.DataDir
 			}
@@ -70,7 +74,7 @@ Signals:
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
 			blocking := reserveUDPProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, Drain: true})
+				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, Drain: true, Version: versionString()})
 			if err != nil {
 				return err
 			}

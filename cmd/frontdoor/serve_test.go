@@ -133,6 +133,7 @@ gateways:`, 1)
 		{name: "an unknown node is named", config: serveConfig, args: []string{"--node", "nope"}, want: `no node "nope"`},
 		{name: "several nodes need --node", config: twoNodes, want: "choose one with --node"},
 		{name: "a node without listeners or gateways has nothing to serve", config: twoNodes, args: []string{"--node", "fd-2"}, want: "nothing to serve"},
+		{name: "a node of several on a store not shared is refused, naming etcd", config: twoNodes, args: []string{"--node", "fd-1"}, want: "set site.store.backend: etcd"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,565 @@
+// Package etcdembed runs an embedded etcd cluster of one or more members on loopback, each
+// member with its own data dir and its own client and peer ports: the site database of
+// `frontdoor lab` and of the tests.
+//
+// The members are real etcd servers (go.etcd.io/etcd/server/v3/embed) in this process,
+// speaking plain HTTP/gRPC without TLS or authentication; that is why they only bind a
+// loopback address. etcd's own logs go to the given slog.Logger, errors only unless
+// Options.Debug is set.
+//
+// Importing this package links the etcd server, which registers its etcd_* metrics in the
+// Prometheus default registry at init time; every member also serves /metrics and /health
+// on its client port.
+package etcdembed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// clusterToken is the initial cluster token of every cluster this package creates. It only
+// has to differ between clusters whose members could reach each other, and these bind
+// loopback ports of one process.
+const clusterToken = "frontdoor-etcdembed"
+
+// Options configures Start.
+type Options struct {
+	// Dir is the parent data dir; member i keeps its data in Dir/member-i. Required.
+	// Reopening a Dir that holds a cluster of several members needs the same PeerPorts as
+	// the first start, since the members find each other by the peer URLs they stored.
+	Dir string
+	// Members is the number of members. Default 1.
+	Members int
+	// Host is the loopback IP the members bind. Default "127.0.0.1".
+	Host string
+	// ClientPorts are fixed client ports, one per member. Default: free ports picked at start.
+	ClientPorts []int
+	// PeerPorts are fixed peer ports, one per member. Default: free ports picked at start.
+	PeerPorts []int
+	// StartTimeout bounds Start and RestartMember. Default 15s.
+	StartTimeout time.Duration
+	// Logger receives this package's messages and etcd's own logs (attribute
+	// component=etcd). Default slog.Default().
+	Logger *slog.Logger
+	// Debug passes etcd's logs of every level to Logger (which filters them further).
+	// Without it only etcd's errors are passed.
+	Debug bool
+	// UnsafeNoFsync disables fsync in etcd: a crash loses data. For benchmarks only.
+	UnsafeNoFsync bool
+}
+
+// Cluster is a running embedded etcd cluster, started by Start. Its methods may be called
+// from several goroutines.
+type Cluster struct {
+	opts           Options // normalized
+	log            *slog.Logger
+	initialCluster string
+	members        []*member
+}
+
+// member is one etcd member. mu guards etcd and serializes stop and restart.
+type member struct {
+	name      string
+	dir       string
+	clientURL url.URL
+	peerURL   url.URL
+
+	mu   sync.Mutex
+	etcd *embed.Etcd // nil while stopped
+	// stopping is set while etcd is being stopped: its serving loops then log their ends
+	// as errors, which zapLogger demotes to debug.
+	stopping atomic.Bool
+}
+
+// Start starts an embedded etcd cluster as o describes: all members at once, then it waits
+// until every member is ready and they agree on a leader, bounded by ctx and o.StartTimeout.
+// On error everything started is stopped again.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	o, err := normalize(o)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: o, log: o.Logger}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcdembed: create data dir: %w", err)
+	}
+
+	clientPorts, peerPorts := o.ClientPorts, o.PeerPorts
+	if clientPorts == nil || peerPorts == nil {
+		free, err := freePorts(o.Host, 2*o.Members)
+		if err != nil {
+			return nil, err
+		}
+		if clientPorts == nil {
+			clientPorts = free[:o.Members]
+		}
+		if peerPorts == nil {
+			peerPorts = free[o.Members:]
+		}
+	}
+
+	peers := make([]string, o.Members)
+	for i := range o.Members {
+		m := &member{
+			name:      memberName(i),
+			dir:       filepath.Join(o.Dir, memberName(i)),
+			clientURL: url.URL{Scheme: "http", Host: net.JoinHostPort(o.Host, strconv.Itoa(clientPorts[i]))},
+			peerURL:   url.URL{Scheme: "http", Host: net.JoinHostPort(o.Host, strconv.Itoa(peerPorts[i]))},
+		}
+		if o.Members > 1 && o.PeerPorts == nil && hasData(m.dir) {
+			return nil, fmt.Errorf("etcdembed: %s already holds member data: reopening a cluster of %d members needs its PeerPorts", m.dir, o.Members)
+		}
+		c.members = append(c.members, m)
+		peers[i] = m.name + "=" + m.peerURL.String()
+	}
+	c.initialCluster = strings.Join(peers, ",")
+
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, o.StartTimeout)
+	defer cancel()
+
+	// A member of several only becomes ready once a quorum runs, so start them all
+	// before waiting on any.
+	errs := make([]error, len(c.members))
+	var wg sync.WaitGroup
+	for i, m := range c.members {
+		wg.Go(func() { errs[i] = c.startMember(m) })
+	}
+	wg.Wait()
+	err = errors.Join(errs...)
+	if err == nil {
+		err = c.waitReady(ctx, c.members)
+	}
+	if err != nil {
+		err = fmt.Errorf("etcdembed: start: %w", err)
+		if cerr := c.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	c.log.Info("etcd cluster started", "members", o.Members, "endpoints", c.Endpoints(),
+		"dir", o.Dir, "took", time.Since(began).Round(time.Millisecond))
+	return c, nil
+}
+
+// Endpoints returns the client URLs of the members, "http://127.0.0.1:PORT", in member
+// order; stopped members included.
+func (c *Cluster) Endpoints() []string {
+	eps := make([]string, len(c.members))
+	for i, m := range c.members {
+		eps[i] = m.clientURL.String()
+	}
+	return eps
+}
+
+// Member returns the name of member i, "member-i", or "" if there is no member i.
+func (c *Cluster) Member(i int) string {
+	if i < 0 || i >= len(c.members) {
+		return ""
+	}
+	return c.members[i].name
+}
+
+// StopMember stops member i, as a drill's killed member; the others keep serving as long as
+// they are a quorum. Its data dir and ports stay reserved for RestartMember. Stopping a
+// stopped member is an error. The stop is etcd's graceful one: a leader hands its
+// leadership over first. An error from a running member's serving loops is returned too,
+// and the member is stopped even then.
+func (c *Cluster) StopMember(i int) error {
+	m, err := c.member(i)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.etcd == nil {
+		return fmt.Errorf("etcdembed: stop %s: already stopped", m.name)
+	}
+	err = m.close()
+	if err != nil {
+		return fmt.Errorf("etcdembed: stop %s: %w", m.name, err)
+	}
+	c.log.Info("etcd member stopped", "member", m.name)
+	return nil
+}
+
+// RestartMember starts the stopped member i again on its data dir and ports, and waits until
+// it is ready and knows the leader, bounded by ctx and Options.StartTimeout. It only gets
+// ready if, with it, a quorum of members runs. On error it is left stopped.
+func (c *Cluster) RestartMember(ctx context.Context, i int) error {
+	m, err := c.member(i)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.etcd != nil {
+		return fmt.Errorf("etcdembed: restart %s: still running", m.name)
+	}
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	m.etcd, err = c.newEtcd(m)
+	if err == nil {
+		if err = waitMember(ctx, m.name, m.etcd); err != nil {
+			err = errors.Join(err, m.close())
+		}
+	}
+	if err != nil {
+		m.etcd = nil
+		return fmt.Errorf("etcdembed: restart %s: %w", m.name, err)
+	}
+	c.log.Info("etcd member restarted", "member", m.name, "took", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// Close stops every running member and returns the errors their serving loops reported
+// while running, if any. The data dirs stay; closing again does nothing.
+//
+// The followers stop first, all at once, then the leader: a leader stopping among
+// running followers hands its leadership to one of them first, and waits up to 7s if
+// that one is stopping too.
+func (c *Cluster) Close() error {
+	var followers, leaders []*member
+	for _, m := range c.members {
+		m.mu.Lock()
+		if e := m.etcd; e != nil && e.Server.Leader() == e.Server.MemberID() {
+			leaders = append(leaders, m)
+		} else {
+			followers = append(followers, m)
+		}
+		m.mu.Unlock()
+	}
+	return errors.Join(closeAll(followers), closeAll(leaders))
+}
+
+// closeAll stops the running ones of ms at once.
+func closeAll(ms []*member) error {
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Go(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if m.etcd == nil {
+				return
+			}
+			if err := m.close(); err != nil {
+				errs[i] = fmt.Errorf("etcdembed: stop %s: %w", m.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) member(i int) (*member, error) {
+	if i < 0 || i >= len(c.members) {
+		return nil, fmt.Errorf("etcdembed: no member %d in a cluster of %d", i, len(c.members))
+	}
+	return c.members[i], nil
+}
+
+// startMember starts m for the first time; Start waits for it.
+func (c *Cluster) startMember(m *member) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, err := c.newEtcd(m)
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.name, err)
+	}
+	m.etcd = e
+	return nil
+}
+
+// waitReady waits until every one of ms is ready and they all report the same leader.
+func (c *Cluster) waitReady(ctx context.Context, ms []*member) error {
+	etcds := make([]*embed.Etcd, len(ms))
+	for i, m := range ms {
+		m.mu.Lock()
+		etcds[i] = m.etcd
+		m.mu.Unlock()
+		if err := waitMember(ctx, m.name, etcds[i]); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		lead := etcds[0].Server.Leader()
+		agreed := lead != 0
+		for _, e := range etcds[1:] {
+			agreed = agreed && e.Server.Leader() == lead
+		}
+		if agreed {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("members agree on no leader: %w", context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// waitMember waits until e is ready to serve and knows a leader.
+func waitMember(ctx context.Context, name string, e *embed.Etcd) error {
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-e.Server.StopNotify():
+		return fmt.Errorf("%s stopped while starting", name)
+	case err := <-e.Err():
+		return fmt.Errorf("%s failed while starting: %w", name, err)
+	case <-ctx.Done():
+		return fmt.Errorf("%s not ready: %w", name, context.Cause(ctx))
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for e.Server.Leader() == 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s knows no leader: %w", name, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// newEtcd starts the etcd server of m, without waiting for it. m.mu is held.
+func (c *Cluster) newEtcd(m *member) (*embed.Etcd, error) {
+	m.stopping.Store(false)
+	cfg := embed.NewConfig()
+	cfg.Name = m.name
+	cfg.Dir = m.dir
+	cfg.ListenClientUrls = []url.URL{m.clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{m.clientURL}
+	cfg.ListenPeerUrls = []url.URL{m.peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{m.peerURL}
+	cfg.InitialCluster = c.initialCluster
+	cfg.InitialClusterToken = clusterToken
+	// Ignored once the member has data, so a restart needs no "existing".
+	cfg.ClusterState = embed.ClusterStateFlagNew
+
+	// Light for small machines and tests: etcd keeps the raft log since the last snapshot
+	// in memory, 10000 entries by default.
+	cfg.SnapshotCount = 2000
+	cfg.SnapshotCatchUpEntries = 1000
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = "5m"
+	cfg.UnsafeNoFsync = c.opts.UnsafeNoFsync
+	// No REST gateway (one internal gRPC connection per member less); clients use gRPC.
+	cfg.EnableGRPCGateway = false
+	cfg.ListenMetricsUrls = nil
+
+	cfg.Logger = "zap"
+	cfg.LogLevel = "error"
+	if c.opts.Debug {
+		cfg.LogLevel = "debug"
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(c.zapLogger(m.name, &m.stopping))
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// close stops m.etcd, which is running, and returns the errors its serving loops reported
+// before. m.mu is held.
+func (m *member) close() error {
+	e := m.etcd
+	m.etcd = nil
+	var errs []error
+	for drained := false; !drained; {
+		select {
+		case err := <-e.Err():
+			if err != nil {
+				errs = append(errs, err)
+			}
+		default:
+			drained = true
+		}
+	}
+	m.stopping.Store(true)
+	// Etcd.Close waits for the client servers, which wait until the member is ready or
+	// stopping: a member that never got ready (no quorum) has to be stopping first, or
+	// Close hangs (etcd issue 9533).
+	select {
+	case <-e.Server.ReadyNotify():
+	default:
+		e.Server.Stop()
+	}
+	e.Close()
+	return errors.Join(errs...)
+}
+
+// zapLogger returns the logger of etcd member name: into c.log, errors only unless Debug.
+// While stopping is set, the errors of serving loops ending are debug messages.
+func (c *Cluster) zapLogger(name string, stopping *atomic.Bool) *zap.Logger {
+	var lvl zapcore.LevelEnabler = zapcore.ErrorLevel
+	if c.opts.Debug {
+		lvl = zapcore.DebugLevel
+	}
+	h := c.log.Handler().WithAttrs([]slog.Attr{slog.String("component", "etcd"), slog.String("member", name)})
+	return zap.New(&slogCore{h: h, lvl: lvl, stopping: stopping})
+}
+
+// serveEndedMsg is what etcd logs, as an error, when a serving loop ends, which it does
+// on every stop.
+const serveEndedMsg = "setting up serving from embedded etcd failed."
+
+func normalize(o Options) (Options, error) {
+	if o.Dir == "" {
+		return o, errors.New("etcdembed: no data dir")
+	}
+	if o.Members == 0 {
+		o.Members = 1
+	}
+	if o.Members < 0 {
+		return o, fmt.Errorf("etcdembed: %d members", o.Members)
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(o.Host); ip == nil || !ip.IsLoopback() {
+		return o, fmt.Errorf("etcdembed: host %q is not a loopback IP", o.Host)
+	}
+	for _, ports := range []struct {
+		what string
+		p    []int
+	}{{"client", o.ClientPorts}, {"peer", o.PeerPorts}} {
+		if ports.p == nil {
+			continue
+		}
+		if len(ports.p) != o.Members {
+			return o, fmt.Errorf("etcdembed: %d %s ports for %d members", len(ports.p), ports.what, o.Members)
+		}
+		for _, p := range ports.p {
+			if p <= 0 || p > 65535 {
+				return o, fmt.Errorf("etcdembed: %s port %d out of range", ports.what, p)
+			}
+		}
+	}
+	all := append(slices.Clone(o.ClientPorts), o.PeerPorts...)
+	slices.Sort(all)
+	if len(slices.Compact(all)) != len(o.ClientPorts)+len(o.PeerPorts) {
+		return o, errors.New("etcdembed: a port is given twice")
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 15 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// freePorts returns n distinct ports that were free on host a moment ago: all are held
+// open until each is picked, then released for etcd to bind.
+func freePorts(host string, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("etcdembed: pick a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func memberName(i int) string { return "member-" + strconv.Itoa(i) }
+
+// hasData reports whether the member data dir dir holds an etcd write-ahead log.
+func hasData(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "member", "wal"))
+	return err == nil
+}
+
+// slogCore is a zapcore.Core that writes into a slog.Handler, for etcd's zap logging.
+type slogCore struct {
+	h        slog.Handler
+	lvl      zapcore.LevelEnabler
+	stopping *atomic.Bool // optional
+}
+
+func (s *slogCore) Enabled(l zapcore.Level) bool { return s.lvl.Enabled(l) }
+
+func (s *slogCore) With(fs []zapcore.Field) zapcore.Core {
+	return &slogCore{h: s.h.WithAttrs(attrs(fs)), lvl: s.lvl, stopping: s.stopping}
+}
+
+func (s *slogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if ent.Message == serveEndedMsg && s.stopping != nil && s.stopping.Load() {
+		ent.Level = zapcore.DebugLevel
+	}
+	if s.Enabled(ent.Level) && s.h.Enabled(context.Background(), slogLevel(ent.Level)) {
+		return ce.AddCore(ent, s)
+	}
+	return ce
+}
+
+func (s *slogCore) Write(ent zapcore.Entry, fs []zapcore.Field) error {
+	r := slog.NewRecord(ent.Time, slogLevel(ent.Level), ent.Message, 0)
+	if ent.LoggerName != "" {
+		r.AddAttrs(slog.String("logger", ent.LoggerName))
+	}
+	r.AddAttrs(attrs(fs)...)
+	return s.h.Handle(context.Background(), r)
+}
+
+func (s *slogCore) Sync() error { return nil }
+
+func slogLevel(l zapcore.Level) slog.Level {
+	switch {
+	case l <= zapcore.DebugLevel:
+		return slog.LevelDebug
+	case l == zapcore.InfoLevel:
+		return slog.LevelInfo
+	case l == zapcore.WarnLevel:
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
+
+// attrs converts zap fields to slog attributes, in key order.
+func attrs(fs []zapcore.Field) []slog.Attr {
+	if len(fs) == 0 {
+		return nil
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fs {
+		f.AddTo(enc)
+	}
+	out := make([]slog.Attr, 0, len(enc.Fields))
+	for k, v := range enc.Fields {
+		out = append(out, slog.Any(k, v))
+	}
+	slices.SortFunc(out, func(a, b slog.Attr) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}

@@ -7,6 +7,7 @@ package lab
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,12 +17,15 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/node"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -47,23 +51,72 @@ type Options struct {
 	// Drain is passed to the node runtime (see node.Options.Drain): when Serve's context
 	// ends, the proxy and the gateways drain while the machines carry on. Default: false.
 	Drain bool
+
+	// Processes makes the lab a distributed site: an embedded etcd cluster of EtcdMembers
+	// members is the site database, and every node runs as its own `frontdoor serve`
+	// process of Binary; the machines' agents stay in this process. Default: false (every
+	// node in this process over one store, as Config says: fast, for tests and drills).
+	Processes bool
+	// Source is the YAML of Config, which the node processes load (with a site.store block
+	// for the lab's etcd added). Required with Processes; Config is then parsed from it.
+	Source []byte
+	// Binary is the frontdoor executable the node processes run. Default: this process's.
+	Binary string
+	// Env is added to the node processes' environment. Default: none.
+	Env []string
+	// EtcdMembers is the size of the etcd cluster. Default: 3.
+	EtcdMembers int
+	// StartTimeout bounds waiting for the node processes to be up. Default: 30s.
+	StartTimeout time.Duration
 }
 
 // Lab is a running site.
 type Lab struct {
-	Config   *configs.Config
-	DataDir  string
-	Runtime  *node.Runtime
-	Displays map[string]*agent.Display
-	Reports  map[string]*agent.Reporter
+	Config  *configs.Config
+	DataDir string
+	// Runtime runs every node when the lab is one process; nil with Options.Processes.
+	Runtime *node.Runtime
+	// Etcd is the site database of a distributed lab; nil when the lab is one process.
+	Etcd *etcdembed.Cluster
+	// Procs are the node processes of a distributed lab, in config order.
+	Procs []*Proc
+	// ConfigFile is the configuration the node processes load ("" when one process).
+	ConfigFile string
+	Displays   map[string]*agent.Display
+	Reports    map[string]*agent.Reporter
 
-	o      Options
-	tmpDir bool
-	log    *slog.Logger
+	o        Options
+	tmpDir   bool
+	log      *slog.Logger
+	siteKey  ed25519.PrivateKey
+	agentKey []byte
+	ca       *api.CA
+	site     *etcd.Store // the lab's own view of a distributed site
+	procMu   sync.Mutex  // guards Proc.killed
 }
+
+func (l *Lab) setIdentity(key ed25519.PrivateKey, ca *api.CA) {
+	l.siteKey, l.agentKey, l.ca = key, api.AgentKey(key), ca
+}
+
+// CA returns the site CA, which clients trust.
+func (l *Lab) CA() *api.CA { return l.ca }
+
+// Site returns the lab's own view of a distributed site's database; nil when one process.
+func (l *Lab) Site() *etcd.Store { return l.site }
+
+// TLSClientConfig returns a client config that trusts the site CA.
+func (l *Lab) TLSClientConfig() *tls.Config { return &tls.Config{RootCAs: l.ca.Pool()} }
 
 // New builds the lab and opens every socket; Serve runs it.
 func New(ctx context.Context, o Options) (*Lab, error) {
+	if o.Processes && len(o.Source) == 0 && o.Config == nil {
+		b, err := configs.Shipped("lab.yaml")
+		if err != nil {
+			return nil, err
+		}
+		o.Source = b
+	}
 	if o.Config == nil {
 		c, err := configs.Lab()
 		if err != nil {
@@ -88,30 +141,54 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 		}
 		l.DataDir, l.tmpDir = d, true
 	}
-	rt, err := node.New(ctx, node.Options{Config: o.Config, AllGateways: true, DataDir: l.DataDir, Logger: o.Logger,
-		Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind, BlockingUDP: o.BlockingUDP,
-		Drain: o.Drain})
-	if err != nil {
-		l.cleanup()
-		return nil, err
+	if o.Processes {
+		if err := l.startDistributed(ctx); err != nil {
+			l.stop()
+			return nil, err
+		}
+	} else {
+		rt, err := node.New(ctx, node.Options{Config: o.Config, AllGateways: true, DataDir: l.DataDir, Logger: o.Logger,
+			Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind, BlockingUDP: o.BlockingUDP,
+			Drain: o.Drain})
+		if err != nil {
+			l.cleanup()
+			return nil, err
+		}
+		l.Runtime = rt
+		l.setIdentity(rt.SiteKey, rt.CA)
+		o.Progress("opening DNS, launch, admin and gateway sockets")
+		if err := rt.Listen(); err != nil {
+			l.cleanup()
+			return nil, err
+		}
 	}
-	l.Runtime = rt
-	o.Progress("opening DNS, launch, admin and gateway sockets")
-	if err := rt.Listen(); err != nil {
-		l.cleanup()
-		return nil, err
-	}
-	o.Progress(fmt.Sprintf("starting %d machine agents", len(o.Config.Machines)))
+	o.Progress(fmt.Sprintf("starting %d machine agents", len(l.Config.Machines)))
 	if err := l.buildAgents(); err != nil {
-		rt.Close()
-		l.cleanup()
+		l.stop()
 		return nil, err
 	}
 	return l, nil
 }
 
+// stop closes what New started: the runtime or the node processes, the etcd cluster.
+func (l *Lab) stop() {
+	if l.Runtime != nil {
+		l.Runtime.Close()
+	}
+	if len(l.Procs) > 0 {
+		l.stopProcs(2 * time.Second)
+	}
+	if l.site != nil {
+		l.site.Close()
+	}
+	if l.Etcd != nil {
+		l.Etcd.Close()
+	}
+	l.cleanup()
+}
+
 func (l *Lab) buildAgents() error {
-	pub := l.Runtime.SiteKey.Public().(ed25519.PublicKey)
+	pub := l.siteKey.Public().(ed25519.PublicKey)
 	groups := map[string]configs.Group{}
 	for _, g := range l.Config.Groups {
 		groups[g.Name] = g
@@ -121,7 +198,7 @@ func (l *Lab) buildAgents() error {
 		if err != nil {
 			return err
 		}
-		rep := agent.NewReporter(m.Name, api.AgentToken(l.Runtime.AgentKey, m.Name), doors, l.Runtime.TLSClientConfig(), l.log.With("component", "agent"))
+		rep := agent.NewReporter(m.Name, api.AgentToken(l.agentKey, m.Name), doors, l.TLSClientConfig(), l.log.With("component", "agent"))
 		o, err := agent.ForMachine(m)
 		if err != nil {
 			return err
@@ -152,13 +229,25 @@ func (l *Lab) Serve(ctx context.Context) error {
 	mctx, stopMachines := context.WithCancel(context.Background())
 	rctx, stopRuntime := context.WithCancel(ctx)
 	defer stopRuntime()
-	g.Go(func() error {
-		defer stopMachines()
-		return l.Runtime.Serve(rctx)
-	})
+	if l.Runtime != nil {
+		g.Go(func() error {
+			defer stopMachines()
+			return l.Runtime.Serve(rctx)
+		})
+	} else {
+		l.watchProcs(rctx)
+		g.Go(func() error {
+			defer stopMachines()
+			<-rctx.Done()
+			l.stopProcs(3 * time.Second)
+			return nil
+		})
+	}
 	machine := func(err error) error {
 		if err != nil {
-			l.Runtime.Close()
+			if l.Runtime != nil {
+				l.Runtime.Close()
+			}
 			stopRuntime()
 		}
 		return err
@@ -169,7 +258,7 @@ func (l *Lab) Serve(ctx context.Context) error {
 		g.Go(func() error { return machine(rep.Run(mctx, l.o.HeartbeatInterval, simulatedLoad(d))) })
 	}
 	err := g.Wait()
-	l.cleanup()
+	l.stop()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -181,8 +270,12 @@ func (l *Lab) Close() error {
 	for _, d := range l.Displays {
 		d.Close()
 	}
-	err := l.Runtime.Close()
-	l.cleanup()
+	var err error
+	if l.Runtime != nil {
+		err = l.Runtime.Close()
+		l.Runtime = nil
+	}
+	l.stop()
 	return err
 }
 
@@ -226,24 +319,36 @@ func (l *Lab) Describe() string {
 	var b strings.Builder
 	c := l.Config
 	fmt.Fprintf(&b, "frontdoor lab: site %q is up (data in %s)\n\n", c.Site.Name, l.DataDir)
+	if l.Etcd != nil {
+		fmt.Fprintf(&b, "site database: etcd, %d members: %s (data in %s)\n", len(l.Etcd.Endpoints()), strings.Join(l.Etcd.Endpoints(), ", "), filepath.Join(l.DataDir, "etcd"))
+		fmt.Fprintf(&b, "node processes run `frontdoor serve --config %s --node NAME`; logs in %s\n\n", l.ConfigFile, filepath.Join(l.DataDir, "nodes"))
+	}
 	for _, z := range c.Zones {
 		role := "satellite"
 		if z.Primary {
 			role = "primary"
 		}
 		fmt.Fprintf(&b, "zone %s (%s, clients from %s)\n", z.Name, role, strings.Join(z.Ranges, ", "))
-		for _, h := range l.Runtime.HTTPServers {
-			if zoneOfNode(c, h.Node) == z.Name {
-				fmt.Fprintf(&b, "  %-8s %-6s https://%s\n", h.Node, h.Kind, h.Addr())
+		if l.Runtime != nil {
+			for _, h := range l.Runtime.HTTPServers {
+				if zoneOfNode(c, h.Node) == z.Name {
+					fmt.Fprintf(&b, "  %-9s %-6s https://%s\n", h.Node, h.Kind, h.Addr())
+				}
 			}
 		}
 		for _, n := range c.Nodes {
 			if n.Zone != z.Name {
 				continue
 			}
+			if p, ok := l.Proc(n.Name); ok {
+				fmt.Fprintf(&b, "  %-9s pid %d\n", n.Name, p.PID)
+			}
 			for _, li := range n.Listeners {
-				if li.Kind == "dns" {
-					fmt.Fprintf(&b, "  %-8s dns    %s (udp, tcp)\n", n.Name, li.Address)
+				switch {
+				case li.Kind == "dns":
+					fmt.Fprintf(&b, "  %-9s dns    %s (udp, tcp)\n", n.Name, li.Address)
+				case l.Runtime == nil:
+					fmt.Fprintf(&b, "  %-9s %-6s https://%s\n", n.Name, li.Kind, li.Address)
 				}
 			}
 		}

@@ -249,12 +249,6 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if r.shared != nil {
 		r.shared.OnModes(r.applyModes)
 		r.applyModes(r.shared.Modes())
-		for _, n := range r.nodes {
-			info := etcd.NodeInfo{Name: n.Name, Zone: n.Zone, Version: o.Version, Started: time.Now().UTC(), PID: os.Getpid()}
-			if err := r.shared.Register(ctx, info); err != nil {
-				return fail(err)
-			}
-		}
 	}
 	r.built.Store(true)
 	return r, nil
@@ -667,6 +661,18 @@ func (r *Runtime) Listen() error {
 			return fmt.Errorf("gateway %s quic: %w", g.Name, err)
 		}
 		r.QUIC[g.Name] = q
+	}
+	if r.shared != nil {
+		// Present to the site once it can be reached: the lab waits for it.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, n := range r.nodes {
+			info := etcd.NodeInfo{Name: n.Name, Zone: n.Zone, Version: r.o.Version, Started: time.Now().UTC(), PID: os.Getpid()}
+			if err := r.shared.Register(ctx, info); err != nil {
+				r.Close()
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -24,60 +26,71 @@ type identity struct {
 	CAKey   []byte `json:"ca_key"`   // PEM PKCS#8
 }
 
-// loadIdentity sets the site key and the CA: from the data dir on a store of one node
-// (created there on first start), from the site database when it is shared (created by the
-// first node to start, sealed with the store secret). The CA certificate is written to the
-// data dir either way, for clients to trust.
-func (r *Runtime) loadIdentity(ctx context.Context) error {
-	log := r.log.With("component", "ca")
-	if r.shared == nil {
-		keyFile := r.cfg.Site.Tickets.KeyFile
+// loadIdentity sets the site key and the CA (see LoadIdentity).
+func (r *Runtime) loadIdentity(ctx context.Context) (err error) {
+	r.SiteKey, r.CA, err = LoadIdentity(ctx, r.cfg, r.shared, r.o.DataDir, r.log)
+	return err
+}
+
+// LoadIdentity returns the site key and the CA: from dataDir on a store of one node (created
+// there on first start, shared nil), from the site database when it is shared (created by
+// the first node to start, sealed with the store secret). The CA certificate is in
+// dataDir/ca.pem either way, for clients to trust.
+func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, dataDir string, log *slog.Logger) (ed25519.PrivateKey, *api.CA, error) {
+	calog := log.With("component", "ca")
+	if shared == nil {
+		keyFile := cfg.Site.Tickets.KeyFile
 		if keyFile == "" {
-			keyFile = filepath.Join(r.o.DataDir, "site.key")
+			keyFile = filepath.Join(dataDir, "site.key")
 		}
-		var err error
-		if r.SiteKey, err = ticket.LoadOrCreateKey(keyFile); err != nil {
-			return err
+		key, err := ticket.LoadOrCreateKey(keyFile)
+		if err != nil {
+			return nil, nil, err
 		}
-		r.CA, err = api.LoadOrCreateCA(r.o.DataDir, r.cfg.Site.Name, log)
-		return err
+		ca, err := api.LoadOrCreateCA(dataDir, cfg.Site.Name, calog)
+		return key, ca, err
 	}
-	if r.cfg.Site.Tickets.KeyFile != "" {
-		return errors.New("site.tickets.key_file: on an etcd store the site key is the site's, kept sealed in etcd; remove key_file")
+	if cfg.Site.Tickets.KeyFile != "" {
+		return nil, nil, errors.New("site.tickets.key_file: on an etcd store the site key is the site's, kept sealed in etcd; remove key_file")
 	}
-	secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
+	secret, err := etcd.ReadSecret(cfg.Site.Store.SecretFile)
 	if err != nil {
-		return fmt.Errorf("site.store.secret_file: %w", err)
+		return nil, nil, fmt.Errorf("site.store.secret_file: %w", err)
 	}
-	b, err := r.shared.Identity(ctx, secret, func() ([]byte, error) {
+	b, err := shared.Identity(ctx, secret, func() ([]byte, error) {
 		_, key, err := ed25519.GenerateKey(nil)
 		if err != nil {
 			return nil, err
 		}
-		cert, caKey, err := api.GenerateCA(r.cfg.Site.Name)
+		cert, caKey, err := api.GenerateCA(cfg.Site.Name)
 		if err != nil {
 			return nil, err
 		}
-		r.log.Info("created the site identity (site key, CA) in the store")
+		log.Info("created the site identity (site key, CA) in the store")
 		return json.Marshal(identity{SiteKey: ticket.EncodeKey(key), CACert: cert, CAKey: caKey})
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	var id identity
 	if err := json.Unmarshal(b, &id); err != nil {
-		return fmt.Errorf("the site identity in the store: %w", err)
+		return nil, nil, fmt.Errorf("the site identity in the store: %w", err)
 	}
-	if r.SiteKey, err = ticket.ParseKey(id.SiteKey); err != nil {
-		return fmt.Errorf("the site key in the store: %w", err)
+	key, err := ticket.ParseKey(id.SiteKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the site key in the store: %w", err)
 	}
-	if r.CA, err = api.NewCA(id.CACert, id.CAKey, log); err != nil {
-		return fmt.Errorf("the site CA in the store: %w", err)
+	ca, err := api.NewCA(id.CACert, id.CAKey, calog)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the site CA in the store: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(r.o.DataDir, "ca.pem"), id.CACert, 0o644); err != nil {
-		return fmt.Errorf("writing the CA certificate: %w", err)
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, nil, err
 	}
-	return nil
+	if err := writeFileAtomic(filepath.Join(dataDir, "ca.pem"), id.CACert, 0o644); err != nil {
+		return nil, nil, fmt.Errorf("writing the CA certificate: %w", err)
+	}
+	return key, ca, nil
 }
 
 // writeFileAtomic writes b to path through a synced temporary file and a rename.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/lab"
@@ -13,21 +14,28 @@ import (
 
 func newLabCmd() *cobra.Command {
 	var file, data, logFile string
-	var verbose bool
+	var verbose, single bool
 	c := &cobra.Command{
 		Use:   "lab [--config FILE] [--data DIR]",
 		Short: "Run a whole site on loopback: DNS, front doors, gateways and an agent per machine",
-		Long: "lab starts the site of configs/lab.yaml (or --config) on loopback addresses, with the embedded\n" +
-			"bolt store in --data (a temporary directory when not given), and runs it until Ctrl-C.",
+		Long: "lab starts the site of configs/lab.yaml (or --config) on loopback addresses as a distributed site:\n" +
+			"an embedded 3-member etcd cluster is the site database and every node runs as its own\n" +
+			"`frontdoor serve` process; the machines' agents run in the lab. Data goes to --data (a temporary\n" +
+			"directory when not given). Ctrl-C stops every process it started.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg *configs.Config
+			var src []byte
 			var err error
 			if file != "" {
-				cfg, err = configs.LoadFile(file)
+				src, err = os.ReadFile(file)
 			} else {
-				cfg, err = configs.Lab()
+				src, err = configs.Shipped("lab.yaml")
+				file = "lab.yaml"
 			}
+			if err != nil {
+				return err
+			}
+			cfg, err := configs.Load(file, src)
 			if err != nil {
 				return err
 			}
@@ -50,19 +58,23 @@ func newLabCmd() *cobra.Command {
 					return err
 				}
 			}
+			start := time.Now()
 			fmt.Fprintf(out, "starting lab site %q\n", cfg.Site.Name)
 			var names []string
 			for _, nd := range cfg.Nodes {
 				names = append(names, nd.Name)
 			}
-			blocking := reserveUDPProcs(cfg, names...)
-			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, DataDir: data, BlockingUDP: blocking,
+			blocking := false
+			if single {
+				blocking = reserveUDPProcs(cfg, names...)
+			}
+			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, Source: src, Processes: !single, DataDir: data, BlockingUDP: blocking,
 				Logger:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level})),
 				Progress: func(step string) { fmt.Fprintf(out, "  ... %s\n", step) }})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(out)
+			fmt.Fprintf(out, "  ... up in %s\n\n", time.Since(start).Round(100*time.Millisecond))
 			fmt.Fprint(out, l.Describe())
 			err = l.Serve(cmd.Context())
 			fmt.Fprintln(out, "lab stopped")
@@ -73,5 +85,6 @@ func newLabCmd() *cobra.Command {
 	c.Flags().StringVar(&data, "data", "", "data directory (default: a temporary directory, removed on exit)")
 	c.Flags().StringVar(&logFile, "log", "", "write component logs to this file")
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component's events to stderr")
+	c.Flags().BoolVar(&single, "single-process", false, "run every node in this process over one bolt store instead of one process per node over an embedded etcd")
 	return c
 }

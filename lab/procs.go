@@ -1,0 +1,275 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/node"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
+)
+
+// Proc is one node of a distributed lab: a `frontdoor serve` process of its own.
+type Proc struct {
+	// Name is the node's name.
+	Name string
+	// Zone is the node's zone.
+	Zone string
+	// PID is the process id.
+	PID int
+	// Log is the file that holds the process's output.
+	Log string
+	// Data is the node's data dir.
+	Data string
+
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the process has exited
+	err    error         // its exit status, once done
+	killed bool          // the lab signalled it (guarded by Lab.procMu)
+}
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// siteBlock finds the top-level site: key of a site configuration.
+var siteBlock = regexp.MustCompile(`(?m)^site:[ \t]*\n`)
+
+// distributedSource returns the site configuration the node processes load: source with a
+// site.store block that points at the lab's etcd.
+func distributedSource(source []byte, endpoints []string, secretFile string) ([]byte, error) {
+	if regexp.MustCompile(`(?m)^  store:`).Match(source) {
+		return nil, errors.New("the lab runs its own etcd: remove site.store from the configuration")
+	}
+	block := fmt.Sprintf("  store:\n    backend: etcd\n    endpoints: [%s]\n    secret_file: %q\n", strings.Join(endpoints, ", "), secretFile)
+	loc := siteBlock.FindIndex(source)
+	if loc == nil {
+		return append([]byte("site:\n"+block), source...), nil
+	}
+	out := append([]byte{}, source[:loc[1]]...)
+	out = append(out, block...)
+	return append(out, source[loc[1]:]...), nil
+}
+
+// startDistributed starts the lab's etcd cluster, seals the site identity in it and starts
+// one `frontdoor serve` process per node, then waits until every node is present.
+func (l *Lab) startDistributed(ctx context.Context) error {
+	o := l.o
+	if len(o.Source) == 0 {
+		return errors.New("lab: Processes needs Source, the configuration's YAML")
+	}
+	bin := o.Binary
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("finding the frontdoor binary: %w", err)
+		}
+		bin = exe
+	}
+	members := o.EtcdMembers
+	if members == 0 {
+		members = 3
+	}
+	o.Progress(fmt.Sprintf("etcd: starting %d members", members))
+	c, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(l.DataDir, "etcd"), Members: members,
+		Logger: l.log.With("component", "etcd")})
+	if err != nil {
+		return err
+	}
+	l.Etcd = c
+	secretFile := filepath.Join(l.DataDir, "store.secret")
+	if err := os.WriteFile(secretFile, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
+		return fmt.Errorf("writing the store secret: %w", err)
+	}
+	src, err := distributedSource(o.Source, c.Endpoints(), secretFile)
+	if err != nil {
+		return err
+	}
+	l.ConfigFile = filepath.Join(l.DataDir, "site.yaml")
+	if err := os.WriteFile(l.ConfigFile, src, 0o600); err != nil {
+		return fmt.Errorf("writing the site configuration: %w", err)
+	}
+	cfg, err := configs.Load(l.ConfigFile, src)
+	if err != nil {
+		return err
+	}
+	l.Config = cfg
+	st, err := etcd.Open(ctx, etcd.Options{Endpoints: c.Endpoints(), Prefix: cfg.Site.Store.Prefix, Node: "lab", Logger: l.log.With("component", "store")})
+	if err != nil {
+		return err
+	}
+	l.site = st
+	o.Progress("site identity: sealed in etcd")
+	key, ca, err := node.LoadIdentity(ctx, cfg, st, l.DataDir, l.log)
+	if err != nil {
+		return err
+	}
+	l.setIdentity(key, ca)
+	o.Progress(fmt.Sprintf("starting %d node processes", len(cfg.Nodes)))
+	for _, n := range cfg.Nodes {
+		p := &Proc{Name: n.Name, Zone: n.Zone, Data: filepath.Join(l.DataDir, "nodes", n.Name), done: make(chan struct{})}
+		if err := os.MkdirAll(p.Data, 0o700); err != nil {
+			return err
+		}
+		p.Log = p.Data + ".log"
+		logf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return err
+		}
+		p.cmd = exec.Command(bin, "serve", "--config", l.ConfigFile, "--node", n.Name, "--data", p.Data)
+		p.cmd.Stdout, p.cmd.Stderr = logf, logf
+		p.cmd.Env = append(os.Environ(), o.Env...)
+		p.cmd.SysProcAttr = procAttr()
+		if err := p.cmd.Start(); err != nil {
+			logf.Close()
+			return fmt.Errorf("starting node %s: %w", n.Name, err)
+		}
+		p.PID = p.cmd.Process.Pid
+		go func() {
+			p.err = p.cmd.Wait()
+			logf.Close()
+			close(p.done)
+		}()
+		l.Procs = append(l.Procs, p)
+	}
+	return l.waitPresent(ctx)
+}
+
+// waitPresent waits until every node process has announced itself in etcd (its sockets are
+// open), bounded by StartTimeout; a process that exits first fails the start with its log.
+func (l *Lab) waitPresent(ctx context.Context) error {
+	timeout := l.o.StartTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	reported := map[string]bool{}
+	for {
+		present := l.site.Nodes()
+		all := true
+		for _, p := range l.Procs {
+			select {
+			case <-p.done:
+				return fmt.Errorf("node %s exited while starting (%v):\n%s", p.Name, p.err, tail(p.Log, 20))
+			default:
+			}
+			if n, ok := present[p.Name]; ok && n.PID == p.PID {
+				if !reported[p.Name] {
+					reported[p.Name] = true
+					l.o.Progress(fmt.Sprintf("node %s up (pid %d)", p.Name, p.PID))
+				}
+			} else {
+				all = false
+			}
+		}
+		if all {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			var missing []string
+			for _, p := range l.Procs {
+				if !reported[p.Name] {
+					missing = append(missing, p.Name+" (log "+p.Log+")")
+				}
+			}
+			return fmt.Errorf("nodes not up after %s: %s", timeout, strings.Join(missing, ", "))
+		case <-tick.C:
+		}
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// Proc returns the node process of a distributed lab by name.
+func (l *Lab) Proc(name string) (*Proc, bool) {
+	for _, p := range l.Procs {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Signal sends sig to a node's process: SIGKILL is its power off, SIGTERM its shutdown. The
+// lab does not report the exit as a failure.
+func (l *Lab) Signal(name string, sig syscall.Signal) error {
+	p, ok := l.Proc(name)
+	if !ok {
+		return fmt.Errorf("no node process %q", name)
+	}
+	l.procMu.Lock()
+	p.killed = true
+	l.procMu.Unlock()
+	return p.cmd.Process.Signal(sig)
+}
+
+// stopProcs stops every node process: SIGTERM (the node drains), a second SIGTERM after
+// grace (stop at once), SIGKILL when one is still running after another 5 s.
+func (l *Lab) stopProcs(grace time.Duration) {
+	var wg sync.WaitGroup
+	for _, p := range l.Procs {
+		l.procMu.Lock()
+		p.killed = true
+		l.procMu.Unlock()
+		wg.Go(func() {
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+				return
+			case <-time.After(grace):
+			}
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+				return
+			case <-time.After(5 * time.Second):
+			}
+			p.cmd.Process.Kill()
+			<-p.done
+		})
+	}
+	wg.Wait()
+}
+
+// watchProcs reports node processes that exit by themselves until ctx ends.
+func (l *Lab) watchProcs(ctx context.Context) {
+	for _, p := range l.Procs {
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-p.done:
+				l.procMu.Lock()
+				killed := p.killed
+				l.procMu.Unlock()
+				if !killed {
+					l.log.Error("node process exited", "node", p.Name, "pid", p.PID, "err", p.err, "log", p.Log)
+					l.o.Progress(fmt.Sprintf("node %s (pid %d) exited: %v; its log: %s", p.Name, p.PID, p.err, p.Log))
+				}
+			}
+		}()
+	}
+}

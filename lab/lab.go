@@ -290,6 +290,15 @@ func (l *Lab) cleanup() {
 // 127.first-(first+2).x.x, so that tests and drills do not collide with a running lab; edit,
 // when set, changes the moved YAML text before it is loaded (a test adds a proxy section).
 func MovedSite(first int, edit func(string) string) (*configs.Config, error) {
+	b, err := MovedSource(first, edit)
+	if err != nil {
+		return nil, err
+	}
+	return configs.Load(fmt.Sprintf("lab.yaml (moved to 127.%d)", first), b)
+}
+
+// MovedSource is the YAML of MovedSite, for a distributed lab's Options.Source.
+func MovedSource(first int, edit func(string) string) ([]byte, error) {
 	b, err := configs.Shipped("lab.yaml")
 	if err != nil {
 		return nil, err
@@ -299,7 +308,7 @@ func MovedSite(first int, edit func(string) string) (*configs.Config, error) {
 	if edit != nil {
 		s = edit(s)
 	}
-	return configs.Load(fmt.Sprintf("lab.yaml (moved to 127.%d)", first), []byte(s))
+	return []byte(s), nil
 }
 
 // simulatedLoad is the load a lab machine reports: its machines share one host, so the host's

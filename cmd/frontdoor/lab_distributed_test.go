@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/lab"
+)
+
+// TestDistributedLabSessionOutlivesItsNode runs the lab as a distributed site (a 3-member
+// etcd, one serve process per node), launches a desktop and streams through a gateway, then
+// kills (SIGKILL) the node process that hosts that gateway: the session lives on in etcd, the
+// client is back in the SAME session through another node's gateway, and the admin status
+// lists the store's members and the nodes still running.
+func TestDistributedLabSessionOutlivesItsNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("six node processes and an etcd cluster: not under -short")
+	}
+	src, err := lab.MovedSource(51, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l, err := lab.New(ctx, lab.Options{Processes: true, Source: src, Binary: os.Args[0], Env: []string{"FRONTDOOR_TEST_MAIN=1"},
+		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet, Progress: func(s string) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- l.Serve(sctx) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("lab Serve: %v", err)
+		}
+	}()
+
+	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.51.0.1:5353", User: "alice", Password: "lab",
+		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: l.CA().Pool()}
+	var desc *client.Descriptor
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		// The nodes' first probes decide when GSLB answers and gateways are offered.
+		if desc, _, err = ln.Launch(ctx); err == nil && len(desc.Gateways) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no launch with two gateways within 20s: %v %+v", err, desc)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	events := make(chan client.Event, 64)
+	s, err := client.Open(ctx, client.Options{Descriptor: desc, RootCAs: l.CA().Pool(), Relaunch: ln.Relaunch, Logger: quiet,
+		KeepaliveTimeout: 3 * time.Second, OnEvent: func(e client.Event) {
+			select {
+			case events <- e:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.WaitUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+		t.Fatalf("TCP echo through the gateway: %v", err)
+	}
+	via, _ := s.Via()
+	victim := ""
+	for _, g := range l.Config.Gateways {
+		if g.Name == via {
+			victim = g.Node
+		}
+	}
+	if victim == "" || victim == "fd-hq-1" {
+		t.Fatalf("session %s via %q (node %q): want a gateway of a node without the admin API", desc.SessionID, via, victim)
+	}
+	t.Logf("session %s on %s via %s (node %s); killing node %s", desc.SessionID, desc.Machine, via, victim, victim)
+	killed := time.Now()
+	if err := l.Signal(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(30 * time.Second)
+	for back := false; !back; {
+		select {
+		case e := <-events:
+			if e.Kind != client.EventBack {
+				continue
+			}
+			if !e.SameSession || e.Relaunched || e.Via == via {
+				t.Fatalf("back: %+v; want the same session through another gateway", e)
+			}
+			t.Logf("back in session %s via %s %s after the kill", desc.SessionID, e.Via, time.Since(killed).Round(time.Millisecond))
+			back = true
+		case <-deadline:
+			t.Fatal("the client was not back within 30s of its gateway's node being killed")
+		}
+	}
+	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+		t.Fatalf("TCP echo after the reconnect: %v", err)
+	}
+	snap, _ := l.Site().Load(ctx)
+	found := false
+	for _, se := range snap.Sessions {
+		found = found || se.ID == desc.SessionID
+	}
+	if !found {
+		t.Fatalf("session %s is gone from the site database", desc.SessionID)
+	}
+
+	// The admin status names the store's members and, once the dead node's lease is gone,
+	// the five nodes that run.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
+	var st struct {
+		Store struct {
+			Backend string `json:"backend"`
+			Members []struct {
+				Healthy, Leader bool
+			} `json:"members"`
+			Nodes []struct{ Name string } `json:"nodes"`
+		} `json:"store"`
+	}
+	for wait := time.Now().Add(15 * time.Second); ; {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.51.0.1:9090/v1/admin/status", nil)
+		req.SetBasicAuth("admin", "lab")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Store.Nodes) == 5 {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("status lists %d nodes 15s after a kill, want 5: %+v", len(st.Store.Nodes), st.Store.Nodes)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	leaders := 0
+	for _, m := range st.Store.Members {
+		if !m.Healthy {
+			t.Errorf("status: an unhealthy member: %+v", st.Store.Members)
+		}
+		if m.Leader {
+			leaders++
+		}
+	}
+	if st.Store.Backend != "etcd" || len(st.Store.Members) != 3 || leaders != 1 {
+		t.Fatalf("status store %+v, want etcd with 3 healthy members and one leader", st.Store)
+	}
+	for _, n := range st.Store.Nodes {
+		if n.Name == victim {
+			t.Fatalf("the killed node %s is still listed", victim)
+		}
+	}
+}

@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 		newAdminCmd(),
 		newDrillCmd(),
 		newConnectCmd(),
+		newInitCmd(),
 	)
 	return root
 }

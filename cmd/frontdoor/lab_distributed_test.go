@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 )
 
@@ -168,5 +172,75 @@ func TestDistributedLabSessionOutlivesItsNode(t *testing.T) {
 		if n.Name == victim {
 			t.Fatalf("the killed node %s is still listed", victim)
 		}
+	}
+}
+
+// TestTwoSitesRunAsSeparateServeProcesses runs configs/two-sites.yaml, moved to loopback, as
+// one serve process per node over an embedded etcd: a launch at the London front door and a
+// launch of the same user at the New York one land in the one session the site has.
+func TestTwoSitesRunAsSeparateServeProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("node processes and an etcd cluster: not under -short")
+	}
+	b, err := configs.Shipped("two-sites.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := regexp.MustCompile(`(?m)^  store:\n(    .*\n)+`).ReplaceAllString(string(b), "") // the lab brings its etcd
+	src = strings.NewReplacer("10.10.", "127.110.", "10.20.", "127.120.", "10.30.", "127.130.", "10.40.", "127.140.",
+		`:53"`, `:5353"`, `:443"`, `:10443"`).Replace(src)
+	hash := `password_hash: "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"` // "lab"
+	src = strings.NewReplacer("{name: erin, home_site: emea}", "{name: erin, home_site: emea, "+hash+"}").Replace(src)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.New(ctx, lab.Options{Processes: true, Source: []byte(src), Binary: os.Args[0], Env: []string{"FRONTDOOR_TEST_MAIN=1"},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Progress: func(s string) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- l.Serve(sctx) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("lab Serve: %v", err)
+		}
+	}()
+	launch := func(url string) (id, machine string) {
+		t.Helper()
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.110.0.50")}} // a client in London
+		hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DialContext: d.DialContext}}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/launch", strings.NewReader(`{"resource":"global-desktop","endpoint":"erin-pc"}`))
+		req.SetBasicAuth("erin", "lab")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var desc struct {
+			SessionID string `json:"session_id"`
+			Machine   string `json:"machine"`
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &desc) != nil || desc.SessionID == "" {
+			t.Fatalf("launch at %s: %s %s", url, resp.Status, body)
+		}
+		return desc.SessionID, desc.Machine
+	}
+	id1, m1 := launch("https://127.110.0.1:10443")
+	var id2, m2 string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		// The New York node learns of the session through its watch.
+		if id2, m2 = launch("https://127.130.0.1:10443"); id2 == id1 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if id2 != id1 || m2 != m1 {
+		t.Fatalf("London launched %s on %s, New York %s on %s: want the same session", id1, m1, id2, m2)
+	}
+	nodes := l.Site().Nodes()
+	if len(nodes) != 2 || nodes["fd-london"].PID == nodes["fd-newyork"].PID {
+		t.Fatalf("present nodes %+v, want fd-london and fd-newyork in two processes", nodes)
 	}
 }

@@ -249,6 +249,8 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if r.shared != nil {
 		r.shared.OnModes(r.applyModes)
 		r.applyModes(r.shared.Modes())
+		r.shared.OnSettings(etcd.SectionOverrides, r.applyOverrides)
+		r.applyOverrides(r.shared.Settings(etcd.SectionOverrides))
 	}
 	r.built.Store(true)
 	return r, nil
@@ -565,6 +567,20 @@ func (r *Runtime) override(node, name, o string) (note string, err error) {
 	v, err := health.ParseOverride(o)
 	if err != nil {
 		return "", err
+	}
+	if r.shared != nil {
+		// Site-wide: stored, applied here at once and at every other front door through
+		// its watch; the gateway's own node puts it in drain mode.
+		val := o
+		if v == health.OverrideNone {
+			val = ""
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.shared.SetSettings(ctx, etcd.SectionOverrides, map[string]string{name: val}); err != nil {
+			return "", fmt.Errorf("%w: the site database did not take the override: %v", api.ErrRefused, err)
+		}
+		return r.applyOverride(g, v)
 	}
 	if err := r.Health.SetOverride(name, v); err != nil {
 		return "", err

@@ -14,6 +14,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -166,3 +167,49 @@ func (s siteLedger) Revoke(session string, until time.Time) error { return s.l.R
 
 // Revoked implements ticket.Ledger.
 func (s siteLedger) Revoked(session string) (bool, error) { return s.l.Revoked(session) }
+
+// applyOverrides installs the health overrides stored site-wide: each gateway of the config
+// follows its entry (none: the probes).
+func (r *Runtime) applyOverrides(stored map[string]string) {
+	for _, g := range r.cfg.Gateways {
+		v, err := health.ParseOverride(stored[g.Name])
+		if stored[g.Name] == "" || err != nil {
+			v = health.OverrideNone
+		}
+		if st, ok := r.Health.Status(g.Name); ok && st.Override == v {
+			continue
+		}
+		if note, err := r.applyOverride(g, v); err != nil {
+			r.log.Warn("applying a stored health override", "gateway", g.Name, "override", v.String(), "err", err)
+		} else {
+			r.log.Info("health override from the site", "gateway", g.Name, "override", v.String(), "note", note)
+		}
+	}
+}
+
+// applyOverride sets a site-wide override here: this front door's verdict, and the drain mode
+// of the gateway when this node hosts it.
+func (r *Runtime) applyOverride(g configs.Gateway, v health.Override) (note string, err error) {
+	if err := r.Health.SetOverride(g.Name, v); err != nil {
+		return "", err
+	}
+	gw := r.Gateways[g.Name]
+	drain := v == health.OverrideDrain || v == health.OverrideDown
+	if gw == nil {
+		if g.Node == "" {
+			return "set at every front door", nil
+		}
+		return fmt.Sprintf("set at every front door; node %s, which hosts %s, sets its drain mode", g.Node, g.Name), nil
+	}
+	if !gw.CanDrain() {
+		if drain {
+			note = "set at every front door; the gateway has no https health port to say it drains"
+		}
+		return note, nil
+	}
+	gw.Drain(drain)
+	if q := r.QUIC[g.Name]; q != nil {
+		q.Drain(drain)
+	}
+	return "set at every front door", nil
+}

@@ -173,6 +173,41 @@ func TestDistributedLabSessionOutlivesItsNode(t *testing.T) {
 			t.Fatalf("the killed node %s is still listed", victim)
 		}
 	}
+
+	// An operator drains gw-west-1 at hq's admin API: the override is the site's, so the
+	// node that hosts it (fd-west-1, another process) puts it in drain mode, and "auto"
+	// lifts it again.
+	health := func() int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodHead, "https://127.53.0.11:10443/favicon.ico", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("health port of gw-west-1: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, step := range []struct {
+		override string
+		want     int
+	}{{"drain", http.StatusServiceUnavailable}, {"auto", http.StatusOK}} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://127.51.0.1:9090/v1/admin/health",
+			strings.NewReader(`{"gateway": "gw-west-1", "override": "`+step.override+`"}`))
+		req.SetBasicAuth("admin", "lab")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("override %s: %s %s", step.override, resp.Status, body)
+		}
+		for wait := time.Now().Add(5 * time.Second); health() != step.want; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(wait) {
+				t.Fatalf("gw-west-1's health port answers %d 5s after %q at hq, want %d", health(), step.override, step.want)
+			}
+		}
+	}
 }
 
 // TestTwoSitesRunAsSeparateServeProcesses runs configs/two-sites.yaml, moved to loopback, as

@@ -27,6 +27,8 @@
 //	                             expires: each channel of a launch ticket opens once, site-wide.
 //	P tickets/revoked/<session>  a revoked session's tickets, on a lease that ends with them.
 //	P modes/<group>              "on" or "off": a delivery group's secure-gateway switch.
+//	P overrides/<gateway>        an operator's health override of a gateway at every front
+//	                             door: "up", "down" or "drain" (absent: follow the probes).
 //	P nodes/<name>               JSON presence of a running node (zone, version, start), on
 //	                             the node's lease (TTL 5 s, kept alive): gone when it dies.
 //	P identity                   the site identity (site key, CA), sealed with the operator's
@@ -43,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"strconv"
 	"strings"
@@ -90,19 +93,19 @@ type Store struct {
 	leaseMu sync.Mutex // guards leases
 	leases  map[int64]clientv3.LeaseID
 
-	mu        sync.Mutex // guards the view and the followers
-	rev       int64      // the revision the view reflects
-	sessions  map[string]broker.Session
-	slotOf    map[string]slotRef // session id -> its slot
-	used      map[string]map[int]string
-	loads     map[string]machineLoad
-	flags     map[string]machineFlags
-	revoked   map[string]bool
-	modes     map[string]bool
-	nodes     map[string]NodeInfo
-	followers []func(broker.Change)
-	onModes   []func(map[string]bool)
-	watchErr  error
+	mu         sync.Mutex // guards the view and the followers
+	rev        int64      // the revision the view reflects
+	sessions   map[string]broker.Session
+	slotOf     map[string]slotRef // session id -> its slot
+	used       map[string]map[int]string
+	loads      map[string]machineLoad
+	flags      map[string]machineFlags
+	revoked    map[string]bool
+	settings   map[string]map[string]string // by section (modes, overrides), then name
+	nodes      map[string]NodeInfo
+	followers  []func(broker.Change)
+	onSettings map[string][]func(map[string]string) // by section
+	watchErr   error
 }
 
 var _ broker.Shared = (*Store)(nil)
@@ -204,7 +207,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 func (st *Store) reset() {
 	st.sessions, st.slotOf, st.used = map[string]broker.Session{}, map[string]slotRef{}, map[string]map[int]string{}
 	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]bool{}
-	st.modes, st.nodes = map[string]bool{}, map[string]NodeInfo{}
+	st.nodes = map[string]NodeInfo{}
+	st.settings = map[string]map[string]string{}
+	for _, sec := range settingSections {
+		st.settings[sec] = map[string]string{}
+	}
 }
 
 // Client returns the etcd client (for status and tests).
@@ -274,10 +281,10 @@ type kv struct {
 
 // applyLocked installs one key's change in the view and returns the broker change it makes,
 // if any.
-func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, modesChanged bool) {
+func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section string) {
 	rest, ok := strings.CutPrefix(x.key, st.o.Prefix)
 	if !ok {
-		return ch, false
+		return ch, ""
 	}
 	parts := strings.Split(rest, "/")
 	for i, p := range parts {
@@ -290,31 +297,31 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, modesChanged
 		id := parts[1]
 		if deleted {
 			if _, ok := st.sessions[id]; !ok {
-				return ch, false
+				return ch, ""
 			}
 			delete(st.sessions, id)
 			delete(st.slotOf, id)
-			return broker.Change{Ended: id}, false
+			return broker.Change{Ended: id}, ""
 		}
 		var r record
 		if err := json.Unmarshal(x.value, &r); err != nil {
 			st.log.Warn("etcd: unreadable session", "key", x.key, "err", err)
-			return ch, false
+			return ch, ""
 		}
 		r.Session.Rev = uint64(x.version)
 		st.sessions[id] = r.Session
 		st.slotOf[id] = slotRef{r.Session.Machine, r.Slot}
 		s := r.Session
-		return broker.Change{Session: &s}, false
+		return broker.Change{Session: &s}, ""
 	case parts[0] == "slots" && len(parts) == 3:
 		i, err := strconv.Atoi(parts[2])
 		if err != nil {
-			return ch, false
+			return ch, ""
 		}
 		m := parts[1]
 		if deleted {
 			delete(st.used[m], i)
-			return ch, false
+			return ch, ""
 		}
 		if st.used[m] == nil {
 			st.used[m] = map[int]string{}
@@ -329,7 +336,7 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, modesChanged
 			} else {
 				var l machineLoad
 				if json.Unmarshal(x.value, &l) != nil {
-					return ch, false
+					return ch, ""
 				}
 				st.loads[name] = l
 			}
@@ -339,28 +346,28 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, modesChanged
 			} else {
 				var f machineFlags
 				if json.Unmarshal(x.value, &f) != nil {
-					return ch, false
+					return ch, ""
 				}
 				st.flags[name] = f
 			}
 		default:
-			return ch, false
+			return ch, ""
 		}
 		ms := st.machineLocked(name)
-		return broker.Change{Machine: &ms}, false
+		return broker.Change{Machine: &ms}, ""
 	case parts[0] == "tickets" && len(parts) == 3 && parts[1] == "revoked":
 		if deleted {
 			delete(st.revoked, parts[2])
 		} else {
 			st.revoked[parts[2]] = true
 		}
-	case parts[0] == "modes" && len(parts) == 2:
+	case st.settings[parts[0]] != nil && len(parts) == 2:
 		if deleted {
-			delete(st.modes, parts[1])
+			delete(st.settings[parts[0]], parts[1])
 		} else {
-			st.modes[parts[1]] = string(x.value) == "on"
+			st.settings[parts[0]][parts[1]] = string(x.value)
 		}
-		return ch, true
+		return ch, parts[0]
 	case parts[0] == "nodes" && len(parts) == 2:
 		if deleted {
 			delete(st.nodes, parts[1])
@@ -371,7 +378,7 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, modesChanged
 			}
 		}
 	}
-	return ch, false
+	return ch, ""
 }
 
 func (st *Store) machineLocked(name string) broker.MachineState {
@@ -402,14 +409,16 @@ func (st *Store) watch(ctx context.Context) {
 			}
 			st.mu.Lock()
 			var changes []broker.Change
-			modes := false
+			sections := map[string]bool{}
 			for _, ev := range wr.Events {
 				x := kv{key: string(ev.Kv.Key), value: ev.Kv.Value, version: ev.Kv.Version}
-				c, m := st.applyLocked(x, ev.Type == clientv3.EventTypeDelete)
+				c, sec := st.applyLocked(x, ev.Type == clientv3.EventTypeDelete)
 				if c != (broker.Change{}) {
 					changes = append(changes, c)
 				}
-				modes = modes || m
+				if sec != "" {
+					sections[sec] = true
+				}
 			}
 			if wr.Header.Revision > st.rev {
 				st.rev = wr.Header.Revision
@@ -417,7 +426,7 @@ func (st *Store) watch(ctx context.Context) {
 			if n := len(wr.Events); n > 0 && wr.Events[n-1].Kv.ModRevision > st.rev {
 				st.rev = wr.Events[n-1].Kv.ModRevision
 			}
-			st.dispatchLocked(changes, modes)
+			st.dispatchLocked(changes, sections)
 			st.mu.Unlock()
 		}
 		if ctx.Err() == nil {
@@ -429,18 +438,21 @@ func (st *Store) watch(ctx context.Context) {
 	}
 }
 
-// dispatchLocked tells the followers of changes. Followers take their own locks and never
-// call the store, so holding mu keeps every follower's order the store's order.
-func (st *Store) dispatchLocked(changes []broker.Change, modes bool) {
+// dispatchLocked tells the followers of changes and of the settings sections that changed.
+// Followers take their own locks and never call the store, so holding mu keeps every
+// follower's order the store's order.
+func (st *Store) dispatchLocked(changes []broker.Change, sections map[string]bool) {
 	for _, c := range changes {
 		for _, fn := range st.followers {
 			fn(c)
 		}
 	}
-	if modes && len(st.onModes) > 0 {
-		m := st.modesLocked()
-		for _, fn := range st.onModes {
-			fn(m)
+	for sec := range sections {
+		if fns := st.onSettings[sec]; len(fns) > 0 {
+			m := maps.Clone(st.settings[sec])
+			for _, fn := range fns {
+				fn(m)
+			}
 		}
 	}
 }
@@ -502,7 +514,11 @@ func (st *Store) resync(ctx context.Context) {
 			changes = append(changes, broker.Change{Machine: &ms})
 		}
 	}
-	st.dispatchLocked(changes, true)
+	all := map[string]bool{}
+	for _, sec := range settingSections {
+		all[sec] = true
+	}
+	st.dispatchLocked(changes, all)
 }
 
 func sameMachine(a, b broker.MachineState) bool {

@@ -8,37 +8,91 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Modes returns the secure-gateway switches set site-wide, by delivery group (groups never
-// switched are absent: their configured mode holds).
-func (st *Store) Modes() map[string]bool {
+// Sections of the site's shared settings: small maps of names to words that operators set at
+// any front door and every node follows.
+const (
+	// SectionModes holds the secure-gateway switches by delivery group: "on" or "off".
+	SectionModes = "modes"
+	// SectionOverrides holds the health overrides by gateway: "up", "down" or "drain".
+	SectionOverrides = "overrides"
+)
+
+var settingSections = []string{SectionModes, SectionOverrides}
+
+// Settings returns a section of the shared settings, from the view.
+func (st *Store) Settings(section string) map[string]string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.modesLocked()
+	return maps.Clone(st.settings[section])
 }
 
-func (st *Store) modesLocked() map[string]bool { return maps.Clone(st.modes) }
-
-// SetModes switches the secure gateway of the named groups site-wide, in one transaction;
-// every node's followers of modes are told.
-func (st *Store) SetModes(ctx context.Context, modes map[string]bool) error {
+// SetSettings writes entries of a section in one transaction; an empty value deletes its
+// entry. Every node's followers of the section are told through the watch.
+func (st *Store) SetSettings(ctx context.Context, section string, entries map[string]string) error {
+	if !knownSection(section) {
+		return fmt.Errorf("unknown settings section %q", section)
+	}
 	var ops []clientv3.Op
-	for g, on := range modes {
-		v := "off"
-		if on {
-			v = "on"
+	for name, v := range entries {
+		if v == "" {
+			ops = append(ops, clientv3.OpDelete(st.key(section, name)))
+		} else {
+			ops = append(ops, clientv3.OpPut(st.key(section, name), v))
 		}
-		ops = append(ops, clientv3.OpPut(st.key("modes", g), v))
 	}
 	if _, err := st.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-		return fmt.Errorf("storing secure-gateway modes: %w", err)
+		return fmt.Errorf("storing %s: %w", section, err)
 	}
 	return nil
 }
 
-// OnModes calls fn with every group's stored mode whenever one changes, from the watch. fn
-// must not block or call the store.
-func (st *Store) OnModes(fn func(map[string]bool)) {
+func knownSection(s string) bool {
+	for _, x := range settingSections {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// OnSettings calls fn with the whole section whenever an entry of it changes, from the
+// watch. fn must not block or call the store.
+func (st *Store) OnSettings(section string, fn func(map[string]string)) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.onModes = append(st.onModes, fn)
+	if st.onSettings == nil {
+		st.onSettings = map[string][]func(map[string]string){}
+	}
+	st.onSettings[section] = append(st.onSettings[section], fn)
+}
+
+// Modes returns the secure-gateway switches set site-wide, by delivery group (groups never
+// switched are absent: their configured mode holds). It implements api.ModeStore.
+func (st *Store) Modes() map[string]bool {
+	return modesOf(st.Settings(SectionModes))
+}
+
+func modesOf(m map[string]string) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for g, v := range m {
+		out[g] = v == "on"
+	}
+	return out
+}
+
+// SetModes switches the secure gateway of the named groups site-wide, in one transaction.
+func (st *Store) SetModes(ctx context.Context, modes map[string]bool) error {
+	entries := map[string]string{}
+	for g, on := range modes {
+		entries[g] = "off"
+		if on {
+			entries[g] = "on"
+		}
+	}
+	return st.SetSettings(ctx, SectionModes, entries)
+}
+
+// OnModes calls fn with every group's stored mode whenever one changes.
+func (st *Store) OnModes(fn func(map[string]bool)) {
+	st.OnSettings(SectionModes, func(m map[string]string) { fn(modesOf(m)) })
 }

@@ -222,6 +222,12 @@ func (st *Store) Prefix() string { return st.o.Prefix }
 
 func esc(s string) string { return url.PathEscape(s) }
 
+// opContext bounds one store operation by DialTimeout: with etcd unreachable, a launch or a
+// transition fails in that time instead of waiting on its caller's deadline.
+func (st *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, st.o.DialTimeout)
+}
+
 func (st *Store) key(parts ...string) string {
 	for i, p := range parts {
 		parts[i] = esc(p)
@@ -561,6 +567,8 @@ func (st *Store) Follow(_ context.Context, fn func(broker.Change)) (broker.Snaps
 
 // GetSession implements broker.Shared.
 func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, error) {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
 	r, err := st.cli.Get(ctx, st.sessionKey(id))
 	if err != nil {
 		return broker.Session{}, fmt.Errorf("reading session %s: %w", id, err)
@@ -584,6 +592,8 @@ func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, err
 // absent. When the view was behind, the transaction's answer tells which slots are taken and
 // the next free one is tried; with none free it returns ErrMachineFull.
 func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) error {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
 	lease, err := st.leaseUntil(ctx, s.Expires)
 	if err != nil {
 		return err
@@ -689,6 +699,8 @@ func (st *Store) slot(ctx context.Context, id string) (slotRef, error) {
 // at Version prevRev and rewrites the session and its slot on the lease of its new Expires
 // (none for a connected session).
 func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) error {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
 	ref, err := st.slot(ctx, s.ID)
 	if err != nil {
 		return err
@@ -726,6 +738,8 @@ func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev ui
 
 // DeleteSession implements broker.Store: the session and its slot go in one transaction.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
 	ref, err := st.slot(ctx, id)
 	if err != nil {
 		return err
@@ -747,6 +761,8 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 // PutMachine implements broker.Store: the load on the node's lease and the flags, each
 // written only when it differs from the view.
 func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
 	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported}
 	f := machineFlags{Maintenance: m.Maintenance, Down: m.Down}
 	st.mu.Lock()
@@ -803,6 +819,8 @@ func (st *Store) leaseUntil(ctx context.Context, t time.Time) (clientv3.LeaseID,
 
 // Register writes the node's presence on its lease; it goes when the node stops or dies.
 func (st *Store) Register(ctx context.Context, n NodeInfo) error {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
 	b, _ := json.Marshal(n)
 	if _, err := st.cli.Put(ctx, st.key("nodes", n.Name), string(b), clientv3.WithLease(st.lease)); err != nil {
 		return fmt.Errorf("registering node %s: %w", n.Name, err)

@@ -29,6 +29,8 @@ func (st *Store) Settings(section string) map[string]string {
 // SetSettings writes entries of a section in one transaction; an empty value deletes its
 // entry. Every node's followers of the section are told through the watch.
 func (st *Store) SetSettings(ctx context.Context, section string, entries map[string]string) error {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
 	if !knownSection(section) {
 		return fmt.Errorf("unknown settings section %q", section)
 	}

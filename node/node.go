@@ -171,7 +171,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if sc.Site.DataDir == "" {
 		sc.Site.DataDir = o.DataDir
 	}
-	if r.Store, err = store.Open(ctx, &sc, store.Options{Node: r.nodes[0].Name, Logger: o.Logger.With("component", "store")}); err != nil {
+	if r.Store, err = store.Open(ctx, &sc, store.Options{Node: r.nodes[0].Name, Logger: o.Logger.With("component", "store"), Registry: o.Registry}); err != nil {
 		return nil, err
 	}
 	r.shared, _ = r.Store.(*etcd.Store)

@@ -16,6 +16,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/store/bolt"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/memory"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options say who opens the store.
@@ -25,6 +26,8 @@ type Options struct {
 	Node string
 	// Logger receives the store's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Registry receives the store's metrics (etcd). Default: none.
+	Registry prometheus.Registerer
 }
 
 // ErrNotShared is returned by CheckShared for a site of several nodes on a store that only
@@ -55,7 +58,7 @@ func Open(ctx context.Context, cfg *configs.Config, o Options) (broker.Store, er
 			return nil, err
 		}
 		return etcd.Open(ctx, etcd.Options{Endpoints: s.Endpoints, DialTimeout: s.DialTimeout.D(), Prefix: s.Prefix,
-			TLS: tc, Node: o.Node, Logger: o.Logger})
+			TLS: tc, Node: o.Node, Logger: o.Logger, Registry: o.Registry})
 	default:
 		return nil, fmt.Errorf("store backend %q is not available in this build", b)
 	}

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -78,6 +79,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of lease lifetimes. Default: time.Now.
 	Now func() time.Time
+	// Registry receives the store's metrics. Default: none.
+	Registry prometheus.Registerer
 }
 
 // Store is a broker.Store, a ticket.Ledger and the site's shared settings on etcd.
@@ -86,6 +89,7 @@ type Store struct {
 	cli    *clientv3.Client
 	log    *slog.Logger
 	now    func() time.Time
+	met    *metrics
 	lease  clientv3.LeaseID // the node's lease
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the watch loop has ended
@@ -176,6 +180,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, leases: map[int64]clientv3.LeaseID{}, done: make(chan struct{})}
 	st.reset()
 	fail := func(err error) (*Store, error) { cli.Close(); return nil, err }
+	if st.met, err = newMetrics(st, o.Registry); err != nil {
+		return fail(err)
+	}
 	octx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	if err := st.loadAll(octx); err != nil {
@@ -426,6 +433,7 @@ func (st *Store) watch(ctx context.Context) {
 					sections[sec] = true
 				}
 			}
+			st.met.events.Add(float64(len(wr.Events)))
 			if wr.Header.Revision > st.rev {
 				st.rev = wr.Header.Revision
 			}
@@ -631,6 +639,7 @@ func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSession
 			continue
 		}
 		if slot < 0 {
+			st.met.observe("create", "full", time.Now())
 			return fmt.Errorf("%s holds %d of %d sessions: %w", s.Machine, len(taken), maxSessions, broker.ErrMachineFull)
 		}
 		val, err := json.Marshal(record{Session: s, Slot: slot})
@@ -638,23 +647,28 @@ func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSession
 			return err
 		}
 		slotKey := st.slotKey(s.Machine, slot)
+		start := time.Now()
 		r, err := st.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.Version(skey), "=", 0), clientv3.Compare(clientv3.Version(slotKey), "=", 0)).
 			Then(clientv3.OpPut(skey, string(val), leaseOpt(lease)...), clientv3.OpPut(slotKey, s.ID, leaseOpt(lease)...)).
 			Else(clientv3.OpGet(skey, clientv3.WithCountOnly()), clientv3.OpGet(slots, clientv3.WithPrefix(), clientv3.WithKeysOnly())).
 			Commit()
 		if err != nil {
+			st.met.observe("create", "error", start)
 			return fmt.Errorf("creating session %s: %w", s.ID, err)
 		}
 		if r.Succeeded {
+			st.met.observe("create", "ok", start)
 			st.mu.Lock()
 			st.slotOf[s.ID] = slotRef{s.Machine, slot}
 			st.mu.Unlock()
 			return nil
 		}
 		if r.Responses[0].GetResponseRange().Count > 0 {
+			st.met.observe("create", "exists", start)
 			return fmt.Errorf("session %s: %w", s.ID, broker.ErrExists)
 		}
+		st.met.observe("create", "conflict", start)
 		taken, confirmed = slotsOf(r.Responses[1].GetResponseRange().Kvs, slots), true
 	}
 	return fmt.Errorf("%s: no free slot after %d tries: %w", s.Machine, maxSessions+2, broker.ErrMachineFull)
@@ -718,17 +732,21 @@ func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev ui
 		return err
 	}
 	skey := st.sessionKey(s.ID)
+	start := time.Now()
 	r, err := st.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.Version(skey), "=", int64(prevRev))).
 		Then(clientv3.OpPut(skey, string(val), leaseOpt(lease)...), clientv3.OpPut(st.slotKey(s.Machine, ref.slot), s.ID, leaseOpt(lease)...)).
 		Else(clientv3.OpGet(skey)).
 		Commit()
 	if err != nil {
+		st.met.observe("update", "error", start)
 		return fmt.Errorf("updating session %s: %w", s.ID, err)
 	}
 	if r.Succeeded {
+		st.met.observe("update", "ok", start)
 		return nil
 	}
+	st.met.observe("update", "conflict", start)
 	kvs := r.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
 		return fmt.Errorf("session %s: %w", s.ID, broker.ErrNoSession)
@@ -745,10 +763,12 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	skey := st.sessionKey(id)
+	start := time.Now()
 	r, err := st.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.Version(skey), ">", 0)).
 		Then(clientv3.OpDelete(skey), clientv3.OpDelete(st.slotKey(ref.machine, ref.slot))).
 		Commit()
+	st.met.observe("delete", map[bool]string{true: "error", false: "ok"}[err != nil], start)
 	if err != nil {
 		return fmt.Errorf("deleting session %s: %w", id, err)
 	}

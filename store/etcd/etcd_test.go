@@ -14,6 +14,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -364,4 +365,43 @@ func TestPresenceAndStatus(t *testing.T) {
 	}
 	b.Close()
 	eventually(t, "b's presence is gone once it closed", func() bool { _, ok := a.Nodes()["b"]; return !ok })
+}
+
+// TestMetricsCountTransactions: the store's transactions show on its registry by result.
+func TestMetricsCountTransactions(t *testing.T) {
+	c := cluster(t)
+	reg := prometheus.NewRegistry()
+	st, err := etcd.Open(t.Context(), etcd.Options{Endpoints: c.Endpoints(), Prefix: "/frontdoor/test/", Node: "a", Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := broker.Session{ID: "s1", User: "u", Machine: "m0", State: broker.StateConnected}
+	st.CreateSession(t.Context(), s, 1)
+	st.UpdateSession(t.Context(), s, 7) // a conflict
+	got := map[string]uint64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "frontdoor_store_txn_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			var op, res string
+			for _, l := range m.Label {
+				switch l.GetName() {
+				case "op":
+					op = l.GetValue()
+				case "result":
+					res = l.GetValue()
+				}
+			}
+			got[op+" "+res] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	if got["create ok"] != 1 || got["update conflict"] != 1 {
+		t.Fatalf("transactions by result %v, want one create ok and one update conflict", got)
+	}
 }

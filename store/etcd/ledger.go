@@ -31,13 +31,16 @@ func (l Ledger) Use(id [16]byte, ch string, until time.Time) (bool, error) {
 		return false, err
 	}
 	k := l.st.key("tickets", "used", hex.EncodeToString(id[:]), ch)
+	start := time.Now()
 	r, err := l.st.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, "", leaseOpt(lease)...)).
 		Commit()
 	if err != nil {
+		l.st.met.observe("ticket", "error", start)
 		return false, fmt.Errorf("recording ticket use: %w", err)
 	}
+	l.st.met.observe("ticket", map[bool]string{true: "ok", false: "replay"}[r.Succeeded], start)
 	return r.Succeeded, nil
 }
 

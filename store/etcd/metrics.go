@@ -1,0 +1,57 @@
+package etcd
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the store's Prometheus collectors.
+type metrics struct {
+	txn    *prometheus.HistogramVec // op, result
+	events prometheus.Counter
+}
+
+func newMetrics(st *Store, reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		txn: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "frontdoor_store_txn_duration_seconds",
+			Help:    "Duration of the site database's transactions by operation and result (ok, conflict, full, exists, replay, error).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"op", "result"}),
+		events: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "frontdoor_store_watch_events_total",
+			Help: "Changes of the site database applied to this node's view.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	cols := []prometheus.Collector{m.txn, m.events,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_revision", Help: "The site database revision this node's view reflects."},
+			func() float64 { return float64(st.Revision()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_sessions", Help: "Sessions in this node's view of the site."},
+			func() float64 {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				return float64(len(st.sessions))
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_nodes", Help: "Nodes present in the site."},
+			func() float64 {
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				return float64(len(st.nodes))
+			}),
+	}
+	for _, c := range cols {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// observe records one transaction that started at start.
+func (m *metrics) observe(op, result string, start time.Time) {
+	m.txn.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+}

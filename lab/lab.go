@@ -44,7 +44,9 @@ type Options struct {
 	Progress func(step string)
 	// HeartbeatInterval is how often agents report load. Default: 2s.
 	HeartbeatInterval time.Duration
-	// Rebind is passed to the node runtime (see node.Options.Rebind). Default: nil.
+	// Rebind is passed to the node runtime (see node.Options.Rebind); with Processes, every
+	// node process gets a --rebind PUBLIC=INNER flag for each address of the config's
+	// listeners and gateways that it changes. Default: nil.
 	Rebind func(netip.Addr) netip.Addr
 	// BlockingUDP is passed to the node runtime (see node.Options.BlockingUDP). Default: false.
 	BlockingUDP bool

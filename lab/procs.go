@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,7 +127,8 @@ func (l *Lab) startDistributed(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p.cmd = exec.Command(bin, "serve", "--config", l.ConfigFile, "--node", n.Name, "--data", p.Data)
+		args := append([]string{"serve", "--config", l.ConfigFile, "--node", n.Name, "--data", p.Data}, rebindArgs(cfg, o.Rebind)...)
+		p.cmd = exec.Command(bin, args...)
 		p.cmd.Stdout, p.cmd.Stderr = logf, logf
 		p.cmd.Env = append(os.Environ(), o.Env...)
 		p.cmd.SysProcAttr = procAttr()
@@ -143,6 +145,48 @@ func (l *Lab) startDistributed(ctx context.Context) error {
 		l.Procs = append(l.Procs, p)
 	}
 	return l.waitPresent(ctx)
+}
+
+// rebindArgs returns the --rebind PUBLIC=INNER flags of a node process: one for each address
+// of cfg's listeners and gateways that rebind changes.
+func rebindArgs(cfg *configs.Config, rebind func(netip.Addr) netip.Addr) []string {
+	if rebind == nil {
+		return nil
+	}
+	seen := map[netip.Addr]bool{}
+	var args []string
+	add := func(s string) {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			ap, err := netip.ParseAddrPort(s)
+			if err != nil {
+				return
+			}
+			a = ap.Addr()
+		}
+		if seen[a] {
+			return
+		}
+		seen[a] = true
+		if b := rebind(a); b != a {
+			args = append(args, "--rebind", a.String()+"="+b.String())
+		}
+	}
+	for _, n := range cfg.Nodes {
+		for _, li := range n.Listeners {
+			add(li.Address)
+		}
+	}
+	for _, g := range cfg.Gateways {
+		add(g.Address)
+		for _, a := range g.PublicAddresses {
+			add(a)
+		}
+	}
+	for _, li := range cfg.Proxy.Listeners {
+		add(li.Address)
+	}
+	return args
 }
 
 // waitPresent waits until every node process has announced itself in etcd (its sockets are

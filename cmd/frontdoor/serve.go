@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,6 +26,7 @@ func newServeCmd() *cobra.Command { return newServeCmdWith(nil) }
 // runtime once every socket is open (tests use it to learn the ports).
 func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
 	var file, name, data string
+	var rebinds []string
 	c := &cobra.Command{
 		Use:   "serve --config FILE [--node NAME] [--data DIR]",
 		Short: "Run one node of a site: DNS, launch and admin APIs, the gateways it hosts, health, the broker",
@@ -62,6 +64,10 @@ Signals:
 			if err := store.CheckShared(cfg); err != nil {
 				return err
 			}
+			rebind, err := parseRebinds(rebinds)
+			if err != nil {
+				return err
+			}
 			if data == "" {
 				data = cfg.Site.DataDir
 			}
@@ -74,7 +80,7 @@ Signals:
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
 			blocking := reserveUDPProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, Drain: true, Version: versionString()})
+				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, Drain: true, Version: versionString(), Rebind: rebind})
 			if err != nil {
 				return err
 			}
@@ -105,8 +111,35 @@ Signals:
 	c.Flags().StringVar(&file, "config", "", "site configuration file (required)")
 	c.Flags().StringVar(&name, "node", "", "node to run (default: the only node of the config)")
 	c.Flags().StringVar(&data, "data", "", "data directory: store, site key, CA, certificates (default: site.data_dir, else ./frontdoor-data)")
+	// Hidden: the drill puts each front door behind a fault-injection wire that owns the
+	// configured address and forwards to the one the node really binds.
+	c.Flags().StringArrayVar(&rebinds, "rebind", nil, "listen on INNER wherever the config says PUBLIC (PUBLIC=INNER, repeatable)")
+	_ = c.Flags().MarkHidden("rebind")
 	_ = c.MarkFlagRequired("config")
 	return c
+}
+
+// parseRebinds turns --rebind PUBLIC=INNER flags into node.Options.Rebind; nil for none.
+func parseRebinds(flags []string) (func(netip.Addr) netip.Addr, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	m := map[netip.Addr]netip.Addr{}
+	for _, f := range flags {
+		pub, in, ok := strings.Cut(f, "=")
+		a, err1 := netip.ParseAddr(pub)
+		b, err2 := netip.ParseAddr(in)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("--rebind %q: want PUBLIC=INNER, two IP addresses", f)
+		}
+		m[a.Unmap()] = b.Unmap()
+	}
+	return func(a netip.Addr) netip.Addr {
+		if b, ok := m[a.Unmap()]; ok {
+			return b
+		}
+		return a
+	}, nil
 }
 
 // reloadOnHUP reloads the config file into rt at each SIGHUP until ctx ends. A config that

@@ -133,8 +133,9 @@ type Change struct {
 type Shared interface {
 	Store
 	// Follow returns the current state, as Load does, and from then on calls fn with every
-	// later change in order, until the store closes. fn must not block for long and must
-	// not call the store.
+	// later change in order, until the store closes; a change the snapshot already holds
+	// may come again, so fn must be idempotent (a session revision it has seen is ignored).
+	// fn must not block for long.
 	Follow(ctx context.Context, fn func(Change)) (Snapshot, error)
 	// GetSession reads one session from the store (not from a view): the broker's way to
 	// catch up after a conflict. ErrNoSession when it does not exist.

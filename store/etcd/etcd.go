@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"net/url"
 	"strconv"
 	"strings"
@@ -434,14 +435,18 @@ func (st *Store) watch(ctx context.Context) {
 				}
 			}
 			st.met.events.Add(float64(len(wr.Events)))
-			if wr.Header.Revision > st.rev {
-				st.rev = wr.Header.Revision
-			}
+			// The view is at the last event's revision (a progress notice: at its header's);
+			// a watch that resumes starts after it.
 			if n := len(wr.Events); n > 0 && wr.Events[n-1].Kv.ModRevision > st.rev {
 				st.rev = wr.Events[n-1].Kv.ModRevision
+			} else if wr.IsProgressNotify() && wr.Header.Revision > st.rev {
+				st.rev = wr.Header.Revision
 			}
-			st.dispatchLocked(changes, sections)
+			sets := st.settingsLocked(sections)
 			st.mu.Unlock()
+			// Told outside mu, by this one goroutine, in the store's order. A follower that
+			// joins meanwhile may see a change its snapshot has: followers are idempotent.
+			st.dispatch(changes, sets)
 		}
 		if ctx.Err() == nil {
 			select {
@@ -452,21 +457,34 @@ func (st *Store) watch(ctx context.Context) {
 	}
 }
 
-// dispatchLocked tells the followers of changes and of the settings sections that changed.
-// Followers take their own locks and never call the store, so holding mu keeps every
-// follower's order the store's order.
-func (st *Store) dispatchLocked(changes []broker.Change, sections map[string]bool) {
+// settingsLocked copies the sections that changed, for dispatch.
+func (st *Store) settingsLocked(sections map[string]bool) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for sec := range sections {
+		out[sec] = maps.Clone(st.settings[sec])
+	}
+	return out
+}
+
+// dispatch tells the followers of changes and of the settings sections that changed. It runs
+// on the watch goroutine only, without mu, so a follower may take its own locks and even
+// call the store.
+func (st *Store) dispatch(changes []broker.Change, sections map[string]map[string]string) {
+	st.mu.Lock()
+	followers := slices.Clone(st.followers)
+	on := map[string][]func(map[string]string){}
+	for sec := range sections {
+		on[sec] = slices.Clone(st.onSettings[sec])
+	}
+	st.mu.Unlock()
 	for _, c := range changes {
-		for _, fn := range st.followers {
+		for _, fn := range followers {
 			fn(c)
 		}
 	}
-	for sec := range sections {
-		if fns := st.onSettings[sec]; len(fns) > 0 {
-			m := maps.Clone(st.settings[sec])
-			for _, fn := range fns {
-				fn(m)
-			}
+	for sec, m := range sections {
+		for _, fn := range on[sec] {
+			fn(maps.Clone(m))
 		}
 	}
 }
@@ -499,7 +517,6 @@ func (st *Store) resync(ctx context.Context) {
 		}
 	}
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	var changes []broker.Change
 	for id := range old {
 		if _, ok := st.sessions[id]; !ok {
@@ -532,7 +549,9 @@ func (st *Store) resync(ctx context.Context) {
 	for _, sec := range settingSections {
 		all[sec] = true
 	}
-	st.dispatchLocked(changes, all)
+	sets := st.settingsLocked(all)
+	st.mu.Unlock()
+	st.dispatch(changes, sets)
 }
 
 func sameMachine(a, b broker.MachineState) bool {

@@ -58,7 +58,7 @@ func knownSection(s string) bool {
 }
 
 // OnSettings calls fn with the whole section whenever an entry of it changes, from the
-// watch. fn must not block or call the store.
+// watch. fn must not block for long.
 func (st *Store) OnSettings(section string, fn func(map[string]string)) {
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -78,6 +78,7 @@ type target struct {
 	byID     map[PortID]*portState
 	override Override
 	verdict  State // after the override
+	definite bool  // the verdict has been definite once (Definite); guarded by Checker.mu
 }
 
 // New builds a Checker for targets. Targets are copied; zero Monitor fields get the

@@ -565,3 +565,34 @@ func simStarts(t *testing.T, n int, m Monitor) (*sim, map[*portState][]time.Time
 	}
 	return s, starts
 }
+
+// TestDefiniteOnceEveryRequiredPortAnswered: a gateway's verdict is not definite before its
+// ports were probed, is once each answered, and stays so; an override is always definite.
+func TestDefiniteOnceEveryRequiredPortAnswered(t *testing.T) {
+	up := gateway("up", gwAddr, DefaultMonitor())
+	down := gateway("down", netip.MustParseAddr("127.1.0.12"), DefaultMonitor())
+	forced := gateway("forced", netip.MustParseAddr("127.1.0.13"), DefaultMonitor())
+	s := newSim(t, 4, up, down, forced)
+	s.net.set(netip.AddrPortFrom(down.Addr, 443), refuse)
+	for _, name := range []string{"up", "down"} {
+		if _, ok := s.c.Definite(name); ok {
+			t.Fatalf("%s is definite before any probe", name)
+		}
+	}
+	if err := s.c.SetOverride("forced", OverrideDown); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := s.c.Definite("forced"); !ok || v != StateDown {
+		t.Fatalf("an overridden gateway: %v %v, want down and definite", v, ok)
+	}
+	s.runUntil(s.clk.Now().Add(3*time.Second), nil)
+	if v, ok := s.c.Definite("up"); !ok || v != StateUp {
+		t.Fatalf("up after its probes: %v %v, want up and definite", v, ok)
+	}
+	if v, ok := s.c.Definite("down"); !ok || v != StateDown {
+		t.Fatalf("down after its probes: %v %v, want down and definite", v, ok)
+	}
+	if _, ok := s.c.Definite("nope"); ok {
+		t.Fatal("an unknown target is definite")
+	}
+}

@@ -63,6 +63,30 @@ func (c *Checker) Verdict(name string) (State, bool) {
 	return tg.verdict, true
 }
 
+// Definite returns a target's verdict and whether it is definite: a down verdict, an admin
+// override, or every required port probed with an answer (up after a successful probe,
+// draining or down after a probe), none up on a state its last probe failed to confirm.
+// Until then a consumer keeps its own initial state (a GSLB name's initial). A target that
+// was definite stays so: later probes only move it between answers. Unknown targets are
+// neither up nor definite.
+func (c *Checker) Definite(name string) (State, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tg, ok := c.targets[name]
+	if !ok {
+		return StateDown, false
+	}
+	if !tg.definite && tg.override == OverrideNone && tg.verdict != StateDown {
+		for _, ps := range tg.ports {
+			if !ps.port.Optional && (ps.lastCheck.IsZero() || (ps.successes == 0 && ps.state == StateUp)) {
+				return tg.verdict, false
+			}
+		}
+	}
+	tg.definite = true
+	return tg.verdict, true
+}
+
 // Status returns the state of one target and its ports.
 func (c *Checker) Status(name string) (TargetStatus, bool) {
 	c.mu.Lock()

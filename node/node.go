@@ -211,11 +211,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	r.Health.Subscribe(r.onHealth)
 
-	known := make(map[string]*atomic.Bool, len(cfg.Gateways))
-	for _, g := range cfg.Gateways {
-		known[g.Name] = new(atomic.Bool)
-	}
-	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{c: r.Health, known: known}, Registry: o.Registry, Logger: o.Logger}); err != nil {
+	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{c: r.Health}, Registry: o.Registry, Logger: o.Logger}); err != nil {
 		return fail(err)
 	}
 	if acme {
@@ -344,43 +340,14 @@ func (r *Runtime) onHealth(ev health.Event) {
 	}
 }
 
-// gslbHealth answers gslb's Health from the checker. It is asked on every DNS answer, for every
-// gateway of the name, so once a gateway's verdict is definite it is remembered as known and
-// later answers only read the verdict (no per-query copy of the port states).
-type gslbHealth struct {
-	c     *health.Checker
-	known map[string]*atomic.Bool // gateway name -> verdict definite; built once, read-only
-}
+// gslbHealth answers gslb's Health from the checker: a gateway's verdict once it is definite
+// (health.Checker.Definite); until then the GSLB name's configured initial state holds.
+type gslbHealth struct{ c *health.Checker }
 
-// GatewayUp implements gslb.Health. A gateway's verdict counts as known once every required
-// port has been probed and the result is definite: a down verdict, or every required port
-// answering, draining (503) or down after a probe, none up on a state its last probe failed
-// to confirm. Until then the GSLB name's configured initial state holds (an admin override
-// is always known).
+// GatewayUp implements gslb.Health.
 func (h gslbHealth) GatewayUp(name string) (bool, bool) {
-	k := h.known[name]
-	if k != nil && k.Load() {
-		v, _ := h.c.Verdict(name)
-		return v == health.StateUp, true
-	}
-	st, ok := h.c.Status(name)
-	if !ok {
-		return false, false
-	}
-	up := st.Verdict == health.StateUp
-	if st.Override == health.OverrideNone && st.Verdict != health.StateDown {
-		for _, p := range st.Ports {
-			// Not yet definite: a port never probed, or up on its initial state or hysteresis
-			// with its last probe failed; down or draining after a probe is an answer.
-			if !p.Optional && (p.LastCheck.IsZero() || (p.Successes == 0 && p.State == health.StateUp)) {
-				return up, false
-			}
-		}
-	}
-	if k != nil {
-		k.Store(true)
-	}
-	return up, true
+	v, known := h.c.Definite(name)
+	return v == health.StateUp, known
 }
 
 // sessions adapts the broker to gateway.Sessions.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,7 +153,7 @@ gateways:
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		h := gslbHealth{c: r.Health, known: map[string]*atomic.Bool{"gw": new(atomic.Bool)}}
+		h := gslbHealth{c: r.Health}
 		if up, known := h.GatewayUp("gw"); up || !known {
 			t.Fatalf("%+v: GatewayUp of a draining gateway = %v, %v; want false, true", extra, up, known)
 		}

@@ -15,11 +15,15 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/big"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"go.uber.org/zap"
 )
 
@@ -279,4 +283,69 @@ func (c *Certs) TLSConfig() *tls.Config {
 func (c *Certs) Close() {
 	c.cancel()
 	c.cache.Stop()
+}
+
+// CertNames returns the names and addresses the certificates of a node running nodes cover:
+// the GSLB names, every gateway's address and public addresses, the nodes' listener
+// addresses (not unspecified ones) and localhost, sorted.
+func CertNames(cfg *configs.Config, nodes []configs.Node) []string {
+	set := map[string]bool{}
+	for _, n := range cfg.GSLB.Names {
+		set[strings.TrimSuffix(n.Name, ".")] = true
+	}
+	for _, g := range cfg.Gateways {
+		set[g.Address] = true
+		for _, a := range g.PublicAddresses {
+			set[a] = true
+		}
+	}
+	for _, n := range nodes {
+		for _, l := range n.Listeners {
+			if ap, err := netip.ParseAddrPort(l.Address); err == nil && !ap.Addr().IsUnspecified() {
+				set[ap.Addr().String()] = true
+			}
+		}
+	}
+	set["localhost"] = true
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ServerTLS returns the TLS config of a node's listeners: certificates from certs, users'
+// client certificates of ca accepted instead of a password, and a client that sends no
+// server name (it dialled an IP address of names) gets the certificate of the address it
+// reached, also when the listener is bound to another address: bound maps each address to
+// the one really bound (nil: the same).
+func ServerTLS(certs *Certs, ca *CA, names []string, bound func(netip.Addr) netip.Addr) *tls.Config {
+	tc := certs.TLSConfig()
+	get := tc.GetCertificate
+	public := map[netip.Addr]string{}
+	for _, n := range names {
+		if a, err := netip.ParseAddr(n); err == nil {
+			if bound != nil {
+				public[bound(a)] = a.String()
+			} else {
+				public[a] = a.String()
+			}
+		}
+	}
+	tc.ClientAuth = tls.VerifyClientCertIfGiven
+	tc.ClientCAs = ca.Pool()
+	tc.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if h.ServerName == "" && h.Conn != nil {
+			if ap, err := netip.ParseAddrPort(h.Conn.LocalAddr().String()); err == nil {
+				if name, ok := public[ap.Addr().Unmap()]; ok {
+					hc := *h
+					hc.ServerName = name
+					return get(&hc)
+				}
+			}
+		}
+		return get(h)
+	}
+	return tc
 }

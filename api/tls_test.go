@@ -5,8 +5,12 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
 func TestInternalCAServesTrustedCertificates(t *testing.T) {
@@ -56,4 +60,65 @@ func TestInternalCAServesTrustedCertificates(t *testing.T) {
 	if err != nil || ca2.IssuerKey() != ca.IssuerKey() {
 		t.Fatalf("reloading CA: %v (key %s vs %s)", err, ca2.IssuerKey(), ca.IssuerKey())
 	}
+}
+
+// TestCertNamesCoverWhatClientsDial: GSLB names without the dot, gateway addresses and public
+// addresses, specific listener addresses, localhost; not an unspecified address.
+func TestCertNamesCoverWhatClientsDial(t *testing.T) {
+	cfg := &configs.Config{
+		Gateways: []configs.Gateway{{Name: "gw", Address: "127.1.0.11", PublicAddresses: []string{"gw.example.com"}}},
+		GSLB:     configs.GSLB{Names: []configs.GSLBName{{Name: "desktop.example.com."}}},
+	}
+	nodes := []configs.Node{{Name: "fd", Listeners: []configs.Listener{{Kind: "launch", Address: "127.1.0.1:9443"}, {Kind: "admin", Address: "0.0.0.0:9090"}}}}
+	got := CertNames(cfg, nodes)
+	want := []string{"127.1.0.1", "127.1.0.11", "desktop.example.com", "gw.example.com", "localhost"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("CertNames = %v, want %v", got, want)
+	}
+}
+
+// TestServerTLSNamesTheAddressReached: a client that dials an IP address and sends no server
+// name gets that address's certificate, also when the listener is bound elsewhere.
+func TestServerTLSNamesTheAddressReached(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ca, err := LoadOrCreateCA(dir, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	names := []string{"127.0.0.77", "localhost"}
+	certs, err := NewCerts(ctx, dir, names, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer certs.Close()
+	// The public 127.0.0.77 is really bound at 127.0.0.78, as behind a drill's wire.
+	bound := func(a netip.Addr) netip.Addr {
+		if a == netip.MustParseAddr("127.0.0.77") {
+			return netip.MustParseAddr("127.0.0.78")
+		}
+		return a
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.78:0", ServerTLS(certs, ca, names, bound))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.77"})
+	if err != nil {
+		t.Fatalf("the certificate of the reached address: %v", err)
+	}
+	c.Close()
 }

@@ -18,7 +18,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,61 +268,11 @@ func (r *Runtime) rebindAddrPort(s string) string {
 }
 
 // certNames are the names and addresses the node's certificates cover.
-func (r *Runtime) certNames() []string {
-	set := map[string]bool{}
-	for _, n := range r.cfg.GSLB.Names {
-		set[strings.TrimSuffix(n.Name, ".")] = true
-	}
-	for _, g := range r.cfg.Gateways {
-		set[g.Address] = true
-		for _, a := range g.PublicAddresses {
-			set[a] = true
-		}
-	}
-	for _, n := range r.nodes {
-		for _, l := range n.Listeners {
-			if ap, err := netip.ParseAddrPort(l.Address); err == nil && !ap.Addr().IsUnspecified() {
-				set[ap.Addr().String()] = true
-			}
-		}
-	}
-	set["localhost"] = true
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (r *Runtime) certNames() []string { return api.CertNames(r.cfg, r.nodes) }
 
-// serverTLS returns the TLS config of every listener. A client that sends no server name (it
-// dialled an IP address) gets the certificate of the address it reached — the configured one,
-// also when the runtime listens on a rebound inner address.
+// serverTLS returns the TLS config of every listener (api.ServerTLS).
 func (r *Runtime) serverTLS() *tls.Config {
-	tc := r.Certs.TLSConfig()
-	get := tc.GetCertificate
-	public := map[netip.Addr]string{}
-	for _, n := range r.certNames() {
-		if a, err := netip.ParseAddr(n); err == nil {
-			public[r.rebind(a)] = a.String()
-		}
-	}
-	// Users may present a client certificate of the site CA instead of a password.
-	tc.ClientAuth = tls.VerifyClientCertIfGiven
-	tc.ClientCAs = r.CA.Pool()
-	tc.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		if h.ServerName == "" && h.Conn != nil {
-			if ap, err := netip.ParseAddrPort(h.Conn.LocalAddr().String()); err == nil {
-				if name, ok := public[ap.Addr().Unmap()]; ok {
-					hc := *h
-					hc.ServerName = name
-					return get(&hc)
-				}
-			}
-		}
-		return get(h)
-	}
-	return tc
+	return api.ServerTLS(r.Certs, r.CA, r.certNames(), r.rebind)
 }
 
 // onHealth turns machine verdicts into broker availability.

@@ -362,6 +362,26 @@ func (b *Broker) end(ctx context.Context, id string) (Session, error) {
 	return out, nil
 }
 
+// RunExpiry runs Expire at every tick until ctx ends, telling ended of each session it ended
+// and failed of a store failure (the next tick tries again). A broker over a Shared store
+// need not run it: the store expires sessions itself. It returns nil when ctx ends.
+func (b *Broker) RunExpiry(ctx context.Context, tick <-chan time.Time, ended func(Session), failed func(error)) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			out, err := b.Expire(ctx)
+			if err != nil && ctx.Err() == nil {
+				failed(err)
+			}
+			for _, s := range out {
+				ended(s)
+			}
+		}
+	}
+}
+
 // Shared reports whether the broker follows a store shared with other nodes, which expires
 // sessions by itself: Expire need not run.
 func (b *Broker) Shared() bool { return b.shared }

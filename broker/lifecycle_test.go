@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -106,4 +107,36 @@ func TestLifecycle(t *testing.T) {
 			t.Fatalf("reconnect %s mode %s, want gateway", d3.Outcome, d3.Mode)
 		}
 	})
+}
+
+// TestRunExpiryEndsSessionsAtTheTick: each tick expires what is due and tells of it; the loop
+// ends with its context.
+func TestRunExpiryEndsSessionsAtTheTick(t *testing.T) {
+	y := site("site:\n  sessions: {pending_timeout: 90s}", "groups:\n  - {name: pool}", poolMachines, users,
+		"resources:\n  - {name: desk, groups: [{group: pool}], entitled: {everyone: true}}")
+	e := newEnv(t, y)
+	d := e.launch("homer", "desk", "", "ep")
+	tick := make(chan time.Time)
+	ended := make(chan broker.Session, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- e.b.RunExpiry(ctx, tick, func(s broker.Session) { ended <- s }, func(err error) { t.Error(err) })
+	}()
+	tick <- e.clock.Now() // nothing due yet
+	e.clock.Advance(91 * time.Second)
+	tick <- e.clock.Now()
+	tick <- e.clock.Now() // the second tick has run the first one's expiry
+	select {
+	case s := <-ended:
+		if s.ID != d.Session || s.State != broker.StateEnded {
+			t.Fatalf("ended %+v, want %s ended", s, d.Session)
+		}
+	default:
+		t.Fatal("the pending session past its timeout did not end at the tick")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

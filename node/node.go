@@ -734,25 +734,15 @@ func (r *Runtime) drain() {
 	wg.Wait()
 }
 
-// expire ends pending and disconnected sessions past their time, every second.
+// expire ends pending and disconnected sessions past their time, every second
+// (broker.RunExpiry), and closes their channels.
 func (r *Runtime) expire(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			ended, err := r.Broker.Expire(ctx)
-			if err != nil && ctx.Err() == nil {
-				r.log.Warn("expiring sessions", "err", err)
-			}
-			for _, s := range ended {
-				r.log.Info("session expired", "session", s.ID, "user", s.User, "machine", s.Machine)
-				r.closeSession(s.ID)
-			}
-		}
-	}
+	return r.Broker.RunExpiry(ctx, t.C, func(s broker.Session) {
+		r.log.Info("session expired", "session", s.ID, "user", s.User, "machine", s.Machine)
+		r.closeSession(s.ID)
+	}, func(err error) { r.log.Warn("expiring sessions", "err", err) })
 }
 
 // Close stops everything and closes the store.

@@ -14,19 +14,7 @@ import (
 )
 
 func TestInternalCAServesTrustedCertificates(t *testing.T) {
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ca, err := LoadOrCreateCA(dir, "test", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	certs, err := NewCerts(ctx, dir, []string{"desktop.vdi.lab.test", "127.0.0.1"}, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer certs.Close()
+	dir, ca, certs := testCerts(t, []string{"desktop.vdi.lab.test", "127.0.0.1"})
 
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", certs.TLSConfig())
 	if err != nil {
@@ -56,7 +44,7 @@ func TestInternalCAServesTrustedCertificates(t *testing.T) {
 	}
 
 	// A second start reuses the CA and the stored certificate.
-	ca2, err := LoadOrCreateCA(dir, "test", log)
+	ca2, err := LoadOrCreateCA(dir, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil || ca2.IssuerKey() != ca.IssuerKey() {
 		t.Fatalf("reloading CA: %v (key %s vs %s)", err, ca2.IssuerKey(), ca.IssuerKey())
 	}
@@ -80,20 +68,8 @@ func TestCertNamesCoverWhatClientsDial(t *testing.T) {
 // TestServerTLSNamesTheAddressReached: a client that dials an IP address and sends no server
 // name gets that address's certificate, also when the listener is bound elsewhere.
 func TestServerTLSNamesTheAddressReached(t *testing.T) {
-	dir := t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ca, err := LoadOrCreateCA(dir, "test", log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	names := []string{"127.0.0.77", "localhost"}
-	certs, err := NewCerts(ctx, dir, names, ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer certs.Close()
+	_, ca, certs := testCerts(t, names)
 	// The public 127.0.0.77 is really bound at 127.0.0.78, as behind a drill's wire.
 	bound := func(a netip.Addr) netip.Addr {
 		if a == netip.MustParseAddr("127.0.0.77") {
@@ -121,4 +97,22 @@ func TestServerTLSNamesTheAddressReached(t *testing.T) {
 		t.Fatalf("the certificate of the reached address: %v", err)
 	}
 	c.Close()
+}
+
+// testCerts makes a CA in a temporary dir and certificates for names, closed at the end.
+func testCerts(t *testing.T, names []string) (string, *CA, *Certs) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := LoadOrCreateCA(dir, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	certs, err := NewCerts(ctx, dir, names, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(certs.Close)
+	return dir, ca, certs
 }

@@ -19,6 +19,28 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/lab"
 )
 
+// startProcessLab runs a distributed lab of src, whose node processes are this test binary
+// standing in for frontdoor, until the test ends.
+func startProcessLab(ctx context.Context, t *testing.T, src []byte) *lab.Lab {
+	t.Helper()
+	l, err := lab.New(ctx, lab.Options{Processes: true, Source: src, Binary: os.Args[0], Env: []string{"FRONTDOOR_TEST_MAIN=1"},
+		HeartbeatInterval: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Progress: func(s string) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- l.Serve(sctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("lab Serve: %v", err)
+		}
+	})
+	return l
+}
+
 // TestDistributedLabSessionOutlivesItsNode runs the lab as a distributed site (a 3-member
 // etcd, one serve process per node), launches a desktop and streams through a gateway, then
 // kills (SIGKILL) the node process that hosts that gateway: the session lives on in etcd, the
@@ -35,20 +57,7 @@ func TestDistributedLabSessionOutlivesItsNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := lab.New(ctx, lab.Options{Processes: true, Source: src, Binary: os.Args[0], Env: []string{"FRONTDOOR_TEST_MAIN=1"},
-		HeartbeatInterval: 200 * time.Millisecond, Logger: quiet, Progress: func(s string) { t.Log(s) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- l.Serve(sctx) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("lab Serve: %v", err)
-		}
-	}()
+	l := startProcessLab(ctx, t, src)
 
 	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.51.0.1:5353", User: "alice", Password: "lab",
 		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: l.CA().Pool()}
@@ -228,20 +237,7 @@ func TestTwoSitesRunAsSeparateServeProcesses(t *testing.T) {
 	src = strings.NewReplacer("{name: erin, home_site: emea}", "{name: erin, home_site: emea, "+hash+"}").Replace(src)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	l, err := lab.New(ctx, lab.Options{Processes: true, Source: []byte(src), Binary: os.Args[0], Env: []string{"FRONTDOOR_TEST_MAIN=1"},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Progress: func(s string) { t.Log(s) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- l.Serve(sctx) }()
-	defer func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("lab Serve: %v", err)
-		}
-	}()
+	l := startProcessLab(ctx, t, []byte(src))
 	launch := func(url string) (id, machine string) {
 		t.Helper()
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.110.0.50")}} // a client in London

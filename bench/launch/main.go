@@ -3,8 +3,8 @@
 // process per node over a 3-member embedded etcd. Clients keep their connections, spread
 // over every front door's launch listener, launch a new session and log it off again (so
 // every launch is a new session, committed in the store), for a fixed time. It prints the
-// launches per second and the p50 and p99 of a launch, and checks afterwards that no machine
-// held more sessions than its max_sessions. It is run by bench/launch.sh.
+// launches per second and the p50 and p99 of a launch, and how many sessions the store still
+// holds after every launch was logged off (none, unless one was lost track of). It is run by bench/launch.sh.
 package main
 
 import (
@@ -45,13 +45,13 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("| site | launches/s | p50 | p99 | errors | max sessions on a machine (limit 50) |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| site | launches/s | p50 | p99 | errors | sessions left after the logoffs |\n|---|---|---|---|---|---|\n")
 	for _, m := range strings.Split(*modes, ",") {
 		r, err := measure(m, *bin, src, *clients, *users, *warm, *duration)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", m, err))
 		}
-		fmt.Printf("| %s | %.0f | %s | %s | %d | %d |\n", r.site, r.rate, r.p50, r.p99, r.errors, r.maxOnMachine)
+		fmt.Printf("| %s | %.0f | %s | %s | %d | %d |\n", r.site, r.rate, r.p50, r.p99, r.errors, r.left)
 	}
 }
 
@@ -91,7 +91,7 @@ type result struct {
 	rate         float64
 	p50, p99     time.Duration
 	errors       int64
-	maxOnMachine int
+	left         int
 }
 
 func measure(mode, bin string, src []byte, clients, users int, warm, window time.Duration) (result, error) {
@@ -182,7 +182,7 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 	res.rate = float64(len(lat)) / window.Seconds()
 	res.p50, res.p99 = lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*99/100].Round(100*time.Microsecond)
 	res.errors = errs.Load()
-	res.maxOnMachine = maxOnMachine(ctx, l)
+	res.left = left(l)
 	return res, nil
 }
 
@@ -229,24 +229,18 @@ func waitReady(ctx context.Context, tc *tls.Config, urls []string) error {
 	return nil
 }
 
-// maxOnMachine is the most sessions any machine held at the end, as the store says.
-func maxOnMachine(ctx context.Context, l *lab.Lab) int {
-	var sessions []string
+// left counts the sessions the store still holds: every launch was logged off, so any is a
+// session lost track of (the store's view of a distributed site catches up first).
+func left(l *lab.Lab) int {
 	if st := l.Site(); st != nil {
-		snap, _ := st.Load(ctx)
-		for _, s := range snap.Sessions {
-			sessions = append(sessions, s.Machine)
+		n := 0
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			snap, _ := st.Load(context.Background())
+			if n = len(snap.Sessions); n == 0 {
+				break
+			}
 		}
-	} else {
-		for _, s := range l.Runtime.Broker.Sessions() {
-			sessions = append(sessions, s.Machine)
-		}
+		return n
 	}
-	n := map[string]int{}
-	top := 0
-	for _, m := range sessions {
-		n[m]++
-		top = max(top, n[m])
-	}
-	return top
+	return len(l.Runtime.Broker.Sessions())
 }

@@ -80,16 +80,19 @@ func newAdminCmd() *cobra.Command {
 
 	hc := &cobra.Command{
 		Use:   "health GATEWAY up|down|drain|auto",
-		Short: "Override a gateway's health at a front door; drain and down also put a gateway it hosts in drain mode",
-		Long: `Override a gateway's health verdict at the front door --url names: up or down force it,
-drain caps it at draining (no new sessions; the ones it carries keep going), auto follows the
-probes again. A gateway that front door hosts (any gateway, in frontdoor lab) is also put in
-drain mode by drain and down: its health port answers 503 and it takes no channel of a session
-it does not carry, which every other front door's probes see as draining; up and auto take it
-out of drain mode. A carried session whose link breaks comes back through another gateway. A gateway
-without an https health port cannot say it drains and is not put in drain mode: only that
-front door's verdict changes (the answer notes it, as it does for a gateway another node
-hosts). Overrides live in memory: a restart clears them.`,
+		Short: "Override a gateway's health; drain and down also put the gateway in drain mode",
+		Long: `Override a gateway's health verdict: up or down force it, drain caps it at draining (no new
+sessions; the ones it carries keep going), auto follows the probes again. drain and down also
+put the gateway in drain mode: its health port answers 503 and it takes no channel of a session
+it does not carry, which every front door's probes see as draining; up and auto take it out of
+drain mode. A carried session whose link breaks comes back through another gateway.
+
+On a site whose store is etcd the override is the site's: it is stored, every front door
+follows it, and the node that hosts the gateway drains it, whichever front door --url names.
+On bolt it holds at the front door --url names, in memory (a restart clears it), and only a
+gateway that front door hosts (any gateway, in a single-process lab) is put in drain mode; the
+answer notes it otherwise. A gateway without an https health port cannot say it drains and is
+not put in drain mode.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := health.ParseOverride(args[1]); err != nil {
@@ -101,7 +104,7 @@ hosts). Overrides live in memory: a restart clears them.`,
 
 	status := &cobra.Command{
 		Use:   "status",
-		Short: "Show secure-gateway modes, sessions, gateway health and machine load",
+		Short: "Show secure-gateway modes, sessions, gateway health, machine load and the store (etcd members, nodes)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.do(cmd, http.MethodGet, "/v1/admin/status", nil) },
 	}

@@ -104,6 +104,23 @@ func (w *Wire) DownPort(p uint16) {
 	}
 }
 
+// StopUDP stops the service on UDP ports: their sockets close, so the host answers the
+// clients' datagrams with port unreachable, and the flows through them end.
+func (w *Wire) StopUDP(ports ...uint16) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range ports {
+		if c := w.udp[p]; c != nil {
+			c.Close()
+			delete(w.udp, p)
+		}
+		for from, up := range w.flows[p] {
+			up.Close()
+			delete(w.flows[p], from)
+		}
+	}
+}
+
 // UpPort reopens a port closed by DownPort.
 func (w *Wire) UpPort(p uint16) error {
 	w.mu.Lock()
@@ -175,19 +192,27 @@ func (w *Wire) forward(c net.Conn, p uint16) {
 }
 
 // pipe copies src to dst, dropping everything while the port is blackholed. At src's end it
-// passes the half-close on; on an error it cuts both directions.
+// passes the half-close on; on an error it cuts both directions. While the port is
+// blackholed nothing passes, not even an end: a host that dies behind a powered-off wire
+// leaves its peers' connections open and silent until they give up.
 func (w *Wire) pipe(dst, src net.Conn, p uint16, cut func()) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 && !w.hole(p) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
+				if w.hole(p) {
+					continue // dst is the dead host: drop, as the blackhole would
+				}
 				cut()
 				return
 			}
 		}
 		if err != nil {
-			if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) && !w.hole(p) {
+			if w.hole(p) {
+				return // the other direction ends when the client gives up or the wire closes
+			}
+			if tc, ok := dst.(*net.TCPConn); ok && errors.Is(err, io.EOF) {
 				tc.CloseWrite()
 				return
 			}

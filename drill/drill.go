@@ -1,25 +1,36 @@
-// Package drill runs seed 004's failure drills against a lab site: clients hold live sessions
-// that stream TCP and UDP, a failure is injected into the front door or gateway that carries
-// them — power off (blackhole), shut down, one port's service down (the "black screen") — in
-// secure-gateway mode on and off, and the clients' own timelines say when each saw the cut, when
-// it was back in its desktop and whether it was the same session.
+// Package drill runs seed 004's failure drills against a distributed lab site: an embedded
+// 3-member etcd cluster is the site database and every node runs as its own `frontdoor serve`
+// process, each front door behind a fault-injection wire. Clients hold live sessions that
+// stream TCP and UDP, a failure is injected into the front door or gateway that carries them
+// — power off (SIGKILL behind a blackhole), shut down (SIGTERM), a gateway's ports blackholed
+// or stopped, one port's service down (the "black screen") — in secure-gateway mode on and
+// off, and the clients' own timelines say when each saw the cut, when it was back in its
+// desktop and whether it was the same session.
 package drill
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/lab"
+	"github.com/miekg/dns"
 )
 
 // Scenario is one failure of seed 004.
@@ -28,23 +39,60 @@ type Scenario struct {
 	Name string
 	// Criterion is the seed's wording of the failure.
 	Criterion string
-	// inject applies the failure to the front door that carries the first client.
-	inject func(r *run, fd *frontDoor) error
+	// Note says how the lab realises the failure, where that is not obvious.
+	Note string
+	// inject applies the failure to the front door that carries the first client and
+	// returns what it hit.
+	inject func(ctx context.Context, r *run, fd *frontDoor) (string, error)
 }
 
 // Scenarios are the failures of seed 004, in the seed's order, plus the black screen.
 var Scenarios = []Scenario{
 	{Name: "gateway-power-off", Criterion: "Gateway / connection server power off (packets dropped, no reset)",
-		inject: func(r *run, fd *frontDoor) error { fd.wire.BlackholePorts(fd.gatewayPorts...); return nil }},
+		Note: "every gateway port of the host is blackholed at its wire (TCP and UDP, QUIC too); the node's launch API and DNS stay up",
+		inject: func(_ context.Context, r *run, fd *frontDoor) (string, error) {
+			fd.wire.BlackholePorts(fd.gatewayPorts()...)
+			return fd.gateway, nil
+		}},
 	{Name: "gateway-shutdown", Criterion: "Gateway / connection server shut down (graceful)",
-		inject: func(r *run, fd *frontDoor) error { return r.lab.Runtime.Gateways[fd.gateway].Close() }},
+		Note: "in the lab a gateway runs in its front door's process, whose SIGTERM is the front-door shut-down row; " +
+			"here the gateway's service alone stops: at its wire every gateway port closes (open channels end with a FIN, " +
+			"new connections are refused, UDP answers port unreachable) while the node's launch API and DNS keep running",
+		inject: func(_ context.Context, r *run, fd *frontDoor) (string, error) {
+			for _, p := range fd.tcp {
+				fd.wire.DownPort(p)
+			}
+			fd.wire.StopUDP(fd.udp...)
+			return fd.gateway, nil
+		}},
 	{Name: "frontdoor-power-off", Criterion: "Front door (load balancer) power off",
-		inject: func(r *run, fd *frontDoor) error { fd.wire.Blackhole(true); return nil }},
+		Note: "the node's address is blackholed at its wire and its process gets SIGKILL at the same moment",
+		inject: func(_ context.Context, r *run, fd *frontDoor) (string, error) {
+			fd.wire.Blackhole(true)
+			return fd.node, r.lab.Signal(fd.node, syscall.SIGKILL)
+		}},
 	{Name: "frontdoor-shutdown", Criterion: "Front door (load balancer) shut down (graceful)",
-		inject: func(r *run, fd *frontDoor) error { return r.lab.Runtime.StopNode(fd.node) }},
+		Note: fmt.Sprintf("SIGTERM of the node's process: its DNS and APIs stop at once, its gateway drains (no new session, "+
+			"health port 503) and closes what it carries after proxy.drain_timeout, which the drill site sets to %s", drainTimeout),
+		inject: func(_ context.Context, r *run, fd *frontDoor) (string, error) {
+			return fd.node, r.lab.Signal(fd.node, syscall.SIGTERM)
+		}},
 	{Name: "port-down", Criterion: "One port's service down, the others up (the black screen: 8443 down, 4172 and HTTPS up)",
-		inject: func(r *run, fd *frontDoor) error { fd.wire.DownPort(8443); return nil }},
+		Note: "8443/tcp refuses at the gateway's wire and its open connections are cut; every other port answers",
+		inject: func(_ context.Context, r *run, fd *frontDoor) (string, error) {
+			fd.wire.DownPort(8443)
+			return fd.gateway + " 8443/tcp", nil
+		}},
 }
+
+// The drill site's settings that differ from the lab's.
+const (
+	// drainTimeout is the drill site's proxy.drain_timeout: how long a node told to stop
+	// lets its gateways carry their sessions (the lab's is 30 s, past the observation).
+	drainTimeout = 2 * time.Second
+	// adminUser, password are the lab site's admin and every lab user's password.
+	adminUser, password = "admin", "lab"
+)
 
 // Options configure a drill run.
 type Options struct {
@@ -59,7 +107,15 @@ type Options struct {
 	// Base is the first of three loopback /16 blocks the drill site uses (one per zone).
 	// Default: 61 (127.61-63.x.x).
 	Base int
-	// Logger receives the site's logs. Default: discard.
+	// Binary is the frontdoor executable the node processes run. Default: this process's.
+	Binary string
+	// Env is added to the node processes' environment. Default: none.
+	Env []string
+	// DataDir, when set, keeps each site's data — the node processes' logs, etcd's data —
+	// in DataDir/<scenario>-<mode>. Default: a temporary directory per site, removed.
+	DataDir string
+	// Logger receives the lab's logs (the node processes log to files in the lab's data dir).
+	// Default: discard.
 	Logger *slog.Logger
 	// Progress receives a line per step. Default: none.
 	Progress io.Writer
@@ -89,11 +145,15 @@ type Result struct {
 	Scenario  string         `json:"scenario"`
 	Mode      string         `json:"mode"`
 	Criterion string         `json:"criterion"`
+	Note      string         `json:"note,omitempty"`
 	Expected  string         `json:"expected"`
 	Actual    string         `json:"actual"`
 	Pass      bool           `json:"pass"`
 	Target    string         `json:"target"`
 	Start     time.Time      `json:"start"`
+	SiteUp    time.Duration  `json:"site_up_ns"`
+	ClientsUp time.Duration  `json:"clients_up_ns"`
+	Stopped   time.Duration  `json:"stopped_ns"`
 	FaultAt   time.Time      `json:"fault_at"`
 	End       time.Time      `json:"end"`
 	Clients   []ClientResult `json:"clients"`
@@ -123,7 +183,7 @@ const (
 	MaxBack       = 3 * time.Second
 )
 
-// Run runs the selected scenarios in the selected modes, one fresh site each.
+// Run runs the selected scenarios in the selected modes, one fresh distributed site each.
 func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Clients == 0 {
 		o.Clients = 4
@@ -164,14 +224,18 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
-			fmt.Fprintf(o.Progress, "drill %s, secure gateway %s ...\n", s.Name, map[string]string{"gateway": "on", "direct": "off"}[m])
+			fmt.Fprintf(o.Progress, "drill %s, secure gateway %s ...\n", s.Name, onOff(m))
 			res := runOne(ctx, o, s, m)
-			fmt.Fprintf(o.Progress, "  %s: %s\n", passWord(res.Pass), res.Actual)
+			fmt.Fprintf(o.Progress, "  %s (site up in %.1f s, clients in %.1f s, site stopped in %.1f s, %.1f s in all): %s\n", passWord(res.Pass),
+				res.SiteUp.Seconds(), res.ClientsUp.Seconds(), res.Stopped.Seconds(), res.End.Sub(res.Start).Seconds(), res.Actual)
 			rep.Results = append(rep.Results, res)
 		}
 	}
 	return rep, nil
 }
+
+// onOff names a mode by the secure gateway's switch.
+func onOff(mode string) string { return map[string]string{"gateway": "on", "direct": "off"}[mode] }
 
 // Names lists the scenario names.
 func Names() []string {
@@ -189,20 +253,36 @@ func passWord(p bool) string {
 	return "MISS"
 }
 
-// frontDoor is one front door host of the drill site behind its wire.
+// frontDoor is one front door host of the drill site behind its wire: a node and the gateway
+// it hosts, on one address.
 type frontDoor struct {
 	node, gateway string
 	public        netip.Addr
 	wire          *Wire
-	gatewayPorts  []uint16
+	tcp, udp      []uint16 // the gateway's ports (QUIC's with udp)
+}
+
+// gatewayPorts returns every port number of the gateway.
+func (fd *frontDoor) gatewayPorts() []uint16 {
+	var ps []uint16
+	for _, p := range append(slices.Clone(fd.tcp), fd.udp...) {
+		if !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 // run is one scenario in one mode.
 type run struct {
 	o     Options
+	mode  string
+	cfg   *configs.Config
 	lab   *lab.Lab
 	doors map[string]*frontDoor // by gateway name
-	dns   string
+	dns   []string              // the DNS listeners
+	admin string                // the admin listener
+	hc    *http.Client          // trusts the site CA
 }
 
 // inner is the address a front door really listens on, behind its wire.
@@ -213,7 +293,7 @@ func inner(a netip.Addr) netip.Addr {
 }
 
 func runOne(ctx context.Context, o Options, s Scenario, mode string) Result {
-	res := Result{Scenario: s.Name, Mode: mode, Criterion: s.Criterion, Start: time.Now()}
+	res := Result{Scenario: s.Name, Mode: mode, Criterion: s.Criterion, Note: s.Note, Start: time.Now()}
 	res.Expected = ExpectGateway
 	if mode == "direct" {
 		res.Expected = ExpectDirect
@@ -228,33 +308,49 @@ func runOne(ctx context.Context, o Options, s Scenario, mode string) Result {
 	return res
 }
 
-func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *Result) error {
-	cfg, err := lab.MovedSite(o.Base, nil)
+// drillSource is the lab site moved to o.Base, with the drill's change: a short drain.
+func drillSource(o Options) ([]byte, error) {
+	return lab.MovedSource(o.Base, func(s string) string {
+		return s + fmt.Sprintf("\n# The drill: a node told to stop drains for %s.\nproxy:\n  drain_timeout: %s\n", drainTimeout, drainTimeout)
+	})
+}
+
+func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *Result) (err error) {
+	var stopping time.Time
+	defer func() {
+		if !stopping.IsZero() {
+			res.Stopped = time.Since(stopping)
+		}
+	}()
+	src, err := drillSource(o)
 	if err != nil {
 		return err
 	}
-	r := &run{o: o, doors: map[string]*frontDoor{}}
+	cfg, err := configs.Load("drill site", src)
+	if err != nil {
+		return err
+	}
+	r := &run{o: o, mode: mode, cfg: cfg, doors: map[string]*frontDoor{}}
 	public := map[netip.Addr]bool{}
 	for _, g := range cfg.Gateways {
 		a, _ := netip.ParseAddr(g.Address)
 		public[a] = true
 	}
-	// The wires come up first, on the public addresses; the site binds the inner ones.
+	// The wires come up first, on the public addresses; the node processes bind the inner ones.
 	for _, g := range cfg.Gateways {
 		a, _ := netip.ParseAddr(g.Address)
 		fd := &frontDoor{node: g.Node, gateway: g.Name, public: a}
-		var tcp, udp []uint16
 		if g.QUICPort != 0 {
-			udp = append(udp, uint16(g.QUICPort))
+			fd.udp = append(fd.udp, uint16(g.QUICPort))
 		}
 		for _, p := range g.Ports {
 			if p.Protocol == "udp" {
-				udp = append(udp, uint16(p.Port))
+				fd.udp = append(fd.udp, uint16(p.Port))
 			} else {
-				tcp = append(tcp, uint16(p.Port))
+				fd.tcp = append(fd.tcp, uint16(p.Port))
 			}
-			fd.gatewayPorts = append(fd.gatewayPorts, uint16(p.Port))
 		}
+		tcp := slices.Clone(fd.tcp)
 		for _, n := range cfg.Nodes {
 			for _, l := range n.Listeners {
 				if ap, err := netip.ParseAddrPort(l.Address); err == nil && ap.Addr() == a && n.Name == g.Node {
@@ -262,7 +358,7 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 				}
 			}
 		}
-		w, err := NewWire(a, inner(a), tcp, udp)
+		w, err := NewWire(a, inner(a), tcp, fd.udp)
 		if err != nil {
 			r.closeWires()
 			return fmt.Errorf("wire for %s: %w", g.Name, err)
@@ -271,10 +367,33 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 		r.doors[g.Name] = fd
 	}
 	defer r.closeWires()
+	for _, n := range cfg.Nodes {
+		for _, li := range n.Listeners {
+			switch li.Kind {
+			case "dns":
+				r.dns = append(r.dns, li.Address)
+			case "admin":
+				if r.admin == "" {
+					r.admin = li.Address
+				}
+			}
+		}
+	}
+	if len(r.dns) == 0 || r.admin == "" {
+		return errors.New("the drill site needs a DNS and an admin listener")
+	}
 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	l, err := lab.New(sctx, lab.Options{Config: cfg, Logger: o.Logger, HeartbeatInterval: 500 * time.Millisecond,
+	dataDir := ""
+	if o.DataDir != "" {
+		dataDir = filepath.Join(o.DataDir, s.Name+"-"+mode)
+		if err := os.RemoveAll(dataDir); err != nil {
+			return err
+		}
+	}
+	l, err := lab.New(sctx, lab.Options{Processes: true, Source: src, Binary: o.Binary, Env: o.Env, Logger: o.Logger, DataDir: dataDir,
+		HeartbeatInterval: 500 * time.Millisecond,
 		Rebind: func(a netip.Addr) netip.Addr {
 			if public[a] {
 				return inner(a)
@@ -284,25 +403,20 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	if err != nil {
 		return err
 	}
-	r.lab = l
+	r.lab, r.cfg = l, l.Config
+	r.hc = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
 	served := make(chan error, 1)
 	go func() { served <- l.Serve(sctx) }()
 	defer func() { cancel(); <-served }()
-	for _, n := range cfg.Nodes {
-		for _, li := range n.Listeners {
-			if li.Kind == "dns" && r.dns == "" {
-				r.dns = li.Address
-			}
-		}
-	}
-	if err := r.waitGateways(ctx, 15*time.Second); err != nil {
+	if err := r.waitGateways(ctx, 20*time.Second); err != nil {
 		return err
 	}
 	if mode == "direct" {
-		for _, g := range cfg.Groups {
-			l.Runtime.Broker.SetSecureGateway(g.Name, false)
+		if err := r.secureGateway(ctx, false); err != nil {
+			return err
 		}
 	}
+	res.SiteUp = time.Since(res.Start)
 
 	// Clients launch through DNS and hold their sessions, streaming.
 	users := []string{"alice", "bob", "carol", "dave"}
@@ -311,10 +425,12 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	}
 	var sessions []*held
 	defer func() {
+		stopping = time.Now()
 		for _, h := range sessions {
 			h.stop()
 		}
 	}()
+	held0 := time.Now()
 	for _, u := range users {
 		h, err := r.hold(sctx, u)
 		if err != nil {
@@ -322,25 +438,24 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 		}
 		sessions = append(sessions, h)
 	}
+	res.ClientsUp = time.Since(held0)
 	time.Sleep(500 * time.Millisecond) // let traffic flow before the failure
 
 	// The failure hits the front door that carries the first client (in direct mode, the
 	// front door of the first client's zone).
-	first := sessions[0]
-	target := r.doorFor(first)
+	target := r.doorFor(sessions[0])
 	if target == nil {
 		return errors.New("no front door carries the first client")
 	}
-	res.Target = target.gateway
 	before := map[*held]string{}
 	for _, h := range sessions {
 		before[h], _ = h.s.Via()
 	}
 	res.FaultAt = time.Now()
-	if err := s.inject(r, target); err != nil {
+	if res.Target, err = s.inject(ctx, r, target); err != nil {
 		return fmt.Errorf("injecting %s: %w", s.Name, err)
 	}
-	r.observe(ctx, sessions, before, target, mode, res)
+	r.observe(ctx, sessions, before, target, res)
 	judge(res, mode)
 	return nil
 }
@@ -354,27 +469,174 @@ func (r *run) closeWires() {
 	}
 }
 
-func (r *run) waitGateways(ctx context.Context, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		up := 0
-		for name := range r.doors {
-			if r.lab.Runtime.Health.Eligible(name) {
-				up++
-			}
+// adminCall makes one admin API call at the site's admin listener as the lab's admin.
+func (r *run) adminCall(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
 		}
-		if up == len(r.doors) {
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+r.admin+path, rd)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(adminUser, password)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// adminStatus is what the drill reads of GET /v1/admin/status.
+type adminStatus struct {
+	SecureGateway map[string]bool   `json:"secure_gateway"`
+	Gateways      map[string]string `json:"gateways"`
+}
+
+// secureGateway switches the secure gateway site-wide through the admin API, as an operator
+// does, and waits until the admin status shows it.
+func (r *run) secureGateway(ctx context.Context, on bool) error {
+	if err := r.adminCall(ctx, http.MethodPost, "/v1/admin/gateway", map[string]any{"on": on}, nil); err != nil {
+		return fmt.Errorf("switching the secure gateway: %w", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var st adminStatus
+		if err := r.adminCall(ctx, http.MethodGet, "/v1/admin/status", nil, &st); err != nil {
+			return err
+		}
+		done := len(st.SecureGateway) > 0
+		for _, v := range st.SecureGateway {
+			done = done && v == on
+		}
+		if done {
+			// The other nodes follow the switch through their watch of the site database:
+			// a round trip of it, which the clients' launches check (hold).
+			time.Sleep(300 * time.Millisecond)
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d gateways up after %s", up, len(r.doors), d)
+			return fmt.Errorf("the admin status shows secure gateway %v 5 s after switching it %v", st.SecureGateway, on)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitGateways waits until the site shows every gateway up where an operator and a user
+// look: the admin status lists each one up, and every DNS server answers the GSLB name, for
+// a client of each zone, with that zone's gateways.
+func (r *run) waitGateways(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	want := r.dnsWant()
+	for {
+		why := r.gatewaysUp(ctx, want)
+		if why == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gateways not up after %s: %s", d, why)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// dnsWant maps each zone's first client range to the addresses the GSLB name answers there
+// when all is well: the zone's site's gateways.
+func (r *run) dnsWant() map[netip.Prefix][]netip.Addr {
+	addr := map[string]netip.Addr{}
+	for _, g := range r.cfg.Gateways {
+		addr[g.Name], _ = netip.ParseAddr(g.Address)
+	}
+	want := map[netip.Prefix][]netip.Addr{}
+	if len(r.cfg.GSLB.Names) == 0 {
+		return want
+	}
+	for _, z := range r.cfg.Zones {
+		if len(z.Ranges) == 0 {
+			continue
+		}
+		p, err := netip.ParsePrefix(z.Ranges[0])
+		if err != nil {
+			continue
+		}
+		for _, site := range r.cfg.GSLB.Names[0].Sites {
+			if site.Zone == z.Name {
+				for _, g := range site.Gateways {
+					want[p] = append(want[p], addr[g])
+				}
+			}
+		}
+	}
+	return want
+}
+
+// gatewaysUp returns "" when every gateway shows up, else what does not.
+func (r *run) gatewaysUp(ctx context.Context, want map[netip.Prefix][]netip.Addr) string {
+	var st adminStatus
+	if err := r.adminCall(ctx, http.MethodGet, "/v1/admin/status", nil, &st); err != nil {
+		return "admin status: " + err.Error()
+	}
+	for _, g := range r.cfg.Gateways {
+		if v := st.Gateways[g.Name]; !strings.HasPrefix(v, "up") {
+			return fmt.Sprintf("admin status: %s %q", g.Name, v)
+		}
+	}
+	name := r.cfg.GSLB.Names[0].Name
+	for _, server := range r.dns {
+		for p, addrs := range want {
+			got, err := resolveAs(ctx, name, server, p)
+			if err != nil {
+				return err.Error()
+			}
+			for _, a := range addrs {
+				if !slices.Contains(got, a) {
+					return fmt.Sprintf("%s at %s for %s: %v, want %v", name, server, p, got, addrs)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// resolveAs asks server for name's A records as a client of subnet (EDNS Client Subnet).
+func resolveAs(ctx context.Context, name, server string, subnet netip.Prefix) ([]netip.Addr, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	m.SetEdns0(1232, false)
+	e := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: uint8(subnet.Bits()), Address: subnet.Addr().AsSlice()}
+	m.IsEdns0().Option = append(m.IsEdns0().Option, e)
+	c := &dns.Client{Timeout: time.Second}
+	resp, _, err := c.ExchangeContext(ctx, m, server)
+	if err != nil {
+		return nil, fmt.Errorf("asking %s for %s: %w", server, name, err)
+	}
+	var out []netip.Addr
+	for _, rr := range resp.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			if ip, ok := netip.AddrFromSlice(a.A.To4()); ok {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out, nil
 }
 
 // doorFor returns the front door a client's traffic goes through (gateway mode), or the
@@ -385,16 +647,16 @@ func (r *run) doorFor(h *held) *frontDoor {
 		return fd
 	}
 	zone := h.s.Descriptor().Zone
+	for _, g := range r.cfg.Gateways {
+		if g.Zone == zone {
+			return r.doors[g.Name]
+		}
+	}
 	var names []string
 	for name := range r.doors {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, g := range r.lab.Config.Gateways {
-		if g.Zone == zone {
-			return r.doors[g.Name]
-		}
-	}
 	return r.doors[names[0]]
 }
 
@@ -412,16 +674,45 @@ func (h *held) stop() {
 	h.wg.Wait()
 }
 
+// hold launches a desktop for user through DNS, as a client does, opens its channels and
+// keeps TCP traffic flowing. In gateway mode it launches again (the same session) until the
+// descriptor offers every gateway of the site: each node's health sees the gateways come up
+// by itself.
 func (r *run) hold(ctx context.Context, user string) (*held, error) {
-	pool := r.lab.Runtime.CA.Pool()
-	name := strings.TrimSuffix(r.lab.Config.GSLB.Names[0].Name, ".")
-	ln := &client.Launcher{Name: name, DNSServer: r.dns, User: user, Password: "lab", Resource: "desktop",
+	pool := r.lab.CA().Pool()
+	name := strings.TrimSuffix(r.cfg.GSLB.Names[0].Name, ".")
+	ln := &client.Launcher{Name: name, DNSServer: r.dns[0], User: user, Password: password, Resource: "desktop",
 		Endpoint: user + "-laptop", RootCAs: pool}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	d, _, err := ln.Launch(lctx)
-	if err != nil {
-		return nil, err
+	var d *client.Descriptor
+	for {
+		var err error
+		d, _, err = ln.Launch(lctx)
+		var denied *client.DeniedError
+		if errors.As(err, &denied) && lctx.Err() == nil {
+			// A site that has just come up may still be taking in its machines' first
+			// health verdicts and load reports: a user tries again.
+			if time.Until(deadline(lctx)) < time.Second {
+				return nil, fmt.Errorf("%w; trace: %s", err, strings.Join(denied.Trace, "; "))
+			}
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if d.Mode != r.mode {
+			return nil, fmt.Errorf("launched in %s mode, not %s: a front door did not follow the switch", d.Mode, r.mode)
+		}
+		if d.Mode != "gateway" || len(d.Gateways) == len(r.cfg.Gateways) {
+			break
+		}
+		select {
+		case <-lctx.Done():
+			return nil, fmt.Errorf("the descriptor offers %d of %d gateways after 10 s", len(d.Gateways), len(r.cfg.Gateways))
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	s, err := client.Open(ctx, client.Options{Descriptor: d, RootCAs: pool, Relaunch: ln.Relaunch, Logger: r.o.Logger})
 	if err != nil {
@@ -454,15 +745,21 @@ func (r *run) hold(ctx context.Context, user string) (*held, error) {
 	return h, nil
 }
 
+// deadline returns ctx's deadline.
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
 // observe watches until every affected client is back and steady, or Observe runs out.
-func (r *run) observe(ctx context.Context, hs []*held, before map[*held]string, target *frontDoor, mode string, res *Result) {
+func (r *run) observe(ctx context.Context, hs []*held, before map[*held]string, target *frontDoor, res *Result) {
 	deadline := res.FaultAt.Add(r.o.Observe)
 	settle := time.Time{}
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		res.Clients = res.Clients[:0]
 		allBack := true
 		for _, h := range hs {
-			cr := summarize(h, before[h], target, mode, res.FaultAt)
+			cr := summarize(h, before[h], target, r.mode, res.FaultAt)
 			res.Clients = append(res.Clients, cr)
 			if cr.Cut && !cr.Back {
 				allBack = false
@@ -470,7 +767,7 @@ func (r *run) observe(ctx context.Context, hs []*held, before map[*held]string, 
 		}
 		// In gateway mode wait until the affected clients are back and have stayed up for a
 		// second (a loop would cut again); in direct mode watch the whole window.
-		if mode == "gateway" && allBack && hasCut(res.Clients) {
+		if r.mode == "gateway" && allBack && hasCut(res.Clients) {
 			if settle.IsZero() {
 				settle = time.Now().Add(time.Second)
 			} else if time.Now().After(settle) {
@@ -481,7 +778,7 @@ func (r *run) observe(ctx context.Context, hs []*held, before map[*held]string, 
 	}
 	res.Clients = res.Clients[:0]
 	for _, h := range hs {
-		res.Clients = append(res.Clients, summarize(h, before[h], target, mode, res.FaultAt))
+		res.Clients = append(res.Clients, summarize(h, before[h], target, r.mode, res.FaultAt))
 	}
 }
 

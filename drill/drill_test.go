@@ -2,7 +2,6 @@ package drill
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -13,80 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
-// TestCIDrill runs a CI-sized drill: a gateway powered off with the secure gateway ticked, the
-// black-screen port failure, and a front door shut down with it unticked. It checks what the
-// drill promises — back in the SAME session by itself, never a loop, and no cut at all in direct
-// mode — and leaves the timing (≤ 3 s) to the drill's own table: timing is measured, not
-// asserted in tests.
-func TestCIDrill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drill runs whole sites; skipped with -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var progress bytes.Buffer
-	var results []Result
-	for _, c := range []struct{ scenario, mode string }{
-		{"gateway-power-off", "gateway"},
-		{"port-down", "gateway"},
-		{"frontdoor-shutdown", "direct"},
-	} {
-		rep, err := Run(ctx, Options{Scenarios: []string{c.scenario}, Modes: []string{c.mode}, Base: 81, Observe: 8 * time.Second, Progress: &progress})
-		if err != nil {
-			t.Fatalf("%s/%s: %v\n%s", c.scenario, c.mode, err, progress.String())
-		}
-		results = append(results, rep.Results...)
-	}
-	for _, r := range results {
-		if r.Error != "" {
-			t.Errorf("%s/%s: %s", r.Scenario, r.Mode, r.Error)
-			continue
-		}
-		affected := 0
-		for _, c := range r.Clients {
-			if !c.Affected {
-				continue
-			}
-			affected++
-			switch r.Mode {
-			case "direct":
-				if c.Cut {
-					t.Errorf("%s/direct: %s was cut; a direct session must not see a front door failure", r.Scenario, c.User)
-				}
-			case "gateway":
-				if !c.Cut || !c.Back || !c.SameSession || c.Relaunched {
-					t.Errorf("%s/gateway: %s cut=%v back=%v same=%v relaunched=%v; want cut, then back in the same session with its reconnect ticket",
-						r.Scenario, c.User, c.Cut, c.Back, c.SameSession, c.Relaunched)
-				}
-				if c.ViaAfter == r.Target {
-					t.Errorf("%s/gateway: %s is back through the failed gateway %s", r.Scenario, c.User, r.Target)
-				}
-			}
-		}
-		if affected == 0 {
-			t.Errorf("%s/%s: no client was on the failed front door", r.Scenario, r.Mode)
-		}
-	}
-
-	// The table and the report files.
-	var table bytes.Buffer
-	rep := Report{Started: time.Now(), Results: results}
-	WriteTable(&table, rep)
-	if !strings.Contains(table.String(), "CRITERION") || strings.Count(table.String(), "\n") != len(results)+1 {
-		t.Errorf("table:\n%s", table.String())
-	}
-	dir := t.TempDir()
-	if err := WriteFiles(dir, rep); err != nil {
-		t.Fatal(err)
-	}
-	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
-	if bytes.Count(html, []byte("<svg")) != len(results) || !bytes.Contains(html, []byte(`class="fault"`)) {
-		t.Errorf("report.html has %d timelines for %d results", bytes.Count(html, []byte("<svg")), len(results))
-	}
-	t.Logf("\n%s", table.String())
-}
+// The drill runs on distributed sites, whose node processes are the frontdoor binary: the
+// whole drill is tested in cmd/frontdoor (TestCIDrill), where the test binary stands in for
+// it. These tests cover what needs no site.
 
 // wirePair returns a TCP listener on an inner loopback address and a wire from a public one
 // to it, on the same port.
@@ -192,5 +124,55 @@ func TestWireStopUDP(t *testing.T) {
 	}
 	if !refused {
 		t.Error("a stopped UDP port did not answer port unreachable")
+	}
+}
+
+// TestDrillSource: the drill site is the lab site with a short drain.
+func TestDrillSource(t *testing.T) {
+	src, err := drillSource(Options{Base: 61})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := configs.Load("drill site", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Proxy.DrainTimeout.D(); d != drainTimeout {
+		t.Errorf("drain_timeout %s, want %s", d, drainTimeout)
+	}
+	if c.Gateways[0].Address != "127.61.0.11" {
+		t.Errorf("first gateway at %s, want the lab's moved to 127.61", c.Gateways[0].Address)
+	}
+}
+
+// TestReport: the table, the JSON and the HTML of a report.
+func TestReport(t *testing.T) {
+	fault := time.Now()
+	res := []Result{
+		{Scenario: "frontdoor-power-off", Mode: "gateway", Criterion: "Front door power off", Expected: ExpectGateway, Pass: true,
+			Actual: "back", Target: "fd-east-1", Note: "SIGKILL behind a blackhole", FaultAt: fault, End: fault.Add(3 * time.Second),
+			Clients: []ClientResult{{User: "alice", Affected: true, Cut: true, CutAfter: time.Second, Back: true, BackAfter: 1010 * time.Millisecond, SameSession: true}}},
+		{Scenario: "frontdoor-power-off", Mode: "direct", Criterion: "Front door power off", Expected: ExpectDirect, Pass: true, Actual: "remained",
+			Note: "SIGKILL behind a blackhole", FaultAt: fault, End: fault.Add(6 * time.Second), Clients: []ClientResult{{User: "bob", Affected: true}}},
+	}
+	rep := Report{Started: fault, Results: res}
+	var table, notes bytes.Buffer
+	WriteTable(&table, rep)
+	for _, want := range []string{"1.01 s", "no cut", "ticked", "unticked"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	WriteNotes(&notes, rep)
+	if strings.Count(notes.String(), "SIGKILL") != 1 {
+		t.Errorf("notes, once per scenario:\n%s", notes.String())
+	}
+	dir := t.TempDir()
+	if err := WriteFiles(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	if bytes.Count(html, []byte("<svg")) != 2 || !bytes.Contains(html, []byte("How the lab does it: SIGKILL")) {
+		t.Errorf("report.html has %d timelines, want 2, and the note", bytes.Count(html, []byte("<svg")))
 	}
 }

@@ -43,6 +43,18 @@ func WriteTable(w io.Writer, rep Report) {
 	tw.Flush()
 }
 
+// WriteNotes prints, once per scenario of the report, how the lab realises its failure.
+func WriteNotes(w io.Writer, rep Report) {
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		if r.Note == "" || seen[r.Scenario] {
+			continue
+		}
+		seen[r.Scenario] = true
+		fmt.Fprintf(w, "  %s: %s.\n", r.Scenario, r.Note)
+	}
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -164,7 +176,8 @@ text{font-size:12px}circle{fill:#222}
 {{end}}</table>
 {{range .Pictures}}
 <h2>{{.Scenario}} — secure gateway {{if eq .Mode "gateway"}}on{{else}}off{{end}}</h2>
-<p>{{.Criterion}}. Failed front door: {{.Target}}. {{.Actual}}</p>
+<p>{{.Criterion}}. Failed: {{.Target}}. {{.Actual}}</p>
+{{if .Note}}<p><small>How the lab does it: {{.Note}}.</small></p>{{end}}
 <svg width="{{.Width}}" height="{{height (len .Lanes)}}" xmlns="http://www.w3.org/2000/svg" style="overflow:visible;margin-left:60px">
 {{range .Ticks}}<text x="{{.X}}" y="12">{{.Title}}</text>{{end}}
 {{range $i, $l := .Lanes}}<text x="-55" y="{{laneY $i}}" dy="14">{{$l.User}}</text>

@@ -12,18 +12,21 @@ import (
 )
 
 func newDrillCmd() *cobra.Command {
-	var scenario, mode, report, logFile string
+	var scenario, mode, report, logFile, data string
 	var observe time.Duration
 	c := &cobra.Command{
 		Use:   "drill [--scenario NAME[,NAME]] [--mode gateway|direct|both] [--report DIR]",
-		Short: "Run seed 004's failure drills on a lab site and print the expected/actual table",
-		Long: "drill starts a lab site (two front doors and two gateways per zone, an agent per machine),\n" +
-			"has clients hold live sessions streaming TCP and UDP, injects each failure into the front door\n" +
-			"that carries them, and measures when each client saw the cut and when it was back in its desktop.\n" +
+		Short: "Run seed 004's failure drills on a distributed lab site and print the expected/actual table",
+		Long: "drill starts a distributed lab site for each scenario and mode (an embedded 3-member etcd, one\n" +
+			"`frontdoor serve` process of this binary per node, each front door behind a fault-injection wire,\n" +
+			"two front doors and two gateways per zone, an agent per machine), has clients hold live sessions\n" +
+			"streaming TCP and UDP, injects each failure into the front door that carries them (SIGKILL behind\n" +
+			"a blackhole, SIGTERM, a gateway's ports blackholed or stopped, one port down), and measures when\n" +
+			"each client saw the cut and when it was back in its desktop.\n" +
 			"Scenarios: " + strings.Join(drill.Names(), ", ") + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := drill.Options{Observe: observe, Progress: cmd.OutOrStdout()}
+			o := drill.Options{Observe: observe, DataDir: data, Progress: cmd.OutOrStdout()}
 			if scenario != "" && scenario != "all" {
 				o.Scenarios = strings.Split(scenario, ",")
 			}
@@ -46,6 +49,8 @@ func newDrillCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(out)
 			drill.WriteTable(out, rep)
+			fmt.Fprintln(out, "\nHow the lab does each failure:")
+			drill.WriteNotes(out, rep)
 			if report != "" {
 				if werr := drill.WriteFiles(report, rep); werr != nil {
 					return werr
@@ -66,6 +71,7 @@ func newDrillCmd() *cobra.Command {
 	c.Flags().StringVar(&mode, "mode", "both", "secure gateway mode: gateway (ticked), direct (unticked) or both")
 	c.Flags().StringVar(&report, "report", "", "write report.json and report.html here")
 	c.Flags().DurationVar(&observe, "observe", 6*time.Second, "how long to watch after each failure")
-	c.Flags().StringVar(&logFile, "log", "", "write the site's logs to this file")
+	c.Flags().StringVar(&data, "data", "", "keep each site's data (node logs, etcd) in DIR/SCENARIO-MODE (default: temporary, removed)")
+	c.Flags().StringVar(&logFile, "log", "", "write the lab's logs to this file (the node processes log in the lab's data dir)")
 	return c
 }

@@ -3,9 +3,10 @@
 // process, each front door behind a fault-injection wire. Clients hold live sessions that
 // stream TCP and UDP, a failure is injected into the front door or gateway that carries them
 // — power off (SIGKILL behind a blackhole), shut down (SIGTERM), a gateway's ports blackholed
-// or stopped, one port's service down (the "black screen") — in secure-gateway mode on and
-// off, and the clients' own timelines say when each saw the cut, when it was back in its
-// desktop and whether it was the same session.
+// or stopped, one port's service down (the "black screen") — or into the site database (an
+// etcd member stopped), or a node is killed while launches are in flight, in secure-gateway
+// mode on and off, and the clients' own timelines say when each saw the cut, when it was back
+// in its desktop and whether it was the same session.
 package drill
 
 import (
@@ -33,7 +34,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// Scenario is one failure of seed 004.
+// Scenario is one failure of seed 004, or of the distributed site.
 type Scenario struct {
 	// Name is the short name used on the command line.
 	Name string
@@ -41,12 +42,24 @@ type Scenario struct {
 	Criterion string
 	// Note says how the lab realises the failure, where that is not obvious.
 	Note string
+	// Modes are the secure-gateway modes the scenario runs in; nil: both.
+	Modes []string
+	// quiet: the failure is on no client's path, so no client may see anything, in any mode.
+	quiet bool
+	// expect is the expected result in gateway mode, when not ExpectGateway.
+	expect string
+	// before runs just before the failure (a launch storm that gets under way).
+	before func(ctx context.Context, r *run, fd *frontDoor) error
 	// inject applies the failure to the front door that carries the first client and
 	// returns what it hit.
 	inject func(ctx context.Context, r *run, fd *frontDoor) (string, error)
+	// after runs once the clients have been observed: it counts what the failure did to
+	// launches and the site database.
+	after func(ctx context.Context, r *run, res *Result) error
 }
 
-// Scenarios are the failures of seed 004, in the seed's order, plus the black screen.
+// Scenarios are the failures of seed 004, in the seed's order, plus the black screen, plus
+// the distributed site's own: a database member down, a node killed in a launch storm.
 var Scenarios = []Scenario{
 	{Name: "gateway-power-off", Criterion: "Gateway / connection server power off (packets dropped, no reset)",
 		Note: "every gateway port of the host is blackholed at its wire (TCP and UDP, QUIC too); the node's launch API and DNS stay up",
@@ -83,6 +96,37 @@ var Scenarios = []Scenario{
 			fd.wire.DownPort(8443)
 			return fd.gateway + " 8443/tcp", nil
 		}},
+	{Name: "etcd-member-down", Criterion: "One site database member down (etcd, 3 members)",
+		Note: fmt.Sprintf("the raft leader of the lab's 3-member etcd is stopped (etcd's own stop: it hands its leadership to a follower first); "+
+			"%d launches follow at once through every front door; secure gateway ticked only, the mode in which the site database "+
+			"is on the clients' path (the site-wide ticket ledger admits every new channel)", etcdLaunches),
+		Modes: []string{"gateway"}, quiet: true,
+		expect: "Nothing seen by any client; launches go on",
+		inject: func(ctx context.Context, r *run, _ *frontDoor) (string, error) {
+			name, err := r.stopEtcdLeader(ctx)
+			if err != nil {
+				return "", err
+			}
+			r.storm = r.startStorm(ctx, etcdLaunches, 3, "")
+			return "etcd " + name + " (leader)", nil
+		},
+		after: func(ctx context.Context, r *run, res *Result) error { return r.finishStorm(ctx, res) }},
+	{Name: "node-killed-mid-launch", Criterion: "A front door node killed while launches are in flight",
+		Note: "SIGKILL of the process of the node that carries the first client, once a quarter of the launches have answered " +
+			"(no blackhole: the host stays up and refuses); every launch goes to a front door in turn, and to the next one if that fails, " +
+			"as a client does; each launch ticket is presented at once at the descriptor's first two gateways, which are on two nodes; " +
+			"secure gateway ticked only, the mode in which gateways admit launch tickets",
+		Modes:  []string{"gateway"},
+		expect: ExpectGateway + "; no machine over max_sessions, no launch ticket admitted twice, no session lost",
+		before: func(ctx context.Context, r *run, fd *frontDoor) error {
+			r.storm = r.startStorm(ctx, r.o.Launches, 16, fd.node)
+			return r.storm.waitAnswered(ctx, r.o.Launches/4)
+		},
+		inject: func(_ context.Context, r *run, fd *frontDoor) (string, error) {
+			r.storm.killed(fd.node)
+			return fd.node, r.lab.Signal(fd.node, syscall.SIGKILL)
+		},
+		after: func(ctx context.Context, r *run, res *Result) error { return r.finishStorm(ctx, res) }},
 }
 
 // The drill site's settings that differ from the lab's.
@@ -90,6 +134,8 @@ const (
 	// drainTimeout is the drill site's proxy.drain_timeout: how long a node told to stop
 	// lets its gateways carry their sessions (the lab's is 30 s, past the observation).
 	drainTimeout = 2 * time.Second
+	// etcdLaunches is how many launches follow an etcd member's stop.
+	etcdLaunches = 12
 	// adminUser, password are the lab site's admin and every lab user's password.
 	adminUser, password = "admin", "lab"
 )
@@ -104,6 +150,8 @@ type Options struct {
 	Clients int
 	// Observe is how long to watch after the failure. Default: 6s.
 	Observe time.Duration
+	// Launches is the size of the node-killed-mid-launch scenario's launch storm. Default: 200.
+	Launches int
 	// Base is the first of three loopback /16 blocks the drill site uses (one per zone).
 	// Default: 61 (127.61-63.x.x).
 	Base int
@@ -149,6 +197,7 @@ type Result struct {
 	Expected  string         `json:"expected"`
 	Actual    string         `json:"actual"`
 	Pass      bool           `json:"pass"`
+	Quiet     bool           `json:"quiet,omitempty"`
 	Target    string         `json:"target"`
 	Start     time.Time      `json:"start"`
 	SiteUp    time.Duration  `json:"site_up_ns"`
@@ -157,6 +206,7 @@ type Result struct {
 	FaultAt   time.Time      `json:"fault_at"`
 	End       time.Time      `json:"end"`
 	Clients   []ClientResult `json:"clients"`
+	Launches  *LaunchCounts  `json:"launches,omitempty"`
 	Error     string         `json:"error,omitempty"`
 }
 
@@ -191,6 +241,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if o.Observe == 0 {
 		o.Observe = 6 * time.Second
 	}
+	if o.Launches == 0 {
+		o.Launches = 200
+	}
 	if o.Base == 0 {
 		o.Base = 61
 	}
@@ -224,12 +277,24 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
-			fmt.Fprintf(o.Progress, "drill %s, secure gateway %s ...\n", s.Name, onOff(m))
+			on := onOff(m)
+			if s.Modes != nil && !slices.Contains(s.Modes, m) {
+				var only []string
+				for _, sm := range s.Modes {
+					only = append(only, onOff(sm))
+				}
+				fmt.Fprintf(o.Progress, "drill %s, secure gateway %s: not run (it runs with the secure gateway %s only)\n", s.Name, on, strings.Join(only, ", "))
+				continue
+			}
+			fmt.Fprintf(o.Progress, "drill %s, secure gateway %s ...\n", s.Name, on)
 			res := runOne(ctx, o, s, m)
 			fmt.Fprintf(o.Progress, "  %s (site up in %.1f s, clients in %.1f s, site stopped in %.1f s, %.1f s in all): %s\n", passWord(res.Pass),
 				res.SiteUp.Seconds(), res.ClientsUp.Seconds(), res.Stopped.Seconds(), res.End.Sub(res.Start).Seconds(), res.Actual)
 			rep.Results = append(rep.Results, res)
 		}
+	}
+	if len(rep.Results) == 0 {
+		return rep, fmt.Errorf("no scenario of %v runs in mode %v", o.Scenarios, modes)
 	}
 	return rep, nil
 }
@@ -283,6 +348,7 @@ type run struct {
 	dns   []string              // the DNS listeners
 	admin string                // the admin listener
 	hc    *http.Client          // trusts the site CA
+	storm *storm
 }
 
 // inner is the address a front door really listens on, behind its wire.
@@ -293,9 +359,12 @@ func inner(a netip.Addr) netip.Addr {
 }
 
 func runOne(ctx context.Context, o Options, s Scenario, mode string) Result {
-	res := Result{Scenario: s.Name, Mode: mode, Criterion: s.Criterion, Note: s.Note, Start: time.Now()}
+	res := Result{Scenario: s.Name, Mode: mode, Criterion: s.Criterion, Note: s.Note, Quiet: s.quiet, Start: time.Now()}
 	res.Expected = ExpectGateway
-	if mode == "direct" {
+	switch {
+	case mode == "gateway" && s.expect != "":
+		res.Expected = s.expect
+	case mode == "direct":
 		res.Expected = ExpectDirect
 	}
 	err := runScenario(ctx, o, s, mode, &res)
@@ -308,9 +377,16 @@ func runOne(ctx context.Context, o Options, s Scenario, mode string) Result {
 	return res
 }
 
-// drillSource is the lab site moved to o.Base, with the drill's change: a short drain.
+// drillSource is the lab site moved to o.Base, with the drill's changes: a short drain, and
+// the users of the launch storms (passwords hashed at bcrypt's lowest cost: a storm measures
+// the site, not bcrypt).
 func drillSource(o Options) ([]byte, error) {
+	users, err := stormUsers(max(o.Launches, etcdLaunches))
+	if err != nil {
+		return nil, err
+	}
 	return lab.MovedSource(o.Base, func(s string) string {
+		s = strings.Replace(s, "\nusers:\n", "\nusers:\n"+users, 1)
 		return s + fmt.Sprintf("\n# The drill: a node told to stop drains for %s.\nproxy:\n  drain_timeout: %s\n", drainTimeout, drainTimeout)
 	})
 }
@@ -447,16 +523,26 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	if target == nil {
 		return errors.New("no front door carries the first client")
 	}
+	if s.before != nil {
+		if err := s.before(sctx, r, target); err != nil {
+			return fmt.Errorf("before %s: %w", s.Name, err)
+		}
+	}
 	before := map[*held]string{}
 	for _, h := range sessions {
 		before[h], _ = h.s.Via()
 	}
 	res.FaultAt = time.Now()
-	if res.Target, err = s.inject(ctx, r, target); err != nil {
+	if res.Target, err = s.inject(sctx, r, target); err != nil {
 		return fmt.Errorf("injecting %s: %w", s.Name, err)
 	}
-	r.observe(ctx, sessions, before, target, res)
+	r.observe(ctx, sessions, before, target, s.quiet, res)
 	judge(res, mode)
+	if s.after != nil {
+		if err := s.after(sctx, r, res); err != nil {
+			return fmt.Errorf("after %s: %w", s.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -639,6 +725,24 @@ func resolveAs(ctx context.Context, name, server string, subnet netip.Prefix) ([
 	return out, nil
 }
 
+// stopEtcdLeader stops the raft leader of the lab's etcd cluster and returns its name.
+func (r *run) stopEtcdLeader(ctx context.Context) (string, error) {
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st := r.lab.Site().Status(sctx)
+	for _, m := range st.Members {
+		if !m.Leader {
+			continue
+		}
+		for i := range len(r.lab.Etcd.Endpoints()) {
+			if r.lab.Etcd.Member(i) == m.Name {
+				return m.Name, r.lab.Etcd.StopMember(i)
+			}
+		}
+	}
+	return "", fmt.Errorf("no leader among the etcd members %+v", st.Members)
+}
+
 // doorFor returns the front door a client's traffic goes through (gateway mode), or the
 // first front door of its machine's zone (direct mode).
 func (r *run) doorFor(h *held) *frontDoor {
@@ -752,22 +856,23 @@ func deadline(ctx context.Context) time.Time {
 }
 
 // observe watches until every affected client is back and steady, or Observe runs out.
-func (r *run) observe(ctx context.Context, hs []*held, before map[*held]string, target *frontDoor, res *Result) {
+func (r *run) observe(ctx context.Context, hs []*held, before map[*held]string, target *frontDoor, quiet bool, res *Result) {
 	deadline := res.FaultAt.Add(r.o.Observe)
 	settle := time.Time{}
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		res.Clients = res.Clients[:0]
 		allBack := true
 		for _, h := range hs {
-			cr := summarize(h, before[h], target, r.mode, res.FaultAt)
+			cr := summarize(h, before[h], target, r.mode, quiet, res.FaultAt)
 			res.Clients = append(res.Clients, cr)
 			if cr.Cut && !cr.Back {
 				allBack = false
 			}
 		}
 		// In gateway mode wait until the affected clients are back and have stayed up for a
-		// second (a loop would cut again); in direct mode watch the whole window.
-		if r.mode == "gateway" && allBack && hasCut(res.Clients) {
+		// second (a loop would cut again); in direct mode and when no client may see the
+		// failure, watch the whole window.
+		if r.mode == "gateway" && !quiet && allBack && hasCut(res.Clients) {
 			if settle.IsZero() {
 				settle = time.Now().Add(time.Second)
 			} else if time.Now().After(settle) {
@@ -778,7 +883,7 @@ func (r *run) observe(ctx context.Context, hs []*held, before map[*held]string, 
 	}
 	res.Clients = res.Clients[:0]
 	for _, h := range hs {
-		res.Clients = append(res.Clients, summarize(h, before[h], target, r.mode, res.FaultAt))
+		res.Clients = append(res.Clients, summarize(h, before[h], target, r.mode, quiet, res.FaultAt))
 	}
 }
 
@@ -791,11 +896,11 @@ func hasCut(cs []ClientResult) bool {
 	return false
 }
 
-func summarize(h *held, via string, target *frontDoor, mode string, fault time.Time) ClientResult {
+func summarize(h *held, via string, target *frontDoor, mode string, quiet bool, fault time.Time) ClientResult {
 	d := h.s.Descriptor()
 	cr := ClientResult{User: h.user, Session: d.SessionID, Machine: d.Machine, ViaBefore: via}
 	cr.ViaAfter, _ = h.s.Via()
-	cr.Affected = via == target.gateway || (mode == "direct" && d.Zone == zoneOf(target))
+	cr.Affected = quiet || via == target.gateway || (mode == "direct" && d.Zone == zoneOf(target))
 	var cutAt time.Time
 	for _, ev := range h.s.Timeline() {
 		cr.Events = append(cr.Events, ev)
@@ -839,17 +944,20 @@ func judge(res *Result, mode string) {
 		res.Actual, res.Pass = "no client was on the failed front door", false
 		return
 	}
-	if mode == "direct" {
+	if mode == "direct" || res.Quiet {
 		cut := 0
 		for _, c := range res.Clients {
 			if c.Cut {
 				cut++
 			}
 		}
-		if cut == 0 {
-			res.Actual, res.Pass = fmt.Sprintf("Desktop remained connected (%d of %d clients on the failed front door's zone, none cut)", len(affected), len(res.Clients)), true
-		} else {
+		switch {
+		case cut > 0:
 			res.Actual = fmt.Sprintf("%d of %d clients were cut", cut, len(res.Clients))
+		case res.Quiet:
+			res.Actual, res.Pass = fmt.Sprintf("Nothing seen by any client (%d clients, none cut)", len(res.Clients)), true
+		default:
+			res.Actual, res.Pass = fmt.Sprintf("Desktop remained connected (%d of %d clients on the failed front door's zone, none cut)", len(affected), len(res.Clients)), true
 		}
 		return
 	}

@@ -127,15 +127,24 @@ func TestWireStopUDP(t *testing.T) {
 	}
 }
 
-// TestDrillSource: the drill site is the lab site with a short drain.
+// TestDrillSource: the drill site is the lab site with the storm's users and a short drain.
 func TestDrillSource(t *testing.T) {
-	src, err := drillSource(Options{Base: 61})
+	src, err := drillSource(Options{Base: 61, Launches: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := configs.Load("drill site", src)
 	if err != nil {
 		t.Fatal(err)
+	}
+	storm := 0
+	for _, u := range c.Users {
+		if strings.HasPrefix(u.Name, "storm-") {
+			storm++
+		}
+	}
+	if storm != 30 {
+		t.Errorf("%d storm users, want 30", storm)
 	}
 	if d := c.Proxy.DrainTimeout.D(); d != drainTimeout {
 		t.Errorf("drain_timeout %s, want %s", d, drainTimeout)
@@ -145,27 +154,53 @@ func TestDrillSource(t *testing.T) {
 	}
 }
 
-// TestReport: the table, the JSON and the HTML of a report.
+// TestGatewayAdmissions counts the gateways' "channel admitted" lines of launch tickets.
+func TestGatewayAdmissions(t *testing.T) {
+	log := `time=2026-01-01T00:00:00Z level=INFO msg="channel admitted" node=fd-hq-1 component=gateway gateway=gw-hq-1 session=s1 kind=launch channel=4172/tcp client=127.0.0.1:1 machine=rds-hq-1
+time=2026-01-01T00:00:00Z level=INFO msg="channel admitted" node=fd-hq-1 component=gateway gateway=gw-hq-1 session=s1 kind=reconnect channel=4172/tcp client=127.0.0.1:2 machine=rds-hq-1
+time=2026-01-01T00:00:00Z level=WARN msg="channel denied" node=fd-hq-1 component=gateway gateway=gw-hq-1 session=s2 channel=4172/tcp reason="launch ticket already used for this channel"
+time=2026-01-01T00:00:00Z level=INFO msg="channel admitted" node=fd-hq-1 component=gateway gateway=gw-hq-1 session=s2 kind=launch channel=4172/tcp client=127.0.0.1:3 machine=rds-hq-1
+time=2026-01-01T00:00:00Z level=INFO msg="channel admitted" node=fd-hq-1 component=gateway gateway=gw-hq-1 session=other kind=launch channel=4172/tcp client=127.0.0.1:4 machine=rds-hq-1
+`
+	path := filepath.Join(t.TempDir(), "node.log")
+	if err := os.WriteFile(path, []byte(log+log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	if err := gatewayAdmissions(path, map[string]launchResult{"s1": {}, "s2": {}}, per); err != nil {
+		t.Fatal(err)
+	}
+	if per["s1 4172/tcp"] != 2 || per["s2 4172/tcp"] != 2 || len(per) != 2 {
+		t.Errorf("admissions %v; want s1 and s2 twice each (the log twice over), reconnects and other sessions left out", per)
+	}
+}
+
+// TestReport: the table, the JSON and the HTML of a report, with a storm's counts in its row.
 func TestReport(t *testing.T) {
 	fault := time.Now()
+	counts := &LaunchCounts{Launches: 200, FrontDoors: 6, Killed: "fd-east-1", InFlight: 16, Retried: 20, Sessions: 60, Denied: 140,
+		Presented: 60, AdmittedOnce: 60, GatewayAdmissions: 60, Found: 60, Busiest: "rds-hq-1", BusiestHeld: 20, BusiestMax: 20}
+	if !counts.OK() {
+		t.Fatalf("counts %+v not OK", counts)
+	}
 	res := []Result{
-		{Scenario: "frontdoor-power-off", Mode: "gateway", Criterion: "Front door power off", Expected: ExpectGateway, Pass: true,
-			Actual: "back", Target: "fd-east-1", Note: "SIGKILL behind a blackhole", FaultAt: fault, End: fault.Add(3 * time.Second),
-			Clients: []ClientResult{{User: "alice", Affected: true, Cut: true, CutAfter: time.Second, Back: true, BackAfter: 1010 * time.Millisecond, SameSession: true}}},
-		{Scenario: "frontdoor-power-off", Mode: "direct", Criterion: "Front door power off", Expected: ExpectDirect, Pass: true, Actual: "remained",
-			Note: "SIGKILL behind a blackhole", FaultAt: fault, End: fault.Add(6 * time.Second), Clients: []ClientResult{{User: "bob", Affected: true}}},
+		{Scenario: "node-killed-mid-launch", Mode: "gateway", Criterion: "A node killed", Expected: ExpectGateway, Pass: true,
+			Actual: "back; " + counts.String(), Target: "fd-east-1", Note: "SIGKILL in a launch storm", FaultAt: fault, End: fault.Add(3 * time.Second), Launches: counts,
+			Clients: []ClientResult{{User: "alice", Affected: true, Cut: true, CutAfter: 20 * time.Millisecond, Back: true, BackAfter: 130 * time.Millisecond, SameSession: true}}},
+		{Scenario: "etcd-member-down", Mode: "gateway", Quiet: true, Criterion: "An etcd member down", Pass: true, Actual: "Nothing seen",
+			FaultAt: fault, End: fault.Add(6 * time.Second), Clients: []ClientResult{{User: "bob", Affected: true}}},
 	}
 	rep := Report{Started: fault, Results: res}
 	var table, notes bytes.Buffer
 	WriteTable(&table, rep)
-	for _, want := range []string{"1.01 s", "no cut", "ticked", "unticked"} {
+	for _, want := range []string{"200 launches through 6 front doors, 16 in flight when fd-east-1 was killed", "0 lost", "0 machines over max_sessions", "0.13 s", "no cut"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
 	WriteNotes(&notes, rep)
-	if strings.Count(notes.String(), "SIGKILL") != 1 {
-		t.Errorf("notes, once per scenario:\n%s", notes.String())
+	if !strings.Contains(notes.String(), "node-killed-mid-launch: SIGKILL in a launch storm.") || strings.Count(notes.String(), "\n") != 1 {
+		t.Errorf("notes:\n%s", notes.String())
 	}
 	dir := t.TempDir()
 	if err := WriteFiles(dir, rep); err != nil {
@@ -174,5 +209,9 @@ func TestReport(t *testing.T) {
 	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
 	if bytes.Count(html, []byte("<svg")) != 2 || !bytes.Contains(html, []byte("How the lab does it: SIGKILL")) {
 		t.Errorf("report.html has %d timelines, want 2, and the note", bytes.Count(html, []byte("<svg")))
+	}
+	js, _ := os.ReadFile(filepath.Join(dir, "report.json"))
+	if !bytes.Contains(js, []byte(`"over_max": 0`)) || !bytes.Contains(js, []byte(`"killed": "fd-east-1"`)) {
+		t.Errorf("report.json lacks the counts:\n%s", js)
 	}
 }

@@ -34,7 +34,7 @@ func WriteTable(w io.Writer, rep Report) {
 			}
 			break
 		}
-		if r.Mode == "direct" && cut == "-" {
+		if (r.Mode == "direct" || r.Quiet) && cut == "-" {
 			cut, back, same = "no cut", "n/a", "yes"
 		}
 		mode := map[string]string{"gateway": "ticked", "direct": "unticked"}[r.Mode]

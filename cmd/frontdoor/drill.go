@@ -14,6 +14,7 @@ import (
 func newDrillCmd() *cobra.Command {
 	var scenario, mode, report, logFile, data string
 	var observe time.Duration
+	var launches int
 	c := &cobra.Command{
 		Use:   "drill [--scenario NAME[,NAME]] [--mode gateway|direct|both] [--report DIR]",
 		Short: "Run seed 004's failure drills on a distributed lab site and print the expected/actual table",
@@ -21,12 +22,13 @@ func newDrillCmd() *cobra.Command {
 			"`frontdoor serve` process of this binary per node, each front door behind a fault-injection wire,\n" +
 			"two front doors and two gateways per zone, an agent per machine), has clients hold live sessions\n" +
 			"streaming TCP and UDP, injects each failure into the front door that carries them (SIGKILL behind\n" +
-			"a blackhole, SIGTERM, a gateway's ports blackholed or stopped, one port down), and measures when\n" +
-			"each client saw the cut and when it was back in its desktop.\n" +
+			"a blackhole, SIGTERM, a gateway's ports blackholed or stopped, one port down), stops an etcd member,\n" +
+			"or kills a node during a launch storm, and measures when each client saw the cut and when it was\n" +
+			"back in its desktop; the storms count sessions per machine, ticket admissions and lost sessions.\n" +
 			"Scenarios: " + strings.Join(drill.Names(), ", ") + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := drill.Options{Observe: observe, DataDir: data, Progress: cmd.OutOrStdout()}
+			o := drill.Options{Observe: observe, Launches: launches, DataDir: data, Progress: cmd.OutOrStdout()}
 			if scenario != "" && scenario != "all" {
 				o.Scenarios = strings.Split(scenario, ",")
 			}
@@ -71,6 +73,7 @@ func newDrillCmd() *cobra.Command {
 	c.Flags().StringVar(&mode, "mode", "both", "secure gateway mode: gateway (ticked), direct (unticked) or both")
 	c.Flags().StringVar(&report, "report", "", "write report.json and report.html here")
 	c.Flags().DurationVar(&observe, "observe", 6*time.Second, "how long to watch after each failure")
+	c.Flags().IntVar(&launches, "launches", 200, "launches in flight when node-killed-mid-launch kills a node")
 	c.Flags().StringVar(&data, "data", "", "keep each site's data (node logs, etcd) in DIR/SCENARIO-MODE (default: temporary, removed)")
 	c.Flags().StringVar(&logFile, "log", "", "write the lab's logs to this file (the node processes log in the lab's data dir)")
 	return c

@@ -51,6 +51,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
@@ -91,7 +92,8 @@ type Store struct {
 	log    *slog.Logger
 	now    func() time.Time
 	met    *metrics
-	lease  clientv3.LeaseID // the node's lease
+	lease  atomic.Int64  // the node's lease (a clientv3.LeaseID), replaced when lost
+	kaDone chan struct{} // closed when keepAlive has ended
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the watch loop has ended
 
@@ -108,6 +110,7 @@ type Store struct {
 	revoked    map[string]bool
 	settings   map[string]map[string]string // by section (modes, overrides), then name
 	nodes      map[string]NodeInfo
+	presence   map[string]NodeInfo // what Register wrote, written again on a new lease
 	followers  []func(broker.Change)
 	onSettings map[string][]func(map[string]string) // by section
 	watchErr   error
@@ -193,7 +196,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return fail(fmt.Errorf("granting the node lease: %w", err))
 	}
-	st.lease = g.ID
+	st.lease.Store(int64(g.ID))
 	wctx, wcancel := context.WithCancel(context.Background())
 	st.cancel = wcancel
 	ka, err := cli.KeepAlive(wctx, g.ID)
@@ -201,21 +204,64 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		wcancel()
 		return fail(fmt.Errorf("keeping the node lease alive: %w", err))
 	}
-	go func() {
-		for range ka { // drained until wctx ends or the lease is lost
-		}
-		if wctx.Err() == nil {
-			st.log.Error("etcd: the node lease ended; the node's presence and its agents' load are gone from the site")
-		}
-	}()
+	st.kaDone = make(chan struct{})
+	go st.keepAlive(wctx, ka)
 	go st.watch(wctx)
 	return st, nil
+}
+
+func (st *Store) nodeLease() clientv3.LeaseID { return clientv3.LeaseID(st.lease.Load()) }
+
+// keepAlive keeps the node's lease alive until ctx ends. A lease that is lost (etcd was out of
+// reach longer than NodeTTL) is replaced by a new one, granted as soon as etcd answers, and the
+// node's presence is written again on it; the agents' load follows at their next report.
+func (st *Store) keepAlive(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer close(st.kaDone)
+	for {
+		for range ka { // drained until ctx ends or the lease is lost
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		st.log.Error("etcd: the node lease ended; the node's presence and its agents' load are gone from the site until a new lease is granted")
+		for {
+			gctx, cancel := context.WithTimeout(ctx, st.o.DialTimeout)
+			g, err := st.cli.Grant(gctx, int64(st.o.NodeTTL/time.Second))
+			cancel()
+			if err == nil {
+				if ka, err = st.cli.KeepAlive(ctx, g.ID); err == nil {
+					st.lease.Store(int64(g.ID))
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		st.mu.Lock()
+		presence := maps.Clone(st.presence)
+		st.mu.Unlock()
+		for _, n := range presence {
+			rctx, cancel := context.WithTimeout(ctx, st.o.DialTimeout)
+			err := st.Register(rctx, n)
+			cancel()
+			if err != nil {
+				st.log.Warn("etcd: registering the node again", "node", n.Name, "err", err)
+			}
+		}
+		st.log.Info("etcd: the node has a new lease; its presence is back")
+	}
 }
 
 func (st *Store) reset() {
 	st.sessions, st.slotOf, st.used = map[string]broker.Session{}, map[string]slotRef{}, map[string]map[int]string{}
 	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]bool{}
 	st.nodes = map[string]NodeInfo{}
+	if st.presence == nil {
+		st.presence = map[string]NodeInfo{}
+	}
 	st.settings = map[string]map[string]string{}
 	for _, sec := range settingSections {
 		st.settings[sec] = map[string]string{}
@@ -811,7 +857,7 @@ func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 	var ops []clientv3.Op
 	if !hasL || ol.CPU != l.CPU || ol.Memory != l.Memory || l.Reported.Sub(ol.Reported) > 30*time.Second {
 		b, _ := json.Marshal(l)
-		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "load"), string(b), clientv3.WithLease(st.lease)))
+		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "load"), string(b), clientv3.WithLease(st.nodeLease())))
 	}
 	if !hasF || !sameMachine(broker.MachineState{Maintenance: of.Maintenance, Down: of.Down}, broker.MachineState{Maintenance: f.Maintenance, Down: f.Down}) {
 		b, _ := json.Marshal(f)
@@ -861,9 +907,12 @@ func (st *Store) Register(ctx context.Context, n NodeInfo) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	b, _ := json.Marshal(n)
-	if _, err := st.cli.Put(ctx, st.key("nodes", n.Name), string(b), clientv3.WithLease(st.lease)); err != nil {
+	if _, err := st.cli.Put(ctx, st.key("nodes", n.Name), string(b), clientv3.WithLease(st.nodeLease())); err != nil {
 		return fmt.Errorf("registering node %s: %w", n.Name, err)
 	}
+	st.mu.Lock()
+	st.presence[n.Name] = n
+	st.mu.Unlock()
 	return nil
 }
 
@@ -893,8 +942,9 @@ func (st *Store) Close() error {
 	}
 	st.cancel()
 	<-st.done
+	<-st.kaDone
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	st.cli.Revoke(ctx, st.lease)
+	st.cli.Revoke(ctx, st.nodeLease())
 	cancel()
 	st.cancel = nil
 	return st.cli.Close()

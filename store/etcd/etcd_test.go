@@ -405,3 +405,28 @@ func TestMetricsCountTransactions(t *testing.T) {
 		t.Fatalf("transactions by result %v, want one create ok and one update conflict", got)
 	}
 }
+
+// TestALostNodeLeaseIsReplaced: when the node's lease ends (etcd out of reach past its TTL;
+// here revoked), the store grants a new one and writes the node's presence again.
+func TestALostNodeLeaseIsReplaced(t *testing.T) {
+	c := cluster(t)
+	a, b := open(t, c, "a"), open(t, c, "b")
+	if err := a.Register(t.Context(), etcd.NodeInfo{Name: "a", Zone: "z1"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.Client().Get(t.Context(), "/frontdoor/test/nodes/a")
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("presence of a: %v %v", r, err)
+	}
+	old := clientv3.LeaseID(r.Kvs[0].Lease)
+	if _, err := b.Client().Revoke(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a's presence is back on a new lease", func() bool {
+		r, err := b.Client().Get(t.Context(), "/frontdoor/test/nodes/a")
+		return err == nil && len(r.Kvs) == 1 && clientv3.LeaseID(r.Kvs[0].Lease) != old
+	})
+	if err := a.PutMachine(t.Context(), broker.MachineState{Name: "m0", CPU: 10}); err != nil {
+		t.Fatalf("load on the new lease: %v", err)
+	}
+}

@@ -50,6 +50,9 @@ func NewWire(public, inner netip.Addr, tcpPorts, udpPorts []uint16) (*Wire, erro
 		}
 		w.udp[p] = c
 		w.flows[p] = map[netip.AddrPort]*net.UDPConn{}
+	}
+	// The UDP ports are served once the maps are whole: serving reads them.
+	for p, c := range w.udp {
 		w.wg.Add(1)
 		go func() { defer w.wg.Done(); w.serveUDP(c, p) }()
 	}

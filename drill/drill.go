@@ -790,6 +790,7 @@ func (r *run) hold(ctx context.Context, user string) (*held, error) {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var d *client.Descriptor
+	retried := false
 	for {
 		var err error
 		d, _, err = ln.Launch(lctx)
@@ -799,6 +800,10 @@ func (r *run) hold(ctx context.Context, user string) (*held, error) {
 			// health verdicts and load reports: a user tries again.
 			if time.Until(deadline(lctx)) < time.Second {
 				return nil, fmt.Errorf("%w; trace: %s", err, strings.Join(denied.Trace, "; "))
+			}
+			if !retried {
+				retried = true
+				fmt.Fprintf(r.o.Progress, "  client %s: %v; trying again (trace: %s)\n", user, err, strings.Join(denied.Trace, "; "))
 			}
 			time.Sleep(200 * time.Millisecond)
 			continue

@@ -44,6 +44,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"net/url"
@@ -660,9 +661,9 @@ func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, err
 	return rec.Session, nil
 }
 
-// CreateSession implements broker.Store: it takes the lowest slot of s.Machine that is free
-// in the view, and creates the session and the slot in one transaction that requires both
-// absent. When the view was behind, the transaction's answer tells which slots are taken and
+// CreateSession implements broker.Store: it takes a slot of s.Machine that is free in the
+// view (searching from one the session id hashes to), and creates the session and the slot in
+// one transaction that requires both absent. When the view was behind, the transaction's answer tells which slots are taken and
 // the next free one is tried; with none free it returns ErrMachineFull.
 func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) error {
 	ctx, cancel := st.opContext(ctx)
@@ -685,10 +686,15 @@ func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSession
 	skey := st.sessionKey(s.ID)
 	slots := st.key("slots", s.Machine) + "/"
 	confirmed := false // taken was read from etcd, not the view
+	h := fnv.New32a()
+	h.Write([]byte(s.ID))
+	start := int(h.Sum32() % uint32(max(maxSessions, 1)))
 	for attempt := 0; attempt < maxSessions+2; attempt++ {
+		// Each session starts its search at a slot of its own, so that nodes that pick the
+		// same machine at once mostly take different slots instead of conflicting.
 		slot := -1
-		for i := 0; i < maxSessions; i++ {
-			if !taken[i] {
+		for k := 0; k < maxSessions; k++ {
+			if i := (start + k) % maxSessions; !taken[i] {
 				slot = i
 				break
 			}

@@ -430,7 +430,13 @@ func (b *Broker) applyLocked(c Change) {
 		}
 	case c.Machine != nil:
 		if mx := b.m.machines[c.Machine.Name]; mx != nil {
-			mx.update(func() { mx.applyState(*c.Machine) })
+			// Health's verdict on a machine is this node's own probes' (SetDown): another
+			// node's view of the machine does not overrule it.
+			mx.update(func() {
+				down := mx.down
+				mx.applyState(*c.Machine)
+				mx.down = down
+			})
 		}
 	}
 }
@@ -472,7 +478,8 @@ func (b *Broker) SetMaintenance(ctx context.Context, name string, on bool) error
 	return b.setMachine(ctx, name, func(mx *machine) { mx.maintenance = on })
 }
 
-// SetDown records the health verdict of a machine; a down machine is not available.
+// SetDown records the health verdict of a machine; a down machine is not available. Over a
+// Shared store the verdict stays this node's: other nodes' brokers follow their own probes.
 func (b *Broker) SetDown(ctx context.Context, name string, down bool) error {
 	return b.setMachine(ctx, name, func(mx *machine) { mx.down = down })
 }

@@ -21,7 +21,8 @@
 //	P machines/<name>/load       JSON CPU, memory and report time from the machine's agent,
 //	                             on the lease of the node it reports to: a node that dies
 //	                             takes its agents' load with it until they report elsewhere.
-//	P machines/<name>/flags      JSON maintenance override and health's down flag.
+//	P machines/<name>/flags      JSON maintenance override (health's down flag stays each
+//	                             node's own until zone leaders publish verdicts).
 //	P tickets/used/<id>/<chan>   a launch ticket's channel that was admitted, created with
 //	                             If(CreateRevision == 0), on a lease that ends when the ticket
 //	                             expires: each channel of a launch ticket opens once, site-wide.
@@ -855,7 +856,9 @@ func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported}
-	f := machineFlags{Maintenance: m.Maintenance, Down: m.Down}
+	// Down is health's verdict at this node: every node probes for itself until zone
+	// leaders publish verdicts, so it is not written for the site (Down stays false).
+	f := machineFlags{Maintenance: m.Maintenance}
 	st.mu.Lock()
 	ol, hasL := st.loads[m.Name]
 	of, hasF := st.flags[m.Name]

@@ -430,3 +430,38 @@ func TestALostNodeLeaseIsReplaced(t *testing.T) {
 		t.Fatalf("load on the new lease: %v", err)
 	}
 }
+
+// TestMachineDownStaysTheNodesOwn: one node's probes marking a machine down do not take it
+// from another node's launches, while maintenance is the site's.
+func TestMachineDownStaysTheNodesOwn(t *testing.T) {
+	c := cluster(t)
+	cfg := site(t)
+	a, err := broker.New(t.Context(), cfg, open(t, c, "a"), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.New(t.Context(), cfg, open(t, c, "b"), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		if err := a.SetDown(t.Context(), fmt.Sprint("m", i), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := a.Decide(broker.LaunchRequest{User: "u1", Resource: "desk"}); d.Outcome != broker.OutcomeDenied {
+		t.Fatalf("a with every machine down decided %+v, want denied", d)
+	}
+	first := b.Decide(broker.LaunchRequest{User: "u1", Resource: "desk"})
+	if first.Outcome != broker.OutcomeNew {
+		t.Fatalf("b decided %+v: want a new session (a's down verdicts are a's)", first)
+	}
+	// Maintenance set at a is the site's: b moves off that machine.
+	if err := a.SetMaintenance(t.Context(), first.Machine, true); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b sees "+first.Machine+" in maintenance", func() bool {
+		d := b.Decide(broker.LaunchRequest{User: "u1", Resource: "desk"})
+		return d.Outcome == broker.OutcomeNew && d.Machine != first.Machine
+	})
+}

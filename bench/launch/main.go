@@ -87,11 +87,11 @@ func source(perZone, users int) ([]byte, error) {
 }
 
 type result struct {
-	site         string
-	rate         float64
-	p50, p99     time.Duration
-	errors       int64
-	left         int
+	site     string
+	rate     float64
+	p50, p99 time.Duration
+	errors   int64
+	left     int
 }
 
 func measure(mode, bin string, src []byte, clients, users int, warm, window time.Duration) (result, error) {

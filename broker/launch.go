@@ -155,7 +155,9 @@ func (b *Broker) Launch(ctx context.Context, req LaunchRequest) (Decision, error
 			if err != nil {
 				m.update(func() { m.sessions--; m.pending-- })
 				b.mu.Unlock()
-				if (errors.Is(err, ErrMachineFull) || errors.Is(err, ErrExists)) && attempt < 4 {
+				// Each refusal excludes its machine, so the retries end, at the latest in a
+				// denial once every machine has refused (the view was behind the store's).
+				if (errors.Is(err, ErrMachineFull) || errors.Is(err, ErrExists)) && attempt <= len(b.m.machines) {
 					exclude[m] = true
 					notes = append(l.trace, fmt.Sprintf("retry: the store refused a session on %s (%v); trying again without it", m.name, err))
 					continue

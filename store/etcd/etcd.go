@@ -61,6 +61,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Options configure Open.
@@ -86,6 +88,9 @@ type Options struct {
 	// Registry receives the store's metrics. Default: none.
 	Registry prometheus.Registerer
 }
+
+// loadTimeout bounds reading the whole site into a view, at start and after a compaction.
+const loadTimeout = 5 * time.Minute
 
 // Store is a broker.Store, a ticket.Ledger and the site's shared settings on etcd.
 type Store struct {
@@ -189,12 +194,21 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if st.met, err = newMetrics(st, o.Registry); err != nil {
 		return fail(err)
 	}
+	// DialTimeout bounds reaching etcd; reading the site, which grows with it (about 1 s for
+	// 250,000 sessions here), gets loadTimeout.
 	octx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
-	if err := st.loadAll(octx); err != nil {
+	if _, err := cli.Get(octx, st.key("identity"), clientv3.WithCountOnly()); err != nil {
+		return fail(fmt.Errorf("reaching etcd %s: %w", strings.Join(o.Endpoints, ","), err))
+	}
+	lctx, lcancel := context.WithTimeout(ctx, loadTimeout)
+	defer lcancel()
+	if err := st.loadAll(lctx); err != nil {
 		return fail(fmt.Errorf("reading the site state from etcd %s: %w", strings.Join(o.Endpoints, ","), err))
 	}
-	g, err := cli.Grant(octx, int64(o.NodeTTL/time.Second))
+	gctx, gcancel := context.WithTimeout(ctx, o.DialTimeout)
+	defer gcancel()
+	g, err := cli.Grant(gctx, int64(o.NodeTTL/time.Second))
 	if err != nil {
 		return fail(fmt.Errorf("granting the node lease: %w", err))
 	}
@@ -297,38 +311,64 @@ func (st *Store) slotKey(machine string, i int) string {
 	return st.key("slots", machine, strconv.Itoa(i))
 }
 
-// loadAll reads every key under the prefix, a page at a time at one revision, into a fresh
-// view.
+// loadAll reads every key under the prefix, at one revision, into a fresh view that replaces
+// the store's: streamed (etcd's RangeStream) and decoded as it arrives, or a page at a time
+// from a server without it.
 func (st *Store) loadAll(ctx context.Context) error {
-	var kvs []kv
-	key, end := st.o.Prefix, clientv3.GetPrefixRangeEnd(st.o.Prefix)
+	fresh := &Store{o: st.o, log: st.log}
+	fresh.reset()
 	var rev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
+	apply := func(kvs []*mvccpb.KeyValue) {
+		for _, x := range kvs {
+			fresh.applyLocked(kv{key: string(x.Key), value: x.Value, version: x.Version}, false)
 		}
-		r, err := st.cli.Get(ctx, key, opts...)
-		if err != nil {
-			return err
+	}
+	end := clientv3.GetPrefixRangeEnd(st.o.Prefix)
+	streamed := false
+	if ch, err := st.cli.GetStream(ctx, st.o.Prefix, clientv3.WithRange(end)); err == nil {
+		streamed = true
+		for r := range ch {
+			if err := r.Err(); err != nil {
+				if status.Code(err) == codes.Unimplemented && rev == 0 {
+					streamed = false
+					break
+				}
+				return err
+			}
+			if rev == 0 && r.RangeResponse.Header != nil {
+				rev = r.RangeResponse.Header.Revision
+			}
+			apply(r.RangeResponse.Kvs)
 		}
-		if rev == 0 {
-			rev = r.Header.Revision
+	}
+	if !streamed {
+		fresh.reset()
+		key := st.o.Prefix
+		rev = 0
+		for {
+			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
+			if rev != 0 {
+				opts = append(opts, clientv3.WithRev(rev))
+			}
+			r, err := st.cli.Get(ctx, key, opts...)
+			if err != nil {
+				return err
+			}
+			if rev == 0 {
+				rev = r.Header.Revision
+			}
+			apply(r.Kvs)
+			if !r.More || len(r.Kvs) == 0 {
+				break
+			}
+			key = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
 		}
-		for _, x := range r.Kvs {
-			kvs = append(kvs, kv{key: string(x.Key), value: x.Value, version: x.Version})
-		}
-		if !r.More || len(r.Kvs) == 0 {
-			break
-		}
-		key = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.reset()
-	for _, x := range kvs {
-		st.applyLocked(x, false)
-	}
+	st.sessions, st.slotOf, st.used = fresh.sessions, fresh.slotOf, fresh.used
+	st.loads, st.flags, st.revoked = fresh.loads, fresh.flags, fresh.revoked
+	st.nodes, st.settings = fresh.nodes, fresh.settings
 	st.rev = rev
 	return nil
 }
@@ -551,7 +591,7 @@ func (st *Store) resync(ctx context.Context) {
 	}
 	st.mu.Unlock()
 	for ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, st.o.DialTimeout)
+		lctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		err := st.loadAll(lctx)
 		cancel()
 		if err == nil {

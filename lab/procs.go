@@ -46,10 +46,13 @@ func (p *Proc) Done() <-chan struct{} { return p.done }
 // siteBlock finds the top-level site: key of a site configuration.
 var siteBlock = regexp.MustCompile(`(?m)^site:[ \t]*\n`)
 
+// storeBlock finds a site.store key in a site configuration.
+var storeBlock = regexp.MustCompile(`(?m)^  store:`)
+
 // distributedSource returns the site configuration the node processes load: source with a
 // site.store block that points at the lab's etcd.
 func distributedSource(source []byte, endpoints []string, secretFile string) ([]byte, error) {
-	if regexp.MustCompile(`(?m)^  store:`).Match(source) {
+	if storeBlock.Match(source) {
 		return nil, errors.New("the lab runs its own etcd: remove site.store from the configuration")
 	}
 	block := fmt.Sprintf("  store:\n    backend: etcd\n    endpoints: [%s]\n    secret_file: %q\n", strings.Join(endpoints, ", "), secretFile)

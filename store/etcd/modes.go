@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -31,7 +32,7 @@ func (st *Store) Settings(section string) map[string]string {
 func (st *Store) SetSettings(ctx context.Context, section string, entries map[string]string) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
-	if !knownSection(section) {
+	if !slices.Contains(settingSections, section) {
 		return fmt.Errorf("unknown settings section %q", section)
 	}
 	var ops []clientv3.Op
@@ -46,15 +47,6 @@ func (st *Store) SetSettings(ctx context.Context, section string, entries map[st
 		return fmt.Errorf("storing %s: %w", section, err)
 	}
 	return nil
-}
-
-func knownSection(s string) bool {
-	for _, x := range settingSections {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // OnSettings calls fn with the whole section whenever an entry of it changes, from the

@@ -104,8 +104,8 @@ type Store struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the watch loop has ended
 
-	leaseMu sync.Mutex // guards leases
-	leases  map[int64]clientv3.LeaseID
+	leaseMu sync.Mutex            // guards leases
+	leases  map[int64]*leaseGrant // by the second they end
 
 	mu         sync.Mutex // guards the view and the followers
 	rev        int64      // the revision the view reflects
@@ -188,7 +188,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to etcd %s: %w", strings.Join(o.Endpoints, ","), err)
 	}
-	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, leases: map[int64]clientv3.LeaseID{}, done: make(chan struct{})}
+	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, leases: map[int64]*leaseGrant{}, done: make(chan struct{})}
 	st.reset()
 	fail := func(err error) (*Store, error) { cli.Close(); return nil, err }
 	if st.met, err = newMetrics(st, o.Registry); err != nil {
@@ -643,9 +643,12 @@ func (st *Store) resync(ctx context.Context) {
 }
 
 func sameMachine(a, b broker.MachineState) bool {
-	eq := (a.Maintenance == nil) == (b.Maintenance == nil) && (a.Maintenance == nil || *a.Maintenance == *b.Maintenance)
-	return eq && a.CPU == b.CPU && a.Memory == b.Memory && a.Down == b.Down && a.Reported.Equal(b.Reported)
+	return sameMaintenance(a.Maintenance, b.Maintenance) && a.CPU == b.CPU && a.Memory == b.Memory &&
+		a.Down == b.Down && a.Reported.Equal(b.Reported)
 }
+
+// sameMaintenance reports whether two maintenance overrides are the same (nil: none).
+func sameMaintenance(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 // Load implements broker.Store: the view's sessions and machine states.
 func (st *Store) Load(context.Context) (broker.Snapshot, error) {
@@ -908,7 +911,7 @@ func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 		b, _ := json.Marshal(l)
 		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "load"), string(b), clientv3.WithLease(st.nodeLease())))
 	}
-	if !hasF || !sameMachine(broker.MachineState{Maintenance: of.Maintenance, Down: of.Down}, broker.MachineState{Maintenance: f.Maintenance, Down: f.Down}) {
+	if !hasF || !sameMaintenance(of.Maintenance, f.Maintenance) {
 		b, _ := json.Marshal(f)
 		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "flags"), string(b)))
 	}
@@ -922,7 +925,8 @@ func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 }
 
 // leaseUntil returns a lease that ends at t, rounded up to the second and shared by every
-// key that ends in that second; NoLease for a zero t.
+// key that ends in that second; NoLease for a zero t. The first caller for a second grants
+// it; the others of that second wait for that grant only, not for the lock.
 func (st *Store) leaseUntil(ctx context.Context, t time.Time) (clientv3.LeaseID, error) {
 	if t.IsZero() {
 		return clientv3.NoLease, nil
@@ -933,22 +937,45 @@ func (st *Store) leaseUntil(ctx context.Context, t time.Time) (clientv3.LeaseID,
 		sec++
 	}
 	st.leaseMu.Lock()
-	defer st.leaseMu.Unlock()
-	if id, ok := st.leases[sec]; ok {
-		return id, nil
+	if g, ok := st.leases[sec]; ok {
+		st.leaseMu.Unlock()
+		select {
+		case <-g.done:
+		case <-ctx.Done():
+			return clientv3.NoLease, ctx.Err()
+		}
+		if g.err == nil {
+			return g.id, nil
+		}
+		return clientv3.NoLease, g.err
 	}
 	for s := range st.leases {
 		if s < now.Unix() {
 			delete(st.leases, s)
 		}
 	}
+	g := &leaseGrant{done: make(chan struct{})}
+	st.leases[sec] = g
+	st.leaseMu.Unlock()
 	ttl := max(sec-now.Unix(), 2)
-	g, err := st.cli.Grant(ctx, ttl)
+	r, err := st.cli.Grant(ctx, ttl)
 	if err != nil {
-		return clientv3.NoLease, fmt.Errorf("granting a lease of %ds: %w", ttl, err)
+		g.err = fmt.Errorf("granting a lease of %ds: %w", ttl, err)
+		st.leaseMu.Lock()
+		delete(st.leases, sec) // the next caller tries again
+		st.leaseMu.Unlock()
+	} else {
+		g.id = r.ID
 	}
-	st.leases[sec] = g.ID
-	return g.ID, nil
+	close(g.done)
+	return g.id, g.err
+}
+
+// leaseGrant is the lease of one second: granted once, then shared.
+type leaseGrant struct {
+	done chan struct{} // closed once id or err is set
+	id   clientv3.LeaseID
+	err  error
 }
 
 // Register writes the node's presence on its lease; it goes when the node stops or dies.

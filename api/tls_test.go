@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -21,16 +22,7 @@ func TestInternalCAServesTrustedCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.(*tls.Conn).Handshake()
-			c.Close()
-		}
-	}()
+	go handshakes(ln)
 	for _, name := range []string{"desktop.vdi.lab.test", "127.0.0.1"} {
 		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: name})
 		if err != nil {
@@ -82,16 +74,7 @@ func TestServerTLSNamesTheAddressReached(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.(*tls.Conn).Handshake()
-			c.Close()
-		}
-	}()
+	go handshakes(ln)
 	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.77"})
 	if err != nil {
 		t.Fatalf("the certificate of the reached address: %v", err)
@@ -115,4 +98,16 @@ func testCerts(t *testing.T, names []string) (string, *CA, *Certs) {
 	}
 	t.Cleanup(certs.Close)
 	return dir, ca, certs
+}
+
+// handshakes completes the TLS handshake of every connection ln accepts, until it closes.
+func handshakes(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.(*tls.Conn).Handshake()
+		c.Close()
+	}
 }

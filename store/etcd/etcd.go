@@ -199,6 +199,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	octx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	if _, err := cli.Get(octx, st.key("identity"), clientv3.WithCountOnly()); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fail(fmt.Errorf("reaching etcd %s: no answer within site.store.dial_timeout (%s): %w", strings.Join(o.Endpoints, ","), o.DialTimeout, err))
+		}
 		return fail(fmt.Errorf("reaching etcd %s: %w", strings.Join(o.Endpoints, ","), err))
 	}
 	lctx, lcancel := context.WithTimeout(ctx, loadTimeout)

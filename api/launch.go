@@ -83,11 +83,16 @@ type LaunchOptions struct {
 	Verifier *ticket.Verifier
 	// OnLogoff is called after a logoff, to cut the session's channels. Optional.
 	OnLogoff func(session string)
+	// Ready reports whether the node may take launches: GET /v1/ready answers 200 when it
+	// does, 503 while it starts (its first health probes have not decided every gateway
+	// yet), for load balancers in front of the front doors and for the lab. Default: always.
+	Ready func() bool
 	// Logger receives API logs.
 	Logger *slog.Logger
 }
 
-// Launch serves POST /v1/launch, GET /v1/sessions and POST /v1/sessions/{id}/disconnect|logoff.
+// Launch serves POST /v1/launch, GET /v1/sessions, POST /v1/sessions/{id}/disconnect|logoff
+// and, without a login, GET /v1/ready.
 type Launch struct {
 	o     LaunchOptions
 	users map[string]configs.User
@@ -113,7 +118,17 @@ func NewLaunch(o LaunchOptions) *Launch {
 	l.mux.HandleFunc("GET /v1/sessions", l.auth(l.sessions))
 	l.mux.HandleFunc("POST /v1/sessions/{id}/disconnect", l.auth(l.sessionAction))
 	l.mux.HandleFunc("POST /v1/sessions/{id}/logoff", l.auth(l.sessionAction))
+	l.mux.HandleFunc("GET /v1/ready", l.ready)
 	return l
+}
+
+// ready answers whether the node takes launches; it says nothing else to the unauthenticated.
+func (l *Launch) ready(w http.ResponseWriter, _ *http.Request) {
+	if l.o.Ready != nil && !l.o.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]bool{"ready": false})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ready": true})
 }
 
 // ServeHTTP implements http.Handler.

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"crypto/tls"
 	"net/http"
 	"strings"
@@ -14,7 +15,7 @@ func TestClientCertificateLogin(t *testing.T) {
 	l, _ := startLab(t)
 	post := func(user string) int {
 		t.Helper()
-		c, k, err := l.Runtime.CA.IssueClient(user, time.Hour)
+		c, k, err := l.CA().IssueClient(user, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -23,7 +24,7 @@ func TestClientCertificateLogin(t *testing.T) {
 			t.Fatal(err)
 		}
 		hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			RootCAs: l.Runtime.CA.Pool(), Certificates: []tls.Certificate{pair}}}}
+			RootCAs: l.CA().Pool(), Certificates: []tls.Certificate{pair}}}}
 		resp, err := hc.Post("https://127.42.0.11:9443/v1/launch", "application/json", strings.NewReader(`{"resource":"desktop","endpoint":"e"}`))
 		if err != nil {
 			t.Fatal(err)
@@ -37,8 +38,12 @@ func TestClientCertificateLogin(t *testing.T) {
 	if code := post("mallory"); code != http.StatusUnauthorized {
 		t.Errorf("a certificate for an unknown user: %d, want 401", code)
 	}
+	sessions, err := l.Sessions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var carol int
-	for _, s := range l.Runtime.Broker.Sessions() {
+	for _, s := range sessions {
 		if s.User == "carol" {
 			carol++
 		}

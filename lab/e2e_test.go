@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	l, _ := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pool := l.Runtime.CA.Pool()
+	pool := l.CA().Pool()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	launcher := func(user string) *client.Launcher {
 		return &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: user, Password: "lab",
@@ -43,12 +44,11 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	via, _ := s.Via()
 	t.Logf("launched %s through front door %s, session on %s via %s", desc.SessionID, fd, desc.Machine, via)
 
-	// The gateway is killed: the client comes back by itself, same session, another gateway.
-	gw := l.Runtime.Gateways[via]
-	if gw == nil {
-		t.Fatalf("session via %q, which the lab does not run", via)
+	// The gateway's front door is killed (its power off): the client comes back by itself,
+	// same session, another gateway.
+	if err := l.Signal(nodeOf(t, l, via), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
 	}
-	gw.Close()
 	back := waitEvent(t, events, client.EventBack, 20*time.Second)
 	if !back.SameSession || back.Relaunched || back.Via == via {
 		t.Fatalf("back: %+v; want the same session through another gateway", back)
@@ -59,7 +59,7 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	waitState(t, l, desc.SessionID, broker.StateConnected)
 
 	// The operator switches the secure gateway off through the admin API.
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.Runtime.TLSClientConfig()}}
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
 	req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/gateway", strings.NewReader(`{"on": false}`))
 	req.SetBasicAuth("admin", "lab")
 	resp, err := hc.Do(req)
@@ -71,7 +71,7 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 		t.Fatalf("toggle: %s", resp.Status)
 	}
 	// Running sessions keep their mode.
-	if st, _ := l.Runtime.Broker.Session(desc.SessionID); st.Mode != "gateway" {
+	if st, _ := l.Session(ctx, desc.SessionID); st.Mode != "gateway" {
 		t.Errorf("running session switched to %s mode", st.Mode)
 	}
 
@@ -100,15 +100,17 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 		t.Fatal(err)
 	}
 	var node string
-	for _, h := range l.Runtime.HTTPServers {
-		if strings.HasPrefix(h.Addr(), fd2.String()+":") {
-			node = h.Node
+	for _, n := range l.Config.Nodes {
+		for _, li := range n.Listeners {
+			if li.Kind == "launch" && strings.HasPrefix(li.Address, fd2.String()+":") {
+				node = n.Name
+			}
 		}
 	}
 	if node == "" {
 		t.Fatalf("no node serves front door %s", fd2)
 	}
-	if err := l.Runtime.StopNode(node); err != nil {
+	if err := l.Signal(node, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
@@ -141,7 +143,7 @@ func openSession(ctx context.Context, t *testing.T, l *Lab, ln *client.Launcher,
 		t.Fatal(err)
 	}
 	events := make(chan client.Event, 64)
-	o.Descriptor, o.RootCAs, o.Relaunch = desc, l.Runtime.CA.Pool(), ln.Relaunch
+	o.Descriptor, o.RootCAs, o.Relaunch = desc, l.CA().Pool(), ln.Relaunch
 	o.Logger, o.KeepaliveTimeout = slog.New(slog.NewTextHandler(io.Discard, nil)), 3*time.Second
 	o.OnEvent = func(e client.Event) {
 		select {
@@ -182,7 +184,7 @@ func TestQUICTransportThroughTheLab(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "bob", Password: "lab",
-		Resource: "desktop", Endpoint: "bob-tablet", RootCAs: l.Runtime.CA.Pool()}
+		Resource: "desktop", Endpoint: "bob-tablet", RootCAs: l.CA().Pool()}
 	s, desc, _, _ := openSession(ctx, t, l, ln, client.Options{QUIC: &client.QUICOptions{Port: 4433}})
 	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
 		t.Fatalf("TCP channel over QUIC: %v", err)

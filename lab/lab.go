@@ -1,7 +1,9 @@
-// Package lab runs a whole frontdoor site on loopback in one process: every node of the
-// configuration (DNS, launch and admin APIs), every gateway, and an agent with a desktop
-// simulator for every machine. `frontdoor lab` runs the embedded configs/lab.yaml with it;
-// the drill runner builds its sites on it.
+// Package lab runs a whole frontdoor site on loopback: an embedded etcd as the site database,
+// every node of the configuration (DNS, launch and admin APIs, the gateways it hosts) as its
+// own `frontdoor serve` process or, for fast tests, as its own node.Node in this process, and
+// an agent with a desktop simulator for every machine. `frontdoor lab` runs the embedded
+// configs/lab.yaml with it; the drill runner builds its sites on it. The lab acts on its
+// nodes through their APIs, the site database and signals, as an operator would.
 package lab
 
 import (
@@ -22,12 +24,11 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -44,29 +45,33 @@ type Options struct {
 	Progress func(step string)
 	// HeartbeatInterval is how often agents report load. Default: 2s.
 	HeartbeatInterval time.Duration
-	// Rebind is passed to the node runtime (see node.Options.Rebind); with Processes, every
+	// Rebind is passed to every node (see node.Options.Rebind); with Processes, every
 	// node process gets a --rebind PUBLIC=INNER flag for each address of the config's
 	// listeners and gateways that it changes. Default: nil.
 	Rebind func(netip.Addr) netip.Addr
-	// BlockingUDP is passed to the node runtime (see node.Options.BlockingUDP). Default: false.
+	// BlockingUDP is passed to the nodes of this process (see node.Options.BlockingUDP).
+	// Default: false.
 	BlockingUDP bool
-	// Drain is passed to the node runtime (see node.Options.Drain): when Serve's context
-	// ends, the proxy and the gateways drain while the machines carry on. Default: false.
+	// Drain is passed to the nodes of this process (see node.Options.Drain): when Serve's
+	// context ends or a node is sent SIGTERM, its proxy and gateways drain while the machines
+	// carry on. Node processes always drain on SIGTERM. Default: false.
 	Drain bool
 
 	// Processes makes the lab a distributed site: an embedded etcd cluster of EtcdMembers
 	// members is the site database, and every node runs as its own `frontdoor serve`
 	// process of Binary; the machines' agents stay in this process. Default: false (every
-	// node in this process over one store, as Config says: fast, for tests and drills).
+	// node in this process, each its own node.Node over a one-member etcd without fsync:
+	// fast, for tests).
 	Processes bool
 	// Source is the YAML of Config, which the node processes load (with a site.store block
 	// for the lab's etcd added). Required with Processes; Config is then parsed from it.
+	// Default: none (Config is used as it is, pointed at the lab's etcd).
 	Source []byte
 	// Binary is the frontdoor executable the node processes run. Default: this process's.
 	Binary string
 	// Env is added to the node processes' environment. Default: none.
 	Env []string
-	// EtcdMembers is the size of the etcd cluster. Default: 3.
+	// EtcdMembers is the size of the etcd cluster. Default: 3 with Processes, else 1.
 	EtcdMembers int
 	// StartTimeout bounds waiting for the node processes to be up. Default: 30s.
 	StartTimeout time.Duration
@@ -76,9 +81,7 @@ type Options struct {
 type Lab struct {
 	Config  *configs.Config
 	DataDir string
-	// Runtime runs every node when the lab is one process; nil with Options.Processes.
-	Runtime *node.Runtime
-	// Etcd is the site database of a distributed lab; nil when the lab is one process.
+	// Etcd is the site database.
 	Etcd *etcdembed.Cluster
 	// Procs are the node processes of a distributed lab, in config order.
 	Procs []*Proc
@@ -93,8 +96,9 @@ type Lab struct {
 	siteKey  ed25519.PrivateKey
 	agentKey []byte
 	ca       *api.CA
-	site     *etcd.Store // the lab's own view of a distributed site
+	site     *etcd.Store // the lab's own view of the site database
 	procMu   sync.Mutex  // guards Proc.killed
+	members  []*member   // the nodes run in this process; none with Options.Processes
 }
 
 func (l *Lab) setIdentity(key ed25519.PrivateKey, ca *api.CA) {
@@ -104,8 +108,19 @@ func (l *Lab) setIdentity(key ed25519.PrivateKey, ca *api.CA) {
 // CA returns the site CA, which clients trust.
 func (l *Lab) CA() *api.CA { return l.ca }
 
-// Site returns the lab's own view of a distributed site's database; nil when one process.
+// Site returns the lab's own view of the site database.
 func (l *Lab) Site() *etcd.Store { return l.site }
+
+// Session reads a session from the site database.
+func (l *Lab) Session(ctx context.Context, id string) (broker.Session, error) {
+	return l.site.GetSession(ctx, id)
+}
+
+// Sessions reads every live session from the site database.
+func (l *Lab) Sessions(ctx context.Context) ([]broker.Session, error) {
+	snap, err := l.site.Load(ctx)
+	return snap.Sessions, err
+}
 
 // TLSClientConfig returns a client config that trusts the site CA.
 func (l *Lab) TLSClientConfig() *tls.Config { return &tls.Config{RootCAs: l.ca.Pool()} }
@@ -148,21 +163,9 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 			l.stop()
 			return nil, err
 		}
-	} else {
-		rt, err := node.New(ctx, node.Options{Config: o.Config, AllGateways: true, DataDir: l.DataDir, Logger: o.Logger,
-			Registry: prometheus.NewRegistry(), Progress: o.Progress, Rebind: o.Rebind, BlockingUDP: o.BlockingUDP,
-			Drain: o.Drain})
-		if err != nil {
-			l.cleanup()
-			return nil, err
-		}
-		l.Runtime = rt
-		l.setIdentity(rt.SiteKey, rt.CA)
-		o.Progress("opening DNS, launch, admin and gateway sockets")
-		if err := rt.Listen(); err != nil {
-			l.cleanup()
-			return nil, err
-		}
+	} else if err := l.startInProcess(ctx); err != nil {
+		l.stop()
+		return nil, err
 	}
 	o.Progress(fmt.Sprintf("starting %d machine agents", len(l.Config.Machines)))
 	if err := l.buildAgents(); err != nil {
@@ -172,11 +175,9 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 	return l, nil
 }
 
-// stop closes what New started: the runtime or the node processes, the etcd cluster.
+// stop closes what New started: the nodes or the node processes, the etcd cluster.
 func (l *Lab) stop() {
-	if l.Runtime != nil {
-		l.Runtime.Close()
-	}
+	l.closeMembers()
 	if len(l.Procs) > 0 {
 		l.stopProcs(2 * time.Second)
 	}
@@ -229,12 +230,22 @@ func (l *Lab) Serve(ctx context.Context) error {
 	// sessions it let finish ran on them. A machine that fails stops the front doors at
 	// once: closed first, a drain finds nothing left to wait for.
 	mctx, stopMachines := context.WithCancel(context.Background())
-	rctx, stopRuntime := context.WithCancel(ctx)
-	defer stopRuntime()
-	if l.Runtime != nil {
+	rctx, stopNodes := context.WithCancel(ctx)
+	defer stopNodes()
+	if len(l.members) > 0 {
+		var nodes errgroup.Group
+		for _, m := range l.members {
+			nodes.Go(func() error {
+				err := l.serveMember(rctx, m)
+				if err != nil {
+					stopNodes() // a node failed: the site stops, as a machine failing stops it
+				}
+				return err
+			})
+		}
 		g.Go(func() error {
 			defer stopMachines()
-			return l.Runtime.Serve(rctx)
+			return nodes.Wait()
 		})
 	} else {
 		l.watchProcs(rctx)
@@ -247,10 +258,8 @@ func (l *Lab) Serve(ctx context.Context) error {
 	}
 	machine := func(err error) error {
 		if err != nil {
-			if l.Runtime != nil {
-				l.Runtime.Close()
-			}
-			stopRuntime()
+			l.closeMembers()
+			stopNodes()
 		}
 		return err
 	}
@@ -272,13 +281,8 @@ func (l *Lab) Close() error {
 	for _, d := range l.Displays {
 		d.Close()
 	}
-	var err error
-	if l.Runtime != nil {
-		err = l.Runtime.Close()
-		l.Runtime = nil
-	}
 	l.stop()
-	return err
+	return nil
 }
 
 func (l *Lab) cleanup() {
@@ -332,7 +336,12 @@ func (l *Lab) Describe() string {
 	fmt.Fprintf(&b, "frontdoor lab: site %q is up (data in %s)\n\n", c.Site.Name, l.DataDir)
 	if l.Etcd != nil {
 		fmt.Fprintf(&b, "site database: etcd, %d members: %s (data in %s)\n", len(l.Etcd.Endpoints()), strings.Join(l.Etcd.Endpoints(), ", "), filepath.Join(l.DataDir, "etcd"))
-		fmt.Fprintf(&b, "node processes run `frontdoor serve --config %s --node NAME`; logs in %s\n\n", l.ConfigFile, filepath.Join(l.DataDir, "nodes"))
+		if len(l.Procs) > 0 {
+			fmt.Fprintf(&b, "node processes run `frontdoor serve --config %s --node NAME`; logs in %s\n", l.ConfigFile, filepath.Join(l.DataDir, "nodes"))
+		} else {
+			fmt.Fprintf(&b, "every node runs in this process\n")
+		}
+		b.WriteString("\n")
 	}
 	for _, z := range c.Zones {
 		role := "satellite"
@@ -340,13 +349,6 @@ func (l *Lab) Describe() string {
 			role = "primary"
 		}
 		fmt.Fprintf(&b, "zone %s (%s, clients from %s)\n", z.Name, role, strings.Join(z.Ranges, ", "))
-		if l.Runtime != nil {
-			for _, h := range l.Runtime.HTTPServers {
-				if zoneOfNode(c, h.Node) == z.Name {
-					fmt.Fprintf(&b, "  %-9s %-6s https://%s\n", h.Node, h.Kind, h.Addr())
-				}
-			}
-		}
 		for _, n := range c.Nodes {
 			if n.Zone != z.Name {
 				continue
@@ -358,7 +360,7 @@ func (l *Lab) Describe() string {
 				switch {
 				case li.Kind == "dns":
 					fmt.Fprintf(&b, "  %-9s dns    %s (udp, tcp)\n", n.Name, li.Address)
-				case l.Runtime == nil:
+				default:
 					fmt.Fprintf(&b, "  %-9s %-6s https://%s\n", n.Name, li.Kind, li.Address)
 				}
 			}
@@ -395,15 +397,6 @@ func (l *Lab) firstDNS() string {
 			if li.Kind == "dns" {
 				return li.Address
 			}
-		}
-	}
-	return ""
-}
-
-func zoneOfNode(c *configs.Config, node string) string {
-	for _, n := range c.Nodes {
-		if n.Name == node {
-			return n.Zone
 		}
 	}
 	return ""

@@ -61,17 +61,67 @@ func startLabWith(t *testing.T, o Options) (l *Lab, cancel context.CancelFunc, s
 			t.Errorf("Serve: %v", serveErr)
 		}
 	})
+	if err := l.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for _, g := range l.Config.Gateways {
-		for !l.Runtime.Health.Eligible(g.Name) {
+		for v := verdict(t, l, g.Name); v != "up"; v = verdict(t, l, g.Name) {
 			if time.Now().After(deadline) {
-				st, _ := l.Runtime.Health.Status(g.Name)
-				t.Fatalf("gateway %s not up after 10s: %+v", g.Name, st)
+				t.Fatalf("gateway %s not up after 10s: %s", g.Name, v)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	return l, cancel, done
+}
+
+// adminURL is the lab's admin API, on the first node that has one.
+func adminURL(t *testing.T, l *Lab) string {
+	t.Helper()
+	for _, n := range l.Config.Nodes {
+		for _, li := range n.Listeners {
+			if li.Kind == "admin" {
+				return "https://" + li.Address
+			}
+		}
+	}
+	t.Fatal("the lab has no admin listener")
+	return ""
+}
+
+// verdict returns gateway gw's health verdict (up, draining, down) as the lab's admin API
+// reports it.
+func verdict(t *testing.T, l *Lab, gw string) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
+	req, _ := http.NewRequest(http.MethodGet, adminURL(t, l)+"/v1/admin/status", nil)
+	req.SetBasicAuth("admin", "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("admin status: %v", err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Gateways map[string]string `json:"gateways"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin status: %s, %v", resp.Status, err)
+	}
+	v, _, _ := strings.Cut(st.Gateways[gw], " ")
+	return v
+}
+
+// nodeOf returns the name of the node that hosts gateway gw.
+func nodeOf(t *testing.T, l *Lab, gw string) string {
+	t.Helper()
+	for _, g := range l.Config.Gateways {
+		if g.Name == gw && g.Node != "" {
+			return g.Node
+		}
+	}
+	t.Fatalf("no node hosts gateway %q", gw)
+	return ""
 }
 
 // descriptor mirrors the launch API's answer.
@@ -94,7 +144,7 @@ type descriptor struct {
 
 func launch(t *testing.T, l *Lab, from, url, user, resource string) (descriptor, int) {
 	t.Helper()
-	tc := l.Runtime.TLSClientConfig()
+	tc := l.TLSClientConfig()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DialContext: d.DialContext}}
 	req, _ := http.NewRequest(http.MethodPost, url+"/v1/launch", strings.NewReader(`{"resource":"`+resource+`","endpoint":"test-laptop"}`))
@@ -138,7 +188,7 @@ func TestLabEndToEnd(t *testing.T) {
 
 	// A TLS channel on 8443 through the first gateway.
 	gw := desc.Gateways[0].Addresses[0]
-	c, err := tls.Dial("tcp", net.JoinHostPort(gw, "8443"), &tls.Config{RootCAs: l.Runtime.CA.Pool(), ServerName: gw})
+	c, err := tls.Dial("tcp", net.JoinHostPort(gw, "8443"), &tls.Config{RootCAs: l.CA().Pool(), ServerName: gw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +208,7 @@ func TestLabEndToEnd(t *testing.T) {
 	waitState(t, l, desc.SessionID, broker.StateConnected)
 
 	// The same ticket again is a replay: denied.
-	c2, err := tls.Dial("tcp", net.JoinHostPort(gw, "8443"), &tls.Config{RootCAs: l.Runtime.CA.Pool(), ServerName: gw})
+	c2, err := tls.Dial("tcp", net.JoinHostPort(gw, "8443"), &tls.Config{RootCAs: l.CA().Pool(), ServerName: gw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +263,8 @@ func waitState(t *testing.T, l *Lab, id string, want broker.State) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s, ok := l.Runtime.Broker.Session(id)
-		if ok && s.State == want {
+		s, err := l.Session(context.Background(), id)
+		if err == nil && s.State == want {
 			return
 		}
 		if time.Now().After(deadline) {

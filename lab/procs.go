@@ -80,45 +80,10 @@ func (l *Lab) startDistributed(ctx context.Context) error {
 		}
 		bin = exe
 	}
-	members := o.EtcdMembers
-	if members == 0 {
-		members = 3
-	}
-	o.Progress(fmt.Sprintf("etcd: starting %d members", members))
-	c, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(l.DataDir, "etcd"), Members: members,
-		Logger: l.log.With("component", "etcd")})
+	cfg, err := l.startSite(ctx, 3, false)
 	if err != nil {
 		return err
 	}
-	l.Etcd = c
-	secretFile := filepath.Join(l.DataDir, "store.secret")
-	if err := os.WriteFile(secretFile, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
-		return fmt.Errorf("writing the store secret: %w", err)
-	}
-	src, err := distributedSource(o.Source, c.Endpoints(), secretFile)
-	if err != nil {
-		return err
-	}
-	l.ConfigFile = filepath.Join(l.DataDir, "site.yaml")
-	if err := os.WriteFile(l.ConfigFile, src, 0o600); err != nil {
-		return fmt.Errorf("writing the site configuration: %w", err)
-	}
-	cfg, err := configs.Load(l.ConfigFile, src)
-	if err != nil {
-		return err
-	}
-	l.Config = cfg
-	st, err := etcd.Open(ctx, etcd.Options{Endpoints: c.Endpoints(), Prefix: cfg.Site.Store.Prefix, Node: "lab", Logger: l.log.With("component", "store")})
-	if err != nil {
-		return err
-	}
-	l.site = st
-	o.Progress("site identity: sealed in etcd")
-	key, ca, err := node.LoadIdentity(ctx, cfg, st, l.DataDir, l.log)
-	if err != nil {
-		return err
-	}
-	l.setIdentity(key, ca)
 	o.Progress(fmt.Sprintf("starting %d node processes", len(cfg.Nodes)))
 	for _, n := range cfg.Nodes {
 		p := &Proc{Name: n.Name, Zone: n.Zone, Data: filepath.Join(l.DataDir, "nodes", n.Name), done: make(chan struct{})}
@@ -148,6 +113,62 @@ func (l *Lab) startDistributed(ctx context.Context) error {
 		l.Procs = append(l.Procs, p)
 	}
 	return l.waitPresent(ctx)
+}
+
+// startSite starts the lab's etcd cluster (members unless Options.EtcdMembers says; without
+// fsync when noFsync), points the site's configuration at it and seals the site identity in
+// it. The configuration comes from Options.Source, written to ConfigFile with a site.store
+// block for the node processes to load, else from Options.Config.
+func (l *Lab) startSite(ctx context.Context, members int, noFsync bool) (*configs.Config, error) {
+	o := l.o
+	if o.EtcdMembers != 0 {
+		members = o.EtcdMembers
+	}
+	o.Progress(fmt.Sprintf("etcd: starting %d members", members))
+	c, err := etcdembed.Start(ctx, etcdembed.Options{Dir: filepath.Join(l.DataDir, "etcd"), Members: members,
+		UnsafeNoFsync: noFsync, Logger: l.log.With("component", "etcd")})
+	if err != nil {
+		return nil, err
+	}
+	l.Etcd = c
+	secretFile := filepath.Join(l.DataDir, "store.secret")
+	if err := os.WriteFile(secretFile, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("writing the store secret: %w", err)
+	}
+	var cfg *configs.Config
+	if len(o.Source) > 0 {
+		src, err := distributedSource(o.Source, c.Endpoints(), secretFile)
+		if err != nil {
+			return nil, err
+		}
+		l.ConfigFile = filepath.Join(l.DataDir, "site.yaml")
+		if err := os.WriteFile(l.ConfigFile, src, 0o600); err != nil {
+			return nil, fmt.Errorf("writing the site configuration: %w", err)
+		}
+		if cfg, err = configs.Load(l.ConfigFile, src); err != nil {
+			return nil, err
+		}
+	} else {
+		if o.Config.Site.Store.Backend == "etcd" {
+			return nil, errors.New("the lab runs its own etcd: remove site.store from the configuration")
+		}
+		cp := *o.Config
+		cp.Site.Store.Backend, cp.Site.Store.Endpoints, cp.Site.Store.SecretFile = "etcd", c.Endpoints(), secretFile
+		cfg = &cp
+	}
+	l.Config = cfg
+	st, err := etcd.Open(ctx, etcd.Options{Endpoints: c.Endpoints(), Prefix: cfg.Site.Store.Prefix, Node: "lab", Logger: l.log.With("component", "store")})
+	if err != nil {
+		return nil, err
+	}
+	l.site = st
+	o.Progress("site identity: sealed in etcd")
+	key, ca, err := node.LoadIdentity(ctx, cfg, st, l.DataDir, l.log)
+	if err != nil {
+		return nil, err
+	}
+	l.setIdentity(key, ca)
+	return cfg, nil
 }
 
 // rebindArgs returns the --rebind PUBLIC=INNER flags of a node process: one for each address
@@ -262,8 +283,12 @@ func (l *Lab) Proc(name string) (*Proc, bool) {
 }
 
 // Signal sends sig to a node's process: SIGKILL is its power off, SIGTERM its shutdown. The
-// lab does not report the exit as a failure.
+// lab does not report the exit as a failure. A node run in this process is stopped as its
+// process would be (see signalMember).
 func (l *Lab) Signal(name string, sig syscall.Signal) error {
+	if len(l.members) > 0 {
+		return l.signalMember(name, sig)
+	}
 	p, ok := l.Proc(name)
 	if !ok {
 		return fmt.Errorf("no node process %q", name)

@@ -1,50 +1,31 @@
 package lab
 
 import (
-	"context"
 	"crypto/tls"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// TestProxyInFrontOfGatewaysFollowsHealth: the node runs the proxy section of the config — a
+// TestProxyInFrontOfGatewaysFollowsHealth: a node runs the proxy section of the config — a
 // load balancer in front of hq's two gateways — keeps a client on one gateway (affinity), and
-// moves new connections off a gateway as soon as its composite health verdict is down.
+// moves new connections off a gateway once its front door is powered off (SIGKILL) and its
+// composite health verdict is down.
 func TestProxyInFrontOfGatewaysFollowsHealth(t *testing.T) {
 	cfg := testSite(t, func(s string) string {
 		return s + `
 proxy:
   listeners:
-    - {name: vip-https, node: fd-hq-1, address: "127.41.0.50:18443", pool: hq-https}
+    - {name: vip-https, node: fd-east-2, address: "127.41.0.50:18443", pool: hq-https}
   pools:
     - name: hq-https
       affinity: true
       backends: [{gateway: gw-hq-1, port: 10443}, {gateway: gw-hq-2, port: 10443}]
 `
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	l, err := New(ctx, Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- l.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
-	waitEligible := func(name string, want bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for l.Runtime.Health.Eligible(name) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("gateway %s eligible=%v after 10s, want %v", name, !want, want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	waitEligible("gw-hq-1", true)
-	waitEligible("gw-hq-2", true)
+	l, _, _ := startLabWith(t, Options{Config: cfg})
 
 	// which reports the gateway behind the VIP by the certificate it presents: TLS passes
 	// through the proxy untouched, and a client that sends no server name gets the
@@ -72,9 +53,14 @@ proxy:
 	if first == "127.41.0.12" {
 		victim, other = "gw-hq-2", "127.41.0.11"
 	}
-	l.Runtime.Gateways[victim].Close()
-	waitEligible(victim, false)
-	if got := which(); got != other {
-		t.Fatalf("after %s went down the VIP reached %s, want %s", victim, got, other)
+	if err := l.Signal(nodeOf(t, l, victim), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got := which(); got != other; got = which() {
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after %s went down the VIP still reached %s, want %s", victim, got, other)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

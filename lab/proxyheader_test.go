@@ -32,7 +32,7 @@ func TestLaunchZoneFromTrustedProxyHeader(t *testing.T) {
 
 	launch := func(from, header string) (map[string]any, error) {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: l.Runtime.CA.Pool()},
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: l.CA().Pool()},
 			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				c, err := d.DialContext(ctx, network, addr)
 				if err == nil && header != "" {

@@ -1,8 +1,8 @@
-// Package node runs frontdoor nodes: it builds every component of a node from the site
-// configuration — GSLB DNS, the health checker, the broker over its store, the launch, agent and
-// admin APIs, and the secure gateways the node hosts — and wires them through the small
-// interfaces each package owns. `frontdoor serve` runs one node; `frontdoor lab` runs every node
-// of a site in one process.
+// Package node runs one frontdoor node: it builds every component of one configured node from
+// the site configuration — GSLB DNS, the health checker, the broker over the site's store, the
+// launch, agent and admin APIs, the proxy's listeners and the secure gateways the node hosts —
+// and wires them through the small interfaces each package owns. `frontdoor serve` runs one
+// node per process; the nodes of a site meet only through the site's store and the network.
 package node
 
 import (
@@ -39,15 +39,12 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Options configure a Runtime.
+// Options configure a Node.
 type Options struct {
 	// Config is the loaded site configuration. Required.
 	Config *configs.Config
-	// Nodes are the nodes to run; empty runs every node of the config.
-	Nodes []string
-	// AllGateways runs every gateway of the config in this process (the lab); otherwise only
-	// the gateways whose node is run here.
-	AllGateways bool
+	// Node names the configured node to run. Default: the config's only node.
+	Node string
 	// DataDir holds the store, the site key, the CA and certificates. Required.
 	DataDir string
 	// Logger receives every component's logs. Default: slog.Default().
@@ -56,7 +53,7 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Progress, when set, is told what starts, for a progress display.
 	Progress func(step string)
-	// Rebind, when set, maps every address the runtime listens on (DNS, HTTPS, gateways) to
+	// Rebind, when set, maps every address the node listens on (DNS, HTTPS, gateways) to
 	// the address it really binds; the configured address stays what clients, probes and
 	// DNS answers use. The drill puts each front door behind a fault-injection wire this way.
 	// Default: nil (listen on the configured addresses).
@@ -75,35 +72,35 @@ type Options struct {
 	Drain bool
 }
 
-// Runtime is the running components of one or more nodes.
-type Runtime struct {
+// Node is one running node of a site: the components it serves and the gateways it hosts.
+type Node struct {
 	o   Options
 	cfg *configs.Config
 	log *slog.Logger
 
-	Store    broker.Store
-	Broker   *broker.Broker
-	Zones    *zonemap.Map
-	Health   *health.Checker
-	DNS      *gslb.Handler
-	CA       *api.CA
-	Certs    *api.Certs
-	Signer   *ticket.Signer
-	Verifier *ticket.Verifier
-	SiteKey  ed25519.PrivateKey
-	AgentKey []byte
+	store    broker.Store
+	broker   *broker.Broker
+	zones    *zonemap.Map
+	health   *health.Checker
+	dns      *gslb.Handler
+	ca       *api.CA
+	certs    *api.Certs
+	signer   *ticket.Signer
+	verifier *ticket.Verifier
+	siteKey  ed25519.PrivateKey
+	agentKey []byte
 
 	// Gateways are the gateways run here, by name.
-	Gateways map[string]*gateway.Gateway
+	gateways map[string]*gateway.Gateway
 	// QUIC are the QUIC ends of the gateways that have a quic_port, by gateway name.
-	QUIC map[string]*gateway.QUIC
+	quic map[string]*gateway.QUIC
 	// Proxy is the L4 load balancer when a node run here has proxy listeners; else nil.
-	Proxy *proxy.Server
+	proxy *proxy.Server
 	// DNSServers, HTTPServers are the node listeners.
-	DNSServers  []*gslb.Server
-	HTTPServers []*HTTPServer
+	dnsServers  []*gslb.Server
+	httpServers []*httpsListener
 
-	nodes    []configs.Node
+	spec     configs.Node          // the configured node this is
 	machines map[string]netip.Addr // machine name -> address, for the gateways
 	tracker  *gateway.Tracker
 	admins   []*api.Admin
@@ -120,24 +117,43 @@ type Runtime struct {
 	stopping bool            // the node drains: Reload refuses
 }
 
-// HTTPServer is one HTTPS listener of a node (launch+agent API or admin API).
-type HTTPServer struct {
-	Node, Kind, Address string
+// httpsListener is one HTTPS listener of a node (launch+agent API or admin API).
+type httpsListener struct {
+	node, kind, address string
 	srv                 *http.Server
 	ln                  net.Listener
 	trusted             []netip.Prefix // peers whose PROXY headers are read
 }
 
 // Addr returns the listening address once Listen has run.
-func (h *HTTPServer) Addr() string {
+func (h *httpsListener) Addr() string {
 	if h.ln == nil {
-		return h.Address
+		return h.address
 	}
 	return h.ln.Addr().String()
 }
 
+// Pick returns the node of cfg named name; with name "", the config's only node.
+func Pick(cfg *configs.Config, name string) (configs.Node, error) {
+	var names []string
+	for _, n := range cfg.Nodes {
+		if n.Name == name || (name == "" && len(cfg.Nodes) == 1) {
+			return n, nil
+		}
+		names = append(names, n.Name)
+	}
+	switch {
+	case len(cfg.Nodes) == 0:
+		return configs.Node{}, errors.New("the config has no nodes to serve")
+	case name == "":
+		return configs.Node{}, fmt.Errorf("the config has %d nodes: choose one (%s)", len(names), strings.Join(names, ", "))
+	default:
+		return configs.Node{}, fmt.Errorf("no node %q in the config (nodes: %s)", name, strings.Join(names, ", "))
+	}
+}
+
 // New builds the components; nothing listens until Listen.
-func New(ctx context.Context, o Options) (*Runtime, error) {
+func New(ctx context.Context, o Options) (*Node, error) {
 	if o.Config == nil || o.DataDir == "" {
 		return nil, errors.New("node: Config and DataDir are required")
 	}
@@ -151,34 +167,32 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		o.Progress = func(string) {}
 	}
 	cfg := o.Config
-	r := &Runtime{o: o, cfg: cfg, live: cfg, log: o.Logger, Gateways: map[string]*gateway.Gateway{}, QUIC: map[string]*gateway.QUIC{},
-		machines: map[string]netip.Addr{}}
-	for _, n := range cfg.Nodes {
-		if len(o.Nodes) == 0 || slices.Contains(o.Nodes, n.Name) {
-			r.nodes = append(r.nodes, n)
-		}
+	spec, err := Pick(cfg, o.Node)
+	if err != nil {
+		return nil, err
 	}
-	if len(r.nodes) == 0 {
-		return nil, fmt.Errorf("none of the nodes %v is in the config", o.Nodes)
+	if err := store.CheckShared(cfg); err != nil {
+		return nil, err
 	}
+	r := &Node{o: o, cfg: cfg, live: cfg, log: o.Logger, spec: spec, gateways: map[string]*gateway.Gateway{},
+		quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{}}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data dir: %w", err)
 	}
-	var err error
 	o.Progress("store and broker")
 	sc := *cfg
 	if sc.Site.DataDir == "" {
 		sc.Site.DataDir = o.DataDir
 	}
-	if r.Store, err = store.Open(ctx, &sc, store.Options{Node: r.nodes[0].Name, Logger: o.Logger.With("component", "store"), Registry: o.Registry}); err != nil {
+	if r.store, err = store.Open(ctx, &sc, store.Options{Node: spec.Name, Logger: o.Logger.With("component", "store"), Registry: o.Registry}); err != nil {
 		return nil, err
 	}
-	r.shared, _ = r.Store.(*etcd.Store)
-	fail := func(err error) (*Runtime, error) { r.Close(); return nil, err }
-	if r.Broker, err = broker.New(ctx, cfg, r.Store, time.Now, broker.WithOnEnd(r.endedElsewhere)); err != nil {
+	r.shared, _ = r.store.(*etcd.Store)
+	fail := func(err error) (*Node, error) { r.Close(); return nil, err }
+	if r.broker, err = broker.New(ctx, cfg, r.store, time.Now, broker.WithOnEnd(r.endedElsewhere)); err != nil {
 		return fail(err)
 	}
-	if r.Zones, err = zonemap.FromConfig(cfg); err != nil {
+	if r.zones, err = zonemap.FromConfig(cfg); err != nil {
 		return fail(err)
 	}
 
@@ -186,31 +200,31 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if err := r.loadIdentity(ctx); err != nil {
 		return fail(err)
 	}
-	r.AgentKey = api.AgentKey(r.SiteKey)
-	pub := r.SiteKey.Public().(ed25519.PublicKey)
-	r.Signer = ticket.NewSigner(r.SiteKey, nil)
+	r.agentKey = api.AgentKey(r.siteKey)
+	pub := r.siteKey.Public().(ed25519.PublicKey)
+	r.signer = ticket.NewSigner(r.siteKey, nil)
 	var ledger ticket.Ledger = ticket.NewMemoryLedger(0, nil)
 	if r.shared != nil {
 		ledger = siteLedger{r.shared.Ledger()} // a launch ticket opens each channel once, site-wide
 	}
-	r.Verifier = ticket.NewVerifier(pub, ledger, nil)
+	r.verifier = ticket.NewVerifier(pub, ledger, nil)
 
 	o.Progress("health checker")
 	targets, err := health.TargetsFromConfig(cfg)
 	if err != nil {
 		return fail(err)
 	}
-	prober := &health.NetProber{RootCAs: r.CA.Pool()}
+	prober := &health.NetProber{RootCAs: r.ca.Pool()}
 	acme := cfg.Site.TLS.Issuer == "acme"
 	if acme {
 		prober.RootCAs = nil // publicly trusted certificates: the system roots
 	}
-	if r.Health, err = health.New(targets, health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe, Start: prober.Start}); err != nil {
+	if r.health, err = health.New(targets, health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe, Start: prober.Start}); err != nil {
 		return fail(err)
 	}
-	r.Health.Subscribe(r.onHealth)
+	r.health.Subscribe(r.onHealth)
 
-	if r.DNS, err = gslb.New(cfg, gslb.Options{Zones: r.Zones, Health: gslbHealth{c: r.Health}, Registry: o.Registry, Logger: o.Logger}); err != nil {
+	if r.dns, err = gslb.New(cfg, gslb.Options{Zones: r.zones, Health: gslbHealth{c: r.health}, Registry: o.Registry, Logger: o.Logger}); err != nil {
 		return fail(err)
 	}
 	if acme {
@@ -225,9 +239,9 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		if len(names) == 0 {
 			return fail(errors.New("site.tls.issuer is acme but there are no names: set site.tls.names or a GSLB name"))
 		}
-		r.Certs, err = api.NewACMECerts(ctx, o.DataDir, names, api.ACMEIssuer(t.ACME.CA, t.ACME.Email, t.ACME.Challenge, r.DNS.ACME()))
+		r.certs, err = api.NewACMECerts(ctx, o.DataDir, names, api.ACMEIssuer(t.ACME.CA, t.ACME.Email, t.ACME.Challenge, r.dns.ACME()))
 	} else {
-		r.Certs, err = api.NewCerts(ctx, o.DataDir, r.certNames(), r.CA)
+		r.certs, err = api.NewCerts(ctx, o.DataDir, r.certNames(), r.ca)
 	}
 	if err != nil {
 		return fail(err)
@@ -251,7 +265,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	return r, nil
 }
 
-func (r *Runtime) rebind(a netip.Addr) netip.Addr {
+func (r *Node) rebind(a netip.Addr) netip.Addr {
 	if r.o.Rebind == nil {
 		return a
 	}
@@ -259,7 +273,7 @@ func (r *Runtime) rebind(a netip.Addr) netip.Addr {
 }
 
 // rebindAddrPort rebinds the address of "host:port".
-func (r *Runtime) rebindAddrPort(s string) string {
+func (r *Node) rebindAddrPort(s string) string {
 	ap, err := netip.ParseAddrPort(s)
 	if err != nil || r.o.Rebind == nil {
 		return s
@@ -268,23 +282,23 @@ func (r *Runtime) rebindAddrPort(s string) string {
 }
 
 // certNames are the names and addresses the node's certificates cover.
-func (r *Runtime) certNames() []string { return api.CertNames(r.cfg, r.nodes) }
+func (r *Node) certNames() []string { return api.CertNames(r.cfg, []configs.Node{r.spec}) }
 
 // serverTLS returns the TLS config of every listener (api.ServerTLS).
-func (r *Runtime) serverTLS() *tls.Config {
-	return api.ServerTLS(r.Certs, r.CA, r.certNames(), r.rebind)
+func (r *Node) serverTLS() *tls.Config {
+	return api.ServerTLS(r.certs, r.ca, r.certNames(), r.rebind)
 }
 
 // onHealth turns machine verdicts into broker availability.
-func (r *Runtime) onHealth(ev health.Event) {
+func (r *Node) onHealth(ev health.Event) {
 	if !ev.VerdictChanged() {
 		return
 	}
-	st, ok := r.Health.Status(ev.Target)
+	st, ok := r.health.Status(ev.Target)
 	if !ok || st.Kind != "machine" {
 		return
 	}
-	if err := r.Broker.SetDown(context.Background(), ev.Target, ev.To != health.StateUp); err != nil {
+	if err := r.broker.SetDown(context.Background(), ev.Target, ev.To != health.StateUp); err != nil {
 		r.log.Warn("marking machine", "machine", ev.Target, "err", err)
 	}
 }
@@ -325,21 +339,17 @@ func (s sessions) Disconnected(ctx context.Context, id, gw string) {
 	}
 }
 
-func (r *Runtime) buildGateways() error {
-	run := map[string]bool{}
-	for _, n := range r.nodes {
-		run[n.Name] = true
-	}
+func (r *Node) buildGateways() error {
 	for _, m := range r.cfg.Machines {
 		r.machines[m.Name], _ = netip.ParseAddr(m.Address)
 	}
-	tr := gateway.NewTracker(sessions{r.Broker, r.log})
+	tr := gateway.NewTracker(sessions{r.broker, r.log})
 	r.tracker = tr
 	for _, g := range r.cfg.Gateways {
-		if !r.o.AllGateways && (g.Node == "" || !run[g.Node]) {
-			continue
+		if g.Node != r.spec.Name {
+			continue // hosted by another node, or a foreign server
 		}
-		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.Verifier, Sessions: sessions{r.Broker, r.log},
+		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log},
 			Machine: r.machineAddr,
 			Logger:  r.log.With("component", "gateway")}
 		o.Address, _ = netip.ParseAddr(g.Address)
@@ -358,23 +368,34 @@ func (r *Runtime) buildGateways() error {
 		if err != nil {
 			return err
 		}
-		r.Gateways[g.Name] = gw
+		r.gateways[g.Name] = gw
 	}
 	return nil
 }
 
 // machineAddr resolves a machine name for the gateways.
-func (r *Runtime) machineAddr(name string) (netip.Addr, bool) {
+func (r *Node) machineAddr(name string) (netip.Addr, bool) {
 	a, ok := r.machines[name]
 	return a, ok
 }
 
-// GatewaysFor returns the usable gateways for a machine in zone: the zone's eligible
+// ready reports whether the node takes launches: its health checker has a definite verdict
+// for every gateway (health.Checker.Definite), so that the gateways it offers are known.
+func (r *Node) ready() bool {
+	for _, g := range r.cfg.Gateways {
+		if _, known := r.health.Definite(g.Name); !known {
+			return false
+		}
+	}
+	return true
+}
+
+// gatewaysFor returns the usable gateways for a machine in zone: the zone's eligible
 // gateways, then those of the other zones, each group by name.
-func (r *Runtime) GatewaysFor(zone string) []api.GatewayEndpoint {
+func (r *Node) gatewaysFor(zone string) []api.GatewayEndpoint {
 	var same, other []api.GatewayEndpoint
 	for _, g := range r.cfg.Gateways {
-		if !r.Health.Eligible(g.Name) {
+		if !r.health.Eligible(g.Name) {
 			continue
 		}
 		e := api.GatewayEndpoint{Name: g.Name, Zone: g.Zone, Addresses: g.PublicAddresses}
@@ -387,56 +408,55 @@ func (r *Runtime) GatewaysFor(zone string) []api.GatewayEndpoint {
 	return append(same, other...)
 }
 
-func (r *Runtime) buildListeners() error {
-	for _, n := range r.nodes {
-		log := r.log.With("node", n.Name)
-		launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Broker: r.Broker, Locate: r.Zones.Zone, Gateways: r.GatewaysFor,
-			Signer: r.Signer, Verifier: r.Verifier, OnLogoff: r.closeSession, Logger: log.With("component", "launch")})
-		agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.Broker, Zone: n.Zone, Key: r.AgentKey,
-			SitePublicKey: r.SiteKey.Public().(ed25519.PublicKey), Logger: log.With("component", "agents")})
-		r.agents = append(r.agents, agents)
-		for _, l := range n.Listeners {
-			switch l.Kind {
-			case "dns":
-				r.DNSServers = append(r.DNSServers, gslb.NewServer(r.DNS, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingUDP, UDPCoalesce: coalesce(l)}))
-			case "launch":
-				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
-			case "admin":
-				ao := api.AdminOptions{Config: r.cfg, Broker: r.Broker, Zone: n.Zone,
-					ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
-					Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"),
-					Override: func(gw, o string) (string, error) { return r.override(n.Name, gw, o) }}
-				if r.shared != nil {
-					ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store
-				}
-				admin, err := api.NewAdmin(ao)
-				if err != nil {
-					return err
-				}
-				r.admins = append(r.admins, admin)
-				r.HTTPServers = append(r.HTTPServers, r.httpServer(n.Name, l, admin, log))
+func (r *Node) buildListeners() error {
+	n := r.spec
+	log := r.log.With("node", n.Name)
+	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
+		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.closeSession, Ready: r.ready, Logger: log.With("component", "launch")})
+	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey,
+		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Logger: log.With("component", "agents")})
+	r.agents = append(r.agents, agents)
+	for _, l := range n.Listeners {
+		switch l.Kind {
+		case "dns":
+			r.dnsServers = append(r.dnsServers, gslb.NewServer(r.dns, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingUDP, UDPCoalesce: coalesce(l)}))
+		case "launch":
+			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
+		case "admin":
+			ao := api.AdminOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone,
+				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
+				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"),
+				Override: func(gw, o string) (string, error) { return r.override(gw, o) }}
+			if r.shared != nil {
+				ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store
 			}
+			admin, err := api.NewAdmin(ao)
+			if err != nil {
+				return err
+			}
+			r.admins = append(r.admins, admin)
+			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, admin, log))
 		}
 	}
 	return nil
 }
 
-func (r *Runtime) httpServer(node string, l configs.Listener, h http.Handler, log *slog.Logger) *HTTPServer {
+func (r *Node) httpServer(node string, l configs.Listener, h http.Handler, log *slog.Logger) *httpsListener {
 	var trusted []netip.Prefix
 	for _, s := range l.ProxyProtocolFrom {
 		if p, err := netip.ParsePrefix(s); err == nil {
 			trusted = append(trusted, p)
 		}
 	}
-	return &HTTPServer{Node: node, Kind: l.Kind, Address: r.rebindAddrPort(l.Address), trusted: trusted, srv: &http.Server{Handler: h, TLSConfig: r.serverTLS(),
+	return &httpsListener{node: node, kind: l.Kind, address: r.rebindAddrPort(l.Address), trusted: trusted, srv: &http.Server{Handler: h, TLSConfig: r.serverTLS(),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 }
 
 // healthSummary describes each gateway's verdict and ports for the admin status.
-func (r *Runtime) healthSummary() map[string]string {
+func (r *Node) healthSummary() map[string]string {
 	out := map[string]string{}
-	for _, st := range r.Health.Snapshot() {
+	for _, st := range r.health.Snapshot() {
 		if st.Kind != "gateway" {
 			continue
 		}
@@ -452,21 +472,18 @@ func (r *Runtime) healthSummary() map[string]string {
 	return out
 }
 
-func (r *Runtime) closeSession(id string) {
-	for _, g := range r.Gateways {
+func (r *Node) closeSession(id string) {
+	for _, g := range r.gateways {
 		g.CloseSession(id)
 	}
 }
 
-// override sets an admin override on gateway name's health verdict in this runtime (its
-// GSLB answers, launches and proxy), asked of node's admin API: "up", "down", "drain" or
-// "auto" to follow the probes again. A gateway node hosts (any, in a runtime that runs every
-// gateway, the lab) is also put in drain mode by
-// "drain" and "down" (its health port answers 503 and it takes no new session), so that
-// every other front door's probes see it too, and taken out of it by "up" and "auto". One
-// without an https health port could not say so and would refuse the sessions others
-// still send it: only the verdict here changes, and the note says so.
-func (r *Runtime) override(node, name, o string) (note string, err error) {
+// override sets an admin override on gateway name's health verdict, asked of this node's
+// admin API: "up", "down", "drain" or "auto" to follow the probes again. On a shared store
+// the override is the site's: stored, and followed by every front door through its watch
+// (applyOverrides); on a store of one node it holds here, in memory. The node that hosts the
+// gateway also puts it in drain mode (applyOverride).
+func (r *Node) override(name, o string) (note string, err error) {
 	r.overrideMu.Lock()
 	defer r.overrideMu.Unlock()
 	r.reloadMu.Lock()
@@ -479,14 +496,11 @@ func (r *Runtime) override(node, name, o string) (note string, err error) {
 	if i < 0 {
 		return "", fmt.Errorf("%w: %q", api.ErrUnknownGateway, name)
 	}
-	g := r.cfg.Gateways[i]
 	v, err := health.ParseOverride(o)
 	if err != nil {
 		return "", err
 	}
 	if r.shared != nil {
-		// Site-wide: stored, applied here at once and at every other front door through
-		// its watch; the gateway's own node puts it in drain mode.
 		val := o
 		if v == health.OverrideNone {
 			val = ""
@@ -496,132 +510,131 @@ func (r *Runtime) override(node, name, o string) (note string, err error) {
 		if err := r.shared.SetSettings(ctx, etcd.SectionOverrides, map[string]string{name: val}); err != nil {
 			return "", fmt.Errorf("%w: the site database did not take the override: %v", api.ErrRefused, err)
 		}
-		return r.applyOverride(g, v)
 	}
-	if err := r.Health.SetOverride(name, v); err != nil {
-		return "", err
-	}
-	gw := r.Gateways[name]
-	if gw == nil || (g.Node != node && !r.o.AllGateways) {
-		if g.Node == "" {
-			return "", nil // a foreign server: the verdict here is all there is
-		}
-		return fmt.Sprintf("gateway %s is hosted by node %s: only this front door's verdict changed; its drain mode is set at %s's admin API", name, g.Node, g.Node), nil
-	}
-	drain := v == health.OverrideDrain || v == health.OverrideDown
-	if !gw.CanDrain() {
-		if drain {
-			note = "the gateway has no https health port to say it drains: only this front door's verdict changed; set the override at each front door"
-		}
-		return note, nil
-	}
-	gw.Drain(drain)
-	if q := r.QUIC[name]; q != nil {
-		q.Drain(drain)
-	}
-	return "", nil
+	return r.applyOverride(r.cfg.Gateways[i], v)
 }
 
-// StopNode shuts a node down gracefully while the rest of the runtime runs on: its HTTPS
-// listeners stop and the gateways it hosts close (their channels end with a FIN).
-func (r *Runtime) StopNode(name string) error {
-	found := false
-	for _, h := range r.HTTPServers {
-		if h.Node == name {
-			found = true
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			h.srv.Shutdown(ctx)
-			cancel()
+// Name returns the node's name.
+func (r *Node) Name() string { return r.spec.Name }
+
+// Endpoint is one socket a node serves, for its log.
+type Endpoint struct {
+	// Kind is dns, launch, admin, gateway or proxy.
+	Kind string
+	// Name is the gateway's or the proxy listener's name; "" for the others.
+	Name string
+	// Network is udp or tcp; "" for a gateway, which serves both.
+	Network string
+	// Address is the bound host:port; a gateway's address without a port.
+	Address string
+}
+
+// Endpoints lists what the node serves once Listen has run: its DNS sockets, its HTTPS
+// listeners, the proxy's listeners and the gateways it hosts.
+func (r *Node) Endpoints() []Endpoint {
+	var out []Endpoint
+	for _, s := range r.dnsServers {
+		if a := s.UDPAddr(); a != nil {
+			out = append(out, Endpoint{Kind: "dns", Network: "udp", Address: a.String()})
+		}
+		if a := s.TCPAddr(); a != nil {
+			out = append(out, Endpoint{Kind: "dns", Network: "tcp", Address: a.String()})
 		}
 	}
-	for _, g := range r.cfg.Gateways {
-		if g.Node == name && r.Gateways[g.Name] != nil {
-			found = true
-			r.Gateways[g.Name].Close()
-			if q := r.QUIC[g.Name]; q != nil {
-				q.Close()
+	for _, h := range r.httpServers {
+		out = append(out, Endpoint{Kind: h.kind, Network: "tcp", Address: h.Addr()})
+	}
+	if r.proxy != nil {
+		for _, l := range r.cfg.Proxy.Listeners {
+			if a := r.proxy.Addr(l.Name); l.Node == r.spec.Name && a.IsValid() {
+				network := "tcp"
+				if l.Protocol == "udp" {
+					network = "udp"
+				}
+				out = append(out, Endpoint{Kind: "proxy", Name: l.Name, Network: network, Address: a.String()})
 			}
 		}
 	}
-	if !found {
-		return fmt.Errorf("node %q runs nothing here", name)
+	for _, g := range r.cfg.Gateways {
+		if r.gateways[g.Name] != nil {
+			a, _ := netip.ParseAddr(g.Address)
+			out = append(out, Endpoint{Kind: "gateway", Name: g.Name, Address: r.rebind(a).String()})
+		}
 	}
-	return nil
+	return out
 }
 
 // Listen opens every socket: DNS, HTTPS, gateways. On error nothing stays open.
-func (r *Runtime) Listen() error {
-	for _, s := range r.DNSServers {
+func (r *Node) Listen() error {
+	for _, s := range r.dnsServers {
 		if err := s.Listen(); err != nil {
 			r.Close()
 			return err
 		}
 	}
-	for _, h := range r.HTTPServers {
-		ln, err := net.Listen("tcp", h.Address)
+	for _, h := range r.httpServers {
+		ln, err := net.Listen("tcp", h.address)
 		if err != nil {
 			r.Close()
-			return fmt.Errorf("%s %s listener: %w", h.Node, h.Kind, err)
+			return fmt.Errorf("%s %s listener: %w", h.node, h.kind, err)
 		}
 		if len(h.trusted) > 0 {
-			ln = newProxyListener(ln, h.trusted, r.log.With("node", h.Node, "listener", h.Kind))
+			ln = newProxyListener(ln, h.trusted, r.log.With("node", h.node, "listener", h.kind))
 		}
 		h.ln = ln
 	}
-	for name, g := range r.Gateways {
+	for name, g := range r.gateways {
 		if err := g.Listen(); err != nil {
 			r.Close()
 			return fmt.Errorf("gateway %s: %w", name, err)
 		}
 	}
-	if r.Proxy != nil {
-		if err := r.Proxy.Listen(); err != nil {
+	if r.proxy != nil {
+		if err := r.proxy.Listen(); err != nil {
 			r.Close()
 			return fmt.Errorf("proxy: %w", err)
 		}
 	}
 	for _, g := range r.cfg.Gateways {
-		if r.Gateways[g.Name] == nil || g.QUICPort == 0 {
+		if r.gateways[g.Name] == nil || g.QUICPort == 0 {
 			continue
 		}
 		a, _ := netip.ParseAddr(g.Address)
 		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(a), uint16(g.QUICPort)).String(),
-			TLS: r.serverTLS(), Verifier: r.Verifier, Sessions: sessions{r.Broker, r.log}, Track: r.tracker,
+			TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker,
 			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")})
 		if err != nil {
 			r.Close()
 			return fmt.Errorf("gateway %s quic: %w", g.Name, err)
 		}
-		r.QUIC[g.Name] = q
+		r.quic[g.Name] = q
 	}
 	if r.shared != nil {
 		// Present to the site once it can be reached: the lab waits for it.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for _, n := range r.nodes {
-			info := etcd.NodeInfo{Name: n.Name, Zone: n.Zone, Version: r.o.Version, Started: time.Now().UTC(), PID: os.Getpid()}
-			if err := r.shared.Register(ctx, info); err != nil {
-				r.Close()
-				return err
-			}
+		info := etcd.NodeInfo{Name: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version, Started: time.Now().UTC(), PID: os.Getpid()}
+		if err := r.shared.Register(ctx, info); err != nil {
+			r.Close()
+			return err
 		}
 	}
 	return nil
 }
 
 // Serve runs every component until ctx ends; the first failure stops them all.
-func (r *Runtime) Serve(ctx context.Context) error {
+func (r *Node) Serve(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := r.Health.Run(gctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, health.ErrClosed) {
+		if err := r.health.Run(gctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, health.ErrClosed) {
 			return err
 		}
 		return nil
 	})
-	for _, s := range r.DNSServers {
+	for _, s := range r.dnsServers {
 		g.Go(func() error { return s.Serve(gctx) })
 	}
-	for _, h := range r.HTTPServers {
+	for _, h := range r.httpServers {
 		g.Go(func() error {
 			err := h.srv.ServeTLS(h.ln, "", "")
 			if errors.Is(err, http.ErrServerClosed) {
@@ -634,7 +647,7 @@ func (r *Runtime) Serve(ctx context.Context) error {
 	// draining for the drain timeout of the config last applied if ctx ended and
 	// Options.Drain is set.
 	dctx, stop := context.WithCancel(context.Background())
-	for _, gw := range r.Gateways {
+	for _, gw := range r.gateways {
 		g.Go(func() error {
 			err := gw.Serve(dctx)
 			if errors.Is(err, gateway.ErrClosed) && ctx.Err() != nil {
@@ -643,12 +656,12 @@ func (r *Runtime) Serve(ctx context.Context) error {
 			return err
 		})
 	}
-	for _, q := range r.QUIC {
+	for _, q := range r.quic {
 		g.Go(func() error { return q.Serve(dctx) })
 	}
-	if r.Proxy != nil {
+	if r.proxy != nil {
 		g.Go(func() error {
-			err := r.Proxy.Serve(dctx)
+			err := r.proxy.Serve(dctx)
 			if errors.Is(err, proxy.ErrClosed) && ctx.Err() != nil {
 				return nil // the drain below closed it before it started
 			}
@@ -663,12 +676,12 @@ func (r *Runtime) Serve(ctx context.Context) error {
 		stop()
 		return nil
 	})
-	if !r.Broker.Shared() {
+	if !r.broker.Shared() {
 		g.Go(func() error { return r.expire(gctx) }) // a shared store expires by its leases
 	}
 	g.Go(func() error {
 		<-gctx.Done()
-		for _, h := range r.HTTPServers {
+		for _, h := range r.httpServers {
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			h.srv.Shutdown(sctx)
 			cancel()
@@ -684,7 +697,7 @@ func (r *Runtime) Serve(ctx context.Context) error {
 // and lets what is established finish for up to the drain timeout of the config last
 // applied; the gateways' health ports answer 503 meanwhile, so that health verdicts turn
 // draining and load balancers and GSLB steer new clients away.
-func (r *Runtime) drain() {
+func (r *Node) drain() {
 	r.reloadMu.Lock()
 	r.stopping = true
 	d := configs.DefaultDrainTimeout // a config built in code, without defaults
@@ -692,18 +705,18 @@ func (r *Runtime) drain() {
 		d = t.D()
 	}
 	r.reloadMu.Unlock()
-	if d <= 0 || (r.Proxy == nil && len(r.Gateways) == 0) {
+	if d <= 0 || (r.proxy == nil && len(r.gateways) == 0) {
 		return // drain_timeout 0: everything is closed at once
 	}
 	var conns, channels, quic int
 	var flows int64
-	if r.Proxy != nil {
-		conns, flows = r.Proxy.Active()
+	if r.proxy != nil {
+		conns, flows = r.proxy.Active()
 	}
-	for _, gw := range r.Gateways {
+	for _, gw := range r.gateways {
 		channels += gw.Channels()
 	}
-	for _, q := range r.QUIC {
+	for _, q := range r.quic {
 		quic += len(q.Clients())
 	}
 	r.log.Info("draining: no new connections, flows or sessions, established ones may finish",
@@ -722,13 +735,13 @@ func (r *Runtime) drain() {
 			r.log.Warn("drain ended: "+what+" failed", "err", err, "after", time.Since(start).Round(time.Millisecond))
 		}
 	}
-	if r.Proxy != nil {
-		wg.Go(func() { report("the proxy", r.Proxy.Shutdown(ctx)) })
+	if r.proxy != nil {
+		wg.Go(func() { report("the proxy", r.proxy.Shutdown(ctx)) })
 	}
-	for name, gw := range r.Gateways {
+	for name, gw := range r.gateways {
 		wg.Go(func() { report("gateway "+name, gw.Shutdown(ctx)) })
 	}
-	for name, q := range r.QUIC {
+	for name, q := range r.quic {
 		wg.Go(func() { report("gateway "+name+" quic", q.Shutdown(ctx)) })
 	}
 	wg.Wait()
@@ -736,54 +749,51 @@ func (r *Runtime) drain() {
 
 // expire ends pending and disconnected sessions past their time, every second
 // (broker.RunExpiry), and closes their channels.
-func (r *Runtime) expire(ctx context.Context) error {
+func (r *Node) expire(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	return r.Broker.RunExpiry(ctx, t.C, func(s broker.Session) {
+	return r.broker.RunExpiry(ctx, t.C, func(s broker.Session) {
 		r.log.Info("session expired", "session", s.ID, "user", s.User, "machine", s.Machine)
 		r.closeSession(s.ID)
 	}, func(err error) { r.log.Warn("expiring sessions", "err", err) })
 }
 
 // Close stops everything and closes the store.
-func (r *Runtime) Close() error {
+func (r *Node) Close() error {
 	r.closeMu.Lock()
 	defer r.closeMu.Unlock()
-	for _, g := range r.Gateways {
+	for _, g := range r.gateways {
 		g.Close()
 	}
-	for _, q := range r.QUIC {
+	for _, q := range r.quic {
 		q.Close()
 	}
-	if r.Proxy != nil {
-		r.Proxy.Close()
+	if r.proxy != nil {
+		r.proxy.Close()
 	}
-	for _, s := range r.DNSServers {
+	for _, s := range r.dnsServers {
 		s.Close()
 	}
-	for _, h := range r.HTTPServers {
+	for _, h := range r.httpServers {
 		if h.ln != nil {
 			h.srv.Close()
 			h.ln.Close()
 		}
 	}
-	if r.Health != nil {
-		r.Health.Close()
+	if r.health != nil {
+		r.health.Close()
 	}
-	if r.Certs != nil {
-		r.Certs.Close()
-		r.Certs = nil
+	if r.certs != nil {
+		r.certs.Close()
+		r.certs = nil
 	}
-	if r.Store != nil {
-		err := r.Store.Close()
-		r.Store = nil
+	if r.store != nil {
+		err := r.store.Close()
+		r.store = nil
 		return err
 	}
 	return nil
 }
-
-// TLSClientConfig returns a client config that trusts the site's internal CA.
-func (r *Runtime) TLSClientConfig() *tls.Config { return &tls.Config{RootCAs: r.CA.Pool()} }
 
 // coalesce returns a dns listener's udp_coalesce (set by the config's defaults).
 func coalesce(l configs.Listener) time.Duration {

@@ -40,10 +40,10 @@ gslb:
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if len(r.Certs.Issuers()) != 1 {
-		t.Fatalf("issuers: %v", r.Certs.Issuers())
+	if len(r.certs.Issuers()) != 1 {
+		t.Fatalf("issuers: %v", r.certs.Issuers())
 	}
-	if k := r.Certs.Issuers()[0].IssuerKey(); k == r.CA.IssuerKey() {
+	if k := r.certs.Issuers()[0].IssuerKey(); k == r.ca.IssuerKey() {
 		t.Errorf("issuer is the internal CA, want the ACME issuer")
 	}
 }

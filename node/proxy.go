@@ -9,15 +9,11 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 )
 
-// proxyConfig turns cfg's proxy section into the listeners the nodes run here run, and
+// proxyConfig turns cfg's proxy section into this node's listeners, and
 // every pool. Backends that are gateway ports are named after their gateway, so the gateway's
 // composite health verdict steers every pool it is in and affinity spans its ports.
-func (r *Runtime) proxyConfig(cfg *configs.Config) (proxy.Config, error) {
+func (r *Node) proxyConfig(cfg *configs.Config) (proxy.Config, error) {
 	p := cfg.Proxy
-	run := map[string]bool{}
-	for _, n := range r.nodes {
-		run[n.Name] = true
-	}
 	pc := proxy.Config{AffinityTTL: p.AffinityTTL.D(),
 		Limits: proxy.Limits{MaxConns: p.MaxConns, MaxConnsPerClient: p.MaxConnsPerClient, MaxFlows: p.MaxFlows}}
 	gws := map[string]configs.Gateway{}
@@ -25,7 +21,7 @@ func (r *Runtime) proxyConfig(cfg *configs.Config) (proxy.Config, error) {
 		gws[g.Name] = g
 	}
 	for _, l := range p.Listeners {
-		if !run[l.Node] {
+		if l.Node != r.spec.Name {
 			continue
 		}
 		ap, err := netip.ParseAddrPort(r.rebindAddrPort(l.Address))
@@ -77,7 +73,7 @@ func (r *Runtime) proxyConfig(cfg *configs.Config) (proxy.Config, error) {
 }
 
 // buildProxy builds the load balancer when a node run here has proxy listeners.
-func (r *Runtime) buildProxy() error {
+func (r *Node) buildProxy() error {
 	pc, err := r.proxyConfig(r.cfg)
 	if err != nil || len(pc.Listeners) == 0 {
 		return err
@@ -85,27 +81,27 @@ func (r *Runtime) buildProxy() error {
 	srv, err := proxy.New(pc, proxy.Options{
 		Logger:      r.log, // the proxy names itself (component=proxy)
 		Registry:    r.o.Registry,
-		Locator:     r.Zones,
+		Locator:     r.zones,
 		BlockingUDP: r.o.BlockingUDP,
 		// A gateway backend follows its health verdict; other backends are taken as up.
 		Health: proxy.HealthFunc(func(b string) bool {
-			v, known := r.Health.Verdict(b)
+			v, known := r.health.Verdict(b)
 			return !known || v == health.StateUp
 		}),
 		// Connect failures seen by the proxy mark a gateway's port down before the next probe.
 		Passive: func(b string, a netip.AddrPort, err error) {
-			if _, known := r.Health.Verdict(b); known {
-				r.Health.ReportFailure(b, health.TCP(a.Port()), err)
+			if _, known := r.health.Verdict(b); known {
+				r.health.ReportFailure(b, health.TCP(a.Port()), err)
 			}
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	r.Proxy = srv
+	r.proxy = srv
 	// A draining gateway gets no new connections or flows (HealthFunc) and keeps the ones it
 	// has, UDP flows too: only one gone down loses them.
-	r.Health.Subscribe(func(ev health.Event) {
+	r.health.Subscribe(func(ev health.Event) {
 		if ev.VerdictChanged() {
 			srv.Verdict(ev.Target, ev.To != health.StateDown)
 		}

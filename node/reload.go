@@ -20,7 +20,7 @@ import (
 // now, the set of GSLB names too (the certificates cover them); Reload refuses a config that
 // changes one, naming the parts that need a restart. It checks everything before it changes
 // anything: on error the running configuration stays whole.
-func (r *Runtime) Reload(cfg *configs.Config) error {
+func (r *Node) Reload(cfg *configs.Config) error {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
 	if r.stopping {
@@ -44,11 +44,11 @@ func (r *Runtime) Reload(cfg *configs.Config) error {
 		return fmt.Errorf("reload: %w", err)
 	}
 	switch {
-	case r.Proxy == nil && len(pc.Listeners) > 0:
+	case r.proxy == nil && len(pc.Listeners) > 0:
 		return errors.New("reload: this node had no proxy listeners when it started: adding the first takes a restart")
-	case r.Proxy != nil && len(pc.Listeners) == 0:
+	case r.proxy != nil && len(pc.Listeners) == 0:
 		return errors.New("reload: removing this node's last proxy listener takes a restart")
-	case r.Proxy != nil:
+	case r.proxy != nil:
 		pc.SetDefaults()
 		if err := pc.Validate(); err != nil {
 			return fmt.Errorf("reload: %w", err)
@@ -56,19 +56,15 @@ func (r *Runtime) Reload(cfg *configs.Config) error {
 	}
 	// Blocking UDP workers hold their P each: keep one P per worker. (Setting GOMAXPROCS
 	// also stops the runtime from following a changed CPU limit, as at start.)
-	names := make([]string, len(r.nodes))
-	for i, n := range r.nodes {
-		names[i] = n.Name
-	}
 	delta := 0
 	if r.o.BlockingUDP {
-		delta = UDPWorkers(cfg, names...) - UDPWorkers(r.live, names...)
+		delta = UDPWorkers(cfg, r.spec.Name) - UDPWorkers(r.live, r.spec.Name)
 	}
 	if delta > 0 {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + delta)
 	}
-	if r.Proxy != nil {
-		if err := r.Proxy.Reload(pc); err != nil { // opening a new listener can still fail
+	if r.proxy != nil {
+		if err := r.proxy.Reload(pc); err != nil { // opening a new listener can still fail
 			if delta > 0 {
 				runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) - delta)
 			}
@@ -79,10 +75,10 @@ func (r *Runtime) Reload(cfg *configs.Config) error {
 		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)+delta, 1))
 	}
 	// Both were checked above: neither fails now.
-	if err := r.Zones.Reload(ranges, cfg.Site.DefaultZone); err != nil {
+	if err := r.zones.Reload(ranges, cfg.Site.DefaultZone); err != nil {
 		return fmt.Errorf("reload: zones: %w", err)
 	}
-	if err := r.DNS.Reload(cfg); err != nil {
+	if err := r.dns.Reload(cfg); err != nil {
 		return fmt.Errorf("reload: gslb: %w", err)
 	}
 	r.live = cfg

@@ -39,9 +39,9 @@ func loadSite(t *testing.T, tcpPort int, extra string) *configs.Config {
 	return cfg
 }
 
-// startRuntime builds a runtime of cfg with o's options and opens its sockets; it is closed
+// startNode builds a node of cfg with o's options and opens its sockets; it is closed
 // when the test ends.
-func startRuntime(t *testing.T, cfg *configs.Config, o Options) *Runtime {
+func startNode(t *testing.T, cfg *configs.Config, o Options) *Node {
 	t.Helper()
 	o.Config, o.DataDir, o.Logger = cfg, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
 	r, err := New(context.Background(), o)
@@ -81,13 +81,13 @@ func TestReloadKeepsAPForEachBlockingUDPWorker(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	tcpPort := freeTCPPort(t)
 	cfg := loadSite(t, tcpPort, "")
-	r := startRuntime(t, cfg, Options{BlockingUDP: true})
+	r := startNode(t, cfg, Options{BlockingUDP: true})
 	base := runtime.GOMAXPROCS(0)
 	udp := fmt.Sprintf(`    - {name: u, node: fd, address: "127.0.0.1:%d", protocol: udp, pool: p}`, freeUDPPort(t))
 	if err := r.Reload(loadSite(t, tcpPort, udp)); err != nil {
 		t.Fatal(err)
 	}
-	if !r.Proxy.Addr("u").IsValid() {
+	if !r.proxy.Addr("u").IsValid() {
 		t.Fatal("the reload did not open the udp listener")
 	}
 	want := base + proxy.UDPWorkers
@@ -105,13 +105,30 @@ func TestReloadKeepsAPForEachBlockingUDPWorker(t *testing.T) {
 	}
 }
 
+// A reload applies new zone ranges: the node maps a client address to its new zone.
+func TestReloadAppliesZoneRanges(t *testing.T) {
+	tcpPort := freeTCPPort(t)
+	r := startNode(t, loadSite(t, tcpPort, ""), Options{})
+	if z := r.zones.Zone(netAddr("10.9.0.1")); z == "hq" {
+		t.Fatalf("10.9.0.1 in %q before the reload", z)
+	}
+	moved := loadSite(t, tcpPort, "")
+	moved.Zones[0].Ranges = append(moved.Zones[0].Ranges, "10.9.0.0/16")
+	if err := r.Reload(moved); err != nil {
+		t.Fatal(err)
+	}
+	if z := r.zones.Zone(netAddr("10.9.0.1")); z != "hq" {
+		t.Fatalf("10.9.0.1 in %q after the reload, want hq", z)
+	}
+}
+
 // A reload is refused whole, and changes nothing, when it touches a part that takes a restart,
 // removes the node's last proxy listener, or cannot open a new listener.
 func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	tcpPort := freeTCPPort(t)
 	cfg := loadSite(t, tcpPort, "")
-	r := startRuntime(t, cfg, Options{BlockingUDP: true})
+	r := startNode(t, cfg, Options{BlockingUDP: true})
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -149,10 +166,10 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Reload = %v, want an error naming %q", name, err, c.want)
 		}
-		if r.Proxy.Addr("b").IsValid() {
+		if r.proxy.Addr("b").IsValid() {
 			t.Errorf("%s: a refused reload opened a listener", name)
 		}
-		if z := r.Zones.Zone(netAddr("127.5.0.1")); z != "hq" {
+		if z := r.zones.Zone(netAddr("127.5.0.1")); z != "hq" {
 			t.Errorf("%s: a refused reload changed the zones: 127.5.0.1 is in %q", name, z)
 		}
 		if got := runtime.GOMAXPROCS(0); got != procs {
@@ -172,8 +189,8 @@ func TestServeStoppedAtOnceDrainsCleanly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := startRuntime(t, cfg, Options{Drain: true})
-		if r.Gateways["gw"] == nil {
+		r := startNode(t, cfg, Options{Drain: true})
+		if r.gateways["gw"] == nil {
 			t.Fatal("the node runs no gateway")
 		}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
@@ -28,8 +29,8 @@ type identity struct {
 }
 
 // loadIdentity sets the site key and the CA (see LoadIdentity).
-func (r *Runtime) loadIdentity(ctx context.Context) (err error) {
-	r.SiteKey, r.CA, err = LoadIdentity(ctx, r.cfg, r.shared, r.o.DataDir, r.log)
+func (r *Node) loadIdentity(ctx context.Context) (err error) {
+	r.siteKey, r.ca, err = LoadIdentity(ctx, r.cfg, r.shared, r.o.DataDir, r.log)
 	return err
 }
 
@@ -117,7 +118,7 @@ func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
 
 // endedElsewhere closes the channels of a session that another node logged off or that the
 // store expired.
-func (r *Runtime) endedElsewhere(s broker.Session) {
+func (r *Node) endedElsewhere(s broker.Session) {
 	if !r.built.Load() {
 		return // no gateway carries it yet
 	}
@@ -127,9 +128,9 @@ func (r *Runtime) endedElsewhere(s broker.Session) {
 
 // applyModes installs the secure-gateway switches stored site-wide in the broker and the
 // admin APIs. Groups the configuration does not have are ignored.
-func (r *Runtime) applyModes(modes map[string]bool) {
+func (r *Node) applyModes(modes map[string]bool) {
 	for g, on := range modes {
-		r.Broker.SetSecureGateway(g, on) // a group the config no longer has: nothing to switch
+		r.broker.SetSecureGateway(g, on) // a group the config no longer has: nothing to switch
 	}
 	for _, a := range r.admins {
 		a.ApplyModes(modes)
@@ -137,7 +138,7 @@ func (r *Runtime) applyModes(modes map[string]bool) {
 }
 
 // storeStatus describes the store for the admin status.
-func (r *Runtime) storeStatus(ctx context.Context) any {
+func (r *Node) storeStatus(ctx context.Context) any {
 	if r.shared != nil {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -168,13 +169,13 @@ func (s siteLedger) Revoked(session string) (bool, error) { return s.l.Revoked(s
 
 // applyOverrides installs the health overrides stored site-wide: each gateway of the config
 // follows its entry (none: the probes).
-func (r *Runtime) applyOverrides(stored map[string]string) {
+func (r *Node) applyOverrides(stored map[string]string) {
 	for _, g := range r.cfg.Gateways {
 		v, err := health.ParseOverride(stored[g.Name])
 		if stored[g.Name] == "" || err != nil {
 			v = health.OverrideNone
 		}
-		if st, ok := r.Health.Status(g.Name); ok && st.Override == v {
+		if st, ok := r.health.Status(g.Name); ok && st.Override == v {
 			continue
 		}
 		if note, err := r.applyOverride(g, v); err != nil {
@@ -185,29 +186,31 @@ func (r *Runtime) applyOverrides(stored map[string]string) {
 	}
 }
 
-// applyOverride sets a site-wide override here: this front door's verdict, and the drain mode
-// of the gateway when this node hosts it.
-func (r *Runtime) applyOverride(g configs.Gateway, v health.Override) (note string, err error) {
-	if err := r.Health.SetOverride(g.Name, v); err != nil {
+// applyOverride sets an override here: this front door's verdict, and the drain mode of the
+// gateway when this node hosts it. The note says what else holds.
+func (r *Node) applyOverride(g configs.Gateway, v health.Override) (note string, err error) {
+	if err := r.health.SetOverride(g.Name, v); err != nil {
 		return "", err
 	}
-	gw := r.Gateways[g.Name]
+	var notes []string
+	if r.shared != nil {
+		notes = append(notes, "set at every front door")
+	}
+	gw := r.gateways[g.Name]
 	drain := v == health.OverrideDrain || v == health.OverrideDown
-	if gw == nil {
-		if g.Node == "" {
-			return "set at every front door", nil
-		}
-		return fmt.Sprintf("set at every front door; node %s, which hosts %s, sets its drain mode", g.Node, g.Name), nil
-	}
-	if !gw.CanDrain() {
+	switch {
+	case gw == nil && g.Node != "":
+		notes = append(notes, fmt.Sprintf("node %s, which hosts %s, sets its drain mode", g.Node, g.Name))
+	case gw == nil: // a foreign server: the verdicts are all there is
+	case !gw.CanDrain():
 		if drain {
-			note = "set at every front door; the gateway has no https health port to say it drains"
+			notes = append(notes, "the gateway has no https health port to say it drains")
 		}
-		return note, nil
+	default:
+		gw.Drain(drain)
+		if q := r.quic[g.Name]; q != nil {
+			q.Drain(drain)
+		}
 	}
-	gw.Drain(drain)
-	if q := r.QUIC[g.Name]; q != nil {
-		q.Drain(drain)
-	}
-	return "set at every front door", nil
+	return strings.Join(notes, "; "), nil
 }

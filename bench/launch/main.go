@@ -232,15 +232,12 @@ func waitReady(ctx context.Context, tc *tls.Config, urls []string) error {
 // left counts the sessions the store still holds: every launch was logged off, so any is a
 // session lost track of (the store's view of a distributed site catches up first).
 func left(l *lab.Lab) int {
-	if st := l.Site(); st != nil {
-		n := 0
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			snap, _ := st.Load(context.Background())
-			if n = len(snap.Sessions); n == 0 {
-				break
-			}
+	n := 0
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ss, _ := l.Sessions(context.Background())
+		if n = len(ss); n == 0 {
+			break
 		}
-		return n
 	}
-	return len(l.Runtime.Broker.Sessions())
+	return n
 }

@@ -89,9 +89,7 @@ drain mode. A carried session whose link breaks comes back through another gatew
 
 On a site whose store is etcd the override is the site's: it is stored, every front door
 follows it, and the node that hosts the gateway drains it, whichever front door --url names.
-On bolt it holds at the front door --url names, in memory (a restart clears it), and only a
-gateway that front door hosts (any gateway, in a single-process lab) is put in drain mode; the
-answer notes it otherwise. A gateway without an https health port cannot say it drains and is
+On bolt (a site of one node) it holds at that front door, in memory (a restart clears it). A gateway without an https health port cannot say it drains and is
 not put in drain mode.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

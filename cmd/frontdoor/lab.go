@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -74,9 +75,18 @@ func newLabCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			served := make(chan error, 1)
+			go func() { served <- l.Serve(ctx) }()
+			if err := l.WaitReady(ctx); err != nil {
+				stop()
+				<-served
+				return err
+			}
 			fmt.Fprintf(out, "  ... up in %s\n\n", time.Since(start).Round(100*time.Millisecond))
 			fmt.Fprint(out, l.Describe())
-			err = l.Serve(cmd.Context())
+			err = <-served
 			fmt.Fprintln(out, "lab stopped")
 			return err
 		},
@@ -85,6 +95,6 @@ func newLabCmd() *cobra.Command {
 	c.Flags().StringVar(&data, "data", "", "data directory (default: a temporary directory, removed on exit)")
 	c.Flags().StringVar(&logFile, "log", "", "write component logs to this file")
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component's events to stderr")
-	c.Flags().BoolVar(&single, "single-process", false, "run every node in this process over one bolt store instead of one process per node over an embedded etcd")
+	c.Flags().BoolVar(&single, "single-process", false, "run every node in this process, over a one-member embedded etcd, instead of one process per node over a 3-member etcd")
 	return c
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -24,7 +23,7 @@ func newServeCmd() *cobra.Command { return newServeCmdWith(nil) }
 
 // newServeCmdWith builds the serve command; listening, when set, is called with the node's
 // runtime once every socket is open (tests use it to learn the ports).
-func newServeCmdWith(listening func(*node.Runtime)) *cobra.Command {
+func newServeCmdWith(listening func(*node.Node)) *cobra.Command {
 	var file, name, data string
 	var rebinds []string
 	c := &cobra.Command{
@@ -54,9 +53,9 @@ Signals:
 			if err != nil {
 				return err
 			}
-			n, err := pickNode(cfg, name)
+			n, err := node.Pick(cfg, name)
 			if err != nil {
-				return err
+				return fmt.Errorf("--node: %w", err)
 			}
 			if !servesSomething(cfg, n) {
 				return fmt.Errorf("node %s has no listener and hosts no gateway: nothing to serve", n.Name)
@@ -79,7 +78,7 @@ Signals:
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
 			blocking := reserveUDPProcs(cfg, n.Name)
-			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Nodes: []string{n.Name}, DataDir: data,
+			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Node: n.Name, DataDir: data,
 				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, Drain: true, Version: versionString(), Rebind: rebind})
 			if err != nil {
 				return err
@@ -87,14 +86,17 @@ Signals:
 			if err := rt.Listen(); err != nil {
 				return err
 			}
-			for _, s := range rt.DNSServers {
-				log.Info("dns listening", "udp", fmt.Sprint(s.UDPAddr()), "tcp", fmt.Sprint(s.TCPAddr()))
-			}
-			for _, h := range rt.HTTPServers {
-				log.Info(h.Kind+" listening", "address", "https://"+h.Addr())
-			}
-			for g := range rt.Gateways {
-				log.Info("gateway running", "gateway", g)
+			for _, e := range rt.Endpoints() {
+				switch e.Kind {
+				case "gateway":
+					log.Info("gateway running", "gateway", e.Name, "address", e.Address)
+				case "launch", "admin":
+					log.Info(e.Kind+" listening", "address", "https://"+e.Address)
+				case "proxy":
+					log.Info("proxy listening", "listener", e.Name, e.Network, e.Address)
+				default:
+					log.Info(e.Kind+" listening", e.Network, e.Address)
+				}
 			}
 			log.Info("data", "dir", data, "ca", filepath.Join(data, "ca.pem"))
 			if listening != nil {
@@ -144,7 +146,7 @@ func parseRebinds(flags []string) (func(netip.Addr) netip.Addr, error) {
 
 // reloadOnHUP reloads the config file into rt at each SIGHUP until ctx ends. A config that
 // does not load, or that Reload refuses, is logged and changes nothing.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, file string, rt *node.Runtime, log *slog.Logger) {
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, file string, rt *node.Node, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -174,24 +176,6 @@ func servesSomething(cfg *configs.Config, n configs.Node) bool {
 		}
 	}
 	return false
-}
-
-func pickNode(cfg *configs.Config, name string) (configs.Node, error) {
-	var names []string
-	for _, n := range cfg.Nodes {
-		if n.Name == name || (name == "" && len(cfg.Nodes) == 1) {
-			return n, nil
-		}
-		names = append(names, n.Name)
-	}
-	switch {
-	case len(cfg.Nodes) == 0:
-		return configs.Node{}, errors.New("the config has no nodes to serve")
-	case name == "":
-		return configs.Node{}, fmt.Errorf("the config has %d nodes: choose one with --node (%s)", len(names), strings.Join(names, ", "))
-	default:
-		return configs.Node{}, fmt.Errorf("no node %q in the config (nodes: %s)", name, strings.Join(names, ", "))
-	}
 }
 
 // reserveUDPProcs adds to GOMAXPROCS one P for each blocking UDP worker of the named nodes

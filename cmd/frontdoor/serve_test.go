@@ -75,8 +75,8 @@ func TestServeAnswersUntilCancelled(t *testing.T) {
 		p2 = freePort(t)
 	}
 	file := writeConfig(t, strings.NewReplacer("PORT1", p1, "PORT2", p2).Replace(serveConfig))
-	ready := make(chan *node.Runtime, 1)
-	cmd := newServeCmdWith(func(s *node.Runtime) { ready <- s })
+	ready := make(chan *node.Node, 1)
+	cmd := newServeCmdWith(func(s *node.Node) { ready <- s })
 	var stderr bytes.Buffer
 	cmd.SetErr(&stderr)
 	cmd.SetArgs([]string{"--config", file, "--data", t.TempDir()})
@@ -84,14 +84,24 @@ func TestServeAnswersUntilCancelled(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
-	var s *node.Runtime
+	var s *node.Node
 	select {
 	case s = <-ready:
 	case err := <-done:
 		t.Fatalf("serve stopped before listening: %v\n%s", err, stderr.String())
 	}
-	if len(s.DNSServers) != 2 || s.DNSServers[1].TCPAddr() != nil {
-		t.Fatalf("servers %d, want 2 with the second udp only", len(s.DNSServers))
+	var dnsUDP []string
+	var dnsTCP int
+	for _, e := range s.Endpoints() {
+		switch {
+		case e.Kind == "dns" && e.Network == "udp":
+			dnsUDP = append(dnsUDP, e.Address)
+		case e.Kind == "dns":
+			dnsTCP++
+		}
+	}
+	if len(dnsUDP) != 2 || dnsTCP != 1 {
+		t.Fatalf("dns sockets: udp %v, %d tcp; want two udp and one tcp (the second listener udp only)", dnsUDP, dnsTCP)
 	}
 	for _, proto := range []string{"udp", "tcp"} {
 		c := &dns.Client{Net: proto, Timeout: 2 * time.Second}
@@ -100,7 +110,7 @@ func TestServeAnswersUntilCancelled(t *testing.T) {
 		var r *dns.Msg
 		var err error
 		for try := 0; try < 3 && r == nil; try++ {
-			r, _, err = c.Exchange(m, s.DNSServers[0].UDPAddr().String())
+			r, _, err = c.Exchange(m, dnsUDP[0])
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", proto, err)
@@ -131,7 +141,7 @@ gateways:`, 1)
 	}{
 		{name: "a missing --config is an error", args: []string{}, want: "required flag"},
 		{name: "an unknown node is named", config: serveConfig, args: []string{"--node", "nope"}, want: `no node "nope"`},
-		{name: "several nodes need --node", config: twoNodes, want: "choose one with --node"},
+		{name: "several nodes need --node", config: twoNodes, want: "--node: the config has 2 nodes: choose one (fd-1, fd-2)"},
 		{name: "a node without listeners or gateways has nothing to serve", config: twoNodes, args: []string{"--node", "fd-2"}, want: "nothing to serve"},
 		{name: "a node of several on a store not shared is refused, naming etcd", config: twoNodes, args: []string{"--node", "fd-1"}, want: "set site.store.backend: etcd"},
 	}

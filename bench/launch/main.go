@@ -1,10 +1,13 @@
 // Command launch measures launches through the HTTPS launch API of a lab site, in one run:
-// the site as one process over bolt (every node in one process), and the site as one
-// process per node over a 3-member embedded etcd. Clients keep their connections, spread
-// over every front door's launch listener, launch a new session and log it off again (so
-// every launch is a new session, committed in the store), for a fixed time. It prints the
-// launches per second and the p50 and p99 of a launch, and how many sessions the store still
-// holds after every launch was logged off (none, unless one was lost track of). It is run by bench/launch.sh.
+// the site in one process (every node a node of its own, over a one-member embedded etcd
+// without fsync), and the site as one process per node over a 3-member embedded etcd.
+// Clients keep their connections, spread over every front door's launch listener, launch a
+// new session and log it off again (so every launch is a new session, committed in the
+// store), for a fixed time. It prints the launches per second, the p50 and p99 of a launch,
+// how many sessions the store still holds after every launch was logged off (none, unless
+// one was lost track of) and the CPU time a launch took in this process (the etcd members,
+// the agents, the clients) and in the node processes. -stats adds etcd's counters per
+// launch, -cpuprofile CPU profiles of the window. It is run by bench/launch.sh.
 package main
 
 import (
@@ -18,40 +21,48 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/lab"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/bcrypt"
 )
 
 func main() {
 	var (
 		bin      = flag.String("frontdoor", "", "the frontdoor binary the node processes run (required for etcd)")
-		modes    = flag.String("modes", "bolt,etcd", "which sites to measure, in order")
+		modes    = flag.String("modes", "inproc,etcd", "which sites to measure, in order: inproc (every node in this process, 1-member etcd without fsync), etcd (a process per node, 3-member etcd)")
 		clients  = flag.Int("clients", 64, "concurrent clients")
 		duration = flag.Duration("duration", 10*time.Second, "measuring window per site")
 		warm     = flag.Duration("warm", 3*time.Second, "warm-up before the window (logins, connections)")
 		perZone  = flag.Int("machines", 20, "bench machines per zone (max_sessions 50 each)")
 		users    = flag.Int("users", 1000, "bench users")
+		stats    = flag.Bool("stats", false, "print what the site's etcd did per launch in the window (etcd's counters in this process, one node's store metrics)")
+		prof     = flag.String("cpuprofile", "", "write CPU profiles of the measuring window: PREFIX-MODE-bench.pprof for this process (etcd members, clients, agents) and PREFIX-etcd-NODE.pprof for each node process")
 	)
 	flag.Parse()
 	src, err := source(*perZone, *users)
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("| site | launches/s | p50 | p99 | errors | sessions left after the logoffs |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("| site | launches/s | p50 | p99 | errors | sessions left after the logoffs | CPU per launch: this process + node processes |\n|---|---|---|---|---|---|---|\n")
 	for _, m := range strings.Split(*modes, ",") {
-		r, err := measure(m, *bin, src, *clients, *users, *warm, *duration)
+		r, err := measure(m, *bin, src, *clients, *users, *warm, *duration, *prof, *stats)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", m, err))
 		}
-		fmt.Printf("| %s | %.0f | %s | %s | %d | %d |\n", r.site, r.rate, r.p50, r.p99, r.errors, r.left)
+		fmt.Printf("| %s | %.0f | %s | %s | %d | %d | %s |\n", r.site, r.rate, r.p50, r.p99, r.errors, r.left, cpuPerLaunch(r))
 	}
 }
 
@@ -89,19 +100,23 @@ func source(perZone, users int) ([]byte, error) {
 type result struct {
 	site     string
 	rate     float64
+	window   time.Duration
 	p50, p99 time.Duration
 	errors   int64
 	left     int
+	// cpuBench and cpuNodes are the CPU time this process (the site's etcd members, the
+	// agents and the clients) and the node processes took in the window.
+	cpuBench, cpuNodes time.Duration
 }
 
-func measure(mode, bin string, src []byte, clients, users int, warm, window time.Duration) (result, error) {
+func measure(mode, bin string, src []byte, clients, users int, warm, window time.Duration, prof string, stats bool) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), warm+window+2*time.Minute)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	o := lab.Options{Logger: quiet, HeartbeatInterval: 2 * time.Second}
-	res := result{site: "one process, bolt"}
+	res := result{site: "one process (6 nodes), 1-member etcd without fsync"}
 	switch mode {
-	case "bolt":
+	case "inproc":
 		cfg, err := configs.Load("bench site", src)
 		if err != nil {
 			return res, err
@@ -113,6 +128,9 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 		}
 		o.Processes, o.Source, o.Binary = true, src, bin
 		res.site = "one process per node (6), 3-member etcd"
+		if prof != "" {
+			o.Env = []string{"FRONTDOOR_CPUPROFILE=" + prof + "-etcd-node"}
+		}
 	default:
 		return res, fmt.Errorf("unknown mode %q", mode)
 	}
@@ -145,7 +163,21 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 		wg        sync.WaitGroup
 	)
 	end := time.Now().Add(warm + window)
-	time.AfterFunc(warm, func() { measuring.Store(true) })
+	var profiling atomic.Pointer[profile]
+	var before atomic.Pointer[map[string]float64]
+	var cpu0 atomic.Pointer[[2]time.Duration]
+	time.AfterFunc(warm, func() {
+		measuring.Store(true)
+		c := cpuTimes(l.Procs)
+		cpu0.Store(&c)
+		if stats {
+			m := counters(tc, l)
+			before.Store(&m)
+		}
+		if prof != "" {
+			profiling.Store(startProfile(prof+"-"+mode, l.Procs))
+		}
+	})
 	for c := 0; c < clients; c++ {
 		wg.Go(func() {
 			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 1}}
@@ -175,15 +207,197 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 		})
 	}
 	wg.Wait()
+	if c0 := cpu0.Load(); c0 != nil {
+		c1 := cpuTimes(l.Procs)
+		res.cpuBench, res.cpuNodes = c1[0]-c0[0], c1[1]-c0[1]
+	}
+	if b := before.Load(); b != nil {
+		printStats(*b, counters(tc, l), len(lat))
+	}
+	if p := profiling.Load(); p != nil {
+		if err := p.stop(); err != nil {
+			return res, err
+		}
+	}
 	if len(lat) == 0 {
 		return res, fmt.Errorf("no launch succeeded (%d errors)", errs.Load())
 	}
 	slices.Sort(lat)
 	res.rate = float64(len(lat)) / window.Seconds()
+	res.window = window
 	res.p50, res.p99 = lat[len(lat)/2].Round(100*time.Microsecond), lat[len(lat)*99/100].Round(100*time.Microsecond)
 	res.errors = errs.Load()
 	res.left = left(l)
 	return res, nil
+}
+
+// profile is a CPU profile of this process and of the node processes, if any, under way.
+type profile struct {
+	prefix string
+	f      *os.File
+	procs  []*lab.Proc
+}
+
+// startProfile starts profiling this process into prefix-bench.pprof and each node process
+// (started with FRONTDOOR_CPUPROFILE=prefix-node) into prefix-node.PID.
+func startProfile(prefix string, procs []*lab.Proc) *profile {
+	p := &profile{prefix: prefix, procs: procs}
+	f, err := os.Create(prefix + "-bench.pprof")
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "launch: cpu profile:", err)
+	} else {
+		p.f = f
+	}
+	for _, pr := range procs {
+		syscall.Kill(pr.PID, syscall.SIGUSR1)
+	}
+	return p
+}
+
+// stop ends the profiles and names each node's after the node: prefix-NODE.pprof.
+func (p *profile) stop() error {
+	if p.f != nil {
+		pprof.StopCPUProfile()
+		p.f.Close()
+	}
+	for _, pr := range p.procs {
+		syscall.Kill(pr.PID, syscall.SIGUSR2)
+	}
+	time.Sleep(500 * time.Millisecond) // the nodes write their profiles
+	for _, pr := range p.procs {
+		if err := os.Rename(fmt.Sprintf("%s-node.%d", p.prefix, pr.PID), p.prefix+"-"+pr.Name+".pprof"); err != nil {
+			return fmt.Errorf("the profile of node %s: %w", pr.Name, err)
+		}
+	}
+	return nil
+}
+
+// cpuPerLaunch is the CPU time a launch took in the window, in this process and in the node
+// processes.
+func cpuPerLaunch(r result) string {
+	n := r.rate * r.window.Seconds()
+	if n == 0 || r.cpuBench == 0 {
+		return "?"
+	}
+	per := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000/n) }
+	if r.cpuNodes == 0 {
+		return per(r.cpuBench)
+	}
+	return per(r.cpuBench) + " + " + per(r.cpuNodes) + " = " + per(r.cpuBench+r.cpuNodes)
+}
+
+// cpuTimes returns the CPU time (user and system) this process and the node processes have
+// taken so far, from /proc (zero where it cannot be read).
+func cpuTimes(procs []*lab.Proc) [2]time.Duration {
+	var out [2]time.Duration
+	out[0] = procCPU("self")
+	for _, p := range procs {
+		out[1] += procCPU(strconv.Itoa(p.PID))
+	}
+	return out
+}
+
+// procCPU reads the utime and stime of /proc/PID/stat, in clock ticks of 10 ms.
+func procCPU(pid string) time.Duration {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+// counters reads the counters, histogram counts and sums of etcd's metrics in this process
+// (the three members' added up) and of the store metrics of the first node with an admin
+// listener (prefixed "node ").
+func counters(tc *tls.Config, l *lab.Lab) map[string]float64 {
+	out := map[string]float64{}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	parseMetrics(rec.Body.String(), "", out)
+	for _, n := range l.Config.Nodes {
+		for _, li := range n.Listeners {
+			if li.Kind != "admin" {
+				continue
+			}
+			hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+			resp, err := hc.Get("https://" + li.Address + "/metrics")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "launch: node metrics:", err)
+				return out
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			parseMetrics(string(b), "node "+n.Name+" ", out)
+			return out
+		}
+	}
+	return out
+}
+
+// parseMetrics adds the samples of the Prometheus text exposition text to out, by prefix,
+// name and labels.
+func parseMetrics(text, prefix string, out map[string]float64) {
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
+			out[prefix+line[:i]] += v
+		}
+	}
+}
+
+// statsOf are the metrics printed per launch (by prefix of name and labels).
+var statsOf = []string{
+	"etcd_mvcc_put_total", "etcd_mvcc_delete_total", "etcd_mvcc_txn_total", "etcd_mvcc_range_total",
+	"etcd_disk_wal_fsync_duration_seconds_count", "etcd_disk_wal_fsync_duration_seconds_sum",
+	"etcd_disk_backend_commit_duration_seconds_count", "etcd_disk_backend_commit_duration_seconds_sum",
+	"etcd_debugging_mvcc_events_total", "etcd_server_lease_grant_total",
+	"etcd_network_peer_sent_bytes_total", "etcd_network_client_grpc_sent_bytes_total", "etcd_network_client_grpc_received_bytes_total",
+	"grpc_server_handled_total", "node ",
+}
+
+// printStats prints, per launch of the window, how much each counter of statsOf grew.
+func printStats(before, after map[string]float64, launches int) {
+	var keys []string
+	for k, v := range after {
+		if v == before[k] {
+			continue
+		}
+		for _, p := range statsOf {
+			if strings.HasPrefix(k, p) && (p != "node " || strings.Contains(k, "frontdoor_store")) {
+				keys = append(keys, k)
+				break
+			}
+		}
+	}
+	slices.Sort(keys)
+	fmt.Printf("\n%d launches in the window; per launch (etcd's counters are its members' added up):\n", launches)
+	for _, k := range keys {
+		fmt.Printf("  %10.3f  %s\n", (after[k]-before[k])/float64(launches), k)
+	}
+	fmt.Println()
 }
 
 // post sends a request as user and returns the session id of a launch's answer.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/launch.sh [DURATION] — launches per second through the HTTPS launch API of the lab
 # site, in one run: every node in one process (over a one-member etcd without fsync), then
-# one process per node over a 3-member embedded etcd. Clients (CLIENTS, default 64) launch a
-# new session and log it off again, spread over the six front doors. Run from the repository's top directory on an otherwise idle machine; nothing is
+# one process per node over a 3-member embedded etcd. Clients (CLIENTS, default 64) sign in
+# as their users, then launch a new session and log it off again, spread over the six front
+# doors. Run from the repository's top directory on an otherwise idle machine; nothing is
 # pinned (the nodes, etcd and the load share both cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."

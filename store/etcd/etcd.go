@@ -381,7 +381,6 @@ type kv struct {
 	key     string
 	value   []byte
 	version int64
-	prev    []byte // the previous value of a deleted key, when known
 }
 
 // applyLocked installs one key's change in the view and returns the broker change it makes,
@@ -501,7 +500,9 @@ func (st *Store) watch(ctx context.Context) {
 		st.mu.Lock()
 		from := st.rev + 1
 		st.mu.Unlock()
-		wch := st.cli.Watch(clientv3.WithRequireLeader(ctx), st.o.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
+		// No WithPrevKV: a delete is applied by its key alone, and the previous value would
+		// cost the member a read of it for every delete and every watcher.
+		wch := st.cli.Watch(clientv3.WithRequireLeader(ctx), st.o.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
 		for wr := range wch {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision != 0 {

@@ -3,7 +3,7 @@
 // machine's sessions — a session whose client vanished stays "disconnected" until a timeout —
 // and reports load and direct-mode session events to a front door of its own zone, else of the
 // primary zone, never of another satellite zone. Its display ports speak the frames of package
-// ticket.
+// ticket, inside TLS on the TCP ports.
 package agent
 
 import (
@@ -20,6 +20,9 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
+
+// ErrNotFromGateway refuses a gateway-mode channel that does not come from a gateway.
+var ErrNotFromGateway = errors.New("a gateway-mode channel must come from a gateway of the site")
 
 // Session states as the agent sees them.
 const (
@@ -41,6 +44,10 @@ type DisplayOptions struct {
 	TCPPorts, UDPPorts []uint16
 	// Verifier checks tickets with the site's public key.
 	Verifier *ticket.Verifier
+	// Identity is the machine's certificate, which the TCP display ports present over TLS;
+	// they take gateway-mode channels only from a client that presents a gateway's
+	// certificate of the site CA. Required.
+	Identity *Identity
 	// DisconnectTimeout ends a disconnected session's record. Default: 1h.
 	DisconnectTimeout time.Duration
 	// UDPIdle ends a UDP flow after this long without datagrams. Default: 30s.
@@ -105,8 +112,8 @@ func ForMachine(m configs.Machine) (DisplayOptions, error) {
 
 // NewDisplay returns a Display; Listen opens its ports.
 func NewDisplay(o DisplayOptions) (*Display, error) {
-	if o.Verifier == nil || !o.Address.IsValid() || o.Machine == "" {
-		return nil, errors.New("agent: Machine, Address and Verifier are required")
+	if o.Verifier == nil || o.Identity == nil || !o.Address.IsValid() || o.Machine == "" {
+		return nil, errors.New("agent: Machine, Address, Verifier and Identity are required")
 	}
 	if o.DisconnectTimeout == 0 {
 		o.DisconnectTimeout = time.Hour

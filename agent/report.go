@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -99,6 +100,11 @@ func (r *Reporter) Current() FrontDoor {
 
 // post sends body to path on the current front door, moving on to the next on failure.
 func (r *Reporter) post(ctx context.Context, path string, body any) error {
+	return r.postFor(ctx, path, body, nil)
+}
+
+// postFor is post that decodes the JSON answer into answer, when not nil.
+func (r *Reporter) postFor(ctx context.Context, path string, body, answer any) error {
 	b, _ := json.Marshal(body)
 	var errs []error
 	r.mu.Lock()
@@ -118,9 +124,17 @@ func (r *Reporter) post(ctx context.Context, path string, body any) error {
 			errs = append(errs, fmt.Errorf("%s: %w", fd.Node, err))
 			continue
 		}
-		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
 			errs = append(errs, fmt.Errorf("%s: %s", fd.Node, resp.Status))
+			continue
+		}
+		if answer != nil {
+			err = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(answer)
+		}
+		resp.Body.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: the answer: %w", fd.Node, err))
 			continue
 		}
 		r.mu.Lock()

@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -26,16 +28,25 @@ func (d *Display) acceptTCP(l net.Listener, port uint16) {
 	}
 }
 
-// handleTCP checks the channel's ticket, then echoes: the desktop simulator.
-func (d *Display) handleTCP(c net.Conn, port uint16) {
+// handleTCP completes the TLS handshake, checks the channel's ticket (a gateway-mode one only
+// from a gateway), then echoes: the desktop simulator.
+func (d *Display) handleTCP(raw net.Conn, port uint16) {
+	c := tls.Server(raw, d.o.Identity.ServerTLS())
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.Handshake(); err != nil {
+		d.log.Debug("tls handshake failed", "client", raw.RemoteAddr().String(), "err", err)
+		return
+	}
 	tok, err := ticket.ReadFrame(c)
 	if err != nil {
 		return
 	}
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
 	claims, err := d.check(tok, ch)
+	if err == nil && claims.Mode == ticket.ModeGateway && !fromGateway(c.ConnectionState()) {
+		err = ErrNotFromGateway
+	}
 	if err != nil {
 		d.log.Warn("channel denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)
 		c.Write([]byte{ticket.StatusDenied})
@@ -60,10 +71,17 @@ func (d *Display) handleTCP(c net.Conn, port uint16) {
 		d.released(claims.Session)
 	}()
 	if _, err := io.Copy(c, c); err == nil {
-		if tc, ok := c.(*net.TCPConn); ok {
-			tc.CloseWrite()
-		}
+		c.CloseWrite() // close_notify: the far end reads its end of the stream
 	}
+}
+
+// fromGateway reports whether the peer presented a gateway's certificate of the site CA.
+func fromGateway(st tls.ConnectionState) bool {
+	if len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return false
+	}
+	role, _, ok := siteid.Of(st.VerifiedChains[0][0])
+	return ok && role == siteid.RoleGateway
 }
 
 // serveUDP answers probes, opens flows on a valid ticket and echoes datagrams of open flows.

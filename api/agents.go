@@ -8,14 +8,17 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 )
 
 // AgentsOptions configure the agent API, served beside the launch API.
@@ -30,12 +33,16 @@ type AgentsOptions struct {
 	Key []byte
 	// SitePublicKey is handed to agents so they can check tickets themselves.
 	SitePublicKey ed25519.PublicKey
+	// CA issues each machine's agent its certificate (POST /v1/agent/certificate). Required
+	// for enrolment; without it the endpoint answers 503.
+	CA *CA
 	// Logger receives agent API logs.
 	Logger *slog.Logger
 }
 
 // Agents serves the machines' agents: POST /v1/agent/heartbeat,
-// POST /v1/agent/sessions/{id}/connected|disconnected and GET /v1/agent/site-key.
+// POST /v1/agent/sessions/{id}/connected|disconnected, POST /v1/agent/certificate and
+// GET /v1/agent/site-key.
 type Agents struct {
 	o     AgentsOptions
 	mach  map[string]configs.Machine
@@ -60,6 +67,7 @@ func NewAgents(o AgentsOptions) *Agents {
 	}
 	a.mux.HandleFunc("POST /v1/agent/heartbeat", a.heartbeat)
 	a.mux.HandleFunc("POST /v1/agent/sessions/{id}/{event}", a.session)
+	a.mux.HandleFunc("POST /v1/agent/certificate", a.certificate)
 	a.mux.HandleFunc("GET /v1/agent/site-key", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"ed25519": hex.EncodeToString(o.SitePublicKey)})
 	})
@@ -170,6 +178,52 @@ func (a *Agents) session(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// Enrolment is a machine agent's certificate request and the answer to it.
+type Enrolment struct {
+	// Machine names the machine; its token authenticates the request.
+	Machine string `json:"machine"`
+	// CSR is the agent's PEM certificate request: only its public key is used.
+	CSR string `json:"csr,omitempty"`
+	// Certificate is the issued PEM certificate (role machine, the machine's name and address).
+	Certificate string `json:"certificate,omitempty"`
+	// CA is the site CA's PEM certificate, which the agent trusts for gateways' certificates.
+	CA string `json:"ca,omitempty"`
+}
+
+// certificate issues a machine's agent its certificate from the site CA: it names the
+// machine (package siteid) and its configured address, whatever the request asks.
+func (a *Agents) certificate(w http.ResponseWriter, r *http.Request) {
+	var req Enrolment
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, "body must be a JSON enrolment of at most 16 KiB")
+		return
+	}
+	if !a.auth(w, r, req.Machine) {
+		return
+	}
+	if a.o.CA == nil {
+		httpError(w, http.StatusServiceUnavailable, "this front door issues no certificates")
+		return
+	}
+	pub, err := PublicKeyFromCSR([]byte(req.CSR))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	addr, err := netip.ParseAddr(a.mach[req.Machine].Address)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, "the machine has no address in the config")
+		return
+	}
+	der, err := a.o.CA.IssueParty(siteid.RoleMachine, req.Machine, []netip.Addr{addr}, pub, PartyTTL)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, Enrolment{Machine: req.Machine,
+		Certificate: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), CA: string(a.o.CA.CertPEM())})
 }
 
 func clamp(p int) int { return min(max(p, 0), 100) }

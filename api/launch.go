@@ -18,6 +18,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -185,11 +186,14 @@ func (c *authCache) add(k [32]byte) {
 }
 
 // authenticate accepts a verified client certificate whose common name is a configured user
-// (the listener verifies it against the site CA), else HTTP Basic credentials checked against
-// the configured bcrypt hashes.
+// (the listener verifies it against the site CA; a gateway's or a machine's certificate is
+// no user's), else HTTP Basic credentials checked against the configured bcrypt hashes.
 func authenticate(users map[string]configs.User, cache *authCache, r *http.Request) (configs.User, bool) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		leaf := r.TLS.VerifiedChains[0][0]
+		if _, _, party := siteid.Of(leaf); party {
+			return configs.User{}, false
+		}
 		if u, ok := users[leaf.Subject.CommonName]; ok && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
 			return u, true
 		}

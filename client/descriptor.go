@@ -52,13 +52,13 @@ const (
 // DefaultChannels are the channels a session opens when Options.Channels is empty.
 var DefaultChannels = []Channel{{Port: 8443, Proto: "tcp"}, {Port: 4172, Proto: "udp"}}
 
-// route is one place to open a session's channels: a gateway address (TLS on TCP) or the
-// machine itself (plain TCP).
+// route is one place to open a session's channels: a gateway address or the machine itself,
+// TLS on TCP either way.
 type route struct {
-	name string     // gateway name, or "direct"
-	zone string     // gateway zone
-	addr netip.Addr // where to dial
-	tls  bool
+	name    string     // gateway name, or "direct"
+	zone    string     // gateway zone
+	addr    netip.Addr // where to dial
+	machine string     // direct: the machine its certificate must name; "" for a gateway
 }
 
 func (r route) String() string {
@@ -89,7 +89,10 @@ func routes(d *Descriptor) ([]route, error) {
 		if err != nil {
 			return nil, fmt.Errorf("direct descriptor: machine address: %w", err)
 		}
-		return []route{{name: ModeDirect, zone: d.Zone, addr: a}}, nil
+		if d.Machine == "" {
+			return nil, errors.New("direct descriptor: no machine name")
+		}
+		return []route{{name: ModeDirect, zone: d.Zone, addr: a, machine: d.Machine}}, nil
 	case ModeGateway:
 		var out []route
 		var bad []error
@@ -100,7 +103,7 @@ func routes(d *Descriptor) ([]route, error) {
 					bad = append(bad, fmt.Errorf("gateway %s: %w", g.Name, err))
 					continue
 				}
-				out = append(out, route{name: g.Name, zone: g.Zone, addr: a, tls: true})
+				out = append(out, route{name: g.Name, zone: g.Zone, addr: a})
 			}
 		}
 		if len(out) == 0 {

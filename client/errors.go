@@ -22,6 +22,9 @@ var (
 	ErrNoChannel = errors.New("no such channel")
 	// ErrBusy is returned by Attach when another connection rides the channel.
 	ErrBusy = errors.New("channel already attached")
+	// ErrNotTheMachine is returned when a direct-mode machine's certificate does not name
+	// the descriptor's machine.
+	ErrNotTheMachine = errors.New("the certificate does not name the session's machine")
 	// ErrNoQUIC is returned by MigrateQUIC when the session does not use QUIC.
 	ErrNoQUIC = errors.New("session does not use QUIC")
 )

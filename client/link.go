@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -82,7 +83,7 @@ func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx in
 		return nil, fmt.Errorf("descriptor has no %s ticket", kind)
 	}
 	l := &link{via: r, routeIdx: idx, ticket: kind, tcp: map[uint16]*tcpLink{}, udp: map[uint16]*udpLink{}}
-	if s.o.QUIC != nil && r.tls {
+	if s.o.QUIC != nil && r.machine == "" { // QUIC is a gateway's
 		q, err := s.dialQUIC(ctx, r)
 		if err != nil {
 			return nil, fmt.Errorf("quic: %w", err)
@@ -124,8 +125,8 @@ func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx in
 	return l, nil
 }
 
-// dialTCP opens one TCP channel: TLS to a gateway or plain TCP to the machine, the ticket
-// frame, and the status byte, all within DialTimeout.
+// dialTCP opens one TCP channel: TLS to a gateway, or to the machine whose certificate names
+// it, the ticket frame, and the status byte, all within DialTimeout.
 func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer cancel()
@@ -133,14 +134,16 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	// TCP keepalives notice a gateway that vanished without a word within about 3s, even on
 	// a session without a UDP flow.
 	nd := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 2}}
-	var c net.Conn
-	var err error
-	if r.tls {
-		td := &tls.Dialer{NetDialer: nd, Config: &tls.Config{RootCAs: s.o.RootCAs, ServerName: r.addr.String(), MinVersion: tls.VersionTLS12}}
-		c, err = td.DialContext(ctx, "tcp", addr)
-	} else {
-		c, err = nd.DialContext(ctx, "tcp", addr)
+	tc := &tls.Config{RootCAs: s.o.RootCAs, ServerName: r.addr.String(), MinVersion: tls.VersionTLS12}
+	if r.machine != "" {
+		tc.VerifyConnection = func(st tls.ConnectionState) error {
+			if len(st.PeerCertificates) == 0 || !siteid.Is(st.PeerCertificates[0], siteid.RoleMachine, r.machine) {
+				return fmt.Errorf("%w: %s", ErrNotTheMachine, r)
+			}
+			return nil
+		}
 	}
+	c, err := (&tls.Dialer{NetDialer: nd, Config: tc}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

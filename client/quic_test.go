@@ -21,7 +21,7 @@ func (s *site) startQUICGateways(ips ...string) (uint16, map[string]func()) {
 		port := "0"
 		var gs []*gateway.QUIC
 		for _, ip := range ips {
-			g, err := gateway.ListenQUIC(gateway.QUICOptions{Address: net.JoinHostPort(ip, port), TLS: s.tls, Verifier: s.gwVer, Logger: quiet,
+			g, err := gateway.ListenQUIC(gateway.QUICOptions{Address: net.JoinHostPort(ip, port), TLS: s.tls, Verifier: s.gwVer, Logger: quiet, MachineTLS: machineTLS("gw-quic"),
 				Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" }})
 			if err != nil {
 				break
@@ -204,7 +204,7 @@ func (nullSessions) Disconnected(context.Context, string, string) {}
 func TestQUICGatewayDrainModeTakesNoNewSession(t *testing.T) {
 	s := newSite(t)
 	g, err := gateway.ListenQUIC(gateway.QUICOptions{Name: "gw-a", Address: net.JoinHostPort(gwA, "0"), TLS: s.tls, Verifier: s.gwVer,
-		Logger: quiet, Track: gateway.NewTracker(nullSessions{}),
+		Logger: quiet, Track: gateway.NewTracker(nullSessions{}), MachineTLS: machineTLS("gw-a"),
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" }})
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,9 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/miekg/dns"
 	"go.uber.org/goleak"
@@ -32,6 +34,24 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// siteCA issues the test machine's and gateways' certificates; clients trust it (testCA).
+var siteCA = sync.OnceValue(func() *api.CA {
+	cert, key, err := api.GenerateCA("client-test")
+	if err != nil {
+		panic(err)
+	}
+	ca, err := api.NewCA(cert, key, quiet)
+	if err != nil {
+		panic(err)
+	}
+	return ca
+})
+
+// machineTLS is gateway name's client TLS config toward the machine.
+func machineTLS(name string) *tls.Config {
+	return siteCA().Party(siteid.RoleGateway, name, nil).ClientTLS()
+}
 
 // The loopback addresses of the test site.
 const (
@@ -82,7 +102,7 @@ func newSite(t *testing.T) *site {
 }
 
 // testCA returns a server TLS config whose self-signed certificate names every test address,
-// and the pool that trusts it.
+// and the pool that trusts it and the site CA (for a direct-mode machine).
 func testCA(t *testing.T) (*tls.Config, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -103,6 +123,7 @@ func testCA(t *testing.T) (*tls.Config, *x509.CertPool) {
 	cert, _ := x509.ParseCertificate(der)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
+	pool.AppendCertsFromPEM(siteCA().CertPEM())
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, pool
 }
 
@@ -118,7 +139,7 @@ func (s *site) startMachine() {
 		l.Close()
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(machineIP),
 			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
-			Verifier: ticket.NewVerifier(s.pub, ticket.NewMemoryLedger(0, nil), nil), Logger: quiet})
+			Verifier: ticket.NewVerifier(s.pub, ticket.NewMemoryLedger(0, nil), nil), Identity: s.machineIdentity(), Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,12 +155,25 @@ func (s *site) startMachine() {
 	t.Fatal("no free display port")
 }
 
+// machineIdentity is vda-1's certificate of the site CA.
+func (s *site) machineIdentity() *agent.Identity {
+	cert, err := siteCA().PartyCertificate(siteid.RoleMachine, "vda-1", []netip.Addr{netip.MustParseAddr(machineIP)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	id, err := agent.NewIdentity("vda-1", cert, siteCA().Pool())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return id
+}
+
 // startGateway runs a gateway named name on ip with the display port.
 func (s *site) startGateway(name, ip string) {
 	t := s.t
 	t.Helper()
 	g, err := gateway.New(gateway.Options{Name: name, Address: netip.MustParseAddr(ip),
-		TCPPorts: []uint16{s.port}, UDPPorts: []uint16{s.port}, TLS: s.tls, Verifier: s.gwVer, Sessions: alwaysActive{},
+		TCPPorts: []uint16{s.port}, UDPPorts: []uint16{s.port}, TLS: s.tls, MachineTLS: machineTLS(name), Verifier: s.gwVer, Sessions: alwaysActive{},
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" },
 		Logger:  quiet}, s.track)
 	if err != nil {

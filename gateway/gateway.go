@@ -63,6 +63,10 @@ type Options struct {
 	Sessions Sessions
 	// Machine resolves a machine name to its address. Required.
 	Machine func(name string) (netip.Addr, bool)
+	// MachineTLS is the client TLS config of the TCP channels to machines: it presents the
+	// gateway's certificate of the site CA and trusts the CA; each machine must present a
+	// certificate that names it. Required.
+	MachineTLS *tls.Config
 	// DialTimeout bounds connecting to a machine. Default: 2s.
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds the TLS handshake and ticket frame. Default: 5s.
@@ -110,8 +114,8 @@ var ErrClosed = errors.New("gateway closed")
 
 // New checks opts and returns a Gateway; Listen opens its sockets.
 func New(o Options, track *Tracker) (*Gateway, error) {
-	if o.TLS == nil || o.Verifier == nil || o.Sessions == nil || o.Machine == nil || !o.Address.IsValid() {
-		return nil, errors.New("gateway: TLS, Verifier, Sessions, Machine and Address are required")
+	if o.TLS == nil || o.MachineTLS == nil || o.Verifier == nil || o.Sessions == nil || o.Machine == nil || !o.Address.IsValid() {
+		return nil, errors.New("gateway: TLS, MachineTLS, Verifier, Sessions, Machine and Address are required")
 	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 2 * time.Second

@@ -23,12 +23,32 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// siteCA is the tests' site CA: it issues the gateways' and the machines' certificates.
+var siteCA = sync.OnceValue(func() *api.CA {
+	cert, key, err := api.GenerateCA("gateway-test")
+	if err != nil {
+		panic(err)
+	}
+	ca, err := api.NewCA(cert, key, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		panic(err)
+	}
+	return ca
+})
+
+// machineTLS is gateway name's client TLS config toward machines.
+func machineTLS(name, ip string) *tls.Config {
+	return siteCA().Party(siteid.RoleGateway, name, []netip.Addr{netip.MustParseAddr(ip)}).ClientTLS()
+}
 
 // sessions is a Sessions that records events.
 type sessions struct {
@@ -85,17 +105,36 @@ func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 // machine runs the agent's display simulator for vda-1 on 127.0.60.1 and returns its port.
 func machine(t *testing.T, pub ed25519.PublicKey) (uint16, func()) {
 	t.Helper()
+	return machineAt(t, pub, "vda-1", "127.0.60.1")
+}
+
+// machineAt runs the display simulator of machine name on ip, with a certificate for ip and
+// the addresses in also, and returns its port.
+func machineAt(t *testing.T, pub ed25519.PublicKey, name, ip string, also ...string) (uint16, func()) {
+	t.Helper()
+	addrs := []netip.Addr{netip.MustParseAddr(ip)}
+	for _, a := range also {
+		addrs = append(addrs, netip.MustParseAddr(a))
+	}
+	cert, err := siteCA().PartyCertificate(siteid.RoleMachine, name, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := agent.NewIdentity(name, cert, siteCA().Pool())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 20; i++ {
-		l, err := net.Listen("tcp", "127.0.60.1:0")
+		l, err := net.Listen("tcp", ip+":0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		port := uint16(l.Addr().(*net.TCPAddr).Port)
 		l.Close()
-		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr("127.0.60.1"),
+		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: name, Address: addrs[0],
 			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
-			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
-			Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), Identity: id,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,10 +168,16 @@ func start(t *testing.T, name, ip string, port uint16, s *sessions, signer *tick
 // startHealth is start with a health port (0: none).
 func startHealth(t *testing.T, name, ip string, port, health uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker) *rig {
 	t.Helper()
+	return startFor(t, "127.0.60.1", name, ip, port, health, s, signer, v, tr)
+}
+
+// startFor is startHealth with machine vda-1 reached at machineIP.
+func startFor(t *testing.T, machineIP, name, ip string, port, health uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker) *rig {
+	t.Helper()
 	tlsc, pool := selfSigned(t)
 	g, err := New(Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port}, UDPPorts: []uint16{port},
-		HealthPort: health, TLS: tlsc, Verifier: v, Sessions: s, UDPIdle: 200 * time.Millisecond,
-		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" },
+		HealthPort: health, TLS: tlsc, MachineTLS: machineTLS(name, ip), Verifier: v, Sessions: s, UDPIdle: 200 * time.Millisecond,
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" },
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}, tr)
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +389,7 @@ func TestHealthPortAnswersAndDrains(t *testing.T) {
 	hp := uint16(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
 	g, err := New(Options{Name: "gw", Address: netip.MustParseAddr("127.0.50.1"), HealthPort: hp, TLS: tlsc, Verifier: v,
-		Sessions: newSessions(), Machine: func(string) (netip.Addr, bool) { return netip.Addr{}, false }}, nil)
+		MachineTLS: machineTLS("gw", "127.0.50.1"), Sessions: newSessions(), Machine: func(string) (netip.Addr, bool) { return netip.Addr{}, false }}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +642,8 @@ func TestQUICDrainModeCountsTheGatewaysOtherTransports(t *testing.T) {
 	r, _ := startOne(t, true)
 	tlsc, pool := selfSigned(t)
 	q, err := ListenQUIC(QUICOptions{Name: r.gw.o.Name, Address: net.JoinHostPort(r.addr, "0"), TLS: tlsc, Verifier: r.v,
-		Track: r.gw.track, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MachineTLS: machineTLS(r.gw.o.Name, r.addr),
+		Track:      r.gw.track, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }})
 	if err != nil {
 		t.Fatal(err)

@@ -56,14 +56,17 @@ type QUICOptions struct {
 	Verifier *ticket.Verifier
 	// Machine resolves a machine name to its address. Required.
 	Machine func(name string) (netip.Addr, bool)
+	// MachineTLS is the client TLS config of the TCP channels to machines (see
+	// Options.MachineTLS). Required.
+	MachineTLS *tls.Config
 	// Logger receives the gateway's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
 
 // ListenQUIC opens the QUIC gateway's socket; Serve runs it.
 func ListenQUIC(o QUICOptions) (*QUIC, error) {
-	if o.TLS == nil || o.Verifier == nil || o.Machine == nil || o.Address == "" {
-		return nil, errors.New("quic gateway: Address, TLS, Verifier and Machine are required")
+	if o.TLS == nil || o.MachineTLS == nil || o.Verifier == nil || o.Machine == nil || o.Address == "" {
+		return nil, errors.New("quic gateway: Address, TLS, MachineTLS, Verifier and Machine are required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -297,7 +300,7 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 	}
 	target := netip.AddrPortFrom(addr, port)
 	if ch.Proto == "tcp" {
-		g.spliceTCP(st, target, tok, deny)
+		g.spliceTCP(st, claims.Machine, target, tok, deny)
 		return
 	}
 	u, err := openMachineFlow(target, tok)
@@ -361,8 +364,8 @@ func openMachineFlow(target netip.AddrPort, tok string) (*net.UDPConn, error) {
 }
 
 // spliceTCP dials the machine, passes the ticket on, answers the status and copies both ways.
-func (g *QUIC) spliceTCP(st *quic.Stream, target netip.AddrPort, tok string, deny func(string, error)) {
-	up, err := net.DialTimeout("tcp", target.String(), 2*time.Second)
+func (g *QUIC) spliceTCP(st *quic.Stream, machine string, target netip.AddrPort, tok string, deny func(string, error)) {
+	up, err := dialMachine(context.Background(), g.o.MachineTLS, 2*time.Second, machine, target)
 	if err != nil {
 		deny("machine unreachable", err)
 		return
@@ -389,9 +392,7 @@ func (g *QUIC) spliceTCP(st *quic.Stream, target netip.AddrPort, tok string, den
 			up.Close()
 			return
 		}
-		if tc, ok := up.(*net.TCPConn); ok {
-			tc.CloseWrite()
-		}
+		up.CloseWrite()
 	}()
 	io.Copy(st, up)
 	st.Close()

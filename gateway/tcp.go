@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -58,9 +59,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	var d net.Dialer
-	d.Timeout = g.o.DialTimeout
-	up, err := d.Dial("tcp", netip.AddrPortFrom(addr, port).String())
+	up, err := dialMachine(context.Background(), g.o.MachineTLS, g.o.DialTimeout, claims.Machine, netip.AddrPortFrom(addr, port))
 	if err != nil {
 		g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
 		conn.Write([]byte{ticket.StatusDenied})
@@ -94,15 +93,13 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	splice(conn, up, cut)
 }
 
-// splice copies both ways; when one side ends it half-closes the other, and when both are done
-// (or one fails) it cuts both.
-func splice(client *tls.Conn, up net.Conn, cut func()) {
+// splice copies both ways; when one side ends it half-closes the other (close_notify), and
+// when both are done (or one fails) it cuts both.
+func splice(client, up *tls.Conn, cut func()) {
 	done := make(chan struct{}, 2)
 	go func() {
 		if _, err := io.Copy(up, client); err == nil {
-			if tc, ok := up.(*net.TCPConn); ok {
-				tc.CloseWrite()
-			}
+			up.CloseWrite()
 		} else {
 			cut()
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -207,6 +208,15 @@ func (l *Lab) buildAgents() error {
 			return err
 		}
 		o.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
+		// The lab holds the site CA: it issues each machine the certificate an agent gets by
+		// enrolling (agent.Reporter.Enroll) when it runs on a machine of its own.
+		cert, err := l.ca.PartyCertificate(siteid.RoleMachine, m.Name, []netip.Addr{o.Address})
+		if err != nil {
+			return err
+		}
+		if o.Identity, err = agent.NewIdentity(m.Name, cert, l.ca.Pool()); err != nil {
+			return err
+		}
 		o.DisconnectTimeout, o.Report, o.Logger = groups[m.Group].DisconnectTimeout.D(), rep.Event, l.log.With("component", "agent")
 		d, err := agent.NewDisplay(o)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/miekg/dns"
 )
@@ -230,7 +231,8 @@ func TestLabEndToEnd(t *testing.T) {
 }
 
 // TestLabPrivateDesktopIsDirect: alice's assigned desktop is in a group with secure_gateway
-// off, so the descriptor names the machine itself and the channel goes straight to it.
+// off, so the descriptor names the machine itself and the channel goes straight to it, over
+// TLS with the machine's certificate.
 func TestLabPrivateDesktopIsDirect(t *testing.T) {
 	l, _ := startLab(t)
 	desc, code := launch(t, l, "127.42.0.9", "https://127.42.0.11:9443", "alice", "my-desktop")
@@ -240,9 +242,13 @@ func TestLabPrivateDesktopIsDirect(t *testing.T) {
 	if desc.LaunchTicket == "" || len(desc.Gateways) != 0 {
 		t.Fatalf("direct descriptor %+v: want tickets (the machine's agent checks them) and no gateways", desc)
 	}
-	c, err := net.Dial("tcp", net.JoinHostPort(desc.Address, "8443"))
+	// TLS to the machine itself: its certificate from the site CA names it.
+	c, err := tls.Dial("tcp", net.JoinHostPort(desc.Address, "8443"), l.TLSClientConfig())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if st := c.ConnectionState(); !siteid.Is(st.PeerCertificates[0], siteid.RoleMachine, "pc-alice") {
+		t.Fatalf("the machine presented %v, want pc-alice's certificate", st.PeerCertificates[0].URIs)
 	}
 	defer c.Close()
 	ticket.WriteFrame(c, desc.LaunchTicket)

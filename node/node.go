@@ -30,6 +30,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 	"github.com/frontdoor-vdi/frontdoor/store"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
@@ -102,10 +103,12 @@ type Node struct {
 
 	spec     configs.Node          // the configured node this is
 	machines map[string]netip.Addr // machine name -> address, for the gateways
-	tracker  *gateway.Tracker
-	admins   []*api.Admin
-	agents   []*api.Agents
-	closeMu  sync.Mutex // serializes Close
+	// machineTLS is each hosted gateway's client TLS config toward machines, by name.
+	machineTLS map[string]*tls.Config
+	tracker    *gateway.Tracker
+	admins     []*api.Admin
+	agents     []*api.Agents
+	closeMu    sync.Mutex // serializes Close
 
 	overrideMu sync.Mutex // serializes admin overrides of gateway health
 
@@ -175,7 +178,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return nil, err
 	}
 	r := &Node{o: o, cfg: cfg, live: cfg, log: o.Logger, spec: spec, gateways: map[string]*gateway.Gateway{},
-		quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{}}
+		quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{}, machineTLS: map[string]*tls.Config{}}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data dir: %w", err)
 	}
@@ -350,9 +353,10 @@ func (r *Node) buildGateways() error {
 			continue // hosted by another node, or a foreign server
 		}
 		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log},
-			Machine: r.machineAddr,
-			Logger:  r.log.With("component", "gateway")}
+			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")}
 		o.Address, _ = netip.ParseAddr(g.Address)
+		o.MachineTLS = r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS()
+		r.machineTLS[g.Name] = o.MachineTLS
 		o.Address = r.rebind(o.Address)
 		for _, p := range g.Ports {
 			switch {
@@ -413,7 +417,7 @@ func (r *Node) buildListeners() error {
 	log := r.log.With("node", n.Name)
 	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
 		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.closeSession, Ready: r.ready, Logger: log.With("component", "launch")})
-	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey,
+	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca,
 		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Logger: log.With("component", "agents")})
 	r.agents = append(r.agents, agents)
 	for _, l := range n.Listeners {
@@ -602,7 +606,7 @@ func (r *Node) Listen() error {
 		a, _ := netip.ParseAddr(g.Address)
 		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(a), uint16(g.QUICPort)).String(),
 			TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker,
-			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")})
+			Machine: r.machineAddr, MachineTLS: r.machineTLS[g.Name], Logger: r.log.With("component", "gateway")})
 		if err != nil {
 			r.Close()
 			return fmt.Errorf("gateway %s quic: %w", g.Name, err)

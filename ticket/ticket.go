@@ -53,13 +53,22 @@ type Channel struct {
 // String formats the channel as "8443/tcp".
 func (c Channel) String() string { return fmt.Sprintf("%d/%s", c.Port, c.Proto) }
 
+// The modes a ticket names (Claims.Mode).
+const (
+	// ModeGateway: the session's channels pass through a gateway, which alone may present
+	// its tickets at the machine.
+	ModeGateway = "gateway"
+	// ModeDirect: the client connects to the machine itself.
+	ModeDirect = "direct"
+)
+
 // Claims are what a ticket says.
 type Claims struct {
 	Kind     Kind
 	ID       [16]byte  // random, unique per ticket
 	Session  string    // the session the ticket opens
 	Machine  string    // the machine the session runs on
-	Mode     string    // "gateway" or "direct"
+	Mode     string    // ModeGateway or ModeDirect
 	Channels []Channel // the channels it may open; empty for reconnect tickets means all
 	Issued   time.Time
 	Expires  time.Time

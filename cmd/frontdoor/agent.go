@@ -28,6 +28,8 @@ func newAgentCmd() *cobra.Command {
 		Short: "Run a machine's agent: display ports (ticket-checked echo), heartbeats, session reports",
 		Long: "agent serves a machine's display ports as a desktop simulator, registers with a front door of\n" +
 			"the machine's zone (else the primary zone, never another satellite zone) and sends heartbeats.\n" +
+			"At start it enrols: the front door issues the machine a certificate of the site CA (renewed at half\n" +
+			"its life), which the display ports present over TLS; gateway-mode channels come only from gateways.\n" +
 			"The token is printed by `frontdoor admin agent-token MACHINE` (also read from FRONTDOOR_AGENT_TOKEN).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -70,6 +72,9 @@ func newAgentCmd() *cobra.Command {
 			}
 			o.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
 			o.Report, o.Logger = rep.Event, log
+			if o.Identity, err = rep.Enroll(cmd.Context()); err != nil {
+				return err
+			}
 			d, err := agent.NewDisplay(o)
 			if err != nil {
 				return err
@@ -80,6 +85,7 @@ func newAgentCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "agent %s: display ports %v on %s, reporting to %s\n", machine, m.DisplayPorts, m.Address, rep.Current().URL)
 			g, ctx := errgroup.WithContext(cmd.Context())
 			g.Go(func() error { return d.Serve(ctx) })
+			g.Go(func() error { return rep.Keep(ctx, o.Identity, time.Hour) })
 			g.Go(func() error {
 				return rep.Run(ctx, interval, func() (int, int, int) { cpu, mem := agent.HostLoad(); return d.Count(), cpu, mem })
 			})

@@ -27,8 +27,10 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/miekg/dns"
@@ -82,10 +84,29 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	// The site CA issues the machine's and the gateways' certificates; the client trusts it
+	// and the gateways' self-signed one.
+	caCert, caKey, err := api.GenerateCA("connect-test")
+	if err != nil {
 		t.Fatal(err)
 	}
+	site, err := api.NewCA(caCert, caKey, connQuiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), caCert...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	machineCert, err := site.PartyCertificate(siteid.RoleMachine, "vda-1", []netip.Addr{netip.MustParseAddr(connMachine)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity, err := agent.NewIdentity("vda-1", machineCert, site.Pool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	toMachine := func(gw string) *tls.Config { return site.Party(siteid.RoleGateway, gw, nil).ClientTLS() }
 	tlsc := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: ckey}}}
 
 	// The machine, on a port free for tcp and udp.
@@ -98,7 +119,7 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 		p := uint16(l.Addr().(*net.TCPAddr).Port)
 		l.Close()
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(connMachine),
-			TCPPorts: []uint16{p}, UDPPorts: []uint16{p}, Logger: connQuiet,
+			TCPPorts: []uint16{p}, UDPPorts: []uint16{p}, Logger: connQuiet, Identity: identity,
 			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)})
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +142,7 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 	stops := map[string]func(){}
 	for name, ip := range map[string]string{"gw-a": connGwA, "gw-b": connGwB} {
 		g, err := gateway.New(gateway.Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
-			UDPPorts: []uint16{port}, TLS: tlsc, Verifier: v, Sessions: connectActive{}, Logger: connQuiet,
+			UDPPorts: []uint16{port}, TLS: tlsc, MachineTLS: toMachine(name), Verifier: v, Sessions: connectActive{}, Logger: connQuiet,
 			Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }}, tr)
 		if err != nil {
 			t.Fatal(err)
@@ -140,13 +161,13 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 	// QUIC gateways on both gateway addresses, at one port.
 	var quicPort uint16
 	for try := 0; try < 20 && quicPort == 0; try++ {
-		qa, err := gateway.ListenQUIC(gateway.QUICOptions{Address: connGwA + ":0", TLS: tlsc, Verifier: v, Logger: connQuiet,
+		qa, err := gateway.ListenQUIC(gateway.QUICOptions{Address: connGwA + ":0", TLS: tlsc, Verifier: v, Logger: connQuiet, MachineTLS: toMachine("gw-a"),
 			Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := qa.Addr().(*net.UDPAddr).Port
-		qb, err := gateway.ListenQUIC(gateway.QUICOptions{Address: net.JoinHostPort(connGwB, strconv.Itoa(p)), TLS: tlsc, Verifier: v,
+		qb, err := gateway.ListenQUIC(gateway.QUICOptions{Address: net.JoinHostPort(connGwB, strconv.Itoa(p)), TLS: tlsc, Verifier: v, MachineTLS: toMachine("gw-b"),
 			Logger: connQuiet, Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }})
 		if err != nil {
 			qa.Close()

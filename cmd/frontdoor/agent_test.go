@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
+	"github.com/frontdoor-vdi/frontdoor/node"
+)
+
+const agentSite = `
+site: {name: agent-test}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes:
+  - name: fd-1
+    zone: hq
+    listeners: [{kind: launch, address: "127.0.86.1:PORT1"}]
+groups: [{name: desktops, kind: shared}]
+machines:
+  - {name: vda-1, address: 127.0.86.2, zone: hq, group: desktops, display_ports: ["PORT2/tcp"]}
+`
+
+// frontdoor agent enrols with its front door: the machine's display port then presents a
+// certificate of the site CA that names the machine, over TLS.
+func TestAgentEnrolsAndServesItsPortsOverTLS(t *testing.T) {
+	p1, p2 := freePort(t), freePort(t)
+	file := writeConfig(t, strings.NewReplacer("PORT1", p1, "PORT2", p2).Replace(agentSite))
+	sv := startServe(t, file)
+
+	// The token from the site key in the node's data dir, as `frontdoor admin agent-token` prints it.
+	cfg, err := configs.LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := node.LoadIdentity(context.Background(), cfg, nil, sv.data, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := newAgentCmd()
+	var out, logs testbuf.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&logs)
+	cmd.SetArgs([]string{"--config", file, "--machine", "vda-1", "--ca", filepath.Join(sv.data, "ca.pem"),
+		"--token", api.AgentToken(api.AgentKey(key), "vda-1")})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v\n%s", err, logs.String())
+		}
+	}()
+	var c *tls.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err = tls.Dial("tcp", net.JoinHostPort("127.0.86.2", p2), &tls.Config{RootCAs: sv.caPool()}); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("agent stopped: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the display port takes no TLS after 10s: %v\n%s", err, logs.String())
+		}
+	}
+	defer c.Close()
+	if leaf := c.ConnectionState().PeerCertificates[0]; !siteid.Is(leaf, siteid.RoleMachine, "vda-1") {
+		t.Fatalf("the display port presents %v, want vda-1's certificate", leaf.URIs)
+	}
+	if !bytes.Contains([]byte(sv.log.String()), []byte("issued certificate")) {
+		t.Errorf("the front door did not log the certificate it issued:\n%s", sv.log.String())
+	}
+}
+
+// An agent with a wrong token gets no certificate and stops with the front door's answer.
+func TestAgentWithAWrongTokenIsNotEnrolled(t *testing.T) {
+	p1, p2 := freePort(t), freePort(t)
+	file := writeConfig(t, strings.NewReplacer("PORT1", p1, "PORT2", p2).Replace(agentSite))
+	sv := startServe(t, file)
+	cmd := newAgentCmd()
+	var logs testbuf.Buffer
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(&logs)
+	cmd.SetArgs([]string{"--config", file, "--machine", "vda-1", "--ca", filepath.Join(sv.data, "ca.pem"), "--token", "not-the-token"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("agent with a wrong token: %v, want the enrolment refused (401)", err)
+	}
+}

@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// recorder is a TCP relay from its own address to a machine's port that keeps every byte it
+// carries, both ways: what someone on the gateway→machine leg would read.
+type recorder struct {
+	ln   net.Listener
+	mu   sync.Mutex // guards seen
+	seen bytes.Buffer
+	wg   sync.WaitGroup
+}
+
+func record(t *testing.T, listen, target string) *recorder {
+	t.Helper()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{ln: ln}
+	r.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			copyRec := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					if n > 0 {
+						r.mu.Lock()
+						r.seen.Write(buf[:n])
+						r.mu.Unlock()
+						dst.Write(buf[:n])
+					}
+					if err != nil {
+						dst.Close()
+						src.Close()
+						return
+					}
+				}
+			}
+			r.wg.Go(func() { copyRec(up, c) })
+			r.wg.Go(func() { copyRec(c, up) })
+		}
+	})
+	t.Cleanup(func() { ln.Close(); r.wg.Wait() })
+	return r
+}
+
+func (r *recorder) bytes() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return bytes.Clone(r.seen.Bytes())
+}
+
+// The gateway→machine leg is TLS: a relay on it sees neither the channel's ticket nor a byte
+// the user sent through the tunnel, while the session's data gets through.
+func TestMachineLegCarriesNoTicketOrUserByteInTheClear(t *testing.T) {
+	signer, v, pub := keys(t)
+	port, stop := machineAt(t, pub, "vda-1", "127.0.62.1", "127.0.62.2")
+	t.Cleanup(stop)
+	rec := record(t, netip.AddrPortFrom(netip.MustParseAddr("127.0.62.2"), port).String(),
+		netip.AddrPortFrom(netip.MustParseAddr("127.0.62.1"), port).String())
+	r := startFor(t, "127.0.62.2", "gw-1", "127.0.50.1", port, 0, newSessions("s-1"), signer, v, nil)
+
+	tok := r.issue(t, ticket.Launch, "s-1", "vda-1")
+	c, st := r.dialTCP(t, tok)
+	if st != ticket.StatusOK {
+		t.Fatalf("launch ticket: status %d, want OK", st)
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	payload := []byte("user-bytes-" + hex.EncodeToString(secret))
+	if _, err := c.Write(payload); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(payload))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("echo through the gateway: %q, %v", got, err)
+	}
+	c.Close()
+	seen := rec.bytes()
+	if len(seen) == 0 {
+		t.Fatal("the relay carried nothing: the test would prove nothing")
+	}
+	for what, b := range map[string][]byte{"the ticket": []byte(tok), "the ticket's frame tag": []byte("FDT1"), "the user's bytes": payload, "a piece of them": secret[:8]} {
+		if bytes.Contains(seen, b) {
+			t.Errorf("%s crossed the gateway→machine leg in the clear", what)
+		}
+	}
+}
+
+// A machine address whose certificate does not name the ticket's machine is told nothing:
+// the gateway ends the handshake before it sends the ticket, and denies the channel.
+func TestGatewayTellsAnImpostorMachineNothing(t *testing.T) {
+	signer, v, _ := keys(t)
+	cert, err := siteCA().PartyCertificate(siteid.RoleMachine, "vda-2", []netip.Addr{netip.MustParseAddr("127.0.63.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.63.1:0", &tls.Config{Certificates: []tls.Certificate{*cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 4)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			b, _ := io.ReadAll(c)
+			c.Close()
+			got <- b
+		}
+	})
+	defer func() { ln.Close(); wg.Wait() }()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	r := startFor(t, "127.0.63.1", "gw-1", "127.0.50.1", port, 0, newSessions("s-1"), signer, v, nil)
+	if c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1")); st != ticket.StatusDenied {
+		c.Close()
+		t.Fatalf("a channel to an impostor machine: status %d, want denied", st)
+	}
+	select {
+	case b := <-got:
+		if len(b) > 0 {
+			t.Fatalf("the impostor read %d bytes after the handshake, want none", len(b))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gateway never reached the impostor: the test would prove nothing")
+	}
+}
+
+// A machine takes a gateway-mode channel only from a gateway of the site; a direct-mode one
+// from any client that has the ticket.
+func TestMachineTakesGatewayModeChannelsOnlyFromGateways(t *testing.T) {
+	signer, _, pub := keys(t)
+	port, stop := machineAt(t, pub, "vda-1", "127.0.64.1")
+	t.Cleanup(stop)
+	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.64.1"), port).String()
+	machineCert, err := siteCA().PartyCertificate(siteid.RoleMachine, "vda-9", []netip.Addr{netip.MustParseAddr("127.0.64.9")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		mode string
+		tc   *tls.Config
+		want byte
+	}{
+		{"a gateway-mode ticket from a gateway", ticket.ModeGateway, machineTLS("gw-1", "127.0.50.1"), ticket.StatusOK},
+		{"a gateway-mode ticket without a certificate", ticket.ModeGateway, &tls.Config{RootCAs: siteCA().Pool()}, ticket.StatusDenied},
+		{"a gateway-mode ticket from another machine", ticket.ModeGateway, &tls.Config{RootCAs: siteCA().Pool(), Certificates: []tls.Certificate{*machineCert}}, ticket.StatusDenied},
+		{"a direct-mode ticket from a client", ticket.ModeDirect, &tls.Config{RootCAs: siteCA().Pool()}, ticket.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tok, _, err := signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: "s-" + c.name, Machine: "vda-1", Mode: c.mode,
+				Channels: []ticket.Channel{{Port: port, Proto: "tcp"}}}, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc := c.tc.Clone()
+			tc.ServerName = "127.0.64.1"
+			conn, err := tls.Dial("tcp", addr, tc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if err := ticket.WriteFrame(conn, tok); err != nil {
+				t.Fatal(err)
+			}
+			st := []byte{ticket.StatusDenied}
+			io.ReadFull(conn, st)
+			if st[0] != c.want {
+				t.Fatalf("status %d, want %d", st[0], c.want)
+			}
+		})
+	}
+}

@@ -52,6 +52,9 @@ type DisplayOptions struct {
 	DisconnectTimeout time.Duration
 	// UDPIdle ends a UDP flow after this long without datagrams. Default: 30s.
 	UDPIdle time.Duration
+	// RevokeFor is how long the tickets of a session the front door ended (End) stay refused:
+	// the site's tickets.reconnect_ttl. Default: 24h.
+	RevokeFor time.Duration
 	// Report receives connected/disconnected events. Optional.
 	Report EventFunc
 	// Logger receives logs. Default: slog.Default().
@@ -73,6 +76,7 @@ type Display struct {
 	since     map[string]time.Time // session -> when it was disconnected
 	conns     map[io.Closer]string // open channels -> session
 	direct    map[string]bool      // sessions launched in direct mode
+	gone      map[string]bool      // sessions the front door ended whose channels are closing
 	flows     map[flowKey]*uflow
 	closed    bool
 }
@@ -118,6 +122,9 @@ func NewDisplay(o DisplayOptions) (*Display, error) {
 	if o.DisconnectTimeout == 0 {
 		o.DisconnectTimeout = time.Hour
 	}
+	if o.RevokeFor == 0 {
+		o.RevokeFor = 24 * time.Hour
+	}
 	if o.UDPIdle == 0 {
 		o.UDPIdle = 30 * time.Second
 	}
@@ -129,7 +136,7 @@ func NewDisplay(o DisplayOptions) (*Display, error) {
 	}
 	return &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
 		open: map[string]int{}, state: map[string]string{}, since: map[string]time.Time{},
-		conns: map[io.Closer]string{}, flows: map[flowKey]*uflow{}, direct: map[string]bool{}}, nil
+		conns: map[io.Closer]string{}, flows: map[flowKey]*uflow{}, direct: map[string]bool{}, gone: map[string]bool{}}, nil
 }
 
 // Listen opens the display ports.
@@ -247,7 +254,12 @@ func (d *Display) released(session string) {
 	d.open[session]--
 	last := d.open[session] <= 0
 	report := d.direct[session]
-	if last {
+	switch {
+	case last && d.gone[session]: // ended: forgotten, not disconnected
+		delete(d.open, session)
+		delete(d.state, session)
+		delete(d.gone, session)
+	case last:
 		delete(d.open, session)
 		d.state[session] = StateDisconnected
 		d.since[session] = time.Now()
@@ -258,6 +270,47 @@ func (d *Display) released(session string) {
 		if report {
 			d.o.Report(context.Background(), session, StateDisconnected)
 		}
+	}
+}
+
+// End ends a session the front door says has ended (logged off, expired): its tickets are
+// refused from then on, its channels are cut, and the machine forgets it without reporting a
+// disconnect.
+func (d *Display) End(session string) {
+	if err := d.o.Verifier.Revoke(session, d.o.RevokeFor); err != nil {
+		d.log.Warn("revoking the tickets of an ended session", "session", session, "err", err)
+	}
+	d.mu.Lock()
+	var cut []io.Closer
+	for c, s := range d.conns {
+		if s == session {
+			cut = append(cut, c)
+		}
+	}
+	flows := 0
+	for k, f := range d.flows {
+		if f.session == session {
+			delete(d.flows, k)
+			flows++
+		}
+	}
+	delete(d.direct, session)
+	_, known := d.state[session]
+	if d.open[session] > 0 {
+		d.gone[session] = true
+	} else {
+		delete(d.state, session)
+		delete(d.since, session)
+	}
+	d.mu.Unlock()
+	for range flows {
+		d.released(session)
+	}
+	for _, c := range cut {
+		c.Close() // its handler releases it
+	}
+	if known {
+		d.log.Info("session ended by the front door: channels cut, tickets refused", "session", session, "channels", len(cut)+flows)
 	}
 }
 

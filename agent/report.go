@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -79,6 +80,7 @@ type Reporter struct {
 	token   string
 	doors   []FrontDoor
 	client  *http.Client
+	follow  *http.Client // for the long polls of Follow
 	log     *slog.Logger
 
 	mu      sync.Mutex // guards current
@@ -87,8 +89,9 @@ type Reporter struct {
 
 // NewReporter returns a Reporter for machine with its agent token; tlsc trusts the site CA.
 func NewReporter(machine, token string, doors []FrontDoor, tlsc *tls.Config, log *slog.Logger) *Reporter {
+	tr := &http.Transport{TLSClientConfig: tlsc, MaxIdleConnsPerHost: 2}
 	return &Reporter{machine: machine, token: token, doors: doors, log: log.With("machine", machine),
-		client: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc, MaxIdleConnsPerHost: 1}}}
+		client: &http.Client{Timeout: 2 * time.Second, Transport: tr}, follow: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
 }
 
 // Current returns the front door in use.
@@ -105,7 +108,16 @@ func (r *Reporter) post(ctx context.Context, path string, body any) error {
 
 // postFor is post that decodes the JSON answer into answer, when not nil.
 func (r *Reporter) postFor(ctx context.Context, path string, body, answer any) error {
-	b, _ := json.Marshal(body)
+	return r.request(ctx, r.client, http.MethodPost, path, body, answer)
+}
+
+// request sends a request to the current front door, moving on to the next on failure, and
+// decodes the JSON answer into answer, when not nil; body is sent as JSON unless nil.
+func (r *Reporter) request(ctx context.Context, hc *http.Client, method, path string, body, answer any) error {
+	var b []byte
+	if body != nil {
+		b, _ = json.Marshal(body)
+	}
 	var errs []error
 	r.mu.Lock()
 	start := r.current
@@ -113,13 +125,13 @@ func (r *Reporter) postFor(ctx context.Context, path string, body, answer any) e
 	for i := range r.doors {
 		k := (start + i) % len(r.doors)
 		fd := r.doors[k]
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, fd.URL+path, bytes.NewReader(b))
+		req, err := http.NewRequestWithContext(ctx, method, fd.URL+path, bytes.NewReader(b))
 		if err != nil {
 			return err
 		}
 		req.Header.Set("Authorization", "Bearer "+r.token)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := r.client.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", fd.Node, err))
 			continue
@@ -158,6 +170,48 @@ func (r *Reporter) Event(ctx context.Context, session, event string) {
 	if err := r.post(ctx, "/v1/agent/sessions/"+session+"/"+event, map[string]string{}); err != nil {
 		r.log.Warn("reporting session event", "session", session, "event", event, "err", err)
 	}
+}
+
+// endedNews is the agent API's answer to GET /v1/agent/ended (api.EndedNews).
+type endedNews struct {
+	Seq      uint64   `json:"seq"`
+	Sessions []string `json:"sessions"`
+	Lost     bool     `json:"lost"`
+}
+
+// Follow tells end of every session of the machine that ends (logged off, expired) from the
+// front door's agent API, within moments, until ctx ends: a long poll, tried again a second
+// after a failure.
+func (r *Reporter) Follow(ctx context.Context, end func(session string)) error {
+	path := "/v1/agent/ended?machine=" + url.QueryEscape(r.machine)
+	var seq uint64
+	known := false
+	for ctx.Err() == nil {
+		var news endedNews
+		p := path
+		if known {
+			p += "&after=" + strconv.FormatUint(seq, 10)
+		}
+		if err := r.request(ctx, r.follow, http.MethodGet, p, nil, &news); err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("following session ends", "err", err)
+				known = false // another front door's feed has another position
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if news.Lost {
+			r.log.Warn("some session ends were missed: sessions ended meanwhile are cut by their timeout")
+		}
+		for _, s := range news.Sessions {
+			end(s)
+		}
+		seq, known = news.Seq, true
+	}
+	return nil
 }
 
 // LoadFunc returns a machine's session count, CPU and memory use (percent).

@@ -41,8 +41,8 @@ type AgentsOptions struct {
 }
 
 // Agents serves the machines' agents: POST /v1/agent/heartbeat,
-// POST /v1/agent/sessions/{id}/connected|disconnected, POST /v1/agent/certificate and
-// GET /v1/agent/site-key.
+// POST /v1/agent/sessions/{id}/connected|disconnected, POST /v1/agent/certificate,
+// GET /v1/agent/ended (the machine's sessions that ended) and GET /v1/agent/site-key.
 type Agents struct {
 	o     AgentsOptions
 	mach  map[string]configs.Machine
@@ -51,6 +51,8 @@ type Agents struct {
 
 	mu   sync.Mutex // guards load
 	load map[string]Heartbeat
+
+	ended ended // sessions that ended, for the agents (GET /v1/agent/ended)
 }
 
 // NewAgents builds the agent API handler.
@@ -68,6 +70,7 @@ func NewAgents(o AgentsOptions) *Agents {
 	a.mux.HandleFunc("POST /v1/agent/heartbeat", a.heartbeat)
 	a.mux.HandleFunc("POST /v1/agent/sessions/{id}/{event}", a.session)
 	a.mux.HandleFunc("POST /v1/agent/certificate", a.certificate)
+	a.mux.HandleFunc("GET /v1/agent/ended", a.endedFeed)
 	a.mux.HandleFunc("GET /v1/agent/site-key", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"ed25519": hex.EncodeToString(o.SitePublicKey)})
 	})

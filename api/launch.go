@@ -82,8 +82,9 @@ type LaunchOptions struct {
 	// Signer issues tickets; Verifier revokes them on logoff.
 	Signer   *ticket.Signer
 	Verifier *ticket.Verifier
-	// OnLogoff is called after a logoff, to cut the session's channels. Optional.
-	OnLogoff func(session string)
+	// OnLogoff is called after a logoff with the session as it was, to cut its channels.
+	// Optional.
+	OnLogoff func(broker.Session)
 	// Ready reports whether the node may take launches: GET /v1/ready answers 200 when it
 	// does, 503 while it starts (its first health probes have not decided every gateway
 	// yet), for load balancers in front of the front doors and for the lab. Default: always.
@@ -358,7 +359,7 @@ func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, u configs
 			err = l.o.Verifier.Revoke(id, l.o.Config.Site.Tickets.ReconnectTTL.D())
 		}
 		if err == nil && l.o.OnLogoff != nil {
-			l.o.OnLogoff(id)
+			l.o.OnLogoff(s)
 		}
 	} else {
 		_, err = l.o.Broker.Disconnected(r.Context(), id)

@@ -218,6 +218,7 @@ func (l *Lab) buildAgents() error {
 			return err
 		}
 		o.DisconnectTimeout, o.Report, o.Logger = groups[m.Group].DisconnectTimeout.D(), rep.Event, l.log.With("component", "agent")
+		o.RevokeFor = l.Config.Site.Tickets.ReconnectTTL.D()
 		d, err := agent.NewDisplay(o)
 		if err != nil {
 			return err
@@ -277,6 +278,7 @@ func (l *Lab) Serve(ctx context.Context) error {
 		g.Go(func() error { return machine(d.Serve(mctx)) })
 		rep := l.Reports[name]
 		g.Go(func() error { return machine(rep.Run(mctx, l.o.HeartbeatInterval, simulatedLoad(d))) })
+		g.Go(func() error { return machine(rep.Follow(mctx, d.End)) })
 	}
 	err := g.Wait()
 	l.stop()

@@ -279,3 +279,63 @@ func waitState(t *testing.T, l *Lab, id string, want broker.State) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A logoff reaches the machine of a direct-mode session within a second: the agent cuts the
+// channel the client holds and refuses the session's reconnect ticket from then on, which a
+// client would otherwise hold for hours.
+func TestLogoffCutsADirectSessionAtItsMachine(t *testing.T) {
+	l, _ := startLab(t)
+	desc, code := launch(t, l, "127.42.0.9", "https://127.42.0.11:9443", "alice", "my-desktop")
+	if code != http.StatusOK || desc.Mode != "direct" {
+		t.Fatalf("launch: %d %+v", code, desc)
+	}
+	dial := func(tok string) (*tls.Conn, byte) {
+		t.Helper()
+		c, err := tls.Dial("tcp", net.JoinHostPort(desc.Address, "8443"), l.TLSClientConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		ticket.WriteFrame(c, tok)
+		st := []byte{ticket.StatusDenied}
+		io.ReadFull(c, st)
+		c.SetDeadline(time.Time{})
+		return c, st[0]
+	}
+	c, st := dial(desc.LaunchTicket)
+	defer c.Close()
+	if st != ticket.StatusOK {
+		t.Fatalf("launch ticket at the machine: status %d", st)
+	}
+	waitState(t, l, desc.SessionID, broker.StateConnected)
+	// The reconnect ticket works while the session lives.
+	c2, st := dial(desc.ReconnectTicket)
+	c2.Close()
+	if st != ticket.StatusOK {
+		t.Fatalf("reconnect ticket before the logoff: status %d", st)
+	}
+
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
+	req, _ := http.NewRequest(http.MethodPost, "https://127.42.0.11:9443/v1/sessions/"+desc.SessionID+"/logoff", nil)
+	req.SetBasicAuth("alice", "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("logoff: %s", resp.Status)
+	}
+	loggedOff := time.Now()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the channel still carries data after the logoff")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the machine did not cut the channel within 3s of the logoff")
+	}
+	t.Logf("the machine cut the channel %v after the logoff", time.Since(loggedOff).Round(time.Millisecond))
+	if c3, st := dial(desc.ReconnectTicket); st == ticket.StatusOK {
+		c3.Close()
+		t.Fatal("the machine took the reconnect ticket of a session logged off")
+	}
+}

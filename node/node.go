@@ -416,7 +416,7 @@ func (r *Node) buildListeners() error {
 	n := r.spec
 	log := r.log.With("node", n.Name)
 	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
-		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.closeSession, Ready: r.ready, Logger: log.With("component", "launch")})
+		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, Logger: log.With("component", "launch")})
 	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca,
 		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Logger: log.With("component", "agents")})
 	r.agents = append(r.agents, agents)
@@ -476,9 +476,15 @@ func (r *Node) healthSummary() map[string]string {
 	return out
 }
 
-func (r *Node) closeSession(id string) {
+// sessionEnded cuts the channels of a session that ended (logoff, expiry) at the gateways
+// hosted here and tells the agents that read this node's agent API, so that the machine cuts
+// its own and refuses the session's tickets.
+func (r *Node) sessionEnded(s broker.Session) {
 	for _, g := range r.gateways {
-		g.CloseSession(id)
+		g.CloseSession(s.ID)
+	}
+	for _, a := range r.agents {
+		a.Ended(s.ID, s.Machine)
 	}
 }
 
@@ -758,7 +764,7 @@ func (r *Node) expire(ctx context.Context) error {
 	defer t.Stop()
 	return r.broker.RunExpiry(ctx, t.C, func(s broker.Session) {
 		r.log.Info("session expired", "session", s.ID, "user", s.User, "machine", s.Machine)
-		r.closeSession(s.ID)
+		r.sessionEnded(s)
 	}, func(err error) { r.log.Warn("expiring sessions", "err", err) })
 }
 

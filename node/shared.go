@@ -123,7 +123,7 @@ func (r *Node) endedElsewhere(s broker.Session) {
 		return // no gateway carries it yet
 	}
 	r.log.Info("session ended", "session", s.ID, "user", s.User, "machine", s.Machine)
-	r.closeSession(s.ID)
+	r.sessionEnded(s)
 }
 
 // applyModes installs the secure-gateway switches stored site-wide in the broker and the

@@ -71,7 +71,7 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			o.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
-			o.Report, o.Logger = rep.Event, log
+			o.Report, o.Logger, o.RevokeFor = rep.Event, log, cfg.Site.Tickets.ReconnectTTL.D()
 			if o.Identity, err = rep.Enroll(cmd.Context()); err != nil {
 				return err
 			}
@@ -86,6 +86,7 @@ func newAgentCmd() *cobra.Command {
 			g, ctx := errgroup.WithContext(cmd.Context())
 			g.Go(func() error { return d.Serve(ctx) })
 			g.Go(func() error { return rep.Keep(ctx, o.Identity, time.Hour) })
+			g.Go(func() error { return rep.Follow(ctx, d.End) })
 			g.Go(func() error {
 				return rep.Run(ctx, interval, func() (int, int, int) { cpu, mem := agent.HostLoad(); return d.Count(), cpu, mem })
 			})

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -212,6 +214,56 @@ func (r *Reporter) Follow(ctx context.Context, end func(session string)) error {
 		seq, known = news.Seq, true
 	}
 	return nil
+}
+
+// siteKeys is the agent API's answer to GET /v1/agent/site-key (api.SiteKeys).
+type siteKeys struct {
+	Signing   string   `json:"ed25519"`
+	Verifying []string `json:"verifying"`
+}
+
+// SiteKeys asks the front door for the site's ticket keys: every key tickets are checked
+// with (a new one rolled in, an old one until it retires).
+func (r *Reporter) SiteKeys(ctx context.Context) ([]ed25519.PublicKey, error) {
+	var k siteKeys
+	if err := r.request(ctx, r.client, http.MethodGet, "/v1/agent/site-key", nil, &k); err != nil {
+		return nil, fmt.Errorf("reading the site keys: %w", err)
+	}
+	list := k.Verifying
+	if len(list) == 0 {
+		list = []string{k.Signing}
+	}
+	var out []ed25519.PublicKey
+	for _, h := range list {
+		b, err := hex.DecodeString(h)
+		if err != nil || len(b) != ed25519.PublicKeySize {
+			return nil, errors.New("reading the site keys: not an Ed25519 public key")
+		}
+		out = append(out, ed25519.PublicKey(b))
+	}
+	return out, nil
+}
+
+// FollowKeys rereads the site's ticket keys every interval and hands them to set, until ctx
+// ends; a failure is logged and the keys held are kept.
+func (r *Reporter) FollowKeys(ctx context.Context, interval time.Duration, set func([]ed25519.PublicKey)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		keys, err := r.SiteKeys(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("following the site keys", "err", err)
+			}
+			continue
+		}
+		set(keys)
+	}
 }
 
 // LoadFunc returns a machine's session count, CPU and memory use (percent).

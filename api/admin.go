@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
@@ -44,6 +45,9 @@ type AdminOptions struct {
 	// front door refuses now wraps ErrRefused. Optional: without it POST /v1/admin/health
 	// answers 501.
 	Override func(gateway, override string) (note string, err error)
+	// RotateKey rolls a new ticket signing key into the site (POST /v1/admin/rotate-key).
+	// Optional: without it the endpoint answers 501.
+	RotateKey func(ctx context.Context) (Rotation, error)
 	// Registry is served on /metrics. Optional.
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
@@ -92,6 +96,7 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("GET /v1/admin/status", a.admin(a.status))
 	a.mux.HandleFunc("POST /v1/admin/gateway", a.admin(a.toggle))
 	a.mux.HandleFunc("POST /v1/admin/health", a.admin(a.override))
+	a.mux.HandleFunc("POST /v1/admin/rotate-key", a.admin(a.rotateKey))
 	if o.Registry != nil {
 		a.mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
 	}
@@ -275,6 +280,33 @@ func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
 		out["note"] = note
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// Rotation is the answer to POST /v1/admin/rotate-key: the new key, when it starts to sign,
+// and the key it replaces, which verifies until it retires.
+type Rotation struct {
+	Key       string    `json:"key"`
+	SignsFrom time.Time `json:"signs_from"`
+	Retiring  string    `json:"retiring"`
+	RetiresAt time.Time `json:"retires_at"`
+}
+
+func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
+	if a.o.RotateKey == nil {
+		httpError(w, http.StatusNotImplemented, "this front door holds no ticket keys")
+		return
+	}
+	rot, err := a.o.RotateKey(r.Context())
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrRefused) {
+			code = http.StatusConflict
+		}
+		httpError(w, code, err.Error())
+		return
+	}
+	a.log.Info("ticket key rotated", "by", adminOf(r), "key", rot.Key, "signs_from", rot.SignsFrom, "retiring", rot.Retiring)
+	writeJSON(w, http.StatusOK, rot)
 }
 
 // Status is the admin status document.

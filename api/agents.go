@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
@@ -52,7 +53,26 @@ type Agents struct {
 	mu   sync.Mutex // guards load
 	load map[string]Heartbeat
 
-	ended ended // sessions that ended, for the agents (GET /v1/agent/ended)
+	ended    ended // sessions that ended, for the agents (GET /v1/agent/ended)
+	siteKeys atomic.Pointer[SiteKeys]
+}
+
+// SiteKeys is the answer of GET /v1/agent/site-key: the site's ticket keys, in hex.
+type SiteKeys struct {
+	// Signing is the key that signs now (all an agent of an older release reads).
+	Signing string `json:"ed25519"`
+	// Verifying are the keys tickets are checked with: the signing key, a new one rolled in,
+	// an old one until it retires.
+	Verifying []string `json:"verifying"`
+}
+
+// SetSiteKeys sets the ticket keys the agents are told of (a key rotation).
+func (a *Agents) SetSiteKeys(signing ed25519.PublicKey, verifying []ed25519.PublicKey) {
+	k := SiteKeys{Signing: hex.EncodeToString(signing)}
+	for _, p := range verifying {
+		k.Verifying = append(k.Verifying, hex.EncodeToString(p))
+	}
+	a.siteKeys.Store(&k)
 }
 
 // NewAgents builds the agent API handler.
@@ -71,8 +91,9 @@ func NewAgents(o AgentsOptions) *Agents {
 	a.mux.HandleFunc("POST /v1/agent/sessions/{id}/{event}", a.session)
 	a.mux.HandleFunc("POST /v1/agent/certificate", a.certificate)
 	a.mux.HandleFunc("GET /v1/agent/ended", a.endedFeed)
+	a.SetSiteKeys(o.SitePublicKey, []ed25519.PublicKey{o.SitePublicKey})
 	a.mux.HandleFunc("GET /v1/agent/site-key", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"ed25519": hex.EncodeToString(o.SitePublicKey)})
+		writeJSON(w, http.StatusOK, *a.siteKeys.Load())
 	})
 	return a
 }

@@ -100,7 +100,12 @@ type Lab struct {
 	site     *etcd.Store // the lab's own view of the site database
 	procMu   sync.Mutex  // guards Proc.killed
 	members  []*member   // the nodes run in this process; none with Options.Processes
+	// verifiers check the tickets at each machine, by name: their keys follow the site's.
+	verifiers map[string]*ticket.Verifier
 }
+
+// keyRefresh is how often the lab's agents reread the site's ticket keys.
+const keyRefresh = 5 * time.Second
 
 func (l *Lab) setIdentity(key ed25519.PrivateKey, ca *api.CA) {
 	l.siteKey, l.agentKey, l.ca = key, api.AgentKey(key), ca
@@ -151,7 +156,8 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = 2 * time.Second
 	}
-	l := &Lab{Config: o.Config, DataDir: o.DataDir, Displays: map[string]*agent.Display{}, Reports: map[string]*agent.Reporter{}, o: o, log: o.Logger}
+	l := &Lab{Config: o.Config, DataDir: o.DataDir, Displays: map[string]*agent.Display{}, Reports: map[string]*agent.Reporter{}, o: o, log: o.Logger,
+		verifiers: map[string]*ticket.Verifier{}}
 	if l.DataDir == "" {
 		d, err := os.MkdirTemp("", "frontdoor-lab-")
 		if err != nil {
@@ -208,6 +214,7 @@ func (l *Lab) buildAgents() error {
 			return err
 		}
 		o.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
+		l.verifiers[m.Name] = o.Verifier
 		// The lab holds the site CA: it issues each machine the certificate an agent gets by
 		// enrolling (agent.Reporter.Enroll) when it runs on a machine of its own.
 		cert, err := l.ca.PartyCertificate(siteid.RoleMachine, m.Name, []netip.Addr{o.Address})
@@ -279,6 +286,7 @@ func (l *Lab) Serve(ctx context.Context) error {
 		rep := l.Reports[name]
 		g.Go(func() error { return machine(rep.Run(mctx, l.o.HeartbeatInterval, simulatedLoad(d))) })
 		g.Go(func() error { return machine(rep.Follow(mctx, d.End)) })
+		g.Go(func() error { return machine(rep.FollowKeys(mctx, keyRefresh, l.verifiers[name].SetKeys)) })
 	}
 	err := g.Wait()
 	l.stop()

@@ -115,6 +115,10 @@ type Node struct {
 	shared *etcd.Store // the site database when the store is etcd; else nil
 	built  atomic.Bool // New has finished: the gateways may be told of ended sessions
 
+	keysMu   sync.Mutex     // guards keys
+	keys     *ticket.KeySet // the ticket keys last applied (applyKeys)
+	rotateMu sync.Mutex     // serializes rotateKey
+
 	reloadMu sync.Mutex      // serializes Reload; guards live and stopping
 	live     *configs.Config // the config last applied: cfg, then what Reload applied
 	stopping bool            // the node drains: Reload refuses
@@ -263,6 +267,13 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		r.applyModes(r.shared.Modes())
 		r.shared.OnSettings(etcd.SectionOverrides, r.applyOverrides)
 		r.applyOverrides(r.shared.Settings(etcd.SectionOverrides))
+	}
+	ks, err := r.readKeys(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.applyKeys(ks, time.Now()); err != nil {
+		return fail(err)
 	}
 	r.built.Store(true)
 	return r, nil
@@ -429,7 +440,7 @@ func (r *Node) buildListeners() error {
 		case "admin":
 			ao := api.AdminOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone,
 				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
-				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"),
+				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey,
 				Override: func(gw, o string) (string, error) { return r.override(gw, o) }}
 			if r.shared != nil {
 				ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store
@@ -689,6 +700,7 @@ func (r *Node) Serve(ctx context.Context) error {
 	if !r.broker.Shared() {
 		g.Go(func() error { return r.expire(gctx) }) // a shared store expires by its leases
 	}
+	g.Go(func() error { return r.refreshKeys(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		for _, h := range r.httpServers {

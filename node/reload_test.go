@@ -39,11 +39,14 @@ func loadSite(t *testing.T, tcpPort int, extra string) *configs.Config {
 	return cfg
 }
 
-// startNode builds a node of cfg with o's options and opens its sockets; it is closed
-// when the test ends.
+// startNode builds a node of cfg with o's options (a new data dir unless o names one) and
+// opens its sockets; it is closed when the test ends.
 func startNode(t *testing.T, cfg *configs.Config, o Options) *Node {
 	t.Helper()
-	o.Config, o.DataDir, o.Logger = cfg, t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.DataDir == "" {
+		o.DataDir = t.TempDir()
+	}
+	o.Config, o.Logger = cfg, slog.New(slog.NewTextHandler(io.Discard, nil))
 	r, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

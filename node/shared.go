@@ -26,6 +26,9 @@ type identity struct {
 	SiteKey []byte `json:"site_key"` // PEM PKCS#8 Ed25519
 	CACert  []byte `json:"ca_cert"`  // PEM
 	CAKey   []byte `json:"ca_key"`   // PEM PKCS#8
+	// TicketKeys are the ticket signing keys once one was rotated in (rotateKey); before
+	// that SiteKey alone signs.
+	TicketKeys *ticket.KeySet `json:"ticket_keys,omitempty"`
 }
 
 // loadIdentity sets the site key and the CA (see LoadIdentity).

@@ -8,9 +8,13 @@
 // used again and again (that is its job: resume after a cut through any gateway), and stops
 // working when its session is revoked (logoff).
 //
-// A token is URL-safe base64 (no padding) of: version (1 byte), kind (1), ticket ID (16),
-// issued and expires (Unix milliseconds, 8 each), then session, machine, mode as length-prefixed
-// strings, the channel list, and a 64-byte Ed25519 signature over everything before it.
+// A token is URL-safe base64 (no padding) of: version (1 byte, 2), the signing key's id (8:
+// KeyIDOf), kind (1), ticket ID (16), issued and expires (Unix milliseconds, 8 each), then
+// session, machine, mode as length-prefixed strings, the channel list, and a 64-byte Ed25519
+// signature over everything before it. The site may hold several keys (KeySet): a new one is
+// rolled in while tickets signed with the old one still live. Version 1 tokens, without a key
+// id, are still read. A token's structure is checked before its signature: malformed input
+// costs no signature check.
 package ticket
 
 import (
@@ -21,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -65,6 +70,7 @@ const (
 // Claims are what a ticket says.
 type Claims struct {
 	Kind     Kind
+	Key      KeyID     // the signing key's id; zero for a version 1 ticket
 	ID       [16]byte  // random, unique per ticket
 	Session  string    // the session the ticket opens
 	Machine  string    // the machine the session runs on
@@ -85,10 +91,12 @@ var (
 	ErrWrongChannel = errors.New("ticket does not name this channel")
 	ErrRevoked      = errors.New("session revoked")
 	ErrWrongKind    = errors.New("wrong ticket kind")
+	ErrUnknownKey   = errors.New("ticket signed with a key the site does not hold")
 )
 
 const (
-	version = 1
+	version   = 2
+	versionV1 = 1 // without a key id
 	// MaxLen bounds a token's length; longer input is refused before decoding.
 	MaxLen   = 1024
 	maxField = 255
@@ -98,9 +106,9 @@ const (
 
 var enc = base64.RawURLEncoding.Strict()
 
-// Signer issues tickets with the site key.
+// Signer issues tickets with the site's signing key.
 type Signer struct {
-	key ed25519.PrivateKey
+	key atomic.Pointer[ed25519.PrivateKey]
 	now func() time.Time
 }
 
@@ -109,8 +117,16 @@ func NewSigner(key ed25519.PrivateKey, now func() time.Time) *Signer {
 	if now == nil {
 		now = time.Now
 	}
-	return &Signer{key: key, now: now}
+	s := &Signer{now: now}
+	s.SetKey(key)
+	return s
 }
+
+// SetKey makes key the signing key from now on (a key rotation).
+func (s *Signer) SetKey(key ed25519.PrivateKey) { s.key.Store(&key) }
+
+// KeyID returns the id of the signing key.
+func (s *Signer) KeyID() KeyID { return KeyIDOf((*s.key.Load()).Public().(ed25519.PublicKey)) }
 
 // Issue signs c for ttl from now, filling in ID, Issued and Expires.
 func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
@@ -126,14 +142,18 @@ func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
 	now := s.now()
 	c.Issued = now.Truncate(time.Millisecond)
 	c.Expires = now.Add(ttl).Truncate(time.Millisecond)
+	key := *s.key.Load()
+	c.Key = KeyIDOf(key.Public().(ed25519.PublicKey))
 	b := marshal(c)
-	b = append(b, ed25519.Sign(s.key, b)...)
+	b = append(b, ed25519.Sign(key, b)...)
 	return enc.EncodeToString(b), c, nil
 }
 
 func marshal(c Claims) []byte {
-	b := make([]byte, 0, 128)
-	b = append(b, version, byte(c.Kind))
+	b := make([]byte, 0, 136)
+	b = append(b, version)
+	b = append(b, c.Key[:]...)
+	b = append(b, byte(c.Kind))
 	b = append(b, c.ID[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Issued.UnixMilli()))
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Expires.UnixMilli()))
@@ -155,26 +175,68 @@ func marshal(c Claims) []byte {
 
 // Parse decodes a token and checks its signature with pub; it checks nothing else.
 func Parse(token string, pub ed25519.PublicKey) (Claims, error) {
-	var c Claims
+	return parse(token, func(id KeyID) (ed25519.PublicKey, bool) { return pub, id == KeyIDOf(pub) }, []ed25519.PublicKey{pub})
+}
+
+// parse decodes a token, then checks its signature with the key its key id names (key) or,
+// for a version 1 token, with each of v1 in turn.
+func parse(token string, key func(KeyID) (ed25519.PublicKey, bool), v1 []ed25519.PublicKey) (Claims, error) {
 	if len(token) > MaxLen || len(token) == 0 {
-		return c, ErrMalformed
+		return Claims{}, ErrMalformed
 	}
 	b, err := enc.DecodeString(token)
-	if err != nil || len(b) < 2+16+16+4+ed25519.SignatureSize {
-		return c, ErrMalformed
+	if err != nil || len(b) < 1+ed25519.SignatureSize {
+		return Claims{}, ErrMalformed
 	}
 	body, sig := b[:len(b)-ed25519.SignatureSize], b[len(b)-ed25519.SignatureSize:]
+	c, err := parseBody(body)
+	if err != nil {
+		return c, err
+	}
+	if body[0] == versionV1 {
+		for _, pub := range v1 {
+			if ed25519.Verify(pub, body, sig) {
+				return c, nil
+			}
+		}
+		return c, ErrSignature
+	}
+	pub, ok := key(c.Key)
+	if !ok {
+		return c, fmt.Errorf("%w: key %s", ErrUnknownKey, c.Key)
+	}
 	if !ed25519.Verify(pub, body, sig) {
 		return c, ErrSignature
 	}
-	if body[0] != version {
+	return c, nil
+}
+
+// parseBody decodes what a token's signature covers; it checks no signature.
+func parseBody(body []byte) (Claims, error) {
+	var c Claims
+	if len(body) < 1 {
 		return c, ErrMalformed
 	}
-	c.Kind = Kind(body[1])
-	copy(c.ID[:], body[2:18])
-	c.Issued = time.UnixMilli(int64(binary.BigEndian.Uint64(body[18:26])))
-	c.Expires = time.UnixMilli(int64(binary.BigEndian.Uint64(body[26:34])))
-	rest := body[34:]
+	rest := body[1:]
+	switch body[0] {
+	case version:
+		if len(rest) < len(c.Key) {
+			return c, ErrMalformed
+		}
+		copy(c.Key[:], rest)
+		rest = rest[len(c.Key):]
+	case versionV1:
+	default:
+		return c, ErrMalformed
+	}
+	if len(rest) < 1+16+16 {
+		return c, ErrMalformed
+	}
+	c.Kind = Kind(rest[0])
+	copy(c.ID[:], rest[1:17])
+	c.Issued = time.UnixMilli(int64(binary.BigEndian.Uint64(rest[17:25])))
+	c.Expires = time.UnixMilli(int64(binary.BigEndian.Uint64(rest[25:33])))
+	rest = rest[33:]
 	var fields [3]string
 	for i := range fields {
 		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {

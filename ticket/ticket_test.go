@@ -81,9 +81,15 @@ func TestRejections(t *testing.T) {
 		ch      Channel
 		want    error
 	}{
-		{"a forged ticket (signed with another key) is refused", func() string {
+		{"a ticket signed with a key the site does not hold is refused", func() string {
 			tok, _, _ := forger.Issue(Claims{Kind: Launch, Session: "s-1", Machine: "vda-1", Channels: []Channel{tcp8443}}, time.Minute)
 			return tok
+		}, "vda-1", tcp8443, ErrUnknownKey},
+		{"a forged ticket that names the site's key is refused", func() string {
+			c := Claims{Kind: Launch, Session: "s-1", Machine: "vda-1", Channels: []Channel{tcp8443}, Key: s.KeyID(),
+				Issued: clk.now(), Expires: clk.now().Add(time.Minute)}
+			b := marshal(c)
+			return enc.EncodeToString(append(b, ed25519.Sign(otherKey, b)...))
 		}, "vda-1", tcp8443, ErrSignature},
 		{"a ticket with one byte flipped is refused", func() string {
 			tok, _ := launch(t, s)
@@ -91,7 +97,7 @@ func TestRejections(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b[40] ^= 1 // inside the session name
+			b[48] ^= 1 // inside the session name
 			return enc.EncodeToString(b)
 		}, "vda-1", tcp8443, ErrSignature},
 		{"garbage is malformed", func() string { return "not a ticket!" }, "vda-1", tcp8443, ErrMalformed},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -108,7 +109,7 @@ func purgeLocked[K comparable](m map[K]time.Time, now time.Time) {
 
 // Verifier checks tickets presented to a gateway.
 type Verifier struct {
-	pub    ed25519.PublicKey
+	keys   atomic.Pointer[ring]
 	ledger Ledger
 	now    func() time.Time
 }
@@ -118,7 +119,18 @@ func NewVerifier(pub ed25519.PublicKey, ledger Ledger, now func() time.Time) *Ve
 	if now == nil {
 		now = time.Now
 	}
-	return &Verifier{pub: pub, ledger: ledger, now: now}
+	v := &Verifier{ledger: ledger, now: now}
+	v.SetKeys([]ed25519.PublicKey{pub})
+	return v
+}
+
+// SetKeys makes pubs the keys tickets are checked with from now on (KeySet.Verifying).
+func (v *Verifier) SetKeys(pubs []ed25519.PublicKey) { v.keys.Store(newRing(pubs)) }
+
+// parse decodes token and checks its signature with the verifier's keys.
+func (v *Verifier) parse(token string) (Claims, error) {
+	r := v.keys.Load()
+	return parse(token, r.key, r.all)
 }
 
 // Check verifies token for opening channel ch to machine (any machine when machine is "") and
@@ -126,7 +138,7 @@ func NewVerifier(pub ed25519.PublicKey, ledger Ledger, now func() time.Time) *Ve
 // once its session is revoked. The error says why, for the log; clients are told only
 // "denied".
 func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
-	c, err := Parse(token, v.pub)
+	c, err := v.parse(token)
 	if err != nil {
 		return c, err
 	}
@@ -160,7 +172,7 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 
 // Peek returns the claims of token once its signature checks, and checks and records
 // nothing else: a caller may look at whose ticket it is before Check uses it.
-func (v *Verifier) Peek(token string) (Claims, error) { return Parse(token, v.pub) }
+func (v *Verifier) Peek(token string) (Claims, error) { return v.parse(token) }
 
 // Revoke invalidates every ticket of session (on logoff) for ttl, the longest a ticket of it
 // can live.

@@ -107,6 +107,21 @@ not put in drain mode.`,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.do(cmd, http.MethodGet, "/v1/admin/status", nil) },
 	}
 
+	rotate := &cobra.Command{
+		Use:   "rotate-key",
+		Short: "Roll a new ticket signing key into the site: it verifies at once and signs 30s later; the old one verifies until its last reconnect ticket has expired",
+		Long: `rotate-key rolls a new ticket signing key into the site. The new key verifies at once at
+every front door and agent (they reread the keys every few seconds) and signs launch and
+reconnect tickets from 30s on; the key it replaces keeps verifying the tickets it signed
+until the longest of them (site.tickets.reconnect_ttl) has expired, then retires. On etcd the
+keys are the site's, sealed in the store with the site identity; on bolt they are kept in
+the front door's data dir (ticket-keys.json, mode 0600). Agent tokens do not change.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-key", map[string]string{})
+		},
+	}
+
 	var data string
 	tok := &cobra.Command{
 		Use:   "agent-token MACHINE --data DIR",
@@ -161,6 +176,6 @@ not put in drain mode.`,
 	cert.Flags().StringVar(&certData, "data", "frontdoor-data", "data directory holding the site CA (ca.pem, ca.key)")
 	cert.Flags().StringVar(&out, "out", "", "file name prefix (default: the user name)")
 	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
-	c.AddCommand(gw, hc, status, tok, cert)
+	c.AddCommand(gw, hc, status, rotate, tok, cert)
 	return c
 }

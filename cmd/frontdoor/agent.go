@@ -1,15 +1,11 @@
 package main
 
 import (
-	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"time"
 
@@ -61,16 +57,17 @@ func newAgentCmd() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			pub, err := fetchSiteKey(doors, tlsc)
+			rep := agent.NewReporter(machine, token, doors, tlsc, log)
+			keys, err := rep.SiteKeys(cmd.Context())
 			if err != nil {
 				return err
 			}
-			rep := agent.NewReporter(machine, token, doors, tlsc, log)
 			o, err := agent.ForMachine(*m)
 			if err != nil {
 				return err
 			}
-			o.Verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
+			o.Verifier = ticket.NewVerifier(keys[0], ticket.NewMemoryLedger(0, nil), nil)
+			o.Verifier.SetKeys(keys)
 			o.Report, o.Logger, o.RevokeFor = rep.Event, log, cfg.Site.Tickets.ReconnectTTL.D()
 			if o.Identity, err = rep.Enroll(cmd.Context()); err != nil {
 				return err
@@ -87,6 +84,7 @@ func newAgentCmd() *cobra.Command {
 			g.Go(func() error { return d.Serve(ctx) })
 			g.Go(func() error { return rep.Keep(ctx, o.Identity, time.Hour) })
 			g.Go(func() error { return rep.Follow(ctx, d.End) })
+			g.Go(func() error { return rep.FollowKeys(ctx, 10*time.Second, o.Verifier.SetKeys) })
 			g.Go(func() error {
 				return rep.Run(ctx, interval, func() (int, int, int) { cpu, mem := agent.HostLoad(); return d.Count(), cpu, mem })
 			})
@@ -117,29 +115,4 @@ func trustCA(file string) (*tls.Config, error) {
 		return nil, fmt.Errorf("%s holds no PEM certificate", file)
 	}
 	return &tls.Config{RootCAs: pool}, nil
-}
-
-// fetchSiteKey asks the first answering front door for the site's ticket-signing public key.
-func fetchSiteKey(doors []agent.FrontDoor, tlsc *tls.Config) (ed25519.PublicKey, error) {
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc}}
-	var errs []error
-	for _, d := range doors {
-		resp, err := hc.Get(d.URL + "/v1/agent/site-key")
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		var body struct {
-			Key string `json:"ed25519"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		k, herr := hex.DecodeString(body.Key)
-		if err != nil || herr != nil || len(k) != ed25519.PublicKeySize {
-			errs = append(errs, fmt.Errorf("%s: bad site key answer", d.Node))
-			continue
-		}
-		return ed25519.PublicKey(k), nil
-	}
-	return nil, fmt.Errorf("fetching the site key: %w", errors.Join(errs...))
 }

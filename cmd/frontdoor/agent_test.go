@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,5 +102,40 @@ func TestAgentWithAWrongTokenIsNotEnrolled(t *testing.T) {
 	err := cmd.ExecuteContext(ctx)
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("agent with a wrong token: %v, want the enrolment refused (401)", err)
+	}
+}
+
+// frontdoor admin rotate-key rolls a new ticket key in: the answer names it, when it signs
+// and the key it retires, and an agent of the site reads both keys from then on.
+func TestAdminRotateKeyFromTheCLI(t *testing.T) {
+	p1, p2, p3 := freePort(t), freePort(t), freePort(t)
+	site := strings.NewReplacer("PORT1", p1, "PORT2", p2).Replace(agentSite)
+	launchListener := `{kind: launch, address: "127.0.86.1:` + p1 + `"}`
+	site = strings.Replace(site, launchListener, launchListener+`, {kind: admin, address: "127.0.86.1:`+p3+`"}`, 1) +
+		"users: [{name: admin, admin: true, password_hash: \"$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2\"}]\n"
+	file := writeConfig(t, site)
+	sv := startServe(t, file)
+	cmd := newAdminCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"rotate-key", "--url", "https://127.0.86.1:" + p3, "--user", "admin", "--password", "lab", "--ca", filepath.Join(sv.data, "ca.pem")})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("rotate-key: %v\n%s", err, out.String())
+	}
+	var rot api.Rotation
+	if err := json.Unmarshal(out.Bytes(), &rot); err != nil || rot.Key == "" || rot.Retiring == "" || rot.SignsFrom.IsZero() {
+		t.Fatalf("rotate-key printed %q (%v), want the new key, when it signs and the key it retires", out.String(), err)
+	}
+	// The agent API hands out both keys.
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: sv.caPool()}}}
+	resp, err := hc.Get("https://127.0.86.1:" + p1 + "/v1/agent/site-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var keys api.SiteKeys
+	if err := json.NewDecoder(resp.Body).Decode(&keys); err != nil || len(keys.Verifying) != 2 {
+		t.Fatalf("site keys after the rotation: %+v, %v; want two that verify", keys, err)
 	}
 }

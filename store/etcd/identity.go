@@ -120,3 +120,48 @@ func (st *Store) Identity(ctx context.Context, secret []byte, create func() ([]b
 	}
 	return open(t.Responses[0].GetResponseRange().Kvs[0].Value)
 }
+
+// UpdateIdentity changes the site identity: fn gets it unsealed and returns the new one,
+// which is sealed and stored if nobody changed it meanwhile (else fn runs again on theirs,
+// up to 5 times). It returns what it stored.
+func (st *Store) UpdateIdentity(ctx context.Context, secret []byte, fn func([]byte) ([]byte, error)) ([]byte, error) {
+	a, err := st.aead(secret)
+	if err != nil {
+		return nil, err
+	}
+	k := st.key("identity")
+	for range 5 {
+		r, err := st.cli.Get(ctx, k)
+		if err != nil {
+			return nil, fmt.Errorf("reading the site identity: %w", err)
+		}
+		if len(r.Kvs) != 1 {
+			return nil, errors.New("the site has no identity yet")
+		}
+		sealed := r.Kvs[0].Value
+		if len(sealed) < a.NonceSize() {
+			return nil, fmt.Errorf("%w: the stored site identity is truncated", ErrSecret)
+		}
+		plain, err := a.Open(nil, sealed[:a.NonceSize()], sealed[a.NonceSize():], []byte(k))
+		if err != nil {
+			return nil, fmt.Errorf("%w: the site identity in etcd was sealed with another secret", ErrSecret)
+		}
+		next, err := fn(plain)
+		if err != nil {
+			return nil, err
+		}
+		nonce := make([]byte, a.NonceSize())
+		rand.Read(nonce)
+		t, err := st.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(k), "=", r.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(k, string(a.Seal(nonce, nonce, next, []byte(k))))).
+			Commit()
+		if err != nil {
+			return nil, fmt.Errorf("storing the site identity: %w", err)
+		}
+		if t.Succeeded {
+			return next, nil
+		}
+	}
+	return nil, errors.New("the site identity kept changing under the update")
+}

@@ -1,0 +1,179 @@
+package node
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// keyOverlap is how long a new ticket key only verifies before it signs: every node (which
+// rereads the keys every keyRefresh) and every agent (api.Agents' site-key, reread as often)
+// holds it before a ticket it signs reaches them.
+const keyOverlap = 30 * time.Second
+
+// keyRefresh is how often a node rereads the site's ticket keys and applies them.
+const keyRefresh = 5 * time.Second
+
+// keysFile holds a store of one node's ticket keys in its data dir once a key was rotated;
+// before that the site key (site.key) is the only one.
+const keysFile = "ticket-keys.json"
+
+// readKeys returns the site's ticket keys: from the site identity in the store when it is
+// shared, else from the data dir; the site key alone when none were rotated in.
+func (r *Node) readKeys(ctx context.Context) (ticket.KeySet, error) {
+	first := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
+	if r.shared == nil {
+		b, err := os.ReadFile(filepath.Join(r.o.DataDir, keysFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			return first, nil
+		}
+		if err != nil {
+			return first, err
+		}
+		var ks ticket.KeySet
+		if err := json.Unmarshal(b, &ks); err != nil {
+			return first, fmt.Errorf("%s: %w", keysFile, err)
+		}
+		return ks, nil
+	}
+	secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
+	if err != nil {
+		return first, fmt.Errorf("site.store.secret_file: %w", err)
+	}
+	b, err := r.shared.Identity(ctx, secret, func() ([]byte, error) { return nil, errors.New("the site identity is gone") })
+	if err != nil {
+		return first, err
+	}
+	var id identity
+	if err := json.Unmarshal(b, &id); err != nil {
+		return first, fmt.Errorf("the site identity in the store: %w", err)
+	}
+	if id.TicketKeys == nil || len(id.TicketKeys.Keys) == 0 {
+		return first, nil
+	}
+	return *id.TicketKeys, nil
+}
+
+// applyKeys makes the key set's signing key sign and its keys verify at now, here and at the
+// agents this node serves.
+func (r *Node) applyKeys(ks ticket.KeySet, now time.Time) error {
+	k, err := ks.Signing(now)
+	if err != nil {
+		return err
+	}
+	r.keysMu.Lock()
+	changed := r.keys == nil || r.signer.KeyID() != k.ID() || len(ks.Verifying(now)) != len(r.keys.Verifying(now))
+	r.keys = &ks
+	r.keysMu.Unlock()
+	pubs := ks.Verifying(now)
+	r.signer.SetKey(k.Private)
+	r.verifier.SetKeys(pubs)
+	for _, a := range r.agents {
+		a.SetSiteKeys(k.Private.Public().(ed25519.PublicKey), pubs)
+	}
+	if changed {
+		r.log.Info("ticket keys", "signing", k.ID().String(), "verifying", len(pubs))
+	}
+	return nil
+}
+
+// refreshKeys rereads and applies the ticket keys every keyRefresh until ctx ends: a key
+// rotated at another front door reaches this one, and a new key starts to sign here when its
+// time comes.
+func (r *Node) refreshKeys(ctx context.Context) error {
+	t := time.NewTicker(keyRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		ks, err := r.readKeys(ctx)
+		if err == nil {
+			err = r.applyKeys(ks, time.Now())
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("reading the ticket keys", "err", err)
+		}
+	}
+}
+
+// rotateKey rolls a new ticket key into the site: it verifies at once everywhere, signs after
+// keyOverlap, and the key that signs now retires once the longest ticket it signed (a
+// reconnect ticket) has expired.
+func (r *Node) rotateKey(ctx context.Context) (api.Rotation, error) {
+	r.rotateMu.Lock()
+	defer r.rotateMu.Unlock()
+	now := time.Now()
+	keep := r.cfg.Site.Tickets.ReconnectTTL.D() + time.Minute
+	var out api.Rotation
+	rotate := func(ks ticket.KeySet) (ticket.KeySet, error) {
+		old, err := ks.Signing(now)
+		if err != nil {
+			return ks, err
+		}
+		next, nk, err := ks.Rotate(now, keyOverlap, keep)
+		if err != nil {
+			return ks, err
+		}
+		out = api.Rotation{Key: nk.ID().String(), SignsFrom: nk.SignFrom, Retiring: old.ID().String(), RetiresAt: nk.SignFrom.Add(keep)}
+		return next, nil
+	}
+	var ks ticket.KeySet
+	if r.shared == nil {
+		cur, err := r.readKeys(ctx)
+		if err != nil {
+			return out, err
+		}
+		if ks, err = rotate(cur); err != nil {
+			return out, err
+		}
+		b, err := json.Marshal(ks)
+		if err != nil {
+			return out, err
+		}
+		if err := writeFileAtomic(filepath.Join(r.o.DataDir, keysFile), b, 0o600); err != nil {
+			return out, fmt.Errorf("writing the ticket keys: %w", err)
+		}
+	} else {
+		secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
+		if err != nil {
+			return out, fmt.Errorf("site.store.secret_file: %w", err)
+		}
+		_, err = r.shared.UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
+			var id identity
+			if err := json.Unmarshal(b, &id); err != nil {
+				return nil, fmt.Errorf("the site identity in the store: %w", err)
+			}
+			cur := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
+			if id.TicketKeys != nil && len(id.TicketKeys.Keys) > 0 {
+				cur = *id.TicketKeys
+			}
+			next, err := rotate(cur)
+			if err != nil {
+				return nil, err
+			}
+			ks, id.TicketKeys = next, &next
+			return json.Marshal(id)
+		})
+		if err != nil {
+			return out, fmt.Errorf("%w: the site database did not take the new key: %v", api.ErrRefused, err)
+		}
+	}
+	if err := r.applyKeys(ks, now); err != nil {
+		return out, err
+	}
+	r.log.Info("ticket key rotated", "key", out.Key, "signs_from", out.SignsFrom, "retiring", out.Retiring, "retires_at", out.RetiresAt)
+	return out, nil
+}

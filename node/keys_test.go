@@ -1,0 +1,148 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// issue signs a reconnect ticket of session s-1 on vda-1 at n.
+func issue(t *testing.T, n *Node) (string, ticket.Claims) {
+	t.Helper()
+	tok, c, err := n.signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: "s-1", Machine: "vda-1", Mode: ticket.ModeGateway}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok, c
+}
+
+// A rotation on a store of one node: the new key verifies at once and signs once the overlap
+// has passed, the old key's tickets check until it retires, and a restart keeps both.
+func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
+	data := t.TempDir()
+	cfg := loadSite(t, freeTCPPort(t), "")
+	n := startNode(t, cfg, Options{DataDir: data})
+	oldTok, old := issue(t, n)
+	rot, err := n.rotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot.Retiring != old.Key.String() || rot.Key == rot.Retiring || time.Until(rot.SignsFrom) < 25*time.Second {
+		t.Fatalf("rotation %+v: want a new key signing in 30s, retiring %s", rot, old.Key)
+	}
+	if _, c := issue(t, n); c.Key != old.Key {
+		t.Fatalf("during the overlap the ticket names key %s, want the old %s", c.Key, old.Key)
+	}
+	if st, err := os.Stat(filepath.Join(data, keysFile)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file: %v, %v; want mode 0600", st, err)
+	}
+	ks, err := n.readKeys(context.Background())
+	if err != nil || len(ks.Keys) != 2 {
+		t.Fatalf("keys after the rotation: %d, %v", len(ks.Keys), err)
+	}
+	// The overlap over: the new key signs; the old key's ticket still checks.
+	if err := n.applyKeys(ks, rot.SignsFrom.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	newTok, c := issue(t, n)
+	if c.Key.String() != rot.Key {
+		t.Fatalf("after the overlap the ticket names key %s, want %s", c.Key, rot.Key)
+	}
+	for _, tok := range []string{oldTok, newTok} {
+		if _, err := n.verifier.Check(tok, "vda-1", ticket.Channel{Port: 8443, Proto: "tcp"}); err != nil {
+			t.Fatalf("a ticket after the rotation: %v", err)
+		}
+	}
+	// The old key retired: its tickets are refused (checked with the verifier's keys of then).
+	if err := n.applyKeys(ks, rot.RetiresAt.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.verifier.Peek(oldTok); !errors.Is(err, ticket.ErrUnknownKey) {
+		t.Fatalf("a retired key's ticket: %v, want ErrUnknownKey", err)
+	}
+	// A restart reads both keys back.
+	n.Close()
+	n2 := startNode(t, cfg, Options{DataDir: data})
+	if _, err := n2.verifier.Peek(newTok); err != nil {
+		t.Fatalf("after a restart the new key's ticket: %v", err)
+	}
+	if _, err := n2.verifier.Peek(oldTok); err != nil {
+		t.Fatalf("after a restart, within the old key's life, its ticket: %v", err)
+	}
+}
+
+// On etcd a key rotated at one front door reaches the others: sealed in the site identity,
+// reread by each.
+func TestRotateKeyReachesEveryNodeOfTheSite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an etcd member")
+	}
+	dir := t.TempDir()
+	c, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	secret := filepath.Join(dir, "store.secret")
+	if err := os.WriteFile(secret, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configs.Load("site.yaml", []byte(fmt.Sprintf(`
+site:
+  name: keys-test
+  store: {backend: etcd, endpoints: [%s], secret_file: %q}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes: [{name: fd-1, zone: hq}, {name: fd-2, zone: hq}]
+`, c.Endpoints()[0], secret)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var nodes []*Node
+	for _, name := range []string{"fd-1", "fd-2"} {
+		n, err := New(context.Background(), Options{Config: cfg, Node: name, DataDir: filepath.Join(dir, name), Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		nodes = append(nodes, n)
+	}
+	tok, _ := issue(t, nodes[0])
+	if _, err := nodes[1].verifier.Peek(tok); err != nil {
+		t.Fatalf("a ticket of fd-1 at fd-2 before the rotation: %v", err)
+	}
+	rot, err := nodes[0].rotateKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := nodes[1].readKeys(context.Background())
+	if err != nil || len(ks.Keys) != 2 || ks.Keys[1].ID().String() != rot.Key {
+		t.Fatalf("fd-2 reads %d keys (%v), want the rotated one", len(ks.Keys), err)
+	}
+	if err := nodes[1].applyKeys(ks, rot.SignsFrom.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	newTok, cl := issue(t, nodes[1])
+	if cl.Key.String() != rot.Key {
+		t.Fatalf("fd-2 signs with %s after the overlap, want %s", cl.Key, rot.Key)
+	}
+	if err := nodes[0].applyKeys(ks, rot.SignsFrom.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []string{tok, newTok} {
+		if _, err := nodes[0].verifier.Peek(tk); err != nil {
+			t.Fatalf("fd-1 checking a ticket after the rotation: %v", err)
+		}
+	}
+}

@@ -71,12 +71,12 @@ type Display struct {
 	mu        sync.Mutex // guards listeners, packets, open, state, since, conns, closed
 	listeners []net.Listener
 	packets   []*net.UDPConn
-	open      map[string]int       // session -> open channels
-	state     map[string]string    // session -> connected|disconnected
-	since     map[string]time.Time // session -> when it was disconnected
-	conns     map[io.Closer]string // open channels -> session
-	direct    map[string]bool      // sessions launched in direct mode
-	gone      map[string]bool      // sessions the front door ended whose channels are closing
+	open      map[string]int         // session -> open channels
+	state     map[string]string      // session -> connected|disconnected
+	since     map[string]time.Time   // session -> when it was disconnected
+	conns     map[io.Closer]ticketOf // open channels -> the ticket that opened them
+	direct    map[string]bool        // sessions launched in direct mode
+	gone      map[string]bool        // sessions the front door ended whose channels are closing
 	flows     map[flowKey]*uflow
 	closed    bool
 }
@@ -86,8 +86,15 @@ type flowKey struct {
 	client netip.AddrPort
 }
 
+// ticketOf is what a machine keeps of the ticket that opened a channel.
+type ticketOf struct {
+	session string
+	issued  time.Time
+}
+
 type uflow struct {
 	session string
+	issued  time.Time // of the ticket that opened it
 	last    time.Time
 }
 
@@ -136,7 +143,7 @@ func NewDisplay(o DisplayOptions) (*Display, error) {
 	}
 	return &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
 		open: map[string]int{}, state: map[string]string{}, since: map[string]time.Time{},
-		conns: map[io.Closer]string{}, flows: map[flowKey]*uflow{}, direct: map[string]bool{}, gone: map[string]bool{}}, nil
+		conns: map[io.Closer]ticketOf{}, flows: map[flowKey]*uflow{}, direct: map[string]bool{}, gone: map[string]bool{}}, nil
 }
 
 // Listen opens the display ports.
@@ -281,19 +288,6 @@ func (d *Display) End(session string) {
 		d.log.Warn("revoking the tickets of an ended session", "session", session, "err", err)
 	}
 	d.mu.Lock()
-	var cut []io.Closer
-	for c, s := range d.conns {
-		if s == session {
-			cut = append(cut, c)
-		}
-	}
-	flows := 0
-	for k, f := range d.flows {
-		if f.session == session {
-			delete(d.flows, k)
-			flows++
-		}
-	}
 	delete(d.direct, session)
 	_, known := d.state[session]
 	if d.open[session] > 0 {
@@ -303,15 +297,48 @@ func (d *Display) End(session string) {
 		delete(d.since, session)
 	}
 	d.mu.Unlock()
+	n := d.cut(session, time.Unix(1<<40, 0))
+	if known {
+		d.log.Info("session ended by the front door: channels cut, tickets refused", "session", session, "channels", n)
+	}
+}
+
+// RevokeBefore refuses the tickets of session issued before before and cuts the channels
+// they opened (the front door gave the session to another endpoint); the session goes on.
+func (d *Display) RevokeBefore(session string, before time.Time) {
+	if err := d.o.Verifier.RevokeBefore(session, before, d.o.RevokeFor); err != nil {
+		d.log.Warn("revoking the older tickets of a session", "session", session, "err", err)
+	}
+	if n := d.cut(session, before); n > 0 {
+		d.log.Info("session taken by another endpoint: the old one's channels cut", "session", session, "channels", n)
+	}
+}
+
+// cut closes the channels and flows of session opened by tickets issued before before, and
+// returns how many.
+func (d *Display) cut(session string, before time.Time) int {
+	d.mu.Lock()
+	var conns []io.Closer
+	for c, t := range d.conns {
+		if t.session == session && t.issued.Before(before) {
+			conns = append(conns, c)
+		}
+	}
+	flows := 0
+	for k, f := range d.flows {
+		if f.session == session && f.issued.Before(before) {
+			delete(d.flows, k)
+			flows++
+		}
+	}
+	d.mu.Unlock()
 	for range flows {
 		d.released(session)
 	}
-	for _, c := range cut {
+	for _, c := range conns {
 		c.Close() // its handler releases it
 	}
-	if known {
-		d.log.Info("session ended by the front door: channels cut, tickets refused", "session", session, "channels", len(cut)+flows)
-	}
+	return len(conns) + flows
 }
 
 func (d *Display) check(tok string, ch ticket.Channel) (ticket.Claims, error) {

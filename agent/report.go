@@ -178,13 +178,18 @@ func (r *Reporter) Event(ctx context.Context, session, event string) {
 type endedNews struct {
 	Seq      uint64   `json:"seq"`
 	Sessions []string `json:"sessions"`
-	Lost     bool     `json:"lost"`
+	Revoked  []struct {
+		Session string    `json:"session"`
+		Before  time.Time `json:"before"`
+	} `json:"revoked"`
+	Lost bool `json:"lost"`
 }
 
-// Follow tells end of every session of the machine that ends (logged off, expired) from the
-// front door's agent API, within moments, until ctx ends: a long poll, tried again a second
-// after a failure.
-func (r *Reporter) Follow(ctx context.Context, end func(session string)) error {
+// Follow tells end of every session of the machine that ends (logged off, expired), and
+// revoke of every revocation of a session's older tickets (taken by another endpoint), from
+// the front door's agent API, within moments, until ctx ends: a long poll, tried again a
+// second after a failure.
+func (r *Reporter) Follow(ctx context.Context, end func(session string), revoke func(session string, before time.Time)) error {
 	path := "/v1/agent/ended?machine=" + url.QueryEscape(r.machine)
 	var seq uint64
 	known := false
@@ -210,6 +215,9 @@ func (r *Reporter) Follow(ctx context.Context, end func(session string)) error {
 		}
 		for _, s := range news.Sessions {
 			end(s)
+		}
+		for _, rv := range news.Revoked {
+			revoke(rv.Session, rv.Before)
 		}
 		seq, known = news.Seq, true
 	}

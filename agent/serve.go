@@ -61,7 +61,7 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 		d.mu.Unlock()
 		return
 	}
-	d.conns[c] = claims.Session
+	d.conns[c] = ticketOf{claims.Session, claims.Issued}
 	d.mu.Unlock()
 	d.opened(claims.Session, claims.Mode)
 	defer func() {
@@ -123,7 +123,7 @@ func (d *Display) serveUDP(c *net.UDPConn, port uint16) {
 				continue
 			}
 			d.mu.Lock()
-			d.flows[k] = &uflow{session: claims.Session, last: time.Now()}
+			d.flows[k] = &uflow{session: claims.Session, issued: claims.Issued, last: time.Now()}
 			d.mu.Unlock()
 			d.opened(claims.Session, claims.Mode)
 			c.WriteToUDPAddrPort([]byte(ticket.UDPReady), from)

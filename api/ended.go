@@ -14,7 +14,8 @@ const endedKeep = 4096
 // write timeout).
 const endedWait = 20 * time.Second
 
-// ended is the feed of sessions that ended (logoff, expiry), for the machines' agents: a
+// ended is the feed of sessions that ended (logoff, expiry) and of revocations of a
+// session's older tickets (steal), for the machines' agents: a
 // bounded ring with sequence numbers and a channel closed at each new entry.
 type ended struct {
 	mu      sync.Mutex // guards all below
@@ -26,16 +27,29 @@ type ended struct {
 type endedEntry struct {
 	seq              uint64
 	session, machine string
+	before           time.Time // a revocation of the tickets issued before; zero: the session ended
 }
 
 // Ended tells the agents that session, which ran on machine, has ended: the machine's agent
 // cuts its channels and refuses its tickets from then on.
 func (a *Agents) Ended(session, machine string) {
+	a.add(endedEntry{session: session, machine: machine})
+}
+
+// Revoked tells the agents that the tickets of session, which runs on machine, issued before
+// before are revoked (a steal): the machine's agent cuts the channels they opened and
+// refuses them; the session goes on with newer tickets.
+func (a *Agents) Revoked(session, machine string, before time.Time) {
+	a.add(endedEntry{session: session, machine: machine, before: before})
+}
+
+func (a *Agents) add(en endedEntry) {
 	e := &a.ended
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.seq++
-	e.entries = append(e.entries, endedEntry{seq: e.seq, session: session, machine: machine})
+	en.seq = e.seq
+	e.entries = append(e.entries, en)
 	if len(e.entries) > endedKeep {
 		e.entries = append(e.entries[:0], e.entries[len(e.entries)-endedKeep:]...)
 	}
@@ -45,21 +59,32 @@ func (a *Agents) Ended(session, machine string) {
 	}
 }
 
-// since returns the sessions of machine that ended after seq, the last sequence number, and
-// whether entries after seq were already forgotten; wait is closed at the next entry.
-func (e *ended) since(machine string, seq uint64) (sessions []string, last uint64, lost bool, wait <-chan struct{}) {
+// since returns the sessions of machine that ended after seq and the revocations of its
+// sessions' tickets, the last sequence number, and whether entries after seq were already
+// forgotten; wait is closed at the next entry.
+func (e *ended) since(machine string, seq uint64) (sessions []string, revoked []RevokedTickets, last uint64, lost bool, wait <-chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, en := range e.entries {
-		if en.seq > seq && en.machine == machine {
+		switch {
+		case en.seq <= seq || en.machine != machine:
+		case en.before.IsZero():
 			sessions = append(sessions, en.session)
+		default:
+			revoked = append(revoked, RevokedTickets{Session: en.session, Before: en.before})
 		}
 	}
 	lost = len(e.entries) > 0 && e.entries[0].seq > seq+1 && seq < e.seq
 	if e.news == nil {
 		e.news = make(chan struct{})
 	}
-	return sessions, e.seq, lost, e.news
+	return sessions, revoked, e.seq, lost, e.news
+}
+
+// RevokedTickets is a revocation of a session's tickets issued before Before.
+type RevokedTickets struct {
+	Session string    `json:"session"`
+	Before  time.Time `json:"before"`
 }
 
 // EndedNews is the answer of GET /v1/agent/ended.
@@ -68,6 +93,8 @@ type EndedNews struct {
 	Seq uint64 `json:"seq"`
 	// Sessions are the machine's sessions that ended since the position asked for.
 	Sessions []string `json:"sessions"`
+	// Revoked are the revocations of tickets of the machine's sessions since then (steals).
+	Revoked []RevokedTickets `json:"revoked,omitempty"`
 	// Lost says that some ends since then were forgotten: the agent should end every session
 	// the front door no longer knows of.
 	Lost bool `json:"lost,omitempty"`
@@ -83,7 +110,7 @@ func (a *Agents) endedFeed(w http.ResponseWriter, r *http.Request) {
 	}
 	after := r.URL.Query().Get("after")
 	if after == "" {
-		_, last, _, _ := a.ended.since(machine, ^uint64(0))
+		_, _, last, _, _ := a.ended.since(machine, ^uint64(0))
 		writeJSON(w, http.StatusOK, EndedNews{Seq: last, Sessions: []string{}})
 		return
 	}
@@ -95,12 +122,15 @@ func (a *Agents) endedFeed(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTimer(endedWait)
 	defer t.Stop()
 	for {
-		sessions, last, lost, wait := a.ended.since(machine, seq)
+		sessions, revoked, last, lost, wait := a.ended.since(machine, seq)
 		if seq > last {
 			lost, seq = true, last // the front door restarted: its feed began again
 		}
-		if len(sessions) > 0 || lost {
-			writeJSON(w, http.StatusOK, EndedNews{Seq: last, Sessions: sessions, Lost: lost})
+		if len(sessions) > 0 || len(revoked) > 0 || lost {
+			if sessions == nil {
+				sessions = []string{}
+			}
+			writeJSON(w, http.StatusOK, EndedNews{Seq: last, Sessions: sessions, Revoked: revoked, Lost: lost})
 			return
 		}
 		seq = last

@@ -276,17 +276,28 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) 
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "denied", "reason": d.Reason, "trace": d.Trace})
 		return
 	}
-	desc, err := l.describe(d, zone)
+	desc, issued, err := l.describe(d, zone)
 	if err != nil {
 		l.log.Error("building descriptor", "session", d.Session, "err", err)
 		httpError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
+	if d.Stolen && l.o.Verifier != nil {
+		// The session moves to this endpoint: the old one's tickets stop working site-wide
+		// and the channels they opened are cut (the ledger's followers), the new ones work.
+		if err := l.o.Verifier.RevokeBefore(d.Session, issued, l.o.Config.Site.Tickets.ReconnectTTL.D()); err != nil {
+			l.log.Error("revoking the tickets of the endpoint a session was taken from", "session", d.Session, "err", err)
+			httpError(w, http.StatusServiceUnavailable, "launch failed")
+			return
+		}
+		l.log.Info("session taken from its endpoint: its tickets revoked", "session", d.Session, "from", d.PreviousEndpoint, "to", req.Endpoint)
+	}
 	writeJSON(w, http.StatusOK, desc)
 }
 
-// describe turns a decision into the connection descriptor, with tickets in gateway mode.
-func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, error) {
+// describe turns a decision into the connection descriptor with its tickets, and returns
+// when the first of them was issued.
+func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, time.Time, error) {
 	desc := Descriptor{SessionID: d.Session, Outcome: string(d.Outcome), Mode: d.Mode, Machine: d.Machine, Zone: d.Zone,
 		Step: d.Step, PreferredZone: d.PreferredZone, PreferredSource: d.PreferredZoneSource, LocationZone: zone, Trace: d.Trace}
 	m := l.mach[d.Machine]
@@ -294,7 +305,7 @@ func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, error) {
 	for _, p := range m.DisplayPorts {
 		port, proto, err := configs.ParsePortSpec(p)
 		if err != nil {
-			return desc, err
+			return desc, time.Time{}, err
 		}
 		desc.Channels = append(desc.Channels, Channel{Port: uint16(port), Proto: proto})
 		chans = append(chans, ticket.Channel{Port: uint16(port), Proto: proto})
@@ -307,20 +318,20 @@ func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, error) {
 			desc.Gateways = l.o.Gateways(d.Zone)
 		}
 		if len(desc.Gateways) == 0 {
-			return desc, fmt.Errorf("no healthy gateway for zone %s", d.Zone)
+			return desc, time.Time{}, fmt.Errorf("no healthy gateway for zone %s", d.Zone)
 		}
 	}
 	t := l.o.Config.Site.Tickets
-	lt, _, err := l.o.Signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans}, t.LaunchTTL.D())
+	lt, lc, err := l.o.Signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans}, t.LaunchTTL.D())
 	if err != nil {
-		return desc, err
+		return desc, time.Time{}, err
 	}
 	rt, _, err := l.o.Signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans}, t.ReconnectTTL.D())
 	if err != nil {
-		return desc, err
+		return desc, time.Time{}, err
 	}
 	desc.LaunchTicket, desc.ReconnectTicket = lt, rt
-	return desc, nil
+	return desc, lc.Issued, nil
 }
 
 // SessionView is a session as GET /v1/sessions shows it.

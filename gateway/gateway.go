@@ -106,6 +106,7 @@ type Gateway struct {
 // channel is one open TCP channel or UDP flow of a session.
 type channel struct {
 	session string
+	issued  time.Time // when the ticket that opened it was issued
 	close   func()
 }
 
@@ -323,11 +324,15 @@ func (g *Gateway) Close() error {
 }
 
 // CloseSession cuts every channel of session on this gateway (after a logoff).
-func (g *Gateway) CloseSession(id string) {
+func (g *Gateway) CloseSession(id string) { g.CloseSessionBefore(id, time.Unix(1<<40, 0)) }
+
+// CloseSessionBefore cuts the channels of session on this gateway that tickets issued before
+// before opened (after a steal: the old endpoint's).
+func (g *Gateway) CloseSessionBefore(id string, before time.Time) {
 	g.mu.Lock()
 	var chans []*channel
 	for c := range g.channels {
-		if c.session == id {
+		if c.session == id && c.issued.Before(before) {
 			chans = append(chans, c)
 		}
 	}

@@ -31,7 +31,7 @@ type QUIC struct {
 	wg  sync.WaitGroup
 
 	mu       sync.Mutex // guards conns, closed, draining, serving
-	conns    map[*quic.Conn]struct{}
+	conns    map[*quic.Conn]*qconn
 	closed   bool
 	draining bool          // Shutdown closed the listener: connected clients carry on
 	serving  bool          // Serve's accept loop runs, or ran
@@ -82,7 +82,7 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 		pc.Close()
 		return nil, fmt.Errorf("quic gateway: %w", err)
 	}
-	return &QUIC{o: o, ln: ln, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]struct{}{},
+	return &QUIC{o: o, ln: ln, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]*qconn{},
 		accepted: make(chan struct{})}, nil
 }
 
@@ -118,7 +118,7 @@ func (g *QUIC) Serve(ctx context.Context) error {
 			c.CloseWithError(0, "gateway closed")
 			return nil
 		}
-		g.conns[c] = struct{}{}
+		g.conns[c] = &qconn{sessions: map[string]time.Time{}}
 		g.wg.Add(1)
 		g.mu.Unlock()
 		go func() {
@@ -196,6 +196,44 @@ func (g *QUIC) Close() error {
 	g.mu.Unlock()
 	g.wg.Wait()
 	return nil
+}
+
+// qconn is what a QUIC gateway knows of a client's connection: the sessions its channels
+// carry, each with the earliest issue time of the tickets that opened them.
+type qconn struct {
+	sessions map[string]time.Time // guarded by QUIC.mu
+}
+
+// CloseSession cuts the connections that carry channels of session (after a logoff).
+func (g *QUIC) CloseSession(id string) { g.CloseSessionBefore(id, time.Unix(1<<40, 0)) }
+
+// CloseSessionBefore cuts the connections that carry channels of session opened by tickets
+// issued before before (after a steal: the old endpoint's).
+func (g *QUIC) CloseSessionBefore(id string, before time.Time) {
+	g.mu.Lock()
+	var cut []*quic.Conn
+	for c, q := range g.conns {
+		if at, ok := q.sessions[id]; ok && at.Before(before) {
+			cut = append(cut, c)
+		}
+	}
+	g.mu.Unlock()
+	for _, c := range cut {
+		c.CloseWithError(0, "session ended")
+	}
+}
+
+// carry records that c carries a channel of session opened by a ticket issued at issued.
+func (g *QUIC) carry(c *quic.Conn, session string, issued time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.conns[c]
+	if q == nil {
+		return // closed meanwhile
+	}
+	if at, ok := q.sessions[session]; !ok || issued.Before(at) {
+		q.sessions[session] = issued
+	}
 }
 
 // qflows are one connection's UDP flows toward the machine, by port.
@@ -294,6 +332,7 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		deny("unknown machine "+claims.Machine, nil)
 		return
 	}
+	g.carry(c, claims.Session, claims.Issued)
 	if g.o.Track != nil {
 		g.o.Track.open(claims.Session, g.o.Name)
 		defer g.o.Track.close(claims.Session, g.o.Name)

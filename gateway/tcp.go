@@ -81,7 +81,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	up.SetDeadline(time.Time{})
 	var once sync.Once
 	cut := func() { once.Do(func() { conn.Close(); up.Close() }) }
-	c := &channel{session: claims.Session, close: cut}
+	c := &channel{session: claims.Session, issued: claims.Issued, close: cut}
 	if !g.open(c) {
 		return
 	}

@@ -91,7 +91,7 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 	}
 	f := &flow{client: from, up: up}
 	f.last.Store(time.Now().UnixNano())
-	f.ch = &channel{session: claims.Session, close: func() { p.drop(f) }}
+	f.ch = &channel{session: claims.Session, issued: claims.Issued, close: func() { p.drop(f) }}
 	if !p.g.open(f.ch) {
 		up.Close()
 		return

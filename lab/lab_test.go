@@ -339,3 +339,86 @@ func TestLogoffCutsADirectSessionAtItsMachine(t *testing.T) {
 		t.Fatal("the machine took the reconnect ticket of a session logged off")
 	}
 }
+
+// launchFrom is launch from endpoint.
+func launchFrom(t *testing.T, l *Lab, from, url, user, resource, endpoint string) (descriptor, int) {
+	t.Helper()
+	tc := l.TLSClientConfig()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DialContext: d.DialContext}}
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/launch", strings.NewReader(`{"resource":"`+resource+`","endpoint":"`+endpoint+`"}`))
+	req.SetBasicAuth(user, "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var desc descriptor
+	json.NewDecoder(resp.Body).Decode(&desc)
+	return desc, resp.StatusCode
+}
+
+// A connected session taken by another endpoint (a steal) leaves the old endpoint nothing:
+// its channels are cut, at the gateway and at the machine, and its reconnect ticket is
+// refused, while the new endpoint's tickets work. Both secure-gateway modes.
+func TestStealCutsTheOldEndpointAndRevokesItsTickets(t *testing.T) {
+	l, _ := startLab(t)
+	for _, c := range []struct{ resource, mode string }{{"desktop", "gateway"}, {"my-desktop", "direct"}} {
+		t.Run(c.mode, func(t *testing.T) {
+			old, code := launchFrom(t, l, "127.42.0.9", "https://127.42.0.11:9443", "alice", c.resource, "alice-laptop")
+			if code != http.StatusOK || old.Mode != c.mode {
+				t.Fatalf("first launch: %d %+v", code, old)
+			}
+			addr := old.Address
+			if c.mode == "gateway" {
+				addr = old.Gateways[0].Addresses[0]
+			}
+			dial := func(tok string) (*tls.Conn, byte) {
+				t.Helper()
+				conn, err := tls.Dial("tcp", net.JoinHostPort(addr, "8443"), l.TLSClientConfig())
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn.SetDeadline(time.Now().Add(5 * time.Second))
+				ticket.WriteFrame(conn, tok)
+				st := []byte{ticket.StatusDenied}
+				io.ReadFull(conn, st)
+				conn.SetDeadline(time.Time{})
+				return conn, st[0]
+			}
+			conn, st := dial(old.LaunchTicket)
+			defer conn.Close()
+			if st != ticket.StatusOK {
+				t.Fatalf("the old endpoint's channel: status %d", st)
+			}
+			waitState(t, l, old.SessionID, broker.StateConnected)
+
+			taken, code := launchFrom(t, l, "127.42.0.9", "https://127.42.0.12:9443", "alice", c.resource, "alice-tablet")
+			if code != http.StatusOK || taken.SessionID != old.SessionID {
+				t.Fatalf("the launch from another endpoint: %d %+v, want session %s taken", code, taken, old.SessionID)
+			}
+			stole := time.Now()
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := conn.Read(make([]byte, 1)); err == nil {
+				t.Fatal("the old endpoint's channel still carries data")
+			} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the old endpoint's channel was not cut within 5s of the steal")
+			}
+			t.Logf("the old endpoint's channel was cut %v after the steal", time.Since(stole).Round(time.Millisecond))
+			if c2, st := dial(old.ReconnectTicket); st == ticket.StatusOK {
+				c2.Close()
+				t.Fatal("the old endpoint's reconnect ticket still opens channels")
+			}
+			c3, st := dial(taken.LaunchTicket)
+			defer c3.Close()
+			if st != ticket.StatusOK {
+				t.Fatalf("the new endpoint's launch ticket: status %d, want OK", st)
+			}
+			if c4, st := dial(taken.ReconnectTicket); st != ticket.StatusOK {
+				t.Fatalf("the new endpoint's reconnect ticket: status %d, want OK", st)
+			} else {
+				c4.Close()
+			}
+		})
+	}
+}

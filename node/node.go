@@ -210,9 +210,10 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	r.agentKey = api.AgentKey(r.siteKey)
 	pub := r.siteKey.Public().(ed25519.PublicKey)
 	r.signer = ticket.NewSigner(r.siteKey, nil)
-	var ledger ticket.Ledger = ticket.NewMemoryLedger(0, nil)
+	var ledger ticket.Ledger = notifyingLedger{ticket.NewMemoryLedger(0, nil), r.revoked}
 	if r.shared != nil {
 		ledger = siteLedger{r.shared.Ledger()} // a launch ticket opens each channel once, site-wide
+		r.shared.OnRevoked(r.revoked)          // every revocation, this node's too, comes by the watch
 	}
 	r.verifier = ticket.NewVerifier(pub, ledger, nil)
 
@@ -394,6 +395,26 @@ func (r *Node) machineAddr(name string) (netip.Addr, bool) {
 	return a, ok
 }
 
+// revoked cuts, at the gateways hosted here, the channels that tickets of session issued
+// before before opened (a steal: the old endpoint's; a logoff: all), and tells the agents of
+// the session's machine to do the same.
+func (r *Node) revoked(session string, before time.Time) {
+	if !r.built.Load() {
+		return // nothing is carried yet
+	}
+	for _, g := range r.gateways {
+		g.CloseSessionBefore(session, before)
+	}
+	for _, q := range r.quic {
+		q.CloseSessionBefore(session, before)
+	}
+	if s, ok := r.broker.Session(session); ok && s.State != broker.StateEnded {
+		for _, a := range r.agents {
+			a.Revoked(session, s.Machine, before)
+		}
+	}
+}
+
 // ready reports whether the node takes launches: its health checker has a definite verdict
 // for every gateway (health.Checker.Definite), so that the gateways it offers are known.
 func (r *Node) ready() bool {
@@ -493,6 +514,9 @@ func (r *Node) healthSummary() map[string]string {
 func (r *Node) sessionEnded(s broker.Session) {
 	for _, g := range r.gateways {
 		g.CloseSession(s.ID)
+	}
+	for _, q := range r.quic {
+		q.CloseSession(s.ID)
 	}
 	for _, a := range r.agents {
 		a.Ended(s.ID, s.Machine)

@@ -165,10 +165,28 @@ func (s siteLedger) Use(id [16]byte, ch ticket.Channel, until time.Time) (bool, 
 }
 
 // Revoke implements ticket.Ledger.
-func (s siteLedger) Revoke(session string, until time.Time) error { return s.l.Revoke(session, until) }
+func (s siteLedger) Revoke(session string, before, until time.Time) error {
+	return s.l.Revoke(session, before, until)
+}
 
 // Revoked implements ticket.Ledger.
-func (s siteLedger) Revoked(session string) (bool, error) { return s.l.Revoked(session) }
+func (s siteLedger) Revoked(session string) (time.Time, error) { return s.l.Revoked(session) }
+
+// notifyingLedger is a ticket.Ledger of one node that tells fn of each revocation it takes,
+// as the site database's watch tells a node of a shared store (etcd.Store.OnRevoked).
+type notifyingLedger struct {
+	ticket.Ledger
+	fn func(session string, before time.Time)
+}
+
+// Revoke implements ticket.Ledger.
+func (n notifyingLedger) Revoke(session string, before, until time.Time) error {
+	if err := n.Ledger.Revoke(session, before, until); err != nil {
+		return err
+	}
+	n.fn(session, before)
+	return nil
+}
 
 // applyOverrides installs the health overrides stored site-wide: each gateway of the config
 // follows its entry (none: the probes).

@@ -150,6 +150,34 @@ func TestReconnectTicketIsReusableUntilRevoked(t *testing.T) {
 	}
 }
 
+// A steal revokes the tickets issued before the new endpoint's: the old endpoint's reconnect
+// ticket is refused, the new one's works, and a logoff's revocation of all is not narrowed
+// by a later steal's.
+func TestRevokeBeforeRefusesOnlyOlderTickets(t *testing.T) {
+	s, v, clk, _ := setup(t)
+	old, _, _ := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeGateway}, 10*time.Hour)
+	clk.add(time.Minute)
+	fresh, c, _ := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeGateway}, 10*time.Hour)
+	if err := v.RevokeBefore("s-1", c.Issued, 10*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Check(old, "", tcp8443); !errors.Is(err, ErrRevoked) {
+		t.Errorf("the old endpoint's ticket: %v, want ErrRevoked", err)
+	}
+	if _, err := v.Check(fresh, "", tcp8443); err != nil {
+		t.Errorf("the new endpoint's ticket: %v", err)
+	}
+	if err := v.Revoke("s-1", 10*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.RevokeBefore("s-1", c.Issued, 10*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Check(fresh, "", tcp8443); !errors.Is(err, ErrRevoked) {
+		t.Errorf("after the logoff and a later, narrower revocation: %v, want ErrRevoked", err)
+	}
+}
+
 func TestLedgerIsBounded(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
 	l := NewMemoryLedger(10, clk.now)

@@ -16,10 +16,14 @@ type Ledger interface {
 	// Use records that ticket id opened ch and reports false if it already had. Entries may be
 	// forgotten after until (the ticket has expired by then).
 	Use(id [16]byte, ch Channel, until time.Time) (bool, error)
-	// Revoke makes every ticket of session invalid until until.
-	Revoke(session string, until time.Time) error
-	// Revoked reports whether session was revoked.
-	Revoked(session string) (bool, error)
+	// Revoke makes the tickets of session issued before before invalid until until: a
+	// logoff's revocation has before = until (every ticket), a steal's the issue time of the
+	// new endpoint's tickets (the old endpoint's alone). A later revocation with an earlier
+	// before does not undo a wider one.
+	Revoke(session string, before, until time.Time) error
+	// Revoked returns the issue time before which session's tickets are revoked; zero when
+	// none are.
+	Revoked(session string) (time.Time, error)
 }
 
 // ErrLedgerFull is returned when a MemoryLedger holds its limit of unexpired entries.
@@ -32,8 +36,11 @@ type MemoryLedger struct {
 
 	mu      sync.Mutex // guards used and revoked
 	used    map[useKey]time.Time
-	revoked map[string]time.Time
+	revoked map[string]revocation
 }
+
+// revocation is one session's revocation in a MemoryLedger.
+type revocation struct{ before, until time.Time }
 
 type useKey struct {
 	id [16]byte
@@ -49,7 +56,7 @@ func NewMemoryLedger(limit int, now func() time.Time) *MemoryLedger {
 	if now == nil {
 		now = time.Now
 	}
-	return &MemoryLedger{now: now, limit: limit, used: map[useKey]time.Time{}, revoked: map[string]time.Time{}}
+	return &MemoryLedger{now: now, limit: limit, used: map[useKey]time.Time{}, revoked: map[string]revocation{}}
 }
 
 // Use implements Ledger.
@@ -71,25 +78,44 @@ func (l *MemoryLedger) Use(id [16]byte, ch Channel, until time.Time) (bool, erro
 }
 
 // Revoke implements Ledger.
-func (l *MemoryLedger) Revoke(session string, until time.Time) error {
+func (l *MemoryLedger) Revoke(session string, before, until time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.revoked) >= l.limit {
-		purgeLocked(l.revoked, l.now())
+	old, ok := l.revoked[session]
+	if !ok && len(l.revoked) >= l.limit {
+		now := l.now()
+		for k, r := range l.revoked {
+			if !now.Before(r.until) {
+				delete(l.revoked, k)
+			}
+		}
 		if len(l.revoked) >= l.limit {
 			return ErrLedgerFull
 		}
 	}
-	l.revoked[session] = until
+	if ok && l.now().Before(old.until) {
+		before, until = maxTime(before, old.before), maxTime(until, old.until)
+	}
+	l.revoked[session] = revocation{before, until}
 	return nil
 }
 
 // Revoked implements Ledger.
-func (l *MemoryLedger) Revoked(session string) (bool, error) {
+func (l *MemoryLedger) Revoked(session string) (time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	exp, ok := l.revoked[session]
-	return ok && l.now().Before(exp), nil
+	r, ok := l.revoked[session]
+	if !ok || !l.now().Before(r.until) {
+		return time.Time{}, nil
+	}
+	return r.before, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Len returns the number of entries held, expired or not.
@@ -153,9 +179,9 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 	case !c.Names(ch):
 		return c, fmt.Errorf("%w: %s", ErrWrongChannel, ch)
 	}
-	if revoked, err := v.ledger.Revoked(c.Session); err != nil {
+	if before, err := v.ledger.Revoked(c.Session); err != nil {
 		return c, fmt.Errorf("checking revocation: %w", err)
-	} else if revoked {
+	} else if c.Issued.Before(before) {
 		return c, ErrRevoked
 	}
 	if c.Kind == Launch {
@@ -177,5 +203,12 @@ func (v *Verifier) Peek(token string) (Claims, error) { return v.parse(token) }
 // Revoke invalidates every ticket of session (on logoff) for ttl, the longest a ticket of it
 // can live.
 func (v *Verifier) Revoke(session string, ttl time.Duration) error {
-	return v.ledger.Revoke(session, v.now().Add(ttl+clockSkew))
+	until := v.now().Add(ttl + clockSkew)
+	return v.ledger.Revoke(session, until, until)
+}
+
+// RevokeBefore invalidates the tickets of session issued before before (a steal: the old
+// endpoint's), for ttl, the longest a ticket of it can live.
+func (v *Verifier) RevokeBefore(session string, before time.Time, ttl time.Duration) error {
+	return v.ledger.Revoke(session, before, v.now().Add(ttl+clockSkew))
 }

@@ -26,7 +26,10 @@
 //	P tickets/used/<id>/<chan>   a launch ticket's channel that was admitted, created with
 //	                             If(CreateRevision == 0), on a lease that ends when the ticket
 //	                             expires: each channel of a launch ticket opens once, site-wide.
-//	P tickets/revoked/<session>  a revoked session's tickets, on a lease that ends with them.
+//	P tickets/revoked/<session>  the Unix milliseconds before which the session's tickets were
+//	                             issued are revoked (a logoff: all; a steal: the old
+//	                             endpoint's), on a lease that ends with them; followers of
+//	                             OnRevoked cut the channels those tickets opened.
 //	P modes/<group>              "on" or "off": a delivery group's secure-gateway switch.
 //	P overrides/<gateway>        an operator's health override of a gateway at every front
 //	                             door: "up", "down" or "drain" (absent: follow the probes).
@@ -114,7 +117,9 @@ type Store struct {
 	used       map[string]map[int]string
 	loads      map[string]machineLoad
 	flags      map[string]machineFlags
-	revoked    map[string]bool
+	revoked    map[string]time.Time // session -> tickets issued before are revoked
+	onRevoked  []func(string, time.Time)
+	newRevoked []revocation                 // applied since the last dispatch; guarded by mu
 	settings   map[string]map[string]string // by section (modes, overrides), then name
 	nodes      map[string]NodeInfo
 	presence   map[string]NodeInfo // what Register wrote, written again on a new lease
@@ -276,7 +281,7 @@ func (st *Store) keepAlive(ctx context.Context, ka <-chan *clientv3.LeaseKeepAli
 
 func (st *Store) reset() {
 	st.sessions, st.slotOf, st.used = map[string]broker.Session{}, map[string]slotRef{}, map[string]map[int]string{}
-	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]bool{}
+	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]time.Time{}
 	st.nodes = map[string]NodeInfo{}
 	if st.presence == nil {
 		st.presence = map[string]NodeInfo{}
@@ -463,7 +468,11 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section stri
 		if deleted {
 			delete(st.revoked, parts[2])
 		} else {
-			st.revoked[parts[2]] = true
+			before := parseRevoked(x.value)
+			if before.After(st.revoked[parts[2]]) {
+				st.revoked[parts[2]] = before
+			}
+			st.newRevoked = append(st.newRevoked, revocation{parts[2], st.revoked[parts[2]]})
 		}
 	case st.settings[parts[0]] != nil && len(parts) == 2:
 		if deleted {
@@ -535,10 +544,13 @@ func (st *Store) watch(ctx context.Context) {
 				st.rev = wr.Header.Revision
 			}
 			sets := st.settingsLocked(sections)
+			revs := st.newRevoked
+			st.newRevoked = nil
 			st.mu.Unlock()
 			// Told outside mu, by this one goroutine, in the store's order. A follower that
 			// joins meanwhile may see a change its snapshot has: followers are idempotent.
 			st.dispatch(changes, sets)
+			st.dispatchRevoked(revs)
 		}
 		if ctx.Err() == nil {
 			select {
@@ -577,6 +589,27 @@ func (st *Store) dispatch(changes []broker.Change, sections map[string]map[strin
 	for sec, m := range sections {
 		for _, fn := range on[sec] {
 			fn(maps.Clone(m))
+		}
+	}
+}
+
+// revocation is one revocation the watch applied, for OnRevoked.
+type revocation struct {
+	session string
+	before  time.Time
+}
+
+// dispatchRevoked tells the OnRevoked followers of revs, on the watch goroutine, without mu.
+func (st *Store) dispatchRevoked(revs []revocation) {
+	if len(revs) == 0 {
+		return
+	}
+	st.mu.Lock()
+	fns := slices.Clone(st.onRevoked)
+	st.mu.Unlock()
+	for _, r := range revs {
+		for _, fn := range fns {
+			fn(r.session, r.before)
 		}
 	}
 }

@@ -278,7 +278,8 @@ func TestPendingSessionExpiresByLease(t *testing.T) {
 // revocation at one node reaches the other's view.
 func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 	c := cluster(t)
-	a, b := open(t, c, "a").Ledger(), open(t, c, "b").Ledger()
+	sb := open(t, c, "b")
+	a, b := open(t, c, "a").Ledger(), sb.Ledger()
 	id := [16]byte{1, 2, 3}
 	ch := ticket.Channel{Port: 8443, Proto: "tcp"}.String()
 	until := time.Now().Add(time.Minute)
@@ -309,10 +310,34 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 	if ok, _ := b.Use(id, ticket.Channel{Port: 4172, Proto: "udp"}.String(), until); !ok {
 		t.Fatal("another channel of the same ticket was refused")
 	}
-	if err := a.Revoke("s1", until); err != nil {
+	var told []string
+	var toldMu sync.Mutex
+	sb.OnRevoked(func(s string, before time.Time) {
+		toldMu.Lock()
+		told = append(told, s+" "+before.UTC().Format(time.RFC3339))
+		toldMu.Unlock()
+	})
+	steal := until.Add(-time.Hour).Truncate(time.Millisecond)
+	if err := a.Revoke("s1", steal, until); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b sees the revocation", func() bool { r, _ := b.Revoked("s1"); return r })
+	eventually(t, "b sees the revocation", func() bool { r, _ := b.Revoked("s1"); return r.Equal(steal) })
+	// A narrower revocation does not undo a wider one; a wider one widens it.
+	if err := a.Revoke("s1", steal.Add(-time.Minute), until); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := a.Revoked("s1"); !r.Equal(steal) {
+		t.Fatalf("after a narrower revocation: before %v, want %v", r, steal)
+	}
+	if err := a.Revoke("s1", until, until); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b sees the wider revocation", func() bool { r, _ := b.Revoked("s1"); return r.Equal(until.Truncate(time.Millisecond)) })
+	eventually(t, "b's follower is told", func() bool {
+		toldMu.Lock()
+		defer toldMu.Unlock()
+		return len(told) >= 2
+	})
 }
 
 // TestIdentityIsCreatedOnce: nodes that start at once all get the one identity stored, and a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,27 +46,57 @@ func (l Ledger) Use(id [16]byte, ch string, until time.Time) (bool, error) {
 	return r.Succeeded, nil
 }
 
-// Revoke makes every ticket of session invalid until until: the revocation key lives until until; this node's view has
-// it at once, the others' within a watch round trip.
-func (l Ledger) Revoke(session string, until time.Time) error {
+// Revoke makes the tickets of session issued before before invalid until until (see
+// ticket.Ledger): the revocation key, whose value is before in Unix milliseconds, lives
+// until until; a wider revocation already there stays. This node's view has it at once, the
+// others' within a watch round trip, and every node's OnRevoked followers are told.
+func (l Ledger) Revoke(session string, before, until time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
 	defer cancel()
+	l.st.mu.Lock()
+	if old := l.st.revoked[session]; old.After(before) {
+		before = old
+	}
+	l.st.mu.Unlock()
 	lease, err := l.st.leaseUntil(ctx, until)
 	if err != nil {
 		return err
 	}
-	if _, err := l.st.cli.Put(ctx, l.st.key("tickets", "revoked", session), "", leaseOpt(lease)...); err != nil {
+	v := strconv.FormatInt(before.UnixMilli(), 10)
+	if _, err := l.st.cli.Put(ctx, l.st.key("tickets", "revoked", session), v, leaseOpt(lease)...); err != nil {
 		return fmt.Errorf("revoking session %s: %w", session, err)
 	}
 	l.st.mu.Lock()
-	l.st.revoked[session] = true
+	if before.After(l.st.revoked[session]) {
+		l.st.revoked[session] = before
+	}
 	l.st.mu.Unlock()
 	return nil
 }
 
-// Revoked reports whether session was revoked, from the view.
-func (l Ledger) Revoked(session string) (bool, error) {
+// Revoked returns the issue time before which session's tickets are revoked, from the view;
+// zero when none are.
+func (l Ledger) Revoked(session string) (time.Time, error) {
 	l.st.mu.Lock()
 	defer l.st.mu.Unlock()
 	return l.st.revoked[session], nil
+}
+
+// OnRevoked registers fn, told of every revocation the watch brings, this node's too: the
+// session and the issue time before which its tickets are revoked. fn runs on the watch
+// goroutine and must not block for long.
+func (st *Store) OnRevoked(fn func(session string, before time.Time)) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.onRevoked = append(st.onRevoked, fn)
+}
+
+// parseRevoked reads a revocation key's value: before in Unix milliseconds; an empty value
+// (written by an older release) revokes every ticket.
+func parseRevoked(v []byte) time.Time {
+	ms, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return time.UnixMilli(math.MaxInt64 / 2)
+	}
+	return time.UnixMilli(ms)
 }

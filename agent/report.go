@@ -81,19 +81,40 @@ type Reporter struct {
 	machine string
 	token   string
 	doors   []FrontDoor
-	client  *http.Client
-	follow  *http.Client // for the long polls of Follow
+	tlsc    *tls.Config
 	log     *slog.Logger
 
-	mu      sync.Mutex // guards current
+	mu      sync.Mutex // guards current, client, follow
 	current int
+	client  *http.Client
+	follow  *http.Client // for the long polls of Follow
 }
 
 // NewReporter returns a Reporter for machine with its agent token; tlsc trusts the site CA.
 func NewReporter(machine, token string, doors []FrontDoor, tlsc *tls.Config, log *slog.Logger) *Reporter {
+	r := &Reporter{machine: machine, token: token, doors: doors, tlsc: tlsc, log: log.With("machine", machine)}
+	r.clients(tlsc)
+	return r
+}
+
+// clients makes the HTTP clients of the reporter, with tlsc.
+func (r *Reporter) clients(tlsc *tls.Config) {
 	tr := &http.Transport{TLSClientConfig: tlsc, MaxIdleConnsPerHost: 2}
-	return &Reporter{machine: machine, token: token, doors: doors, log: log.With("machine", machine),
-		client: &http.Client{Timeout: 2 * time.Second, Transport: tr}, follow: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
+	r.mu.Lock()
+	r.client, r.follow = &http.Client{Timeout: 2 * time.Second, Transport: tr}, &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	r.mu.Unlock()
+}
+
+// UseIdentity makes every later request present the machine's certificate, which the agent
+// API takes instead of the token (an enrolment ticket is good once).
+func (r *Reporter) UseIdentity(id *Identity) {
+	tc := r.tlsc.Clone()
+	tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		id.mu.Lock()
+		defer id.mu.Unlock()
+		return id.cert, nil
+	}
+	r.clients(tc)
 }
 
 // Current returns the front door in use.
@@ -110,12 +131,13 @@ func (r *Reporter) post(ctx context.Context, path string, body any) error {
 
 // postFor is post that decodes the JSON answer into answer, when not nil.
 func (r *Reporter) postFor(ctx context.Context, path string, body, answer any) error {
-	return r.request(ctx, r.client, http.MethodPost, path, body, answer)
+	return r.request(ctx, false, http.MethodPost, path, body, answer)
 }
 
 // request sends a request to the current front door, moving on to the next on failure, and
-// decodes the JSON answer into answer, when not nil; body is sent as JSON unless nil.
-func (r *Reporter) request(ctx context.Context, hc *http.Client, method, path string, body, answer any) error {
+// decodes the JSON answer into answer, when not nil; body is sent as JSON unless nil. A long
+// request (a long poll) may take 30 s, the others 2 s.
+func (r *Reporter) request(ctx context.Context, long bool, method, path string, body, answer any) error {
 	var b []byte
 	if body != nil {
 		b, _ = json.Marshal(body)
@@ -123,6 +145,10 @@ func (r *Reporter) request(ctx context.Context, hc *http.Client, method, path st
 	var errs []error
 	r.mu.Lock()
 	start := r.current
+	hc := r.client
+	if long {
+		hc = r.follow
+	}
 	r.mu.Unlock()
 	for i := range r.doors {
 		k := (start + i) % len(r.doors)
@@ -199,7 +225,7 @@ func (r *Reporter) Follow(ctx context.Context, end func(session string), revoke 
 		if known {
 			p += "&after=" + strconv.FormatUint(seq, 10)
 		}
-		if err := r.request(ctx, r.follow, http.MethodGet, p, nil, &news); err != nil {
+		if err := r.request(ctx, true, http.MethodGet, p, nil, &news); err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("following session ends", "err", err)
 				known = false // another front door's feed has another position
@@ -234,7 +260,7 @@ type siteKeys struct {
 // with (a new one rolled in, an old one until it retires).
 func (r *Reporter) SiteKeys(ctx context.Context) ([]ed25519.PublicKey, error) {
 	var k siteKeys
-	if err := r.request(ctx, r.client, http.MethodGet, "/v1/agent/site-key", nil, &k); err != nil {
+	if err := r.request(ctx, false, http.MethodGet, "/v1/agent/site-key", nil, &k); err != nil {
 		return nil, fmt.Errorf("reading the site keys: %w", err)
 	}
 	list := k.Verifying

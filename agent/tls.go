@@ -78,13 +78,19 @@ type enrolment struct {
 }
 
 // Enroll obtains the machine's certificate from a front door's agent API: a new key, whose
-// certificate request the machine's token authenticates.
+// certificate request the machine's enrolment ticket (good once) or token authenticates.
+// From then on the reporter presents the certificate (UseIdentity).
 func (r *Reporter) Enroll(ctx context.Context) (*Identity, error) {
 	cert, ca, err := r.enroll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return NewIdentity(r.machine, cert, ca)
+	id, err := NewIdentity(r.machine, cert, ca)
+	if err != nil {
+		return nil, err
+	}
+	r.UseIdentity(id)
+	return id, nil
 }
 
 func (r *Reporter) enroll(ctx context.Context) (*tls.Certificate, *x509.CertPool, error) {

@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -45,6 +47,9 @@ type AdminOptions struct {
 	// front door refuses now wraps ErrRefused. Optional: without it POST /v1/admin/health
 	// answers 501.
 	Override func(gateway, override string) (note string, err error)
+	// Signer issues the machines' enrolment tickets (POST /v1/admin/enrolment). Optional:
+	// without it the endpoint answers 501.
+	Signer *ticket.Signer
 	// RotateKey rolls a new ticket signing key into the site (POST /v1/admin/rotate-key).
 	// Optional: without it the endpoint answers 501.
 	RotateKey func(ctx context.Context) (Rotation, error)
@@ -97,6 +102,7 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("POST /v1/admin/gateway", a.admin(a.toggle))
 	a.mux.HandleFunc("POST /v1/admin/health", a.admin(a.override))
 	a.mux.HandleFunc("POST /v1/admin/rotate-key", a.admin(a.rotateKey))
+	a.mux.HandleFunc("POST /v1/admin/enrolment", a.admin(a.enrolment))
 	if o.Registry != nil {
 		a.mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
 	}
@@ -280,6 +286,42 @@ func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
 		out["note"] = note
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// EnrolmentTTL is how long an enrolment ticket may be used.
+const EnrolmentTTL = time.Hour
+
+// EnrolmentTicket is the answer to POST /v1/admin/enrolment {"machine": NAME}: a ticket the
+// machine's agent enrols with once (frontdoor agent --token), within EnrolmentTTL.
+type EnrolmentTicket struct {
+	Machine string    `json:"machine"`
+	Token   string    `json:"token"`
+	Expires time.Time `json:"expires"`
+}
+
+func (a *Admin) enrolment(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Machine string `json:"machine"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil {
+		httpError(w, http.StatusBadRequest, "body must be JSON {\"machine\": NAME}")
+		return
+	}
+	if !slices.ContainsFunc(a.o.Config.Machines, func(m configs.Machine) bool { return m.Name == req.Machine }) {
+		httpError(w, http.StatusNotFound, fmt.Sprintf("no machine %q in the site", req.Machine))
+		return
+	}
+	if a.o.Signer == nil {
+		httpError(w, http.StatusNotImplemented, "this front door issues no tickets")
+		return
+	}
+	tok, c, err := a.o.Signer.Issue(ticket.Claims{Kind: ticket.Enrol, Machine: req.Machine}, EnrolmentTTL)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a.log.Info("enrolment ticket issued", "by", adminOf(r), "machine", req.Machine, "expires", c.Expires)
+	writeJSON(w, http.StatusOK, EnrolmentTicket{Machine: req.Machine, Token: tok, Expires: c.Expires})
 }
 
 // Rotation is the answer to POST /v1/admin/rotate-key: the new key, when it starts to sign,

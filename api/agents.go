@@ -20,6 +20,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 // AgentsOptions configure the agent API, served beside the launch API.
@@ -37,6 +38,9 @@ type AgentsOptions struct {
 	// CA issues each machine's agent its certificate (POST /v1/agent/certificate). Required
 	// for enrolment; without it the endpoint answers 503.
 	CA *CA
+	// Verifier checks the enrolment tickets an agent may enrol with instead of its token
+	// (Admin's POST /v1/admin/enrolment issues them). Optional.
+	Verifier *ticket.Verifier
 	// Logger receives agent API logs.
 	Logger *slog.Logger
 }
@@ -140,12 +144,31 @@ type Heartbeat struct {
 // ErrWrongZone is answered to an agent that must register with another zone's front door.
 var ErrWrongZone = errors.New("register with a front door of your own zone or of the primary zone")
 
-// agentAuth checks an agent's bearer token and that this front door may take its
-// registration: same zone, or the primary zone (never another satellite zone).
+// auth checks that the request comes from machine's agent — its certificate of the site CA
+// names the machine, or it presents the machine's token (AgentToken) — and that this front
+// door may take its registration: same zone, or the primary zone (never another satellite
+// zone).
 func (a *Agents) auth(w http.ResponseWriter, r *http.Request, machine string) bool {
+	return a.authAs(w, r, machine, false)
+}
+
+// authAs is auth that, with enrol, also takes an enrolment ticket of the machine (used up).
+func (a *Agents) authAs(w http.ResponseWriter, r *http.Request, machine string, enrol bool) bool {
 	m, ok := a.mach[machine]
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || len(a.o.Key) == 0 || subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(a.o.Key, machine))) != 1 {
+	switch {
+	case !ok:
+	case r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && siteid.Is(r.TLS.VerifiedChains[0][0], siteid.RoleMachine, machine):
+	case len(a.o.Key) > 0 && subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(a.o.Key, machine))) == 1:
+	case enrol && a.o.Verifier != nil && tok != "":
+		if _, err := a.o.Verifier.CheckEnrolment(tok, machine); err != nil {
+			a.o.Logger.Warn("enrolment refused", "machine", machine, "client", r.RemoteAddr, "reason", err)
+			ok = false
+		}
+	default:
+		ok = false
+	}
+	if !ok {
 		httpError(w, http.StatusUnauthorized, "agent authentication failed")
 		return false
 	}
@@ -224,7 +247,7 @@ func (a *Agents) certificate(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "body must be a JSON enrolment of at most 16 KiB")
 		return
 	}
-	if !a.auth(w, r, req.Machine) {
+	if !a.authAs(w, r, req.Machine, true) {
 		return
 	}
 	if a.o.CA == nil {

@@ -224,6 +224,7 @@ func (l *Lab) buildAgents() error {
 		if o.Identity, err = agent.NewIdentity(m.Name, cert, l.ca.Pool()); err != nil {
 			return err
 		}
+		rep.UseIdentity(o.Identity) // the agent API knows the machine by its certificate
 		o.DisconnectTimeout, o.Report, o.Logger = groups[m.Group].DisconnectTimeout.D(), rep.Event, l.log.With("component", "agent")
 		o.RevokeFor = l.Config.Site.Tickets.ReconnectTTL.D()
 		d, err := agent.NewDisplay(o)

@@ -449,7 +449,7 @@ func (r *Node) buildListeners() error {
 	log := r.log.With("node", n.Name)
 	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
 		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, Logger: log.With("component", "launch")})
-	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca,
+	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca, Verifier: r.verifier,
 		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Logger: log.With("component", "agents")})
 	r.agents = append(r.agents, agents)
 	for _, l := range n.Listeners {
@@ -461,7 +461,7 @@ func (r *Node) buildListeners() error {
 		case "admin":
 			ao := api.AdminOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone,
 				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
-				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey,
+				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, Signer: r.signer,
 				Override: func(gw, o string) (string, error) { return r.override(gw, o) }}
 			if r.shared != nil {
 				ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store

@@ -36,6 +36,9 @@ type Kind uint8
 const (
 	Launch    Kind = 1
 	Reconnect Kind = 2
+	// Enrol lets a machine's agent obtain its certificate once (Verifier.CheckEnrolment);
+	// it opens no channel.
+	Enrol Kind = 3
 )
 
 // String names the kind.
@@ -45,6 +48,8 @@ func (k Kind) String() string {
 		return "launch"
 	case Reconnect:
 		return "reconnect"
+	case Enrol:
+		return "enrol"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -130,7 +135,7 @@ func (s *Signer) KeyID() KeyID { return KeyIDOf((*s.key.Load()).Public().(ed2551
 
 // Issue signs c for ttl from now, filling in ID, Issued and Expires.
 func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
-	if c.Kind != Launch && c.Kind != Reconnect {
+	if c.Kind != Launch && c.Kind != Reconnect && c.Kind != Enrol {
 		return "", c, fmt.Errorf("issuing ticket: %w: %v", ErrWrongKind, c.Kind)
 	}
 	if len(c.Session) > maxField || len(c.Machine) > maxField || len(c.Mode) > maxField || len(c.Channels) > 32 {
@@ -261,7 +266,7 @@ func parseBody(body []byte) (Claims, error) {
 		}
 		c.Channels = append(c.Channels, ch)
 	}
-	if c.Kind != Launch && c.Kind != Reconnect {
+	if c.Kind != Launch && c.Kind != Reconnect && c.Kind != Enrol {
 		return c, ErrWrongKind
 	}
 	return c, nil

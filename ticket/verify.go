@@ -174,6 +174,8 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 		return c, ErrNotYetValid
 	case !now.Before(c.Expires):
 		return c, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
+	case c.Kind == Enrol:
+		return c, fmt.Errorf("%w: an enrolment ticket opens no channel", ErrWrongKind)
 	case machine != "" && c.Machine != machine:
 		return c, fmt.Errorf("%w: %q, not %q", ErrWrongMachine, c.Machine, machine)
 	case !c.Names(ch):
@@ -192,6 +194,36 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 		if !fresh {
 			return c, ErrReplayed
 		}
+	}
+	return c, nil
+}
+
+// enrolChannel is what the ledger records of an enrolment ticket's one use.
+var enrolChannel = Channel{Port: 0, Proto: "enrol"}
+
+// CheckEnrolment verifies an enrolment ticket of machine and uses it up: it is good once.
+func (v *Verifier) CheckEnrolment(token, machine string) (Claims, error) {
+	c, err := v.parse(token)
+	if err != nil {
+		return c, err
+	}
+	now := v.now()
+	switch {
+	case c.Kind != Enrol:
+		return c, fmt.Errorf("%w: %v, not an enrolment ticket", ErrWrongKind, c.Kind)
+	case c.Issued.After(now.Add(clockSkew)):
+		return c, ErrNotYetValid
+	case !now.Before(c.Expires):
+		return c, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
+	case c.Machine != machine:
+		return c, fmt.Errorf("%w: %q, not %q", ErrWrongMachine, c.Machine, machine)
+	}
+	fresh, err := v.ledger.Use(c.ID, enrolChannel, c.Expires.Add(clockSkew))
+	if err != nil {
+		return c, fmt.Errorf("recording the enrolment: %w", err)
+	}
+	if !fresh {
+		return c, ErrReplayed
 	}
 	return c, nil
 }

@@ -122,6 +122,19 @@ the front door's data dir (ticket-keys.json, mode 0600). Agent tokens do not cha
 		},
 	}
 
+	enrol := &cobra.Command{
+		Use:   "enrol MACHINE",
+		Short: "Issue an enrolment ticket for MACHINE's agent: good once, for an hour (frontdoor agent --token)",
+		Long: `enrol issues an enrolment ticket for the agent of MACHINE, signed with the site's ticket key:
+the agent presents it once, within an hour, to obtain its certificate from the site CA
+(frontdoor agent --token TICKET), and from then on authenticates with the certificate,
+which it renews itself. Works on every store; the ticket is used up site-wide.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.do(cmd, http.MethodPost, "/v1/admin/enrolment", map[string]string{"machine": args[0]})
+		},
+	}
+
 	var data string
 	tok := &cobra.Command{
 		Use:   "agent-token MACHINE --data DIR",
@@ -176,6 +189,6 @@ the front door's data dir (ticket-keys.json, mode 0600). Agent tokens do not cha
 	cert.Flags().StringVar(&certData, "data", "frontdoor-data", "data directory holding the site CA (ca.pem, ca.key)")
 	cert.Flags().StringVar(&out, "out", "", "file name prefix (default: the user name)")
 	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
-	c.AddCommand(gw, hc, status, rotate, tok, cert)
+	c.AddCommand(gw, hc, status, rotate, enrol, tok, cert)
 	return c
 }

@@ -26,7 +26,9 @@ func newAgentCmd() *cobra.Command {
 			"the machine's zone (else the primary zone, never another satellite zone) and sends heartbeats.\n" +
 			"At start it enrols: the front door issues the machine a certificate of the site CA (renewed at half\n" +
 			"its life), which the display ports present over TLS; gateway-mode channels come only from gateways.\n" +
-			"The token is printed by `frontdoor admin agent-token MACHINE` (also read from FRONTDOOR_AGENT_TOKEN).",
+			"The token is an enrolment ticket, good once for an hour, from `frontdoor admin enrol MACHINE`, or the\n" +
+			"machine's token that `frontdoor admin agent-token MACHINE` prints on a site of one node (also read\n" +
+			"from FRONTDOOR_AGENT_TOKEN). Once enrolled, the agent presents its certificate instead.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := configs.LoadFile(file)
@@ -94,7 +96,7 @@ func newAgentCmd() *cobra.Command {
 	c.Flags().StringVar(&file, "config", "", "site configuration (required)")
 	c.Flags().StringVar(&machine, "machine", "", "this machine's name in the config (required)")
 	c.Flags().StringVar(&caFile, "ca", "", "PEM file of the CA that signs the front doors' certificates (default: system roots)")
-	c.Flags().StringVar(&token, "token", "", "agent token")
+	c.Flags().StringVar(&token, "token", "", "enrolment ticket (frontdoor admin enrol MACHINE) or agent token")
 	c.Flags().DurationVar(&interval, "interval", 5*time.Second, "heartbeat interval")
 	_ = c.MarkFlagRequired("config")
 	_ = c.MarkFlagRequired("machine")

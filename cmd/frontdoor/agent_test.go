@@ -105,27 +105,95 @@ func TestAgentWithAWrongTokenIsNotEnrolled(t *testing.T) {
 	}
 }
 
-// frontdoor admin rotate-key rolls a new ticket key in: the answer names it, when it signs
-// and the key it retires, and an agent of the site reads both keys from then on.
-func TestAdminRotateKeyFromTheCLI(t *testing.T) {
-	p1, p2, p3 := freePort(t), freePort(t), freePort(t)
-	site := strings.NewReplacer("PORT1", p1, "PORT2", p2).Replace(agentSite)
-	launchListener := `{kind: launch, address: "127.0.86.1:` + p1 + `"}`
-	site = strings.Replace(site, launchListener, launchListener+`, {kind: admin, address: "127.0.86.1:`+p3+`"}`, 1) +
+// adminSite writes agentSite with an admin listener and an admin user (password "lab"), and
+// returns it and its launch, display and admin ports.
+func adminSite(t *testing.T) (file, launch, display, admin string) {
+	t.Helper()
+	launch, display, admin = freePort(t), freePort(t), freePort(t)
+	site := strings.NewReplacer("PORT1", launch, "PORT2", display).Replace(agentSite)
+	launchListener := `{kind: launch, address: "127.0.86.1:` + launch + `"}`
+	site = strings.Replace(site, launchListener, launchListener+`, {kind: admin, address: "127.0.86.1:`+admin+`"}`, 1) +
 		"users: [{name: admin, admin: true, password_hash: \"$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2\"}]\n"
-	file := writeConfig(t, site)
-	sv := startServe(t, file)
+	return writeConfig(t, site), launch, display, admin
+}
+
+// adminCLI runs frontdoor admin args against the admin port of sv and returns what it printed.
+func adminCLI(t *testing.T, sv *served, admin string, args ...string) ([]byte, error) {
+	t.Helper()
 	cmd := newAdminCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(io.Discard)
-	cmd.SetArgs([]string{"rotate-key", "--url", "https://127.0.86.1:" + p3, "--user", "admin", "--password", "lab", "--ca", filepath.Join(sv.data, "ca.pem")})
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("rotate-key: %v\n%s", err, out.String())
+	cmd.SetArgs(append(args, "--url", "https://127.0.86.1:"+admin, "--user", "admin", "--password", "lab", "--ca", filepath.Join(sv.data, "ca.pem")))
+	err := cmd.ExecuteContext(context.Background())
+	return out.Bytes(), err
+}
+
+// An operator enrols a machine's agent with a ticket from frontdoor admin enrol: the agent
+// enrols once with it, serves its ports over TLS with its certificate and reports with the
+// certificate; the ticket does not enrol a second time.
+func TestAgentEnrolsWithATicketFromTheAdminCLI(t *testing.T) {
+	file, _, display, admin := adminSite(t)
+	sv := startServe(t, file)
+	out, err := adminCLI(t, sv, admin, "enrol", "vda-1")
+	var et api.EnrolmentTicket
+	if err != nil || json.Unmarshal(out, &et) != nil || et.Token == "" {
+		t.Fatalf("admin enrol: %v %q", err, out)
+	}
+	run := func(ctx context.Context) (chan error, *testbuf.Buffer) {
+		cmd := newAgentCmd()
+		logs := &testbuf.Buffer{}
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(logs)
+		cmd.SetArgs([]string{"--config", file, "--machine", "vda-1", "--ca", filepath.Join(sv.data, "ca.pem"), "--token", et.Token, "--interval", "200ms"})
+		done := make(chan error, 1)
+		go func() { done <- cmd.ExecuteContext(ctx) }()
+		return done, logs
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done, logs := run(ctx)
+	defer func() { cancel(); <-done }()
+	var c *tls.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err = tls.Dial("tcp", net.JoinHostPort("127.0.86.2", display), &tls.Config{RootCAs: sv.caPool()}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent serves no TLS after 10s: %v\n%s", err, logs.String())
+		}
+	}
+	c.Close()
+	// Its heartbeats, authenticated by the certificate, reach the front door.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, _ := adminCLI(t, sv, admin, "status")
+		if strings.Contains(string(out), `"vda-1"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat of vda-1 in the status after 10s: %s\nagent: %s", out, logs.String())
+		}
+	}
+	// The ticket is used up.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	done2, logs2 := run(ctx2)
+	if err := <-done2; err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a second enrolment with the same ticket: %v, want it refused (401)\n%s", err, logs2.String())
+	}
+}
+
+// frontdoor admin rotate-key rolls a new ticket key in: the answer names it, when it signs
+// and the key it retires, and an agent of the site reads both keys from then on.
+func TestAdminRotateKeyFromTheCLI(t *testing.T) {
+	file, p1, _, p3 := adminSite(t)
+	sv := startServe(t, file)
+	out, err := adminCLI(t, sv, p3, "rotate-key")
+	if err != nil {
+		t.Fatalf("rotate-key: %v\n%s", err, out)
 	}
 	var rot api.Rotation
-	if err := json.Unmarshal(out.Bytes(), &rot); err != nil || rot.Key == "" || rot.Retiring == "" || rot.SignsFrom.IsZero() {
-		t.Fatalf("rotate-key printed %q (%v), want the new key, when it signs and the key it retires", out.String(), err)
+	if err := json.Unmarshal(out, &rot); err != nil || rot.Key == "" || rot.Retiring == "" || rot.SignsFrom.IsZero() {
+		t.Fatalf("rotate-key printed %q (%v), want the new key, when it signs and the key it retires", out, err)
 	}
 	// The agent API hands out both keys.
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: sv.caPool()}}}

@@ -8,24 +8,18 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
+// acceptTCP accepts the port's channels until the listener closes; running out of
+// descriptors and other transient failures do not end it (package acceptloop).
 func (d *Display) acceptTCP(l net.Listener, port uint16) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return
-		}
+	acceptloop.Run(l, func(c net.Conn) {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); d.handleTCP(c, port) }()
-	}
+	}, func(err error) { d.log.Warn("accepting channels", "port", port, "err", err) })
 }
 
 // handleTCP completes the TLS handshake, checks the channel's ticket (a gateway-mode one only

@@ -10,26 +10,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
+// acceptTCP accepts the port's channels until the listener closes; running out of
+// descriptors and other transient failures do not end it (package acceptloop).
 func (g *Gateway) acceptTCP(l net.Listener, port uint16) {
-	var backoff time.Duration
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
-			return
-		}
-		backoff = 0
+	acceptloop.Run(l, func(c net.Conn) {
 		g.wg.Add(1)
 		go func() { defer g.wg.Done(); g.handleTCP(c, port) }()
-	}
+	}, func(err error) { g.log.Warn("accepting channels", "port", port, "err", err) })
 }
 
 func (g *Gateway) handleTCP(raw net.Conn, port uint16) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
 	"github.com/frontdoor-vdi/frontdoor/proxy/proxyproto"
 )
 
@@ -42,20 +43,12 @@ func (p *proxyListener) isTrusted(a netip.Addr) bool {
 	return false
 }
 
+// loop accepts until the listener closes; running out of descriptors and other transient
+// failures do not end it (package acceptloop).
 func (p *proxyListener) loop() {
-	for {
-		c, err := p.Listener.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			p.stop(err)
-			return
-		}
-		go p.handshake(c)
-	}
+	acceptloop.Run(p.Listener, func(c net.Conn) { go p.handshake(c) },
+		func(err error) { p.log.Warn("accepting connections", "err", err) })
+	p.stop(net.ErrClosed)
 }
 
 // handshake reads the header of a trusted peer's connection and hands the connection on.

@@ -82,7 +82,7 @@ type Options struct {
 type Lab struct {
 	Config  *configs.Config
 	DataDir string
-	// Etcd is the site database.
+	// Etcd is the site database; nil on a site of one node, which runs on bolt.
 	Etcd *etcdembed.Cluster
 	// Procs are the node processes of a distributed lab, in config order.
 	Procs []*Proc
@@ -114,16 +114,26 @@ func (l *Lab) setIdentity(key ed25519.PrivateKey, ca *api.CA) {
 // CA returns the site CA, which clients trust.
 func (l *Lab) CA() *api.CA { return l.ca }
 
-// Site returns the lab's own view of the site database.
+// Site returns the lab's own view of the site database; nil on a site of one node.
 func (l *Lab) Site() *etcd.Store { return l.site }
+
+// ErrNoSiteDatabase is returned by Session and Sessions on a site of one node, whose store is
+// its node's own bolt file.
+var ErrNoSiteDatabase = errors.New("a site of one node has no site database: its node holds its sessions")
 
 // Session reads a session from the site database.
 func (l *Lab) Session(ctx context.Context, id string) (broker.Session, error) {
+	if l.site == nil {
+		return broker.Session{}, ErrNoSiteDatabase
+	}
 	return l.site.GetSession(ctx, id)
 }
 
 // Sessions reads every live session from the site database.
 func (l *Lab) Sessions(ctx context.Context) ([]broker.Session, error) {
+	if l.site == nil {
+		return nil, ErrNoSiteDatabase
+	}
 	snap, err := l.site.Load(ctx)
 	return snap.Sessions, err
 }
@@ -355,6 +365,9 @@ func (l *Lab) Describe() string {
 	var b strings.Builder
 	c := l.Config
 	fmt.Fprintf(&b, "frontdoor lab: site %q is up (data in %s)\n\n", c.Site.Name, l.DataDir)
+	if l.Etcd == nil && len(c.Nodes) == 1 {
+		fmt.Fprintf(&b, "a site of one node: its store is bolt in %s\n\n", filepath.Join(l.DataDir, "nodes", c.Nodes[0].Name))
+	}
 	if l.Etcd != nil {
 		fmt.Fprintf(&b, "site database: etcd, %d members: %s (data in %s)\n", len(l.Etcd.Endpoints()), strings.Join(l.Etcd.Endpoints(), ", "), filepath.Join(l.DataDir, "etcd"))
 		if len(l.Procs) > 0 {

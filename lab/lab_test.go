@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -9,6 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -420,5 +423,42 @@ func TestStealCutsTheOldEndpointAndRevokesItsTickets(t *testing.T) {
 				c4.Close()
 			}
 		})
+	}
+}
+
+// oneNodeSite is a site of one front door and one machine, its group in direct mode.
+const oneNodeSite = `
+site: {name: one, default_zone: hq, secure_gateway: false}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes:
+  - name: fd-1
+    zone: hq
+    listeners: [{kind: launch, address: "127.44.0.11:9443"}]
+groups: [{name: desktops, kind: shared}]
+machines: [{name: vda-1, address: 127.44.1.1, zone: hq, group: desktops}]
+resources: [{name: desktop, kind: desktop, groups: [{group: desktops}], entitled: {everyone: true}}]
+users: [{name: alice, password_hash: "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"}]
+`
+
+// A site of one node runs in the lab as frontdoor serve runs it: on bolt in the node's data
+// dir, with no etcd; a launch lands on its machine.
+func TestLabOfOneNodeRunsOnBolt(t *testing.T) {
+	cfg, err := configs.Load("one.yaml", []byte(oneNodeSite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, _ := startLabWith(t, Options{Config: cfg})
+	if l.Etcd != nil || l.Site() != nil {
+		t.Fatal("a site of one node started an etcd")
+	}
+	desc, code := launch(t, l, "127.44.0.9", "https://127.44.0.11:9443", "alice", "desktop")
+	if code != http.StatusOK || desc.Mode != "direct" || desc.Machine != "vda-1" {
+		t.Fatalf("launch: %d %+v", code, desc)
+	}
+	if _, err := os.Stat(filepath.Join(l.DataDir, "nodes", "fd-1", "frontdoor.db")); err != nil {
+		t.Fatalf("the node's bolt store: %v", err)
+	}
+	if _, err := l.Sessions(context.Background()); !errors.Is(err, ErrNoSiteDatabase) {
+		t.Fatalf("Sessions on a site of one node: %v, want ErrNoSiteDatabase", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -118,9 +119,13 @@ func (l *Lab) startDistributed(ctx context.Context) error {
 // startSite starts the lab's etcd cluster (members unless Options.EtcdMembers says; without
 // fsync when noFsync), points the site's configuration at it and seals the site identity in
 // it. The configuration comes from Options.Source, written to ConfigFile with a site.store
-// block for the node processes to load, else from Options.Config.
+// block for the node processes to load, else from Options.Config. A site of one node runs
+// on bolt in its node's data dir instead, as frontdoor serve runs it: no etcd.
 func (l *Lab) startSite(ctx context.Context, members int, noFsync bool) (*configs.Config, error) {
 	o := l.o
+	if one, err := l.oneNode(ctx); one != nil || err != nil {
+		return one, err
+	}
 	if o.EtcdMembers != 0 {
 		members = o.EtcdMembers
 	}
@@ -166,6 +171,47 @@ func (l *Lab) startSite(ctx context.Context, members int, noFsync bool) (*config
 	key, ca, err := node.LoadIdentity(ctx, cfg, st, l.DataDir, l.log)
 	if err != nil {
 		return nil, err
+	}
+	l.setIdentity(key, ca)
+	return cfg, nil
+}
+
+// oneNode prepares a site of one node, which runs on bolt in the node's data dir: it writes
+// ConfigFile (from Source) and creates the site identity there; nil for a site of several.
+func (l *Lab) oneNode(ctx context.Context) (*configs.Config, error) {
+	o := l.o
+	cfg := o.Config
+	if len(o.Source) > 0 {
+		if storeBlock.Match(o.Source) {
+			return nil, errors.New("the lab runs the site's store: remove site.store from the configuration")
+		}
+		c, err := configs.Load("site.yaml", o.Source)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	}
+	if len(cfg.Nodes) != 1 {
+		return nil, nil
+	}
+	if cfg.Site.Store.Backend == "etcd" {
+		return nil, errors.New("the lab runs the site's store: remove site.store from the configuration")
+	}
+	if len(o.Source) > 0 {
+		l.ConfigFile = filepath.Join(l.DataDir, "site.yaml")
+		if err := os.WriteFile(l.ConfigFile, o.Source, 0o600); err != nil {
+			return nil, fmt.Errorf("writing the site configuration: %w", err)
+		}
+	}
+	l.Config = cfg
+	o.Progress("a site of one node: bolt in its data dir, no etcd")
+	dir := filepath.Join(l.DataDir, "nodes", cfg.Nodes[0].Name)
+	key, ca, err := node.LoadIdentity(ctx, cfg, nil, dir, l.log)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(l.CAFile(), ca.CertPEM(), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the CA certificate: %w", err)
 	}
 	l.setIdentity(key, ca)
 	return cfg, nil
@@ -226,7 +272,12 @@ func (l *Lab) waitPresent(ctx context.Context) error {
 	defer tick.Stop()
 	reported := map[string]bool{}
 	for {
-		present := l.site.Nodes()
+		var present map[string]etcd.NodeInfo
+		if l.site != nil {
+			present = l.site.Nodes()
+		} else {
+			present = l.listening()
+		}
 		all := true
 		for _, p := range l.Procs {
 			select {
@@ -260,6 +311,38 @@ func (l *Lab) waitPresent(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// listening returns the node processes whose HTTPS listeners accept connections: how a site
+// of one node, which has no site database to be present in, is seen up.
+func (l *Lab) listening() map[string]etcd.NodeInfo {
+	out := map[string]etcd.NodeInfo{}
+	for _, p := range l.Procs {
+		n, err := node.Pick(l.Config, p.Name)
+		if err != nil {
+			continue
+		}
+		up := true
+		for _, li := range n.Listeners {
+			ap, err := netip.ParseAddrPort(li.Address)
+			if err != nil || (li.Kind != "launch" && li.Kind != "admin") {
+				continue
+			}
+			if l.o.Rebind != nil {
+				ap = netip.AddrPortFrom(l.o.Rebind(ap.Addr()), ap.Port())
+			}
+			c, err := net.DialTimeout("tcp", ap.String(), 200*time.Millisecond)
+			if err != nil {
+				up = false
+				break
+			}
+			c.Close()
+		}
+		if up {
+			out[p.Name] = etcd.NodeInfo{Name: p.Name, Zone: p.Zone, PID: p.PID}
+		}
+	}
+	return out
 }
 
 // tail returns the last n lines of a file.

@@ -43,7 +43,7 @@ import (
 func main() {
 	var (
 		bin      = flag.String("frontdoor", "", "the frontdoor binary the node processes run (required for etcd)")
-		modes    = flag.String("modes", "inproc,etcd", "which sites to measure, in order: inproc (every node in this process, 1-member etcd without fsync), etcd (a process per node, 3-member etcd)")
+		modes    = flag.String("modes", "bolt,etcd", "which sites to measure, in order: bolt (one node process over bolt), inproc (every node in this process, 1-member etcd without fsync), etcd (a process per node, 3-member etcd)")
 		clients  = flag.Int("clients", 64, "concurrent clients")
 		duration = flag.Duration("duration", 10*time.Second, "measuring window per site")
 		warm     = flag.Duration("warm", 3*time.Second, "warm-up before the window (logins, connections)")
@@ -63,7 +63,11 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", m, err))
 		}
-		fmt.Printf("| %s | %.0f | %s | %s | %d | %d | %s |\n", r.site, r.rate, r.p50, r.p99, r.errors, r.left, cpuPerLaunch(r))
+		left := fmt.Sprint(r.left)
+		if r.left < 0 {
+			left = "–" // a site of one node has no site database to count them in
+		}
+		fmt.Printf("| %s | %.0f | %s | %s | %d | %s | %s |\n", r.site, r.rate, r.p50, r.p99, r.errors, left, cpuPerLaunch(r))
 	}
 }
 
@@ -123,6 +127,19 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 			return res, err
 		}
 		o.Config = cfg
+	case "bolt":
+		if bin == "" {
+			return res, errors.New("-frontdoor is required for the bolt site")
+		}
+		one, err := oneNode(3*perZoneOf(src), users)
+		if err != nil {
+			return res, err
+		}
+		o.Processes, o.Source, o.Binary = true, one, bin
+		res.site = "one node process, bolt (direct mode)"
+		if prof != "" {
+			o.Env = []string{"FRONTDOOR_CPUPROFILE=" + prof + "-bolt-node"}
+		}
 	case "etcd":
 		if bin == "" {
 			return res, errors.New("-frontdoor is required for the etcd site")
@@ -490,10 +507,45 @@ func waitReady(ctx context.Context, tc *tls.Config, urls []string) error {
 func left(l *lab.Lab) int {
 	n := 0
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		ss, _ := l.Sessions(context.Background())
+		ss, err := l.Sessions(context.Background())
+		if errors.Is(err, lab.ErrNoSiteDatabase) {
+			return -1
+		}
 		if n = len(ss); n == 0 {
 			break
 		}
 	}
 	return n
+}
+
+// perZoneOf counts the bench machines of one zone in src.
+func perZoneOf(src []byte) int { return strings.Count(string(src), "name: bm-hq-") }
+
+// oneNode is a site of one front door (launch listener 127.71.0.11:9443) with machines bench
+// machines (max_sessions 50 each) in direct mode — no gateway, which would need nodes of its
+// own — a resource on them and the bench users.
+func oneNode(machines, users int) ([]byte, error) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("lab"), 4)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	b.WriteString(`site: {name: bench-one, default_zone: hq, secure_gateway: false}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes:
+  - name: fd-1
+    zone: hq
+    listeners: [{kind: launch, address: "127.71.0.11:9443"}]
+groups: [{name: bench, kind: shared, load: {max_logons: 0}}]
+resources: [{name: benchdesk, kind: desktop, groups: [{group: bench}], entitled: {everyone: true}}]
+machines:
+`)
+	for i := 0; i < machines; i++ {
+		fmt.Fprintf(&b, "  - {name: bm-%d, address: 127.71.%d.%d, zone: hq, group: bench, max_sessions: 50}\n", i, 4+i/250, 1+i%250)
+	}
+	b.WriteString("users:\n")
+	for i := 0; i < users; i++ {
+		fmt.Fprintf(&b, "  - {name: bu%d, password_hash: %q}\n", i, hash)
+	}
+	return []byte(b.String()), nil
 }

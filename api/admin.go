@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/prometheus/client_golang/prometheus"
@@ -181,14 +182,10 @@ func (a *Admin) saveModesLocked() error {
 		return nil
 	}
 	b, _ := json.MarshalIndent(a.modes, "", "  ")
-	tmp := a.o.ModeFile + ".tmp"
-	if err := os.MkdirAll(filepath.Dir(tmp), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(a.o.ModeFile), 0o700); err != nil {
 		return err
 	}
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, a.o.ModeFile)
+	return atomicfile.Write(a.o.ModeFile, b, 0o600) // a torn file would block the next start
 }
 
 // ToggleRequest is the body of POST /v1/admin/gateway.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"go.uber.org/zap"
 )
 
@@ -88,10 +89,10 @@ func createCA(certFile, keyFile, site string) error {
 	if err := os.MkdirAll(filepath.Dir(certFile), 0o700); err != nil {
 		return fmt.Errorf("creating CA directory: %w", err)
 	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyFile, keyPEM, 0o600); err != nil {
 		return fmt.Errorf("writing CA key: %w", err)
 	}
-	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(certFile, certPEM, 0o644); err != nil {
 		return fmt.Errorf("writing CA certificate: %w", err)
 	}
 	return nil

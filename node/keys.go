@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -143,7 +144,7 @@ func (r *Node) rotateKey(ctx context.Context) (api.Rotation, error) {
 		if err != nil {
 			return out, err
 		}
-		if err := writeFileAtomic(filepath.Join(r.o.DataDir, keysFile), b, 0o600); err != nil {
+		if err := atomicfile.Write(filepath.Join(r.o.DataDir, keysFile), b, 0o600); err != nil {
 			return out, fmt.Errorf("writing the ticket keys: %w", err)
 		}
 	} else {

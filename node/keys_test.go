@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,28 @@ nodes: [{name: fd-1, zone: hq}, {name: fd-2, zone: hq}]
 		if _, err := nodes[0].verifier.Peek(tk); err != nil {
 			t.Fatalf("fd-1 checking a ticket after the rotation: %v", err)
 		}
+	}
+}
+
+// The site key of a store of one node is created once, mode 0600, and read back; a file that
+// is not a key is named in the error.
+func TestLoadOrCreateKey(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "site.key")
+	k1, err := loadOrCreateKey(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode = %v, %v; want 0600", st.Mode(), err)
+	}
+	k2, err := loadOrCreateKey(p)
+	if err != nil || !k1.Equal(k2) {
+		t.Fatalf("reloaded key differs: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.key")
+	os.WriteFile(bad, []byte("hello"), 0o600)
+	if _, err := loadOrCreateKey(bad); err == nil || !strings.Contains(err.Error(), "not a PEM PRIVATE KEY") {
+		t.Errorf("bad key file: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -48,7 +50,7 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 		if keyFile == "" {
 			keyFile = filepath.Join(dataDir, "site.key")
 		}
-		key, err := ticket.LoadOrCreateKey(keyFile)
+		key, err := loadOrCreateKey(keyFile)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -92,31 +94,42 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(dataDir, "ca.pem"), id.CACert, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dataDir, "ca.pem"), id.CACert, 0o644); err != nil {
 		return nil, nil, fmt.Errorf("writing the CA certificate: %w", err)
 	}
 	return key, ca, nil
 }
 
-// writeFileAtomic writes b to path through a synced temporary file and a rename.
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+// loadOrCreateKey reads the site's Ed25519 key from path (PEM, PKCS#8), creating it with
+// mode 0600 when the file does not exist: whole or not at all (a crash cannot leave a torn
+// key that blocks the next start), and of nodes that start at once one key wins.
+func loadOrCreateKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		_, key, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			return nil, fmt.Errorf("generating site key: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("creating key directory: %w", err)
+		}
+		err = atomicfile.Create(path, ticket.EncodeKey(key), 0o600)
+		if err == nil {
+			return key, nil
+		}
+		if !errors.Is(err, atomicfile.ErrExist) {
+			return nil, fmt.Errorf("writing site key: %w", err)
+		}
+		b, err = os.ReadFile(path) // another node of this data dir was first
+	}
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("reading site key: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
+	key, err := ticket.ParseKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("site key %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return key, nil
 }
 
 // endedElsewhere closes the channels of a session that another node logged off or that the

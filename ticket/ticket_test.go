@@ -4,8 +4,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -218,28 +216,6 @@ func TestConcurrentUseAdmitsExactlyOne(t *testing.T) {
 	wg.Wait()
 	if ok != 1 {
 		t.Errorf("%d of 50 concurrent uses were admitted, want exactly 1", ok)
-	}
-}
-
-func TestLoadOrCreateKey(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "keys", "site.key")
-	k1, err := LoadOrCreateKey(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.Stat(p)
-	if err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("key file mode = %v, %v; want 0600", st.Mode(), err)
-	}
-	k2, err := LoadOrCreateKey(p)
-	if err != nil || !k1.Equal(k2) {
-		t.Fatalf("reloaded key differs: %v", err)
-	}
-	bad := filepath.Join(dir, "bad.key")
-	os.WriteFile(bad, []byte("hello"), 0o600)
-	if _, err := LoadOrCreateKey(bad); err == nil || !strings.Contains(err.Error(), "not a PEM PRIVATE KEY") {
-		t.Errorf("bad key file: %v", err)
 	}
 }
 

@@ -142,12 +142,13 @@ which it renews itself. Works on every store; the ticket is used up site-wide.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p := filepath.Join(data, "site.key")
-			if _, err := os.Stat(p); err != nil {
+			b, err := os.ReadFile(p)
+			if err != nil {
 				return fmt.Errorf("no site key in %s: %w", data, err)
 			}
-			key, err := ticket.LoadOrCreateKey(p)
+			key, err := ticket.ParseKey(b)
 			if err != nil {
-				return err
+				return fmt.Errorf("site key %s: %w", p, err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), api.AgentToken(api.AgentKey(key), args[0]))
 			return nil

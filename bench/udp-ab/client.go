@@ -13,13 +13,13 @@ import (
 
 // echoResult is what a client process reports to the orchestrator (one JSON line).
 type echoResult struct {
-	Echoed    int64   `json:"echoed"`    // replies received inside the window
-	Sent      int64   `json:"sent"`      // datagrams sent inside the window
-	Lost      int64   `json:"lost"`      // of those, never answered (timed out or outstanding at the end)
-	Seconds   float64 `json:"seconds"`   // the window
-	P50us     float64 `json:"p50_us"`    // round trip of the replies in the window
-	P99us     float64 `json:"p99_us"`    //
-	ClientCPU float64 `json:"cpu_s"`     // this process's user+system seconds inside the window
+	Echoed    int64   `json:"echoed"`  // replies received inside the window
+	Sent      int64   `json:"sent"`    // datagrams sent inside the window
+	Lost      int64   `json:"lost"`    // of those, never answered (timed out or outstanding at the end)
+	Seconds   float64 `json:"seconds"` // the window
+	P50us     float64 `json:"p50_us"`  // round trip of the replies in the window
+	P99us     float64 `json:"p99_us"`  //
+	ClientCPU float64 `json:"cpu_s"`   // this process's user+system seconds inside the window
 	Err       string  `json:"err,omitempty"`
 }
 

@@ -54,7 +54,7 @@ type AdminOptions struct {
 	// RotateKey rolls a new ticket signing key into the site (POST /v1/admin/rotate-key).
 	// Optional: without it the endpoint answers 501.
 	RotateKey func(ctx context.Context) (Rotation, error)
-	// Registry is served on /metrics. Optional.
+	// Registry is served on /metrics, to admins. Optional.
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
 	Logger *slog.Logger
@@ -105,7 +105,9 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("POST /v1/admin/rotate-key", a.admin(a.rotateKey))
 	a.mux.HandleFunc("POST /v1/admin/enrolment", a.admin(a.enrolment))
 	if o.Registry != nil {
-		a.mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+		// Behind the admins' login like the rest: the metrics name sessions' machines and
+		// gateways and show the site's load (a scraper sends Basic auth or a client certificate).
+		a.mux.HandleFunc("GET /metrics", a.admin(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	return a, nil
 }

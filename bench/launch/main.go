@@ -379,7 +379,9 @@ func counters(tc *tls.Config, l *lab.Lab) map[string]float64 {
 				continue
 			}
 			hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
-			resp, err := hc.Get("https://" + li.Address + "/metrics")
+			req, _ := http.NewRequest(http.MethodGet, "https://"+li.Address+"/metrics", nil)
+			req.SetBasicAuth("admin", "lab") // the lab's admin
+			resp, err := hc.Do(req)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "launch: node metrics:", err)
 				return out

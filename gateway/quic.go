@@ -16,6 +16,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
+	"golang.org/x/time/rate"
 )
 
 // QUIC is the gateway end of the QUIC transport (wire format in package ticket). It checks
@@ -26,6 +27,7 @@ import (
 type QUIC struct {
 	o   QUICOptions
 	ln  *quic.Listener
+	tr  *quic.Transport
 	pc  net.PacketConn
 	log *slog.Logger
 	wg  sync.WaitGroup
@@ -77,12 +79,18 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 	}
 	tc := o.TLS.Clone()
 	tc.NextProtos = []string{ticket.QUICALPN}
-	ln, err := quic.Listen(pc, tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second})
+	// Beyond unvalidatedPerSecond new connections a second, a client must first prove its
+	// address with a Retry (stateless, RFC 9000 8.1.2): a flood of forged Initials from
+	// spoofed addresses costs a Retry each, not a handshake, and never reaches a ticket check.
+	fresh := rate.NewLimiter(unvalidatedPerSecond, unvalidatedPerSecond/4)
+	tr := &quic.Transport{Conn: pc, VerifySourceAddress: func(net.Addr) bool { return !fresh.Allow() }}
+	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second})
 	if err != nil {
+		tr.Close()
 		pc.Close()
 		return nil, fmt.Errorf("quic gateway: %w", err)
 	}
-	return &QUIC{o: o, ln: ln, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]*qconn{},
+	return &QUIC{o: o, ln: ln, tr: tr, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]*qconn{},
 		accepted: make(chan struct{})}, nil
 }
 
@@ -191,12 +199,17 @@ func (g *QUIC) Close() error {
 			c.CloseWithError(0, "gateway closed")
 		}
 		g.ln.Close()
+		g.tr.Close()
 		g.pc.Close()
 	}
 	g.mu.Unlock()
 	g.wg.Wait()
 	return nil
 }
+
+// unvalidatedPerSecond is how many new connections a second a QUIC gateway takes without
+// validating the client's address first.
+const unvalidatedPerSecond = 200
 
 // qconn is what a QUIC gateway knows of a client's connection: the sessions its channels
 // carry, each with the earliest issue time of the tickets that opened them.

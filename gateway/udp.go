@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 	"sync"
@@ -10,15 +11,33 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
-// udpPort serves one UDP channel port: a flow table keyed by client address.
+// udpPort serves one UDP channel port: a flow table keyed by client address. Its reader
+// relays the datagrams of open flows and answers probes itself; a datagram from an address
+// without a flow (a ticket, or a forgery) waits in a bounded queue for one of firstWorkers,
+// which check tickets, so that a flood of them costs signature checks off the relay and
+// loses the excess, never the open flows' datagrams.
 type udpPort struct {
-	g    *Gateway
-	conn *net.UDPConn
-	port uint16
+	g       *Gateway
+	conn    *net.UDPConn
+	port    uint16
+	pending chan firstDatagram // to the ticket checkers
+	dropped atomic.Int64       // first datagrams lost to a full queue
 
 	mu    sync.Mutex // guards flows
 	flows map[netip.AddrPort]*flow
 }
+
+// firstDatagram is a datagram from an address without a flow, for the ticket checkers.
+type firstDatagram struct {
+	b    []byte
+	from netip.AddrPort
+}
+
+// The ticket checkers of a UDP port and their queue.
+const (
+	firstWorkers = 2
+	firstQueue   = 256
+)
 
 // flow is one client's UDP channel: a connected socket toward the machine.
 type flow struct {
@@ -30,10 +49,18 @@ type flow struct {
 }
 
 func newUDPPort(g *Gateway, c *net.UDPConn, port uint16) *udpPort {
-	return &udpPort{g: g, conn: c, port: port, flows: map[netip.AddrPort]*flow{}}
+	return &udpPort{g: g, conn: c, port: port, flows: map[netip.AddrPort]*flow{}, pending: make(chan firstDatagram, firstQueue)}
 }
 
 func (p *udpPort) serve() {
+	var checkers sync.WaitGroup
+	for range firstWorkers {
+		checkers.Go(func() {
+			for d := range p.pending {
+				p.first(d.b, d.from)
+			}
+		})
+	}
 	buf := make([]byte, 64<<10)
 	for {
 		n, from, err := p.conn.ReadFromUDPAddrPort(buf)
@@ -41,6 +68,8 @@ func (p *udpPort) serve() {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				continue
 			}
+			close(p.pending)
+			checkers.Wait() // a flow they open from here on is closed just below
 			p.closeAll()
 			return
 		}
@@ -48,23 +77,37 @@ func (p *udpPort) serve() {
 		p.mu.Lock()
 		f := p.flows[from]
 		p.mu.Unlock()
-		if f != nil {
+		switch {
+		case f != nil:
 			f.last.Store(time.Now().UnixNano())
 			f.up.Write(buf[:n])
-			continue
+		case string(buf[:n]) == ticket.ProbePayload:
+			if !p.g.quiet.Load() {
+				p.conn.WriteToUDPAddrPort(buf[:n], from)
+			}
+		default:
+			select {
+			case p.pending <- firstDatagram{b: bytes.Clone(buf[:n]), from: from}:
+			default:
+				p.dropped.Add(1) // a flood: the excess is lost, the open flows are not
+			}
 		}
-		p.first(buf[:n], from)
 	}
 }
 
-// first handles a datagram from an address without a flow: a health probe, a ticket, or
-// something to drop.
+// first handles a datagram from an address that had no flow when it came: a ticket, or
+// something to drop. A flow its twin opened meanwhile (the client sends its ticket again
+// until it hears back) takes it as its own.
 func (p *udpPort) first(b []byte, from netip.AddrPort) {
 	if p.g.quiet.Load() {
 		return // shutting down without a health port: read down, take nothing new (see Shutdown)
 	}
-	if string(b) == ticket.ProbePayload {
-		p.conn.WriteToUDPAddrPort(b, from)
+	p.mu.Lock()
+	f := p.flows[from]
+	p.mu.Unlock()
+	if f != nil {
+		f.last.Store(time.Now().UnixNano())
+		f.up.Write(b)
 		return
 	}
 	tok, ok := ticket.ParseDatagram(b)
@@ -89,7 +132,7 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 		p.g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
 		return
 	}
-	f := &flow{client: from, up: up}
+	f = &flow{client: from, up: up}
 	f.last.Store(time.Now().UnixNano())
 	f.ch = &channel{session: claims.Session, issued: claims.Issued, close: func() { p.drop(f) }}
 	if !p.g.open(f.ch) {

@@ -7,78 +7,100 @@ import (
 	"time"
 )
 
-// endedKeep is how many session ends the agent API remembers for agents to read.
-const endedKeep = 4096
+// endedKeep is how many ends of one machine's sessions the agent API remembers for its
+// agent to read (it reads them within moments; more is kept while it is away).
+const endedKeep = 256
 
 // endedWait bounds how long GET /v1/agent/ended waits for news (below the listeners' 30 s
 // write timeout).
 const endedWait = 20 * time.Second
 
 // ended is the feed of sessions that ended (logoff, expiry) and of revocations of a
-// session's older tickets (steal), for the machines' agents: a
-// bounded ring with sequence numbers and a channel closed at each new entry.
+// session's older tickets (steal), for the machines' agents: one bounded list per machine
+// under one sequence, and per machine a channel closed at its next entry, so that an end
+// wakes only its machine's agent.
 type ended struct {
-	mu      sync.Mutex // guards all below
-	seq     uint64     // of the last entry
-	entries []endedEntry
-	news    chan struct{} // closed and replaced when an entry is added
+	mu    sync.Mutex // guards all below
+	seq   uint64     // of the last entry of any machine
+	feeds map[string]*machineFeed
+}
+
+// machineFeed is one machine's part of the feed.
+type machineFeed struct {
+	entries []endedEntry  // oldest first, at most 2 × endedKeep
+	forgot  uint64        // the sequence number of the newest entry dropped
+	news    chan struct{} // closed and replaced at the machine's next entry
 }
 
 type endedEntry struct {
-	seq              uint64
-	session, machine string
-	before           time.Time // a revocation of the tickets issued before; zero: the session ended
+	seq     uint64
+	session string
+	before  time.Time // a revocation of the tickets issued before; zero: the session ended
 }
 
 // Ended tells the agents that session, which ran on machine, has ended: the machine's agent
 // cuts its channels and refuses its tickets from then on.
-func (a *Agents) Ended(session, machine string) {
-	a.add(endedEntry{session: session, machine: machine})
-}
+func (a *Agents) Ended(session, machine string) { a.add(machine, endedEntry{session: session}) }
 
 // Revoked tells the agents that the tickets of session, which runs on machine, issued before
 // before are revoked (a steal): the machine's agent cuts the channels they opened and
 // refuses them; the session goes on with newer tickets.
 func (a *Agents) Revoked(session, machine string, before time.Time) {
-	a.add(endedEntry{session: session, machine: machine, before: before})
+	a.add(machine, endedEntry{session: session, before: before})
 }
 
-func (a *Agents) add(en endedEntry) {
+// feedLocked returns machine's feed, made on first use.
+func (e *ended) feedLocked(machine string) *machineFeed {
+	if e.feeds == nil {
+		e.feeds = map[string]*machineFeed{}
+	}
+	f := e.feeds[machine]
+	if f == nil {
+		f = &machineFeed{}
+		e.feeds[machine] = f
+	}
+	return f
+}
+
+func (a *Agents) add(machine string, en endedEntry) {
 	e := &a.ended
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.seq++
 	en.seq = e.seq
-	e.entries = append(e.entries, en)
-	if len(e.entries) > endedKeep {
-		e.entries = append(e.entries[:0], e.entries[len(e.entries)-endedKeep:]...)
+	f := e.feedLocked(machine)
+	f.entries = append(f.entries, en)
+	if len(f.entries) >= 2*endedKeep {
+		f.forgot = f.entries[endedKeep-1].seq
+		f.entries = append(f.entries[:0], f.entries[endedKeep:]...)
 	}
-	if e.news != nil {
-		close(e.news)
-		e.news = nil
+	if f.news != nil {
+		close(f.news)
+		f.news = nil
 	}
 }
 
 // since returns the sessions of machine that ended after seq and the revocations of its
 // sessions' tickets, the last sequence number, and whether entries after seq were already
-// forgotten; wait is closed at the next entry.
+// forgotten; wait is closed at the machine's next entry.
 func (e *ended) since(machine string, seq uint64) (sessions []string, revoked []RevokedTickets, last uint64, lost bool, wait <-chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, en := range e.entries {
+	f := e.feedLocked(machine)
+	for _, en := range f.entries {
 		switch {
-		case en.seq <= seq || en.machine != machine:
+		case en.seq <= seq:
 		case en.before.IsZero():
 			sessions = append(sessions, en.session)
 		default:
 			revoked = append(revoked, RevokedTickets{Session: en.session, Before: en.before})
 		}
 	}
-	lost = len(e.entries) > 0 && e.entries[0].seq > seq+1 && seq < e.seq
-	if e.news == nil {
-		e.news = make(chan struct{})
+	lost = seq < f.forgot
+	if f.news == nil {
+		f.news = make(chan struct{})
 	}
-	return sessions, revoked, e.seq, lost, e.news
+	return sessions, revoked, e.seq, lost, f.news
 }
 
 // RevokedTickets is a revocation of a session's tickets issued before Before.

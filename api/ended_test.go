@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -59,6 +60,17 @@ func TestEndedFeedTellsTheMachineOfItsSessions(t *testing.T) {
 	// A position past the feed's (the front door restarted) says that ends may be lost.
 	if _, n := get("machine=vda-1&after=99", tok); !n.Lost {
 		t.Fatalf("after a position the feed never had: %+v, want lost", n)
+	}
+	// A machine's agent away for longer than the feed keeps is told that ends were lost;
+	// another machine's ends never crowd its own out.
+	for i := range 2 * endedKeep {
+		a.Ended(fmt.Sprint("gone-", i), "vda-1")
+	}
+	if _, n := get("machine=vda-1&after=4", tok); !n.Lost || len(n.Sessions) < endedKeep || n.Sessions[len(n.Sessions)-1] != fmt.Sprint("gone-", 2*endedKeep-1) {
+		t.Fatalf("after a long absence: lost %v, %d sessions; want lost and at least the last %d", n.Lost, len(n.Sessions), endedKeep)
+	}
+	if _, n := get("machine=vda-2&after=0", AgentToken(key, "vda-2")); n.Lost || len(n.Sessions) != 2 {
+		t.Fatalf("vda-2 after vda-1's many ends: %+v, want its two, none lost", n)
 	}
 	if code, _ := get("machine=vda-1&after=x", tok); code != http.StatusBadRequest {
 		t.Fatalf("a bad position: %d, want 400", code)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"net/netip"
 	"sync"
@@ -9,13 +10,16 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"golang.org/x/time/rate"
 )
 
 // udpPort serves one UDP channel port: a flow table keyed by client address. Its reader
 // relays the datagrams of open flows and answers probes itself; a datagram from an address
-// without a flow (a ticket, or a forgery) waits in a bounded queue for one of firstWorkers,
-// which check tickets, so that a flood of them costs signature checks off the relay and
-// loses the excess, never the open flows' datagrams.
+// without a flow (a ticket, or a forgery) waits in a bounded queue for the port's ticket
+// checker, which checks at most firstChecksPerSecond, so that a flood of them costs a bounded
+// share of a core off the relay and loses its excess, never the open flows' datagrams. (A
+// checker that never paused would hold a scheduler slot for good, and the reader would see
+// its socket ready only every 10 ms.)
 type udpPort struct {
 	g       *Gateway
 	conn    *net.UDPConn
@@ -33,10 +37,10 @@ type firstDatagram struct {
 	from netip.AddrPort
 }
 
-// The ticket checkers of a UDP port and their queue.
+// A UDP port's ticket checks: how many a second, and how many first datagrams wait.
 const (
-	firstWorkers = 2
-	firstQueue   = 256
+	firstChecksPerSecond = 4000 // a quarter of a core at ~60 µs each
+	firstQueue           = 256
 )
 
 // flow is one client's UDP channel: a connected socket toward the machine.
@@ -54,13 +58,13 @@ func newUDPPort(g *Gateway, c *net.UDPConn, port uint16) *udpPort {
 
 func (p *udpPort) serve() {
 	var checkers sync.WaitGroup
-	for range firstWorkers {
-		checkers.Go(func() {
-			for d := range p.pending {
-				p.first(d.b, d.from)
-			}
-		})
-	}
+	checks := rate.NewLimiter(firstChecksPerSecond, firstChecksPerSecond/100)
+	checkers.Go(func() {
+		for d := range p.pending {
+			checks.Wait(context.Background()) // sleeps between checks under a flood
+			p.first(d.b, d.from)
+		}
+	})
 	buf := make([]byte, 64<<10)
 	for {
 		n, from, err := p.conn.ReadFromUDPAddrPort(buf)

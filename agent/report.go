@@ -101,8 +101,12 @@ func NewReporter(machine, token string, doors []FrontDoor, tlsc *tls.Config, log
 func (r *Reporter) clients(tlsc *tls.Config) {
 	tr := &http.Transport{TLSClientConfig: tlsc, MaxIdleConnsPerHost: 2}
 	r.mu.Lock()
+	old := r.client
 	r.client, r.follow = &http.Client{Timeout: 2 * time.Second, Transport: tr}, &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	r.mu.Unlock()
+	if old != nil {
+		old.CloseIdleConnections()
+	}
 }
 
 // UseIdentity makes every later request present the machine's certificate, which the agent

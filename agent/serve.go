@@ -38,7 +38,7 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 	}
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
 	claims, err := d.check(tok, ch)
-	if err == nil && claims.Mode == ticket.ModeGateway && !fromGateway(c.ConnectionState()) {
+	if err == nil && claims.Mode != ticket.ModeDirect && !fromGateway(c.ConnectionState()) {
 		err = ErrNotFromGateway
 	}
 	if err != nil {

@@ -282,17 +282,36 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) 
 		httpError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	if d.Stolen && l.o.Verifier != nil {
+	if d.PreviousEndpoint != "" && l.o.Verifier != nil {
 		// The session moves to this endpoint: the old one's tickets stop working site-wide
-		// and the channels they opened are cut (the ledger's followers), the new ones work.
-		if err := l.o.Verifier.RevokeBefore(d.Session, issued, l.o.Config.Site.Tickets.ReconnectTTL.D()); err != nil {
-			l.log.Error("revoking the tickets of the endpoint a session was taken from", "session", d.Session, "err", err)
-			httpError(w, http.StatusServiceUnavailable, "launch failed")
-			return
-		}
-		l.log.Info("session taken from its endpoint: its tickets revoked", "session", d.Session, "from", d.PreviousEndpoint, "to", req.Endpoint)
+		// and the channels they opened are cut (the ledger's followers); the new ones work.
+		l.revokeOlder(d.Session, d.PreviousEndpoint, req.Endpoint, issued)
 	}
 	writeJSON(w, http.StatusOK, desc)
+}
+
+// revokeOlder revokes the tickets of session issued before issued (its old endpoint's).
+// The move is committed already, so a revocation the ledger refuses is tried again, five
+// times over half a minute, rather than failing the launch: a client that launched again
+// would not move the session a second time, and the old endpoint would keep its tickets.
+func (l *Launch) revokeOlder(session, from, to string, issued time.Time) {
+	ttl := l.o.Config.Site.Tickets.ReconnectTTL.D()
+	err := l.o.Verifier.RevokeBefore(session, issued, ttl)
+	if err == nil {
+		l.log.Info("session moved to another endpoint: the old one's tickets revoked", "session", session, "from", from, "to", to)
+		return
+	}
+	l.log.Error("revoking the tickets of the endpoint a session moved from; trying again", "session", session, "err", err)
+	go func() {
+		for wait := time.Second; wait <= 16*time.Second; wait *= 2 {
+			time.Sleep(wait)
+			if err := l.o.Verifier.RevokeBefore(session, issued, ttl); err == nil {
+				l.log.Info("the old endpoint's tickets revoked", "session", session, "from", from)
+				return
+			}
+		}
+		l.log.Error("the old endpoint's tickets could not be revoked: its channels stay until they end", "session", session, "from", from)
+	}()
 }
 
 // describe turns a decision into the connection descriptor with its tickets, and returns

@@ -66,9 +66,11 @@ type Decision struct {
 	Session string `json:"session"`
 	// Mode is "gateway" (tunnel through a secure gateway) or "direct".
 	Mode string `json:"mode"`
-	// Stolen is set when step 4 moves a connected session from another endpoint; the
-	// previous endpoint is PreviousEndpoint.
-	Stolen           bool   `json:"stolen,omitempty"`
+	// Stolen is set when step 4 moves a connected session from another endpoint.
+	Stolen bool `json:"stolen,omitempty"`
+	// PreviousEndpoint is the endpoint a reconnected session had when it differs from the
+	// launch's: a steal, or a disconnected session resumed elsewhere. Its tickets are then
+	// revoked.
 	PreviousEndpoint string `json:"previous_endpoint,omitempty"`
 	// Reason says why a launch was denied.
 	Reason string `json:"reason"`
@@ -213,8 +215,11 @@ func (l *launch) decision(c choice) Decision {
 	}
 	if c.s != nil {
 		d.Outcome, d.Session, d.Mode = OutcomeReconnect, c.s.ID, c.s.Mode
+		if c.s.Endpoint != l.req.Endpoint {
+			d.PreviousEndpoint = c.s.Endpoint // the old endpoint's tickets are to stop working
+		}
 		if c.steal {
-			d.Stolen, d.PreviousEndpoint = true, c.s.Endpoint
+			d.Stolen = true
 			l.tracef("choice: reconnect %s session %s on %s in zone %s%s, moved from endpoint %q to %q", c.s.State, c.s.ID, c.m.name, c.m.zone, at, c.s.Endpoint, l.req.Endpoint)
 		} else {
 			l.tracef("choice: reconnect %s session %s on %s in zone %s%s", c.s.State, c.s.ID, c.m.name, c.m.zone, at)

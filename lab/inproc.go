@@ -105,9 +105,11 @@ func (l *Lab) WaitReady(ctx context.Context) error {
 func (l *Lab) serveMember(ctx context.Context, m *member) error {
 	ctx, cancel := context.WithCancel(ctx)
 	m.mu.Lock()
-	if m.closed {
+	if m.closed || m.killed {
+		// Closed, or signalled before it served: it does not start.
 		m.mu.Unlock()
 		cancel()
+		m.n.Close()
 		close(m.done)
 		return nil
 	}

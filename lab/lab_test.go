@@ -462,3 +462,44 @@ func TestLabOfOneNodeRunsOnBolt(t *testing.T) {
 		t.Fatalf("Sessions on a site of one node: %v, want ErrNoSiteDatabase", err)
 	}
 }
+
+// A disconnected session resumed from another endpoint leaves the old endpoint's reconnect
+// ticket refused: the laptop that lost its network cannot come back into the desktop the
+// kiosk now shows.
+func TestResumingElsewhereRevokesTheOldEndpointsTickets(t *testing.T) {
+	l, _ := startLab(t)
+	old, code := launchFrom(t, l, "127.42.0.9", "https://127.42.0.11:9443", "alice", "desktop", "alice-laptop")
+	if code != http.StatusOK {
+		t.Fatalf("first launch: %d %+v", code, old)
+	}
+	addr := net.JoinHostPort(old.Gateways[0].Addresses[0], "8443")
+	dial := func(tok string) byte {
+		t.Helper()
+		conn, err := tls.Dial("tcp", addr, l.TLSClientConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		ticket.WriteFrame(conn, tok)
+		st := []byte{ticket.StatusDenied}
+		io.ReadFull(conn, st)
+		return st[0]
+	}
+	if st := dial(old.LaunchTicket); st != ticket.StatusOK {
+		t.Fatalf("the laptop's channel: status %d", st)
+	}
+	waitState(t, l, old.SessionID, broker.StateDisconnected)
+	kiosk, code := launchFrom(t, l, "127.42.0.9", "https://127.42.0.12:9443", "alice", "desktop", "kiosk-7")
+	if code != http.StatusOK || kiosk.SessionID != old.SessionID {
+		t.Fatalf("resuming at the kiosk: %d %+v, want session %s", code, kiosk, old.SessionID)
+	}
+	for deadline := time.Now().Add(5 * time.Second); dial(old.ReconnectTicket) == ticket.StatusOK; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the laptop's reconnect ticket still opens channels 5s after the kiosk resumed the session")
+		}
+	}
+	if st := dial(kiosk.ReconnectTicket); st != ticket.StatusOK {
+		t.Fatalf("the kiosk's reconnect ticket: status %d, want OK", st)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -93,8 +94,10 @@ type Node struct {
 
 	// Gateways are the gateways run here, by name.
 	gateways map[string]*gateway.Gateway
-	// QUIC are the QUIC ends of the gateways that have a quic_port, by gateway name.
-	quic map[string]*gateway.QUIC
+	// quic are the QUIC ends of the gateways that have a quic_port, by gateway name: opened
+	// by Listen while the store's watch may already tell of ends and overrides (quics).
+	quicMu sync.Mutex // guards quic
+	quic   map[string]*gateway.QUIC
 	// Proxy is the L4 load balancer when a node run here has proxy listeners; else nil.
 	proxy *proxy.Server
 	// DNSServers, HTTPServers are the node listeners.
@@ -405,7 +408,7 @@ func (r *Node) revoked(session string, before time.Time) {
 	for _, g := range r.gateways {
 		g.CloseSessionBefore(session, before)
 	}
-	for _, q := range r.quic {
+	for _, q := range r.quics() {
 		q.CloseSessionBefore(session, before)
 	}
 	if s, ok := r.broker.Session(session); ok && s.State != broker.StateEnded {
@@ -515,7 +518,7 @@ func (r *Node) sessionEnded(s broker.Session) {
 	for _, g := range r.gateways {
 		g.CloseSession(s.ID)
 	}
-	for _, q := range r.quic {
+	for _, q := range r.quics() {
 		q.CloseSession(s.ID)
 	}
 	for _, a := range r.agents {
@@ -557,6 +560,13 @@ func (r *Node) override(name, o string) (note string, err error) {
 		}
 	}
 	return r.applyOverride(r.cfg.Gateways[i], v)
+}
+
+// quics returns a copy of the QUIC ends, by gateway name.
+func (r *Node) quics() map[string]*gateway.QUIC {
+	r.quicMu.Lock()
+	defer r.quicMu.Unlock()
+	return maps.Clone(r.quic)
 }
 
 // Name returns the node's name.
@@ -652,7 +662,9 @@ func (r *Node) Listen() error {
 			r.Close()
 			return fmt.Errorf("gateway %s quic: %w", g.Name, err)
 		}
+		r.quicMu.Lock()
 		r.quic[g.Name] = q
+		r.quicMu.Unlock()
 	}
 	if r.shared != nil {
 		// Present to the site once it can be reached: the lab waits for it.
@@ -701,7 +713,7 @@ func (r *Node) Serve(ctx context.Context) error {
 			return err
 		})
 	}
-	for _, q := range r.quic {
+	for _, q := range r.quics() {
 		g.Go(func() error { return q.Serve(dctx) })
 	}
 	if r.proxy != nil {
@@ -762,7 +774,7 @@ func (r *Node) drain() {
 	for _, gw := range r.gateways {
 		channels += gw.Channels()
 	}
-	for _, q := range r.quic {
+	for _, q := range r.quics() {
 		quic += len(q.Clients())
 	}
 	r.log.Info("draining: no new connections, flows or sessions, established ones may finish",
@@ -787,7 +799,7 @@ func (r *Node) drain() {
 	for name, gw := range r.gateways {
 		wg.Go(func() { report("gateway "+name, gw.Shutdown(ctx)) })
 	}
-	for name, q := range r.quic {
+	for name, q := range r.quics() {
 		wg.Go(func() { report("gateway "+name+" quic", q.Shutdown(ctx)) })
 	}
 	wg.Wait()
@@ -811,7 +823,7 @@ func (r *Node) Close() error {
 	for _, g := range r.gateways {
 		g.Close()
 	}
-	for _, q := range r.quic {
+	for _, q := range r.quics() {
 		q.Close()
 	}
 	if r.proxy != nil {

@@ -242,7 +242,7 @@ func (r *Node) applyOverride(g configs.Gateway, v health.Override) (note string,
 		}
 	default:
 		gw.Drain(drain)
-		if q := r.quic[g.Name]; q != nil {
+		if q := r.quics()[g.Name]; q != nil {
 			q.Drain(drain)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -91,12 +90,15 @@ func (st *Store) OnRevoked(fn func(session string, before time.Time)) {
 	st.onRevoked = append(st.onRevoked, fn)
 }
 
+// revokedAll is a before later than any ticket's issue time (and one JSON can still write).
+var revokedAll = time.Unix(1<<40, 0)
+
 // parseRevoked reads a revocation key's value: before in Unix milliseconds; an empty value
 // (written by an older release) revokes every ticket.
 func parseRevoked(v []byte) time.Time {
 	ms, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
-		return time.UnixMilli(math.MaxInt64 / 2)
+		return revokedAll
 	}
 	return time.UnixMilli(ms)
 }

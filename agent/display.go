@@ -228,6 +228,19 @@ func (d *Display) Sessions() map[string]string {
 	return out
 }
 
+// Held returns the sessions the machine knows (connected or disconnected).
+func (d *Display) Held() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.state))
+	for s := range d.state {
+		out = append(out, s)
+	}
+	return out
+}
+
+var _ Ends = (*Display)(nil)
+
 // Count returns the number of sessions (connected or disconnected) on the machine.
 func (d *Display) Count() int {
 	d.mu.Lock()

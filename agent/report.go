@@ -206,6 +206,7 @@ func (r *Reporter) Event(ctx context.Context, session, event string) {
 
 // endedNews is the agent API's answer to GET /v1/agent/ended (api.EndedNews).
 type endedNews struct {
+	Feed     string   `json:"feed"`
 	Seq      uint64   `json:"seq"`
 	Sessions []string `json:"sessions"`
 	Revoked  []struct {
@@ -215,24 +216,34 @@ type endedNews struct {
 	Lost bool `json:"lost"`
 }
 
-// Follow tells end of every session of the machine that ends (logged off, expired), and
-// revoke of every revocation of a session's older tickets (taken by another endpoint), from
-// the front door's agent API, within moments, until ctx ends: a long poll, tried again a
-// second after a failure.
-func (r *Reporter) Follow(ctx context.Context, end func(session string), revoke func(session string, before time.Time)) error {
+// Ends is what Follow tells of the machine's sessions (Display implements it).
+type Ends interface {
+	// End ends a session the front door ended.
+	End(session string)
+	// RevokeBefore revokes a session's tickets issued before before.
+	RevokeBefore(session string, before time.Time)
+	// Held returns the sessions the machine holds.
+	Held() []string
+}
+
+// Follow tells m of every session of the machine that ends (logged off, expired) and of
+// every revocation of a session's older tickets (taken by another endpoint), from the front
+// door's agent API, within moments, until ctx ends: a long poll, tried again a second after a
+// failure. When it cannot know what it missed — another front door's feed, or one that forgot
+// — it asks the front door which sessions live (GET /v1/agent/live) and ends the others.
+func (r *Reporter) Follow(ctx context.Context, m Ends) error {
 	path := "/v1/agent/ended?machine=" + url.QueryEscape(r.machine)
 	var seq uint64
-	known := false
+	feed := ""
 	for ctx.Err() == nil {
 		var news endedNews
 		p := path
-		if known {
+		if feed != "" {
 			p += "&after=" + strconv.FormatUint(seq, 10)
 		}
 		if err := r.request(ctx, true, http.MethodGet, p, nil, &news); err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("following session ends", "err", err)
-				known = false // another front door's feed has another position
 			}
 			select {
 			case <-ctx.Done():
@@ -240,16 +251,41 @@ func (r *Reporter) Follow(ctx context.Context, end func(session string), revoke 
 			}
 			continue
 		}
-		if news.Lost {
-			r.log.Warn("some session ends were missed: sessions ended meanwhile are cut by their timeout")
-		}
 		for _, s := range news.Sessions {
-			end(s)
+			m.End(s)
 		}
 		for _, rv := range news.Revoked {
-			revoke(rv.Session, rv.Before)
+			m.RevokeBefore(rv.Session, rv.Before)
 		}
-		seq, known = news.Seq, true
+		if (feed != "" && news.Feed != feed) || news.Lost {
+			if err := r.reconcile(ctx, m); err != nil {
+				r.log.Warn("reconciling the machine's sessions with the front door", "err", err)
+				feed = "" // ask again from a fresh position
+				continue
+			}
+		}
+		seq, feed = news.Seq, news.Feed
+	}
+	return nil
+}
+
+// reconcile ends the sessions the machine holds that the front door no longer knows.
+func (r *Reporter) reconcile(ctx context.Context, m Ends) error {
+	var live struct {
+		Sessions []string `json:"sessions"`
+	}
+	if err := r.request(ctx, false, http.MethodGet, "/v1/agent/live?machine="+url.QueryEscape(r.machine), nil, &live); err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, s := range live.Sessions {
+		known[s] = true
+	}
+	for _, s := range m.Held() {
+		if !known[s] {
+			r.log.Info("a session the site no longer holds: ending it", "session", s)
+			m.End(s)
+		}
 	}
 	return nil
 }

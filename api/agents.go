@@ -95,6 +95,8 @@ func NewAgents(o AgentsOptions) *Agents {
 	a.mux.HandleFunc("POST /v1/agent/sessions/{id}/{event}", a.session)
 	a.mux.HandleFunc("POST /v1/agent/certificate", a.certificate)
 	a.mux.HandleFunc("GET /v1/agent/ended", a.endedFeed)
+	a.mux.HandleFunc("GET /v1/agent/live", a.liveSessions)
+	a.ended.id = newFeedID()
 	a.SetSiteKeys(o.SitePublicKey, []ed25519.PublicKey{o.SitePublicKey})
 	a.mux.HandleFunc("GET /v1/agent/site-key", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, *a.siteKeys.Load())

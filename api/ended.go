@@ -1,11 +1,17 @@
 package api
 
 import (
+	"crypto/rand"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
 )
+
+// newFeedID names a feed.
+func newFeedID() string { return rand.Text() }
 
 // endedKeep is how many ends of one machine's sessions the agent API remembers for its
 // agent to read (it reads them within moments; more is kept while it is away).
@@ -20,6 +26,7 @@ const endedWait = 20 * time.Second
 // under one sequence, and per machine a channel closed at its next entry, so that an end
 // wakes only its machine's agent.
 type ended struct {
+	id    string     // names this feed: a sequence number means nothing in another's
 	mu    sync.Mutex // guards all below
 	seq   uint64     // of the last entry of any machine
 	feeds map[string]*machineFeed
@@ -103,6 +110,22 @@ func (e *ended) since(machine string, seq uint64) (sessions []string, revoked []
 	return sessions, revoked, e.seq, lost, f.news
 }
 
+// liveSessions serves GET /v1/agent/live?machine=M: the sessions of M the site holds, for an
+// agent to end those it still carries that the site no longer knows.
+func (a *Agents) liveSessions(w http.ResponseWriter, r *http.Request) {
+	machine := r.URL.Query().Get("machine")
+	if !a.auth(w, r, machine) {
+		return
+	}
+	out := []string{}
+	for _, s := range a.o.Broker.Sessions() {
+		if s.Machine == machine && s.State != broker.StateEnded {
+			out = append(out, s.ID)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"sessions": out})
+}
+
 // RevokedTickets is a revocation of a session's tickets issued before Before.
 type RevokedTickets struct {
 	Session string    `json:"session"`
@@ -111,6 +134,9 @@ type RevokedTickets struct {
 
 // EndedNews is the answer of GET /v1/agent/ended.
 type EndedNews struct {
+	// Feed names the front door's feed: positions (Seq) are its own, so an agent that finds
+	// another feed than it read last reconciles instead (GET /v1/agent/live).
+	Feed string `json:"feed"`
 	// Seq is the feed's position: the next request asks for what came after it.
 	Seq uint64 `json:"seq"`
 	// Sessions are the machine's sessions that ended since the position asked for.
@@ -133,7 +159,7 @@ func (a *Agents) endedFeed(w http.ResponseWriter, r *http.Request) {
 	after := r.URL.Query().Get("after")
 	if after == "" {
 		_, _, last, _, _ := a.ended.since(machine, ^uint64(0))
-		writeJSON(w, http.StatusOK, EndedNews{Seq: last, Sessions: []string{}})
+		writeJSON(w, http.StatusOK, EndedNews{Feed: a.ended.id, Seq: last, Sessions: []string{}})
 		return
 	}
 	seq, err := strconv.ParseUint(after, 10, 64)
@@ -152,14 +178,14 @@ func (a *Agents) endedFeed(w http.ResponseWriter, r *http.Request) {
 			if sessions == nil {
 				sessions = []string{}
 			}
-			writeJSON(w, http.StatusOK, EndedNews{Seq: last, Sessions: sessions, Revoked: revoked, Lost: lost})
+			writeJSON(w, http.StatusOK, EndedNews{Feed: a.ended.id, Seq: last, Sessions: sessions, Revoked: revoked, Lost: lost})
 			return
 		}
 		seq = last
 		select {
 		case <-wait:
 		case <-t.C:
-			writeJSON(w, http.StatusOK, EndedNews{Seq: last, Sessions: []string{}})
+			writeJSON(w, http.StatusOK, EndedNews{Feed: a.ended.id, Seq: last, Sessions: []string{}})
 			return
 		case <-r.Context().Done():
 			return

@@ -296,7 +296,7 @@ func (l *Lab) Serve(ctx context.Context) error {
 		g.Go(func() error { return machine(d.Serve(mctx)) })
 		rep := l.Reports[name]
 		g.Go(func() error { return machine(rep.Run(mctx, l.o.HeartbeatInterval, simulatedLoad(d))) })
-		g.Go(func() error { return machine(rep.Follow(mctx, d.End, d.RevokeBefore)) })
+		g.Go(func() error { return machine(rep.Follow(mctx, d)) })
 		g.Go(func() error { return machine(rep.FollowKeys(mctx, keyRefresh, l.verifiers[name].SetKeys)) })
 	}
 	err := g.Wait()

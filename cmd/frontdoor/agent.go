@@ -85,7 +85,7 @@ func newAgentCmd() *cobra.Command {
 			g, ctx := errgroup.WithContext(cmd.Context())
 			g.Go(func() error { return d.Serve(ctx) })
 			g.Go(func() error { return rep.Keep(ctx, o.Identity, time.Hour) })
-			g.Go(func() error { return rep.Follow(ctx, d.End, d.RevokeBefore) })
+			g.Go(func() error { return rep.Follow(ctx, d) })
 			g.Go(func() error { return rep.FollowKeys(ctx, 10*time.Second, o.Verifier.SetKeys) })
 			g.Go(func() error {
 				return rep.Run(ctx, interval, func() (int, int, int) { cpu, mem := agent.HostLoad(); return d.Count(), cpu, mem })

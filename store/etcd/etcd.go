@@ -619,6 +619,7 @@ func (st *Store) dispatchRevoked(revs []revocation) {
 func (st *Store) resync(ctx context.Context) {
 	st.mu.Lock()
 	old := st.sessions
+	oldRevoked := maps.Clone(st.revoked)
 	oldMachines := map[string]broker.MachineState{}
 	for n := range st.loads {
 		oldMachines[n] = st.machineLocked(n)
@@ -675,8 +676,15 @@ func (st *Store) resync(ctx context.Context) {
 		all[sec] = true
 	}
 	sets := st.settingsLocked(all)
+	var revs []revocation // those the lost watch did not tell
+	for id, before := range st.revoked {
+		if before.After(oldRevoked[id]) {
+			revs = append(revs, revocation{id, before})
+		}
+	}
 	st.mu.Unlock()
 	st.dispatch(changes, sets)
+	st.dispatchRevoked(revs)
 }
 
 func sameMachine(a, b broker.MachineState) bool {

@@ -329,6 +329,11 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 	if r, _ := a.Revoked("s1"); !r.Equal(steal) {
 		t.Fatalf("after a narrower revocation: before %v, want %v", r, steal)
 	}
+	// etcd keeps the wider one too, whatever the view of the node that wrote.
+	kv, err := sb.Client().Get(t.Context(), "/frontdoor/test/tickets/revoked/s1")
+	if err != nil || len(kv.Kvs) != 1 || string(kv.Kvs[0].Value) != fmt.Sprintf("%020d", steal.UnixMilli()) {
+		t.Fatalf("stored revocation %v, %v; want %020d", kv, err, steal.UnixMilli())
+	}
 	if err := a.Revoke("s1", until, until); err != nil {
 		t.Fatal(err)
 	}

@@ -52,17 +52,22 @@ func (l Ledger) Use(id [16]byte, ch string, until time.Time) (bool, error) {
 func (l Ledger) Revoke(session string, before, until time.Time) error {
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
 	defer cancel()
-	l.st.mu.Lock()
-	if old := l.st.revoked[session]; old.After(before) {
-		before = old
-	}
-	l.st.mu.Unlock()
 	lease, err := l.st.leaseUntil(ctx, until)
 	if err != nil {
 		return err
 	}
-	v := strconv.FormatInt(before.UnixMilli(), 10)
-	if _, err := l.st.cli.Put(ctx, l.st.key("tickets", "revoked", session), v, leaseOpt(lease)...); err != nil {
+	k := l.st.key("tickets", "revoked", session)
+	v := revokedValue(before)
+	// Put unless a wider revocation is stored: values are fixed-width decimals, so etcd's
+	// byte comparison is the numeric one (an empty, older-release value revokes all).
+	_, err = l.st.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, v, leaseOpt(lease)...)).
+		Else(clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "<", v), clientv3.Compare(clientv3.Value(k), "!=", "")},
+			[]clientv3.Op{clientv3.OpPut(k, v, leaseOpt(lease)...)}, nil)).
+		Commit()
+	if err != nil {
 		return fmt.Errorf("revoking session %s: %w", session, err)
 	}
 	l.st.mu.Lock()
@@ -72,6 +77,10 @@ func (l Ledger) Revoke(session string, before, until time.Time) error {
 	l.st.mu.Unlock()
 	return nil
 }
+
+// revokedValue writes before as a revocation key's value: Unix milliseconds, zero-padded to
+// 20 digits so that values compare as their numbers.
+func revokedValue(before time.Time) string { return fmt.Sprintf("%020d", max(before.UnixMilli(), 0)) }
 
 // Revoked returns the issue time before which session's tickets are revoked, from the view;
 // zero when none are.

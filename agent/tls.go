@@ -11,9 +11,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 )
 
@@ -23,9 +26,82 @@ import (
 type Identity struct {
 	machine string
 
-	mu   sync.Mutex // guards cert and ca
-	cert *tls.Certificate
-	ca   *x509.CertPool
+	mu    sync.Mutex // guards cert, ca, caPEM and dir
+	cert  *tls.Certificate
+	ca    *x509.CertPool
+	caPEM []byte // the CA as the front door sent it, for Save
+	dir   string // where Save last kept it: a renewal is kept there too
+}
+
+// The files of an identity in its directory (Save, LoadIdentity).
+const (
+	identityKey  = "machine.key"
+	identityCert = "machine.pem"
+	identityCA   = "site-ca.pem"
+)
+
+// Save keeps the identity in dir (the key mode 0600), whole or not at all, so that the agent
+// starts again without a new enrolment; later renewals are kept there too.
+func (id *Identity) Save(dir string) error {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.saveLocked(dir)
+}
+
+func (id *Identity) saveLocked(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(id.cert.PrivateKey)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(dir, identityKey), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(dir, identityCA), id.caPEM, 0o644); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(filepath.Join(dir, identityCert), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: id.cert.Certificate[0]}), 0o644); err != nil {
+		return err
+	}
+	id.dir = dir
+	return nil
+}
+
+// LoadIdentity reads the identity of machine that Save kept in dir; an error when there is
+// none, it is not the machine's, or it has expired.
+func LoadIdentity(dir, machine string) (*Identity, error) {
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+	kp, err := read(identityKey)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := read(identityCert)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := read(identityCA)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(cp, kp)
+	if err != nil {
+		return nil, fmt.Errorf("the machine identity in %s: %w", dir, err)
+	}
+	ca := x509.NewCertPool()
+	if !ca.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("the machine identity in %s: no CA certificate", dir)
+	}
+	if _, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: ca, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return nil, fmt.Errorf("the machine identity in %s: %w", dir, err)
+	}
+	id, err := NewIdentity(machine, &cert, ca)
+	if err != nil {
+		return nil, err
+	}
+	id.caPEM, id.dir = caPEM, dir
+	return id, nil
 }
 
 // NewIdentity returns the identity of machine from its certificate and the site CA.
@@ -81,7 +157,7 @@ type enrolment struct {
 // certificate request the machine's enrolment ticket (good once) or token authenticates.
 // From then on the reporter presents the certificate (UseIdentity).
 func (r *Reporter) Enroll(ctx context.Context) (*Identity, error) {
-	cert, ca, err := r.enroll(ctx)
+	cert, ca, caPEM, err := r.enroll(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -89,43 +165,44 @@ func (r *Reporter) Enroll(ctx context.Context) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
+	id.caPEM = caPEM
 	r.UseIdentity(id)
 	return id, nil
 }
 
-func (r *Reporter) enroll(ctx context.Context) (*tls.Certificate, *x509.CertPool, error) {
+func (r *Reporter) enroll(ctx context.Context) (*tls.Certificate, *x509.CertPool, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: r.machine}}, key)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var ans enrolment
 	req := enrolment{Machine: r.machine, CSR: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}))}
 	if err := r.postFor(ctx, "/v1/agent/certificate", req, &ans); err != nil {
-		return nil, nil, fmt.Errorf("enrolling machine %s: %w", r.machine, err)
+		return nil, nil, nil, fmt.Errorf("enrolling machine %s: %w", r.machine, err)
 	}
 	b, _ := pem.Decode([]byte(ans.Certificate))
 	if b == nil {
-		return nil, nil, errors.New("enrolling: the answer holds no certificate")
+		return nil, nil, nil, errors.New("enrolling: the answer holds no certificate")
 	}
 	leaf, err := x509.ParseCertificate(b.Bytes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("enrolling: %w", err)
+		return nil, nil, nil, fmt.Errorf("enrolling: %w", err)
 	}
 	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || !pub.Equal(&key.PublicKey) {
-		return nil, nil, errors.New("enrolling: the certificate is not for the key asked for")
+		return nil, nil, nil, errors.New("enrolling: the certificate is not for the key asked for")
 	}
 	ca := x509.NewCertPool()
 	if !ca.AppendCertsFromPEM([]byte(ans.CA)) {
-		return nil, nil, errors.New("enrolling: the answer holds no CA certificate")
+		return nil, nil, nil, errors.New("enrolling: the answer holds no CA certificate")
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		return nil, nil, fmt.Errorf("enrolling: %w", err)
+		return nil, nil, nil, fmt.Errorf("enrolling: %w", err)
 	}
-	return &tls.Certificate{Certificate: [][]byte{b.Bytes}, PrivateKey: key, Leaf: leaf}, ca, nil
+	return &tls.Certificate{Certificate: [][]byte{b.Bytes}, PrivateKey: key, Leaf: leaf}, ca, []byte(ans.CA), nil
 }
 
 // Keep renews id through the agent API once its certificate is past half its life, checking
@@ -145,9 +222,17 @@ func (r *Reporter) Keep(ctx context.Context, id *Identity, check time.Duration) 
 		if time.Until(leaf.NotAfter) > leaf.NotAfter.Sub(leaf.NotBefore)/2 {
 			continue
 		}
-		cert, ca, err := r.enroll(ctx)
+		cert, ca, caPEM, err := r.enroll(ctx)
 		if err == nil {
 			err = id.set(cert, ca)
+		}
+		if err == nil {
+			id.mu.Lock()
+			id.caPEM = caPEM
+			if id.dir != "" {
+				err = id.saveLocked(id.dir)
+			}
+			id.mu.Unlock()
 		}
 		if err != nil {
 			r.log.Warn("renewing the machine certificate", "not_after", leaf.NotAfter, "err", err)

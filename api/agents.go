@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -163,7 +165,8 @@ func (a *Agents) authAs(w http.ResponseWriter, r *http.Request, machine string, 
 	case r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && siteid.Is(r.TLS.VerifiedChains[0][0], siteid.RoleMachine, machine):
 	case len(a.o.Key) > 0 && subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(a.o.Key, machine))) == 1:
 	case enrol && a.o.Verifier != nil && tok != "":
-		if _, err := a.o.Verifier.CheckEnrolment(tok, machine); err != nil {
+		key, _ := r.Context().Value(enrolKey{}).(string)
+		if _, err := a.o.Verifier.CheckEnrolment(tok, machine, key); err != nil {
 			a.o.Logger.Warn("enrolment refused", "machine", machine, "client", r.RemoteAddr, "reason", err)
 			ok = false
 		}
@@ -229,6 +232,17 @@ func (a *Agents) session(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// enrolKey keys, in an enrolment request's context, the id of the key it asks a certificate
+// for: the same request again (a retry at another front door) is not a replay.
+type enrolKey struct{}
+
+// keyIDOf names a public key: hex of the first 8 bytes of SHA-256 of its PKIX form.
+func keyIDOf(pub crypto.PublicKey) string {
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:8])
+}
+
 // Enrolment is a machine agent's certificate request and the answer to it.
 type Enrolment struct {
 	// Machine names the machine; its token authenticates the request.
@@ -249,21 +263,22 @@ func (a *Agents) certificate(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "body must be a JSON enrolment of at most 16 KiB")
 		return
 	}
-	if !a.authAs(w, r, req.Machine, true) {
-		return
-	}
 	if a.o.CA == nil {
 		httpError(w, http.StatusServiceUnavailable, "this front door issues no certificates")
 		return
 	}
+	// The request is checked whole before an enrolment ticket is used up (authAs).
 	pub, err := PublicKeyFromCSR([]byte(req.CSR))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	addr, err := netip.ParseAddr(a.mach[req.Machine].Address)
-	if err != nil {
+	if _, known := a.mach[req.Machine]; known && err != nil {
 		httpError(w, http.StatusInternalServerError, "the machine has no address in the config")
+		return
+	}
+	if !a.authAs(w, r.WithContext(context.WithValue(r.Context(), enrolKey{}, keyIDOf(pub))), req.Machine, true) {
 		return
 	}
 	der, err := a.o.CA.IssueParty(siteid.RoleMachine, req.Machine, []netip.Addr{addr}, pub, PartyTTL)

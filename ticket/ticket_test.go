@@ -237,8 +237,8 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// An enrolment ticket lets its machine enrol once; it opens no channel, and another
-// machine's is refused.
+// An enrolment ticket lets its machine enrol one key (again for a retry, not for another
+// key); it opens no channel, and another machine's is refused.
 func TestEnrolmentTicketIsGoodOnceForItsMachine(t *testing.T) {
 	s, v, _, _ := setup(t)
 	tok, _, err := s.Issue(Claims{Kind: Enrol, Machine: "vda-1"}, time.Hour)
@@ -248,17 +248,20 @@ func TestEnrolmentTicketIsGoodOnceForItsMachine(t *testing.T) {
 	if _, err := v.Check(tok, "vda-1", tcp8443); !errors.Is(err, ErrWrongKind) {
 		t.Fatalf("an enrolment ticket at a channel port: %v, want ErrWrongKind", err)
 	}
-	if _, err := v.CheckEnrolment(tok, "vda-2"); !errors.Is(err, ErrWrongMachine) {
+	if _, err := v.CheckEnrolment(tok, "vda-2", "k1"); !errors.Is(err, ErrWrongMachine) {
 		t.Fatalf("another machine's enrolment: %v, want ErrWrongMachine", err)
 	}
-	if _, err := v.CheckEnrolment(tok, "vda-1"); err != nil {
+	if _, err := v.CheckEnrolment(tok, "vda-1", "k1"); err != nil {
 		t.Fatalf("the enrolment: %v", err)
 	}
-	if _, err := v.CheckEnrolment(tok, "vda-1"); !errors.Is(err, ErrReplayed) {
-		t.Fatalf("the enrolment again: %v, want ErrReplayed", err)
+	if _, err := v.CheckEnrolment(tok, "vda-1", "k1"); err != nil {
+		t.Fatalf("the same key's enrolment again (a retry): %v", err)
+	}
+	if _, err := v.CheckEnrolment(tok, "vda-1", "k2"); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("the enrolment for another key: %v, want ErrReplayed", err)
 	}
 	launch, _, _ := s.Issue(Claims{Kind: Launch, Session: "s-1", Machine: "vda-1", Channels: []Channel{tcp8443}}, time.Minute)
-	if _, err := v.CheckEnrolment(launch, "vda-1"); !errors.Is(err, ErrWrongKind) {
+	if _, err := v.CheckEnrolment(launch, "vda-1", "k1"); !errors.Is(err, ErrWrongKind) {
 		t.Fatalf("a launch ticket as an enrolment: %v, want ErrWrongKind", err)
 	}
 }

@@ -201,8 +201,10 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 // enrolChannel is what the ledger records of an enrolment ticket's one use.
 var enrolChannel = Channel{Port: 0, Proto: "enrol"}
 
-// CheckEnrolment verifies an enrolment ticket of machine and uses it up: it is good once.
-func (v *Verifier) CheckEnrolment(token, machine string) (Claims, error) {
+// CheckEnrolment verifies an enrolment ticket of machine and uses it up: it is good for one
+// key, whose id key names — the same key again (a request retried at another front door) is
+// taken, another is refused.
+func (v *Verifier) CheckEnrolment(token, machine, key string) (Claims, error) {
 	c, err := v.parse(token)
 	if err != nil {
 		return c, err
@@ -218,11 +220,18 @@ func (v *Verifier) CheckEnrolment(token, machine string) (Claims, error) {
 	case c.Machine != machine:
 		return c, fmt.Errorf("%w: %q, not %q", ErrWrongMachine, c.Machine, machine)
 	}
-	fresh, err := v.ledger.Use(c.ID, enrolChannel, c.Expires.Add(clockSkew))
+	until := c.Expires.Add(clockSkew)
+	// Two entries: the ticket's one use, and the key it was used for. A ticket used before
+	// is taken again only for that key, whose entry then exists already.
+	first, err := v.ledger.Use(c.ID, enrolChannel, until)
 	if err != nil {
 		return c, fmt.Errorf("recording the enrolment: %w", err)
 	}
-	if !fresh {
+	newKey, err := v.ledger.Use(c.ID, Channel{Proto: "enrol-" + key}, until)
+	if err != nil {
+		return c, fmt.Errorf("recording the enrolment: %w", err)
+	}
+	if !first && newKey {
 		return c, ErrReplayed
 	}
 	return c, nil

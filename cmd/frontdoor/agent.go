@@ -17,10 +17,10 @@ import (
 )
 
 func newAgentCmd() *cobra.Command {
-	var file, machine, caFile, token string
+	var file, machine, caFile, token, data string
 	var interval time.Duration
 	c := &cobra.Command{
-		Use:   "agent --config FILE --machine NAME --ca FILE --token TOKEN",
+		Use:   "agent --config FILE --machine NAME --ca FILE --token TOKEN [--data DIR]",
 		Short: "Run a machine's agent: display ports (ticket-checked echo), heartbeats, session reports",
 		Long: "agent serves a machine's display ports as a desktop simulator, registers with a front door of\n" +
 			"the machine's zone (else the primary zone, never another satellite zone) and sends heartbeats.\n" +
@@ -38,8 +38,14 @@ func newAgentCmd() *cobra.Command {
 			if token == "" {
 				token = os.Getenv("FRONTDOOR_AGENT_TOKEN")
 			}
-			if token == "" {
-				return errors.New("no agent token: pass --token or set FRONTDOOR_AGENT_TOKEN")
+			var stored *agent.Identity
+			if data != "" {
+				if id, err := agent.LoadIdentity(data, machine); err == nil && time.Until(id.NotAfter()) > time.Hour {
+					stored = id
+				}
+			}
+			if token == "" && stored == nil {
+				return errors.New("no agent token and no machine identity kept in --data: pass --token (frontdoor admin enrol MACHINE) or set FRONTDOOR_AGENT_TOKEN")
 			}
 			var m *configs.Machine
 			for i := range cfg.Machines {
@@ -71,8 +77,19 @@ func newAgentCmd() *cobra.Command {
 			o.Verifier = ticket.NewVerifier(keys[0], ticket.NewMemoryLedger(0, nil), nil)
 			o.Verifier.SetKeys(keys)
 			o.Report, o.Logger, o.RevokeFor = rep.Event, log, cfg.Site.Tickets.ReconnectTTL.D()
-			if o.Identity, err = rep.Enroll(cmd.Context()); err != nil {
-				return err
+			if stored != nil {
+				o.Identity = stored
+				rep.UseIdentity(stored)
+				log.Info("machine identity kept from an earlier enrolment", "dir", data, "not_after", stored.NotAfter())
+			} else {
+				if o.Identity, err = rep.Enroll(cmd.Context()); err != nil {
+					return err
+				}
+				if data != "" {
+					if err := o.Identity.Save(data); err != nil {
+						return fmt.Errorf("keeping the machine identity in %s: %w", data, err)
+					}
+				}
 			}
 			d, err := agent.NewDisplay(o)
 			if err != nil {
@@ -97,6 +114,7 @@ func newAgentCmd() *cobra.Command {
 	c.Flags().StringVar(&machine, "machine", "", "this machine's name in the config (required)")
 	c.Flags().StringVar(&caFile, "ca", "", "PEM file of the CA that signs the front doors' certificates (default: system roots)")
 	c.Flags().StringVar(&token, "token", "", "enrolment ticket (frontdoor admin enrol MACHINE) or agent token")
+	c.Flags().StringVar(&data, "data", "", "keep the machine's key and certificate here, so that it starts again without a new enrolment (default: none)")
 	c.Flags().DurationVar(&interval, "interval", 5*time.Second, "heartbeat interval")
 	_ = c.MarkFlagRequired("config")
 	_ = c.MarkFlagRequired("machine")

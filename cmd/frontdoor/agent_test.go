@@ -140,19 +140,19 @@ func TestAgentEnrolsWithATicketFromTheAdminCLI(t *testing.T) {
 	if err != nil || json.Unmarshal(out, &et) != nil || et.Token == "" {
 		t.Fatalf("admin enrol: %v %q", err, out)
 	}
-	run := func(ctx context.Context) (chan error, *testbuf.Buffer) {
+	keep := t.TempDir()
+	run := func(ctx context.Context, extra ...string) (chan error, *testbuf.Buffer) {
 		cmd := newAgentCmd()
 		logs := &testbuf.Buffer{}
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(logs)
-		cmd.SetArgs([]string{"--config", file, "--machine", "vda-1", "--ca", filepath.Join(sv.data, "ca.pem"), "--token", et.Token, "--interval", "200ms"})
+		cmd.SetArgs(append([]string{"--config", file, "--machine", "vda-1", "--ca", filepath.Join(sv.data, "ca.pem"), "--token", et.Token, "--interval", "200ms"}, extra...))
 		done := make(chan error, 1)
 		go func() { done <- cmd.ExecuteContext(ctx) }()
 		return done, logs
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done, logs := run(ctx)
-	defer func() { cancel(); <-done }()
+	done, logs := run(ctx, "--data", keep)
 	var c *tls.Conn
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if c, err = tls.Dial("tcp", net.JoinHostPort("127.0.86.2", display), &tls.Config{RootCAs: sv.caPool()}); err == nil {
@@ -173,12 +173,37 @@ func TestAgentEnrolsWithATicketFromTheAdminCLI(t *testing.T) {
 			t.Fatalf("no heartbeat of vda-1 in the status after 10s: %s\nagent: %s", out, logs.String())
 		}
 	}
-	// The ticket is used up.
+	cancel()
+	<-done
+	// The ticket is used up: an agent that kept nothing cannot enrol with it again.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel2()
 	done2, logs2 := run(ctx2)
 	if err := <-done2; err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("a second enrolment with the same ticket: %v, want it refused (401)\n%s", err, logs2.String())
+	}
+	// The agent that kept its identity starts again without enrolling.
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	done3, logs3 := run(ctx3, "--data", keep)
+	defer func() { cancel3(); <-done3 }()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs3.String(), "machine identity kept"); time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done3:
+			t.Fatalf("the restarted agent stopped: %v\n%s", err, logs3.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted agent did not use its kept identity:\n%s", logs3.String())
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err = tls.Dial("tcp", net.JoinHostPort("127.0.86.2", display), &tls.Config{RootCAs: sv.caPool()}); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted agent serves no TLS after 10s: %v\n%s", err, logs3.String())
+		}
 	}
 }
 

@@ -3,11 +3,11 @@ package api
 import (
 	"context"
 	"crypto"
-	"crypto/x509"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"

@@ -57,6 +57,13 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 	}
 	d.conns[c] = ticketOf{claims.Session, claims.Issued}
 	d.mu.Unlock()
+	if d.o.Verifier.Revoked(claims) {
+		// Revoked between the check and the registration, which a cut would miss.
+		d.mu.Lock()
+		delete(d.conns, c)
+		d.mu.Unlock()
+		return
+	}
 	d.opened(claims.Session, claims.Mode)
 	defer func() {
 		d.mu.Lock()

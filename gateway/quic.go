@@ -346,6 +346,10 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		return
 	}
 	g.carry(c, claims.Session, claims.Issued)
+	if g.o.Verifier.Revoked(claims) || (g.o.Sessions != nil && !g.o.Sessions.Active(claims.Session)) {
+		deny("session ended or revoked", nil) // between the check and carry, which a cut would miss
+		return
+	}
 	if g.o.Track != nil {
 		g.o.Track.open(claims.Session, g.o.Name)
 		defer g.o.Track.close(claims.Session, g.o.Name)

@@ -77,6 +77,11 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 		return
 	}
 	defer g.release(c)
+	if g.o.Verifier.Revoked(claims) || !g.o.Sessions.Active(claims.Session) {
+		// Ended or revoked between the check and the registration, which a cut would miss.
+		conn.Write([]byte{ticket.StatusDenied})
+		return
+	}
 	if _, err := conn.Write([]byte{ticket.StatusOK}); err != nil {
 		return
 	}

@@ -143,6 +143,11 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 		up.Close()
 		return
 	}
+	if p.g.o.Verifier.Revoked(claims) || !p.g.o.Sessions.Active(claims.Session) {
+		p.g.release(f.ch) // ended or revoked between the check and the registration
+		up.Close()
+		return
+	}
 	p.mu.Lock()
 	if old := p.flows[from]; old != nil {
 		p.mu.Unlock()

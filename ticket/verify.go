@@ -198,6 +198,14 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 	return c, nil
 }
 
+// Revoked reports whether the ticket of claims c was revoked since it was checked: a channel
+// registers, then asks, so that a revocation that came between its check and its
+// registration (which cuts only registered channels) still cuts it.
+func (v *Verifier) Revoked(c Claims) bool {
+	before, err := v.ledger.Revoked(c.Session)
+	return err == nil && c.Issued.Before(before)
+}
+
 // enrolChannel is what the ledger records of an enrolment ticket's one use.
 var enrolChannel = Channel{Port: 0, Proto: "enrol"}
 

@@ -44,6 +44,10 @@ type DisplayOptions struct {
 	TCPPorts, UDPPorts []uint16
 	// Verifier checks tickets with the site's public key.
 	Verifier *ticket.Verifier
+	// Gateways are the addresses the site's gateways relay UDP flows from: a UDP ticket of
+	// any mode but direct is taken only from one of them (UDP carries no certificate).
+	// Default: none (UDP flows in direct mode only).
+	Gateways []netip.Addr
 	// Identity is the machine's certificate, which the TCP display ports present over TLS;
 	// they take gateway-mode channels only from a client that presents a gateway's
 	// certificate of the site CA. Required.
@@ -119,6 +123,24 @@ func ForMachine(m configs.Machine) (DisplayOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// GatewayAddrs returns the addresses of cfg's gateways, from which they relay UDP flows
+// (DisplayOptions.Gateways); bind maps an address to the one a gateway really binds (nil: the
+// same).
+func GatewayAddrs(cfg *configs.Config, bind func(netip.Addr) netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, g := range cfg.Gateways {
+		a, err := netip.ParseAddr(g.Address)
+		if err != nil {
+			continue
+		}
+		if bind != nil {
+			a = bind(a)
+		}
+		out = append(out, a.Unmap())
+	}
+	return out
 }
 
 // NewDisplay returns a Display; Listen opens its ports.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"crypto/tls"
+	"slices"
 	"errors"
 	"io"
 	"net"
@@ -119,6 +120,9 @@ func (d *Display) serveUDP(c *net.UDPConn, port uint16) {
 			}
 			ch := ticket.Channel{Port: port, Proto: "udp"}
 			claims, err := d.check(tok, ch)
+			if err == nil && claims.Mode != ticket.ModeDirect && !slices.Contains(d.o.Gateways, from.Addr()) {
+				err = ErrNotFromGateway
+			}
 			if err != nil {
 				d.log.Warn("flow denied", "channel", ch.String(), "client", from, "reason", err)
 				continue

@@ -139,7 +139,8 @@ func (s *site) startMachine() {
 		l.Close()
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(machineIP),
 			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
-			Verifier: ticket.NewVerifier(s.pub, ticket.NewMemoryLedger(0, nil), nil), Identity: s.machineIdentity(), Logger: quiet})
+			Verifier: ticket.NewVerifier(s.pub, ticket.NewMemoryLedger(0, nil), nil), Identity: s.machineIdentity(), Logger: quiet,
+			Gateways: []netip.Addr{netip.MustParseAddr(gwA), netip.MustParseAddr(gwB)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -202,3 +202,33 @@ func TestMachineTakesGatewayModeChannelsOnlyFromGateways(t *testing.T) {
 		})
 	}
 }
+
+// A machine takes a UDP flow of a gateway-mode ticket only from a gateway's address: a
+// client that reaches the machine itself gets nothing, while the gateway's flow (from its
+// own address) opens.
+func TestMachineTakesGatewayModeUDPFlowsOnlyFromGateways(t *testing.T) {
+	r, s := startOne(t)
+	tok := r.issue(t, ticket.Reconnect, "s-1", "vda-1")
+	direct, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.0.60.9")}, &net.UDPAddr{IP: net.ParseIP("127.0.60.1"), Port: int(r.port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	buf := make([]byte, 2048)
+	direct.Write(ticket.Datagram(tok))
+	direct.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if n, err := direct.Read(buf); err == nil {
+		t.Fatalf("the machine answered a gateway-mode ticket from a client: %q", buf[:n])
+	}
+	via, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(r.port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer via.Close()
+	via.Write(ticket.Datagram(tok))
+	via.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, err := via.Read(buf); err != nil || string(buf[:n]) != ticket.UDPReady {
+		t.Fatalf("the flow through the gateway: %q, %v", buf[:n], err)
+	}
+	s.want(t, "connected s-1 gw-1")
+}

@@ -359,7 +359,7 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		g.spliceTCP(st, claims.Machine, target, tok, deny)
 		return
 	}
-	u, err := openMachineFlow(target, tok)
+	u, err := g.openMachineFlow(target, tok)
 	if err != nil {
 		deny("machine", err)
 		return
@@ -394,9 +394,14 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 	st.Close()
 }
 
-// openMachineFlow sends the ticket datagram to the machine and waits for ticket.UDPReady.
-func openMachineFlow(target netip.AddrPort, tok string) (*net.UDPConn, error) {
-	u, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(target))
+// openMachineFlow sends the ticket datagram to the machine from the gateway's own address
+// (which the machine knows) and waits for ticket.UDPReady.
+func (g *QUIC) openMachineFlow(target netip.AddrPort, tok string) (*net.UDPConn, error) {
+	var local *net.UDPAddr
+	if ap, err := netip.ParseAddrPort(g.o.Address); err == nil && !ap.Addr().IsUnspecified() {
+		local = net.UDPAddrFromAddrPort(netip.AddrPortFrom(ap.Addr(), 0))
+	}
+	u, err := net.DialUDP("udp", local, net.UDPAddrFromAddrPort(target))
 	if err != nil {
 		return nil, err
 	}

@@ -131,7 +131,9 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 		p.g.log.Warn("flow table full", "port", p.port, "client", from)
 		return
 	}
-	up, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, p.port)))
+	// From the gateway's own address: the machine takes gateway-mode flows from gateways'
+	// addresses only (agent.DisplayOptions.Gateways).
+	up, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.g.o.Address, 0)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, p.port)))
 	if err != nil {
 		p.g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
 		return

@@ -120,6 +120,7 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 		l.Close()
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(connMachine),
 			TCPPorts: []uint16{p}, UDPPorts: []uint16{p}, Logger: connQuiet, Identity: identity,
+			Gateways: []netip.Addr{netip.MustParseAddr(connGwA), netip.MustParseAddr(connGwB)},
 			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)})
 		if err != nil {
 			t.Fatal(err)

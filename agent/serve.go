@@ -2,11 +2,11 @@ package agent
 
 import (
 	"crypto/tls"
-	"slices"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"

@@ -77,6 +77,7 @@ type Admin struct {
 	log   *slog.Logger
 
 	cache authCache
+	guard loginGuard
 
 	mu    sync.Mutex // guards modes
 	modes map[string]bool
@@ -120,10 +121,12 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (a *Admin) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, ok := authenticate(a.users, &a.cache, r)
-		if !ok || !u.Admin {
-			w.Header().Set("WWW-Authenticate", `Basic realm="frontdoor admin"`)
-			httpError(w, http.StatusUnauthorized, "admin authentication required")
+		u, err := authenticate(a.users, &a.cache, &a.guard, r)
+		if err == nil && !u.Admin {
+			err = errNoLogin
+		}
+		if err != nil {
+			loginRefused(w, err, "frontdoor admin")
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, u.Name)))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // /metrics answers admins only: it names machines and gateways and shows the site's load.
@@ -40,5 +41,41 @@ func TestMetricsNeedAnAdmin(t *testing.T) {
 				t.Fatalf("GET /metrics: %d, want %d", rec.Code, c.want)
 			}
 		})
+	}
+}
+
+// Guessing passwords is throttled: after failuresPerSource wrong passwords from one address
+// the next try is answered 429 with a Retry-After, without a comparison; another address may
+// still log in, and the right password is still let in from elsewhere.
+func TestPasswordGuessingIsThrottled(t *testing.T) {
+	cfg := &configs.Config{Users: []configs.User{{Name: "admin", Admin: true}}}
+	hash, err := bcrypt.GenerateFromPassword([]byte("lab"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Users[0].PasswordHash = string(hash)
+	a, err := NewAdmin(AdminOptions{Config: cfg, Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	try := func(from, pass string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.RemoteAddr = from + ":40000"
+		req.SetBasicAuth("admin", pass)
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := range failuresPerSource {
+		if rec := try("192.0.2.7", "guess"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("wrong password %d: %d, want 401", i, rec.Code)
+		}
+	}
+	rec := try("192.0.2.7", "lab")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("after %d wrong passwords, the right one from the same address: %d (Retry-After %q), want 429 with Retry-After", failuresPerSource, rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if rec := try("192.0.2.8", "lab"); rec.Code != http.StatusOK {
+		t.Fatalf("the right password from another address: %d, want 200", rec.Code)
 	}
 }

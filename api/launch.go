@@ -20,7 +20,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
-	"golang.org/x/crypto/bcrypt"
 )
 
 // Broker is what the APIs need of the session broker.
@@ -102,6 +101,7 @@ type Launch struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	cache authCache
+	guard loginGuard
 }
 
 // NewLaunch builds the launch API handler.
@@ -188,21 +188,22 @@ func (c *authCache) add(k [32]byte) {
 
 // authenticate accepts a verified client certificate whose common name is a configured user
 // (the listener verifies it against the site CA; a gateway's or a machine's certificate is
-// no user's), else HTTP Basic credentials checked against the configured bcrypt hashes.
-func authenticate(users map[string]configs.User, cache *authCache, r *http.Request) (configs.User, bool) {
+// no user's), else HTTP Basic credentials checked against the configured bcrypt hashes,
+// throttled by guard (loginGuard). The error is errNoLogin, a throttledError or errLoginBusy.
+func authenticate(users map[string]configs.User, cache *authCache, guard *loginGuard, r *http.Request) (configs.User, error) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		leaf := r.TLS.VerifiedChains[0][0]
 		if _, _, party := siteid.Of(leaf); party {
-			return configs.User{}, false
+			return configs.User{}, errNoLogin
 		}
 		if u, ok := users[leaf.Subject.CommonName]; ok && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
-			return u, true
+			return u, nil
 		}
-		return configs.User{}, false
+		return configs.User{}, errNoLogin
 	}
 	name, pass, ok := r.BasicAuth()
 	if !ok {
-		return configs.User{}, false
+		return configs.User{}, errNoLogin
 	}
 	u, known := users[name]
 	hash := u.PasswordHash
@@ -212,21 +213,28 @@ func authenticate(users map[string]configs.User, cache *authCache, r *http.Reque
 	}
 	k := cache.key(name, pass, hash)
 	if known && u.PasswordHash != "" && cache.ok(k) {
-		return u, true
+		return u, nil
 	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) != nil || !known || u.PasswordHash == "" {
-		return configs.User{}, false
+	src := clientAddr(r)
+	if wait := guard.wait(src, name); wait > 0 {
+		return configs.User{}, throttledError{wait}
+	}
+	if err := guard.compare(hash, pass); err != nil || !known || u.PasswordHash == "" {
+		if errors.Is(err, errLoginBusy) {
+			return configs.User{}, err
+		}
+		guard.failed(src, name)
+		return configs.User{}, errNoLogin
 	}
 	cache.add(k)
-	return u, true
+	return u, nil
 }
 
 func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, configs.User)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, ok := authenticate(l.users, &l.cache, r)
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Basic realm="frontdoor"`)
-			httpError(w, http.StatusUnauthorized, "authentication required")
+		u, err := authenticate(l.users, &l.cache, &l.guard, r)
+		if err != nil {
+			loginRefused(w, err, "frontdoor")
 			return
 		}
 		h(w, r, u)

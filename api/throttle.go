@@ -1,0 +1,135 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/time/rate"
+)
+
+// Password logins are throttled: every failed one costs its source address and its user name
+// a token, and a source or a user without a token is answered 429 with Retry-After, without a
+// bcrypt comparison; at most two comparisons per CPU run at once, so that guessing is neither
+// free nor a lever on the CPU. Behind a load balancer the source is the client only when the
+// listener reads its PROXY header (proxy_protocol_from); else every client shares its address.
+const (
+	failuresPerSource = 10               // failed logins a source address may make at once
+	failuresPerUser   = 20               // failed logins of one user name at once, from anywhere
+	refill            = 10 * time.Second // a token of each comes back after this
+	bcryptWait        = 2 * time.Second  // a login waits no longer for a comparison slot
+	guardEntries      = 10000            // limiters kept per kind; full, the idle ones go
+)
+
+// Login failures of authenticate.
+var (
+	errNoLogin   = errors.New("authentication required")
+	errLoginBusy = errors.New("too many logins at once; try again in a second")
+)
+
+// throttledError is a login refused without a try, for RetryAfter.
+type throttledError struct{ after time.Duration }
+
+func (e throttledError) Error() string {
+	return fmt.Sprintf("too many failed logins; try again in %s", e.after.Round(time.Second))
+}
+
+// loginGuard holds the limiters and the comparison slots of one API.
+type loginGuard struct {
+	mu      sync.Mutex // guards sources and users
+	sources map[netip.Addr]*rate.Limiter
+	users   map[string]*rate.Limiter
+	slots   chan struct{}
+	once    sync.Once
+}
+
+func (g *loginGuard) init() {
+	g.once.Do(func() {
+		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
+		g.slots = make(chan struct{}, 2*runtime.NumCPU())
+	})
+}
+
+// limiter returns m's limiter of k, made full on first use; a full map drops the limiters
+// that are full again (nobody failed from there lately).
+func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int) *rate.Limiter {
+	if l := m[k]; l != nil {
+		return l
+	}
+	if len(m) >= guardEntries {
+		now := time.Now()
+		for key, l := range m {
+			if l.TokensAt(now) >= float64(l.Burst()) {
+				delete(m, key)
+			}
+		}
+	}
+	l := rate.NewLimiter(rate.Every(refill), burst)
+	if len(m) < guardEntries {
+		m[k] = l
+	}
+	return l
+}
+
+// wait returns how long src or user must wait before a password is tried; 0: now.
+func (g *loginGuard) wait(src netip.Addr, user string) time.Duration {
+	g.init()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	var longest time.Duration
+	for _, l := range []*rate.Limiter{limiter(g.sources, src, failuresPerSource), limiter(g.users, user, failuresPerUser)} {
+		if t := l.TokensAt(now); t < 1 {
+			longest = max(longest, time.Duration((1-t)*float64(refill)))
+		}
+	}
+	return longest
+}
+
+// failed charges a failed login to src and user.
+func (g *loginGuard) failed(src netip.Addr, user string) {
+	g.init()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	limiter(g.sources, src, failuresPerSource).Allow()
+	limiter(g.users, user, failuresPerUser).Allow()
+}
+
+// compare runs a bcrypt comparison in one of the slots; errLoginBusy when none frees within
+// bcryptWait.
+func (g *loginGuard) compare(hash, pass string) error {
+	g.init()
+	t := time.NewTimer(bcryptWait)
+	defer t.Stop()
+	select {
+	case g.slots <- struct{}{}:
+	case <-t.C:
+		return errLoginBusy
+	}
+	defer func() { <-g.slots }()
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass))
+}
+
+// loginRefused answers a failed authentication: 429 with Retry-After when throttled, 503
+// when the comparisons are all busy, else 401 with the realm's challenge.
+func loginRefused(w http.ResponseWriter, err error, realm string) {
+	var th throttledError
+	switch {
+	case errors.As(err, &th):
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(th.after.Seconds()))))
+		httpError(w, http.StatusTooManyRequests, err.Error())
+	case errors.Is(err, errLoginBusy):
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`"`)
+		httpError(w, http.StatusUnauthorized, err.Error())
+	}
+}

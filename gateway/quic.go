@@ -61,6 +61,9 @@ type QUICOptions struct {
 	// MachineTLS is the client TLS config of the TCP channels to machines (see
 	// Options.MachineTLS). Required.
 	MachineTLS *tls.Config
+	// TicketWithin closes a connection that has no channel admitted this long after its
+	// handshake. Default: 10s.
+	TicketWithin time.Duration
 	// Logger receives the gateway's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -72,6 +75,9 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.TicketWithin == 0 {
+		o.TicketWithin = 10 * time.Second
 	}
 	pc, err := net.ListenPacket("udp", o.Address)
 	if err != nil {
@@ -257,6 +263,18 @@ type qflows struct {
 
 func (g *QUIC) serveConn(c *quic.Conn) {
 	fl := &qflows{m: map[uint16]*net.UDPConn{}}
+	// A connection that opens no channel within TicketWithin is closed: a client's
+	// keepalives alone do not hold a gateway's state.
+	idle := time.AfterFunc(g.o.TicketWithin, func() {
+		g.mu.Lock()
+		q := g.conns[c]
+		carries := q != nil && len(q.sessions) > 0
+		g.mu.Unlock()
+		if !carries {
+			c.CloseWithError(0, "no ticket")
+		}
+	})
+	defer idle.Stop()
 	var wg sync.WaitGroup
 	defer func() {
 		c.CloseWithError(0, "")

@@ -129,3 +129,30 @@ func TestQUICConnectionsPastTheUnvalidatedRateGoThroughARetry(t *testing.T) {
 		qc.CloseWithError(0, "")
 	}
 }
+
+// A QUIC connection that presents no ticket is closed after TicketWithin, keepalives or not.
+func TestQUICConnectionWithoutATicketIsClosed(t *testing.T) {
+	_, v, _ := keys(t)
+	tlsc, pool := selfSigned(t)
+	q, err := ListenQUIC(QUICOptions{Name: "gw", Address: "127.0.50.1:0", TLS: tlsc, Verifier: v, MachineTLS: machineTLS("gw", "127.0.50.1"),
+		TicketWithin: 300 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Machine: func(string) (netip.Addr, bool) { return netip.Addr{}, false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- q.Serve(ctx) }()
+	defer func() { cancel(); <-served; q.Close() }()
+	qc, err := quic.DialAddr(ctx, q.Addr().String(), &tls.Config{RootCAs: pool, NextProtos: []string{ticket.QUICALPN}},
+		&quic.Config{KeepAlivePeriod: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-qc.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection without a ticket was kept for 10s")
+	}
+}

@@ -38,6 +38,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -569,6 +570,10 @@ func (r *Node) quics() map[string]*gateway.QUIC {
 	return maps.Clone(r.quic)
 }
 
+// maxHTTPSConns bounds the connections one HTTPS listener serves at once (the process may
+// hold 20,000 descriptors here).
+const maxHTTPSConns = 4096
+
 // Name returns the node's name.
 func (r *Node) Name() string { return r.spec.Name }
 
@@ -636,7 +641,9 @@ func (r *Node) Listen() error {
 		if len(h.trusted) > 0 {
 			ln = newProxyListener(ln, h.trusted, r.log.With("node", h.node, "listener", h.kind))
 		}
-		h.ln = ln
+		// A bounded number of connections at once: the rest wait in the listen queue, and
+		// the process keeps descriptors for its other sockets.
+		h.ln = netutil.LimitListener(ln, maxHTTPSConns)
 	}
 	for name, g := range r.gateways {
 		if err := g.Listen(); err != nil {

@@ -250,6 +250,19 @@ func (d *Display) Sessions() map[string]string {
 	return out
 }
 
+// Connected returns the sessions with a channel open at the machine.
+func (d *Display) Connected() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.open))
+	for s, n := range d.open {
+		if n > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Held returns the sessions the machine knows (connected or disconnected).
 func (d *Display) Held() []string {
 	d.mu.Lock()

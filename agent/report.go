@@ -84,10 +84,11 @@ type Reporter struct {
 	tlsc    *tls.Config
 	log     *slog.Logger
 
-	mu      sync.Mutex // guards current, client, follow
-	current int
-	client  *http.Client
-	follow  *http.Client // for the long polls of Follow
+	mu        sync.Mutex // guards current, client, follow, connected
+	current   int
+	connected func() []string // TellConnected
+	client    *http.Client
+	follow    *http.Client // for the long polls of Follow
 }
 
 // NewReporter returns a Reporter for machine with its agent token; tlsc trusts the site CA.
@@ -194,7 +195,23 @@ func (r *Reporter) request(ctx context.Context, long bool, method, path string, 
 
 // Heartbeat reports the machine's load.
 func (r *Reporter) Heartbeat(ctx context.Context, sessions, cpu, memory int) error {
-	return r.post(ctx, "/v1/agent/heartbeat", map[string]any{"machine": r.machine, "sessions": sessions, "cpu": cpu, "memory": memory})
+	hb := map[string]any{"machine": r.machine, "sessions": sessions, "cpu": cpu, "memory": memory}
+	r.mu.Lock()
+	connected := r.connected
+	r.mu.Unlock()
+	if connected != nil {
+		hb["connected"] = connected()
+	}
+	return r.post(ctx, "/v1/agent/heartbeat", hb)
+}
+
+// TellConnected makes every heartbeat tell the sessions connected lists (those with a channel
+// open at the machine), so that the site marks disconnected what it holds connected and the
+// machine does not carry (Display.Connected).
+func (r *Reporter) TellConnected(connected func() []string) {
+	r.mu.Lock()
+	r.connected = connected
+	r.mu.Unlock()
 }
 
 // Event reports a direct-mode session event ("connected" or "disconnected").

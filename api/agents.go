@@ -19,7 +19,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -143,7 +145,17 @@ type Heartbeat struct {
 	Sessions int    `json:"sessions"`
 	CPU      int    `json:"cpu"`
 	Memory   int    `json:"memory"`
+	// Connected are the sessions with a channel open at the machine, when the agent tells
+	// (nil: an agent that does not): a session the site holds connected on the machine for
+	// longer than reconcileGrace without one is marked disconnected, so that it expires and
+	// frees its slot (the node that carried it may have died without a word).
+	Connected *[]string `json:"connected,omitempty"`
 }
+
+// reconcileGrace is how long a session may be connected in the site without a channel at
+// its machine (a channel opens at the gateway a moment before the machine, and the machine
+// tells at its next heartbeat).
+const reconcileGrace = 30 * time.Second
 
 // ErrWrongZone is answered to an agent that must register with another zone's front door.
 var ErrWrongZone = errors.New("register with a front door of your own zone or of the primary zone")
@@ -198,10 +210,33 @@ func (a *Agents) heartbeat(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	if hb.Connected != nil {
+		a.reconcile(r.Context(), hb.Machine, *hb.Connected)
+	}
+	hb.Connected = nil
 	a.mu.Lock()
 	a.load[hb.Machine] = hb
 	a.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// reconcile marks disconnected the sessions the site holds connected on machine, for longer
+// than reconcileGrace, that the machine says have no channel.
+func (a *Agents) reconcile(ctx context.Context, machine string, connected []string) {
+	has := make(map[string]bool, len(connected))
+	for _, id := range connected {
+		has[id] = true
+	}
+	for _, s := range a.o.Broker.Sessions() {
+		if s.Machine != machine || s.State != broker.StateConnected || has[s.ID] || time.Since(s.Changed) < reconcileGrace {
+			continue
+		}
+		if _, err := a.o.Broker.Disconnected(ctx, s.ID); err != nil {
+			a.o.Logger.Warn("marking a session without a channel disconnected", "session", s.ID, "machine", machine, "err", err)
+			continue
+		}
+		a.o.Logger.Info("a session connected in the site had no channel at its machine: marked disconnected", "session", s.ID, "machine", machine, "since", s.Changed)
+	}
 }
 
 // agentSession takes direct-mode connect and disconnect reports from a machine's agent.

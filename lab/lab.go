@@ -242,6 +242,7 @@ func (l *Lab) buildAgents() error {
 		if err != nil {
 			return err
 		}
+		rep.TellConnected(d.Connected) // the site learns which of its connected sessions this machine carries
 		if err := d.Listen(); err != nil {
 			for _, open := range l.Displays {
 				open.Close()

@@ -96,6 +96,7 @@ func newAgentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			rep.TellConnected(d.Connected) // the site learns which of its connected sessions this machine carries
 			if err := d.Listen(); err != nil {
 				return err
 			}

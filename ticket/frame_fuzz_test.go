@@ -1,0 +1,48 @@
+package ticket
+
+import (
+	"bytes"
+	"testing"
+)
+
+// FuzzReadFrame: a channel's first bytes come from anyone; ReadFrame never panics, never
+// returns a token longer than MaxLen or empty, and what it returns WriteFrame writes back as
+// the bytes it read.
+func FuzzReadFrame(f *testing.F) {
+	var ok bytes.Buffer
+	WriteFrame(&ok, "a-token")
+	f.Add(ok.Bytes())
+	f.Add([]byte("FDT1\x00\x00"))
+	f.Add([]byte("FDT1\xff\xff"))
+	f.Add([]byte("GET / HTTP/1.1\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		tok, err := ReadFrame(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		if len(tok) == 0 || len(tok) > MaxLen {
+			t.Fatalf("ReadFrame returned %d bytes", len(tok))
+		}
+		var out bytes.Buffer
+		if err := WriteFrame(&out, tok); err != nil || !bytes.HasPrefix(in, out.Bytes()) {
+			t.Fatalf("the frame of %q does not encode back to its input's start: %v", tok, err)
+		}
+	})
+}
+
+// FuzzParseDatagram: a flow's first datagram comes from anyone; ParseDatagram never panics
+// and takes only FrameMagic and a token of 1..MaxLen bytes, which Datagram encodes back.
+func FuzzParseDatagram(f *testing.F) {
+	f.Add(Datagram("a-token"))
+	f.Add([]byte("FDT1"))
+	f.Add([]byte(ProbePayload))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		tok, ok := ParseDatagram(in)
+		if !ok {
+			return
+		}
+		if len(tok) == 0 || len(tok) > MaxLen || !bytes.Equal(Datagram(tok), in) {
+			t.Fatalf("ParseDatagram(%q) = %q", in, tok)
+		}
+	})
+}

@@ -227,8 +227,8 @@ func (a *Agents) reconcile(ctx context.Context, machine string, connected []stri
 	for _, id := range connected {
 		has[id] = true
 	}
-	for _, s := range a.o.Broker.Sessions() {
-		if s.Machine != machine || s.State != broker.StateConnected || has[s.ID] || time.Since(s.Changed) < reconcileGrace {
+	for _, s := range a.o.Broker.SessionsOn(machine) {
+		if s.State != broker.StateConnected || has[s.ID] || time.Since(s.Changed) < reconcileGrace {
 			continue
 		}
 		if _, err := a.o.Broker.Disconnected(ctx, s.ID); err != nil {

@@ -118,8 +118,8 @@ func (a *Agents) liveSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []string{}
-	for _, s := range a.o.Broker.Sessions() {
-		if s.Machine == machine && s.State != broker.StateEnded {
+	for _, s := range a.o.Broker.SessionsOn(machine) {
+		if s.State != broker.StateEnded {
 			out = append(out, s.ID)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 type Broker interface {
 	Launch(ctx context.Context, req broker.LaunchRequest) (broker.Decision, error)
 	Sessions() []broker.Session
+	SessionsOn(machine string) []broker.Session
 	Session(id string) (broker.Session, bool)
 	Connected(ctx context.Context, id string) (broker.Session, error)
 	Disconnected(ctx context.Context, id string) (broker.Session, error)

@@ -23,7 +23,17 @@ type sessionsBroker struct {
 	gone   []string
 }
 
-func (b *sessionsBroker) Sessions() []broker.Session                         { b.mu.Lock(); defer b.mu.Unlock(); return b.ss }
+func (b *sessionsBroker) SessionsOn(machine string) []broker.Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []broker.Session
+	for _, s := range b.ss {
+		if s.Machine == machine {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 func (b *sessionsBroker) ReportLoad(context.Context, string, int, int) error { return nil }
 func (b *sessionsBroker) Disconnected(_ context.Context, id string) (broker.Session, error) {
 	b.mu.Lock()

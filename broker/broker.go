@@ -25,9 +25,10 @@ type Broker struct {
 
 	stateMu sync.Mutex // serializes machine-state writes (taken before mu)
 
-	mu       sync.Mutex // guards sessions, byUser, the dynamic fields of machines and groups, and the buckets
-	sessions map[string]*Session
-	byUser   map[string][]*Session // live sessions of each user, by Created then ID
+	mu        sync.Mutex // guards sessions, byUser, onMachine, the dynamic fields of machines and groups, and the buckets
+	sessions  map[string]*Session
+	byUser    map[string][]*Session // live sessions of each user, by Created then ID
+	onMachine map[string][]*Session // live sessions of each machine, by Created then ID
 	// creating holds the ids of sessions this broker is creating in the store: a change
 	// that reports one before CreateSession has returned is left to the launch (false), and
 	// one that ends it marks it true so that the launch does not add it.
@@ -65,7 +66,7 @@ func New(ctx context.Context, cfg *configs.Config, st Store, now func() time.Tim
 		return nil, fmt.Errorf("building broker model: %w", err)
 	}
 	b := &Broker{m: m, st: st, now: now, newID: randomID,
-		sessions: map[string]*Session{}, byUser: map[string][]*Session{}, creating: map[string]bool{}, ending: map[string]bool{}}
+		sessions: map[string]*Session{}, byUser: map[string][]*Session{}, onMachine: map[string][]*Session{}, creating: map[string]bool{}, ending: map[string]bool{}}
 	for _, o := range opts {
 		o(b)
 	}
@@ -121,9 +122,28 @@ func (mx *machine) applyState(ms MachineState) {
 // addLocked indexes a new session.
 func (b *Broker) addLocked(s *Session) {
 	b.sessions[s.ID] = s
-	l := b.byUser[s.User]
+	insertSession(b.byUser, s.User, s)
+	insertSession(b.onMachine, s.Machine, s)
+}
+
+// insertSession adds s to index[k], kept by Created then ID.
+func insertSession(index map[string][]*Session, k string, s *Session) {
+	l := index[k]
 	i, _ := slices.BinarySearchFunc(l, s, compareSessions)
-	b.byUser[s.User] = slices.Insert(l, i, s)
+	index[k] = slices.Insert(l, i, s)
+}
+
+// dropSession removes s from index[k].
+func dropSession(index map[string][]*Session, k string, s *Session) {
+	l := index[k]
+	if i := slices.Index(l, s); i >= 0 {
+		l = slices.Delete(l, i, i+1)
+	}
+	if len(l) == 0 {
+		delete(index, k)
+	} else {
+		index[k] = l
+	}
 }
 
 // removeLocked drops a session from the indexes and frees its slot.
@@ -133,15 +153,8 @@ func (b *Broker) removeLocked(id string) (*Session, bool) {
 		return nil, false
 	}
 	delete(b.sessions, id)
-	l := b.byUser[s.User]
-	if i := slices.Index(l, s); i >= 0 {
-		l = slices.Delete(l, i, i+1)
-	}
-	if len(l) == 0 {
-		delete(b.byUser, s.User)
-	} else {
-		b.byUser[s.User] = l
-	}
+	dropSession(b.byUser, s.User, s)
+	dropSession(b.onMachine, s.Machine, s)
 	if mx := b.m.machines[s.Machine]; mx != nil {
 		mx.update(func() {
 			mx.sessions--
@@ -205,6 +218,18 @@ func (b *Broker) Sessions() []Session {
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, c Session) int { return compareSessions(&a, &c) })
+	return out
+}
+
+// SessionsOn returns copies of the live sessions of machine, ordered by Created then ID.
+func (b *Broker) SessionsOn(machine string) []Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.onMachine[machine]
+	out := make([]Session, 0, len(l))
+	for _, s := range l {
+		out = append(out, *s)
+	}
 	return out
 }
 

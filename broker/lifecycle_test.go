@@ -140,3 +140,21 @@ func TestRunExpiryEndsSessionsAtTheTick(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// SessionsOn lists a machine's live sessions, and a session leaves the list when it ends.
+func TestSessionsOnListsAMachinesLiveSessions(t *testing.T) {
+	y := site("", "groups:\n  - {name: pool}", poolMachines, users,
+		"resources:\n  - {name: desk, groups: [{group: pool}], entitled: {everyone: true}}")
+	e := newEnv(t, y)
+	d := e.launch("homer", "desk", "", "ep")
+	on := e.b.SessionsOn(d.Machine)
+	if len(on) != 1 || on[0].ID != d.Session {
+		t.Fatalf("SessionsOn(%s) = %+v, want the one session", d.Machine, on)
+	}
+	if _, err := e.b.Logoff(t.Context(), d.Session); err != nil {
+		t.Fatal(err)
+	}
+	if on := e.b.SessionsOn(d.Machine); len(on) != 0 {
+		t.Fatalf("after the logoff SessionsOn = %+v, want none", on)
+	}
+}

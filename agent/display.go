@@ -345,7 +345,7 @@ func (d *Display) End(session string) {
 		delete(d.since, session)
 	}
 	d.mu.Unlock()
-	n := d.cut(session, time.Unix(1<<40, 0))
+	n := d.cut(session, ticket.AllIssued)
 	if known {
 		d.log.Info("session ended by the front door: channels cut, tickets refused", "session", session, "channels", n)
 	}

@@ -324,7 +324,7 @@ func (g *Gateway) Close() error {
 }
 
 // CloseSession cuts every channel of session on this gateway (after a logoff).
-func (g *Gateway) CloseSession(id string) { g.CloseSessionBefore(id, time.Unix(1<<40, 0)) }
+func (g *Gateway) CloseSession(id string) { g.CloseSessionBefore(id, ticket.AllIssued) }
 
 // CloseSessionBefore cuts the channels of session on this gateway that tickets issued before
 // before opened (after a steal: the old endpoint's).

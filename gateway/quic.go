@@ -224,7 +224,7 @@ type qconn struct {
 }
 
 // CloseSession cuts the connections that carry channels of session (after a logoff).
-func (g *QUIC) CloseSession(id string) { g.CloseSessionBefore(id, time.Unix(1<<40, 0)) }
+func (g *QUIC) CloseSession(id string) { g.CloseSessionBefore(id, ticket.AllIssued) }
 
 // CloseSessionBefore cuts the connections that carry channels of session opened by tickets
 // issued before before (after a steal: the old endpoint's).

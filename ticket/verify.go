@@ -198,6 +198,9 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 	return c, nil
 }
 
+// AllIssued is a time after every ticket's issue: "issued before AllIssued" is every ticket.
+var AllIssued = time.Unix(1<<40, 0)
+
 // Revoked reports whether the ticket of claims c was revoked since it was checked: a channel
 // registers, then asks, so that a revocation that came between its check and its
 // registration (which cuts only registered channels) still cuts it.

@@ -146,21 +146,11 @@ type descriptor struct {
 	Trace []string `json:"trace"`
 }
 
+// launch launches resource as user from the address from at the launch API url, from the
+// endpoint test-laptop.
 func launch(t *testing.T, l *Lab, from, url, user, resource string) (descriptor, int) {
 	t.Helper()
-	tc := l.TLSClientConfig()
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DialContext: d.DialContext}}
-	req, _ := http.NewRequest(http.MethodPost, url+"/v1/launch", strings.NewReader(`{"resource":"`+resource+`","endpoint":"test-laptop"}`))
-	req.SetBasicAuth(user, "lab")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var desc descriptor
-	json.NewDecoder(resp.Body).Decode(&desc)
-	return desc, resp.StatusCode
+	return launchFrom(t, l, from, url, user, resource, "test-laptop")
 }
 
 // TestLabEndToEnd walks the user's path through the lab: DNS, launch, a channel through a
@@ -343,7 +333,8 @@ func TestLogoffCutsADirectSessionAtItsMachine(t *testing.T) {
 	}
 }
 
-// launchFrom is launch from endpoint.
+// launchFrom launches resource as user from the address from at the launch API url, from
+// endpoint.
 func launchFrom(t *testing.T, l *Lab, from, url, user, resource, endpoint string) (descriptor, int) {
 	t.Helper()
 	tc := l.TLSClientConfig()

@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 	"io"
 	"math"
 	"net/netip"
@@ -343,7 +344,7 @@ func (o *orch) row(config string, round int, b build, rate int) (r row) {
 		sockDrops, rcvbf int64
 	}
 	take := func() (sn snap, err error) {
-		sn.t, sn.gw, sn.sockDrops, sn.rcvbf = time.Now(), cpu(g.pid), udpDrops(netip.MustParseAddrPort(gwAddr)), rcvbufErrors()
+		sn.t, sn.gw, sn.sockDrops, sn.rcvbf = time.Now(), cpu(g.pid), kernel.UDPDrops(func(a netip.AddrPort) bool { return a == netip.MustParseAddrPort(gwAddr) }), kernel.UDPCounter("RcvbufErrors")
 		if err := g.stats(&sn.gs); err != nil {
 			return sn, fmt.Errorf("gateway stats: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 	mrand "math/rand/v2"
 	"net"
 	"net/netip"
@@ -253,40 +254,8 @@ func statelessHVR(uc *net.UDPConn) error {
 	}
 }
 
-// udpDrops: datagrams dropped so far at the full receive queue of the UDP socket bound to
-// 127.0.0.1:port or *:port (the last column of /proc/net/udp).
+// udpDrops: datagrams dropped so far at the full receive queue of the UDP sockets bound to
+// port (the last column of /proc/net/udp).
 func udpDrops(port int) int64 {
-	var total int64
-	lines, err := readLines("/proc/net/udp")
-	if err != nil {
-		return -1
-	}
-	for _, l := range lines[1:] {
-		var f []string
-		for _, w := range splitFields(l) {
-			f = append(f, w)
-		}
-		if len(f) < 13 {
-			continue
-		}
-		ap, err := parseHexAddr(f[1])
-		if err != nil || int(ap.Port()) != port {
-			continue
-		}
-		var d int64
-		fmt.Sscan(f[len(f)-1], &d)
-		total += d
-	}
-	return total
-}
-
-func parseHexAddr(s string) (netip.AddrPort, error) {
-	var ip uint32
-	var port uint16
-	if _, err := fmt.Sscanf(s, "%08X:%04X", &ip, &port); err != nil {
-		return netip.AddrPort{}, err
-	}
-	var a [4]byte
-	binary.LittleEndian.PutUint32(a[:], ip)
-	return netip.AddrPortFrom(netip.AddrFrom4(a), port), nil
+	return kernel.UDPDrops(func(a netip.AddrPort) bool { return int(a.Port()) == port })
 }

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 	"io"
 	"os"
 	"os/exec"
@@ -109,16 +110,6 @@ func split(s string) []string {
 	}
 	return out
 }
-
-func readLines(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return strings.Split(strings.TrimSpace(string(b)), "\n"), nil
-}
-
-func splitFields(s string) []string { return strings.Fields(s) }
 
 // orch runs the rows.
 type orch struct {
@@ -245,7 +236,7 @@ func (o *orch) ticksCPU(pid int) float64 {
 
 // statusKB is a field (VmRSS, VmHWM) of /proc/PID/status in kB.
 func statusKB(pid int, field string) int64 {
-	lines, _ := readLines(fmt.Sprintf("/proc/%d/status", pid))
+	lines, _ := kernel.ReadLines(fmt.Sprintf("/proc/%d/status", pid))
 	for _, l := range lines {
 		if strings.HasPrefix(l, field+":") {
 			v, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
@@ -279,7 +270,7 @@ type echoRow struct {
 
 // hostBusy is the host's busy CPU seconds so far (/proc/stat: all but idle and iowait).
 func (o *orch) hostBusy() float64 {
-	lines, err := readLines("/proc/stat")
+	lines, err := kernel.ReadLines("/proc/stat")
 	if err != nil || len(lines) == 0 {
 		return 0
 	}
@@ -296,21 +287,7 @@ func (o *orch) hostBusy() float64 {
 }
 
 // udpInDatagrams is the host's UDP InDatagrams counter (/proc/net/snmp).
-func udpInDatagrams() int64 {
-	lines, _ := readLines("/proc/net/snmp")
-	for i := 0; i+1 < len(lines); i++ {
-		if strings.HasPrefix(lines[i], "Udp: ") && strings.HasPrefix(lines[i+1], "Udp: ") {
-			names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-			for j := range names {
-				if names[j] == "InDatagrams" && j < len(vals) {
-					v, _ := strconv.ParseInt(vals[j], 10, 64)
-					return v
-				}
-			}
-		}
-	}
-	return -1
-}
+func udpInDatagrams() int64 { return kernel.UDPCounter("InDatagrams") }
 
 type hsRow struct {
 	round     int

@@ -3,7 +3,7 @@
 // machine's sessions — a session whose client vanished stays "disconnected" until a timeout —
 // and reports load and direct-mode session events to a front door of its own zone, else of the
 // primary zone, never of another satellite zone. Its display ports speak the frames of package
-// ticket, inside TLS on the TCP ports.
+// ticket, inside TLS on the TCP ports and inside QUIC on the UDP ports (quic.go).
 package agent
 
 import (
@@ -44,17 +44,14 @@ type DisplayOptions struct {
 	TCPPorts, UDPPorts []uint16
 	// Verifier checks tickets with the site's public key.
 	Verifier *ticket.Verifier
-	// Gateways are the addresses the site's gateways relay UDP flows from: a UDP ticket of
-	// any mode but direct is taken only from one of them (UDP carries no certificate).
-	// Default: none (UDP flows in direct mode only).
-	Gateways []netip.Addr
-	// Identity is the machine's certificate, which the TCP display ports present over TLS;
-	// they take gateway-mode channels only from a client that presents a gateway's
-	// certificate of the site CA. Required.
+	// Identity is the machine's certificate, which the display ports present (TLS on the
+	// TCP ports, QUIC on the UDP ports); they take gateway-mode channels only from a client
+	// that presents a gateway's certificate of the site CA. Required.
 	Identity *Identity
 	// DisconnectTimeout ends a disconnected session's record. Default: 1h.
 	DisconnectTimeout time.Duration
-	// UDPIdle ends a UDP flow after this long without datagrams. Default: 30s.
+	// UDPIdle ends a UDP channel's connection after this long without a packet (the QUIC
+	// idle timeout). Default: 30s.
 	UDPIdle time.Duration
 	// RevokeFor is how long the tickets of a session the front door ended (End) stay refused:
 	// the site's tickets.reconnect_ttl. Default: 24h.
@@ -74,32 +71,20 @@ type Display struct {
 
 	mu        sync.Mutex // guards listeners, packets, open, state, since, conns, closed
 	listeners []net.Listener
-	packets   []*net.UDPConn
+	packets   []*udpPort
 	open      map[string]int         // session -> open channels
 	state     map[string]string      // session -> connected|disconnected
 	since     map[string]time.Time   // session -> when it was disconnected
 	conns     map[io.Closer]ticketOf // open channels -> the ticket that opened them
 	direct    map[string]bool        // sessions launched in direct mode
 	gone      map[string]bool        // sessions the front door ended whose channels are closing
-	flows     map[flowKey]*uflow
 	closed    bool
-}
-
-type flowKey struct {
-	port   uint16
-	client netip.AddrPort
 }
 
 // ticketOf is what a machine keeps of the ticket that opened a channel.
 type ticketOf struct {
 	session string
 	issued  time.Time
-}
-
-type uflow struct {
-	session string
-	issued  time.Time // of the ticket that opened it
-	last    time.Time
 }
 
 // ForMachine returns options with the machine's name, address and display ports from its
@@ -125,24 +110,6 @@ func ForMachine(m configs.Machine) (DisplayOptions, error) {
 	return o, nil
 }
 
-// GatewayAddrs returns the addresses of cfg's gateways, from which they relay UDP flows
-// (DisplayOptions.Gateways); bind maps an address to the one a gateway really binds (nil: the
-// same).
-func GatewayAddrs(cfg *configs.Config, bind func(netip.Addr) netip.Addr) []netip.Addr {
-	var out []netip.Addr
-	for _, g := range cfg.Gateways {
-		a, err := netip.ParseAddr(g.Address)
-		if err != nil {
-			continue
-		}
-		if bind != nil {
-			a = bind(a)
-		}
-		out = append(out, a.Unmap())
-	}
-	return out
-}
-
 // NewDisplay returns a Display; Listen opens its ports.
 func NewDisplay(o DisplayOptions) (*Display, error) {
 	if o.Verifier == nil || o.Identity == nil || !o.Address.IsValid() || o.Machine == "" {
@@ -165,7 +132,7 @@ func NewDisplay(o DisplayOptions) (*Display, error) {
 	}
 	return &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
 		open: map[string]int{}, state: map[string]string{}, since: map[string]time.Time{},
-		conns: map[io.Closer]ticketOf{}, flows: map[flowKey]*uflow{}, direct: map[string]bool{}, gone: map[string]bool{}}, nil
+		conns: map[io.Closer]ticketOf{}, direct: map[string]bool{}, gone: map[string]bool{}}, nil
 }
 
 // Listen opens the display ports.
@@ -186,7 +153,13 @@ func (d *Display) Listen() error {
 			d.closeLocked()
 			return fmt.Errorf("agent %s: %w", d.o.Machine, err)
 		}
-		d.packets = append(d.packets, c)
+		q, err := d.listenQUIC(c)
+		if err != nil {
+			c.Close()
+			d.closeLocked()
+			return fmt.Errorf("agent %s: %w", d.o.Machine, err)
+		}
+		d.packets = append(d.packets, q)
 	}
 	return nil
 }
@@ -199,10 +172,10 @@ func (d *Display) Serve(ctx context.Context) error {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); d.acceptTCP(l, port) }()
 	}
-	for _, c := range d.packets {
-		port := uint16(c.LocalAddr().(*net.UDPAddr).Port)
+	for _, p := range d.packets {
+		port := uint16(p.tr.Conn.LocalAddr().(*net.UDPAddr).Port)
 		d.wg.Add(1)
-		go func() { defer d.wg.Done(); d.serveUDP(c, port) }()
+		go func() { defer d.wg.Done(); d.serveQUIC(p, port) }()
 	}
 	d.wg.Add(1)
 	go func() { defer d.wg.Done(); d.janitor() }()
@@ -234,8 +207,8 @@ func (d *Display) closeLocked() {
 	for _, l := range d.listeners {
 		l.Close()
 	}
-	for _, c := range d.packets {
-		c.Close()
+	for _, p := range d.packets {
+		p.close()
 	}
 }
 
@@ -362,8 +335,8 @@ func (d *Display) RevokeBefore(session string, before time.Time) {
 	}
 }
 
-// cut closes the channels and flows of session opened by tickets issued before before, and
-// returns how many.
+// cut closes the channels of session opened by tickets issued before before, and returns how
+// many.
 func (d *Display) cut(session string, before time.Time) int {
 	d.mu.Lock()
 	var conns []io.Closer
@@ -372,30 +345,20 @@ func (d *Display) cut(session string, before time.Time) int {
 			conns = append(conns, c)
 		}
 	}
-	flows := 0
-	for k, f := range d.flows {
-		if f.session == session && f.issued.Before(before) {
-			delete(d.flows, k)
-			flows++
-		}
-	}
 	d.mu.Unlock()
-	for range flows {
-		d.released(session)
-	}
 	for _, c := range conns {
 		c.Close() // its handler releases it
 	}
-	return len(conns) + flows
+	return len(conns)
 }
 
 func (d *Display) check(tok string, ch ticket.Channel) (ticket.Claims, error) {
 	return d.o.Verifier.Check(tok, d.o.Machine, ch)
 }
 
-// janitor ends idle UDP flows and forgets sessions disconnected for longer than the timeout.
+// janitor forgets sessions disconnected for longer than the timeout.
 func (d *Display) janitor() {
-	t := time.NewTicker(max(min(d.o.UDPIdle/4, time.Second), 10*time.Millisecond))
+	t := time.NewTicker(max(min(d.o.DisconnectTimeout/4, time.Second), 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -404,14 +367,7 @@ func (d *Display) janitor() {
 		case <-t.C:
 		}
 		now := time.Now()
-		var ended []string
 		d.mu.Lock()
-		for k, f := range d.flows {
-			if now.Sub(f.last) > d.o.UDPIdle {
-				delete(d.flows, k)
-				ended = append(ended, f.session)
-			}
-		}
 		for s, at := range d.since {
 			if now.Sub(at) > d.o.DisconnectTimeout {
 				delete(d.since, s)
@@ -420,8 +376,5 @@ func (d *Display) janitor() {
 			}
 		}
 		d.mu.Unlock()
-		for _, s := range ended {
-			d.released(s)
-		}
 	}
 }

@@ -2,11 +2,8 @@ package agent
 
 import (
 	"crypto/tls"
-	"errors"
 	"io"
 	"net"
-	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
@@ -84,69 +81,4 @@ func fromGateway(st tls.ConnectionState) bool {
 	}
 	role, _, ok := siteid.Of(st.VerifiedChains[0][0])
 	return ok && role == siteid.RoleGateway
-}
-
-// serveUDP answers probes, opens flows on a valid ticket and echoes datagrams of open flows.
-func (d *Display) serveUDP(c *net.UDPConn, port uint16) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, from, err := c.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			d.endFlows(port)
-			return
-		}
-		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-		k := flowKey{port, from}
-		b := buf[:n]
-		d.mu.Lock()
-		f := d.flows[k]
-		if f != nil {
-			f.last = time.Now()
-		}
-		d.mu.Unlock()
-		switch {
-		case f != nil:
-			c.WriteToUDPAddrPort(b, from)
-		case string(b) == ticket.ProbePayload:
-			c.WriteToUDPAddrPort(b, from)
-		default:
-			tok, ok := ticket.ParseDatagram(b)
-			if !ok {
-				continue
-			}
-			ch := ticket.Channel{Port: port, Proto: "udp"}
-			claims, err := d.check(tok, ch)
-			if err == nil && claims.Mode != ticket.ModeDirect && !slices.Contains(d.o.Gateways, from.Addr()) {
-				err = ErrNotFromGateway
-			}
-			if err != nil {
-				d.log.Warn("flow denied", "channel", ch.String(), "client", from, "reason", err)
-				continue
-			}
-			d.mu.Lock()
-			d.flows[k] = &uflow{session: claims.Session, issued: claims.Issued, last: time.Now()}
-			d.mu.Unlock()
-			d.opened(claims.Session, claims.Mode)
-			c.WriteToUDPAddrPort([]byte(ticket.UDPReady), from)
-		}
-	}
-}
-
-func (d *Display) endFlows(port uint16) {
-	var ended []string
-	d.mu.Lock()
-	for k, f := range d.flows {
-		if k.port == port {
-			delete(d.flows, k)
-			ended = append(ended, f.session)
-		}
-	}
-	d.mu.Unlock()
-	for _, s := range ended {
-		d.released(s)
-	}
 }

@@ -231,7 +231,7 @@ func (a *Agents) reconcile(ctx context.Context, machine string, connected []stri
 		if s.State != broker.StateConnected || has[s.ID] || time.Since(s.Changed) < reconcileGrace {
 			continue
 		}
-		if _, err := a.o.Broker.Disconnected(ctx, s.ID); err != nil {
+		if _, err := a.o.Broker.Disconnected(ctx, s.ID, ""); err != nil {
 			a.o.Logger.Warn("marking a session without a channel disconnected", "session", s.ID, "machine", machine, "err", err)
 			continue
 		}
@@ -253,9 +253,9 @@ func (a *Agents) session(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch ev {
 	case "connected":
-		_, err = a.o.Broker.Connected(r.Context(), id)
+		_, err = a.o.Broker.Connected(r.Context(), id, "direct")
 	case "disconnected":
-		_, err = a.o.Broker.Disconnected(r.Context(), id)
+		_, err = a.o.Broker.Disconnected(r.Context(), id, "direct")
 	default:
 		httpError(w, http.StatusNotFound, "event must be connected or disconnected")
 		return

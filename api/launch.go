@@ -28,8 +28,8 @@ type Broker interface {
 	Sessions() []broker.Session
 	SessionsOn(machine string) []broker.Session
 	Session(id string) (broker.Session, bool)
-	Connected(ctx context.Context, id string) (broker.Session, error)
-	Disconnected(ctx context.Context, id string) (broker.Session, error)
+	Connected(ctx context.Context, id, via string) (broker.Session, error)
+	Disconnected(ctx context.Context, id, via string) (broker.Session, error)
 	Logoff(ctx context.Context, id string) (broker.Session, error)
 	ReportLoad(ctx context.Context, machine string, cpu, memory int) error
 	SetSecureGateway(group string, on bool) error
@@ -42,6 +42,9 @@ type GatewayEndpoint struct {
 	Name      string   `json:"name"`
 	Zone      string   `json:"zone"`
 	Addresses []string `json:"addresses"`
+	// QUICPort is the gateway's QUIC port, where clients carry their UDP channels
+	// encrypted; 0 when it has none.
+	QUICPort uint16 `json:"quic_port,omitempty"`
 }
 
 // Channel is one display channel of a session (port and protocol).
@@ -401,7 +404,7 @@ func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, u configs
 			l.o.OnLogoff(s)
 		}
 	} else {
-		_, err = l.o.Broker.Disconnected(r.Context(), id)
+		_, err = l.o.Broker.Disconnected(r.Context(), id, "") // the user asks: whatever carries it
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

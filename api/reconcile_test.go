@@ -35,7 +35,7 @@ func (b *sessionsBroker) SessionsOn(machine string) []broker.Session {
 	return out
 }
 func (b *sessionsBroker) ReportLoad(context.Context, string, int, int) error { return nil }
-func (b *sessionsBroker) Disconnected(_ context.Context, id string) (broker.Session, error) {
+func (b *sessionsBroker) Disconnected(_ context.Context, id, _ string) (broker.Session, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.gone = append(b.gone, id)

@@ -316,26 +316,34 @@ func (b *Broker) refresh(ctx context.Context, id string) error {
 	return nil
 }
 
-// Connected records that the client of session id attached: pending or disconnected →
-// connected (connected stays connected).
-func (b *Broker) Connected(ctx context.Context, id string) (Session, error) {
+// Connected records that the client of session id attached through via (a gateway's name,
+// or "direct"): pending or disconnected → connected (connected stays connected, now via via).
+func (b *Broker) Connected(ctx context.Context, id, via string) (Session, error) {
 	now := b.now()
 	return b.mutate(ctx, id, func(s *Session) error {
 		if s.State != StateConnected {
 			s.Changed = now
 		}
-		s.State, s.Expires = StateConnected, time.Time{}
+		s.State, s.Expires, s.Via = StateConnected, time.Time{}, via
 		return nil
 	})
 }
 
-// Disconnected records that the client of session id went away: connected → disconnected,
-// kept for the group's disconnect_timeout.
-func (b *Broker) Disconnected(ctx context.Context, id string) (Session, error) {
+// ErrNotCarrier refuses a disconnect from what no longer carries the session.
+var ErrNotCarrier = errors.New("the session is carried elsewhere now")
+
+// Disconnected records that the client of session id went away from via: connected →
+// disconnected, kept for the group's disconnect_timeout. A disconnect from a gateway that no
+// longer carries the session (its client moved to another one, whose connect came first) is
+// refused with ErrNotCarrier; via "" applies whatever carries it.
+func (b *Broker) Disconnected(ctx context.Context, id, via string) (Session, error) {
 	now := b.now()
 	return b.mutate(ctx, id, func(s *Session) error {
 		if s.State != StateConnected {
 			return fmt.Errorf("%w: %s → disconnected", ErrBadTransition, s.State)
+		}
+		if via != "" && s.Via != "" && via != s.Via {
+			return fmt.Errorf("%w: %s, not %s", ErrNotCarrier, s.Via, via)
 		}
 		s.State, s.Changed = StateDisconnected, now
 		s.Expires = now.Add(b.disconnectTimeout(s).D())

@@ -70,14 +70,14 @@ func (e *env) launch(user, res, loc, endpoint string) broker.Decision {
 // session creates a session in a given state on a given machine by launching it there.
 func (e *env) connect(id string) {
 	e.t.Helper()
-	if _, err := e.b.Connected(context.Background(), id); err != nil {
+	if _, err := e.b.Connected(context.Background(), id, "gw-1"); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
 func (e *env) disconnect(id string) {
 	e.t.Helper()
-	if _, err := e.b.Disconnected(context.Background(), id); err != nil {
+	if _, err := e.b.Disconnected(context.Background(), id, "gw-1"); err != nil {
 		e.t.Fatal(err)
 	}
 }

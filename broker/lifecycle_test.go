@@ -16,6 +16,22 @@ func TestLifecycle(t *testing.T) {
 		"resources:\n  - {name: desk, groups: [{group: pool}], entitled: {everyone: true}}\n  - {name: fast, groups: [{group: quick}], entitled: {everyone: true}}")
 	ctx := t.Context()
 
+	t.Run("a late disconnect from the gateway the client left is refused", func(t *testing.T) {
+		e := newEnv(t, y)
+		d := e.launch("homer", "desk", "", "ep")
+		e.b.Connected(ctx, d.Session, "gw-1")
+		e.b.Connected(ctx, d.Session, "gw-2") // the client moved before gw-1 saw its channels go
+		if _, err := e.b.Disconnected(ctx, d.Session, "gw-1"); !errors.Is(err, broker.ErrNotCarrier) {
+			t.Fatalf("gw-1's late disconnect: %v, want ErrNotCarrier", err)
+		}
+		if s, _ := e.b.Session(d.Session); s.State != broker.StateConnected || s.Via != "gw-2" {
+			t.Fatalf("session after gw-1's late disconnect: %+v, want connected via gw-2", s)
+		}
+		if s, err := e.b.Disconnected(ctx, d.Session, "gw-2"); err != nil || s.State != broker.StateDisconnected {
+			t.Fatalf("gw-2's disconnect: %+v %v", s, err)
+		}
+	})
+
 	t.Run("pending → connected → disconnected → ended", func(t *testing.T) {
 		e := newEnv(t, y)
 		d := e.launch("homer", "desk", "", "ep")
@@ -23,10 +39,10 @@ func TestLifecycle(t *testing.T) {
 		if s.State != broker.StatePending || !s.Expires.Equal(e.clock.Now().Add(90*time.Second)) {
 			t.Fatalf("new session %+v, want pending expiring in 90s", s)
 		}
-		if _, err := e.b.Disconnected(ctx, d.Session); !errors.Is(err, broker.ErrBadTransition) {
+		if _, err := e.b.Disconnected(ctx, d.Session, "gw-1"); !errors.Is(err, broker.ErrBadTransition) {
 			t.Fatalf("disconnecting a pending session: %v, want ErrBadTransition", err)
 		}
-		s, _ = e.b.Connected(ctx, d.Session)
+		s, _ = e.b.Connected(ctx, d.Session, "gw-1")
 		if s.State != broker.StateConnected || !s.Expires.IsZero() {
 			t.Fatalf("connected session %+v", s)
 		}
@@ -34,7 +50,7 @@ func TestLifecycle(t *testing.T) {
 		if ended, _ := e.b.Expire(ctx); len(ended) != 0 {
 			t.Fatalf("a connected session expired: %+v", ended)
 		}
-		s, _ = e.b.Disconnected(ctx, d.Session)
+		s, _ = e.b.Disconnected(ctx, d.Session, "gw-1")
 		if s.State != broker.StateDisconnected || !s.Expires.Equal(e.clock.Now().Add(time.Hour)) {
 			t.Fatalf("disconnected session %+v, want expiry in the site's 1h", s)
 		}
@@ -42,7 +58,7 @@ func TestLifecycle(t *testing.T) {
 		if d2 := e.launch("homer", "desk", "", "ep2"); d2.Outcome != broker.OutcomeReconnect || d2.Session != d.Session {
 			t.Fatalf("relaunch %s", dump(d2))
 		}
-		s, _ = e.b.Connected(ctx, d.Session)
+		s, _ = e.b.Connected(ctx, d.Session, "gw-1")
 		if s.State != broker.StateConnected || s.Endpoint != "ep2" {
 			t.Fatalf("reconnected session %+v", s)
 		}

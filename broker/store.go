@@ -42,6 +42,9 @@ type Session struct {
 	State State `json:"state"`
 	// Endpoint identifies the client device of the last launch or reconnect.
 	Endpoint string `json:"endpoint,omitempty"`
+	// Via is what carries the connected session's channels: a gateway's name, or "direct"
+	// for a machine's own report; kept after a disconnect. Empty when not known.
+	Via string `json:"via,omitempty"`
 	// Mode is "gateway" or "direct", fixed at launch (running sessions keep their mode when
 	// the group's secure_gateway changes).
 	Mode string `json:"mode"`

@@ -36,11 +36,13 @@ type Channel struct {
 // String formats the channel as "8443/tcp".
 func (c Channel) String() string { return fmt.Sprintf("%d/%s", c.Port, c.Proto) }
 
-// GatewayEndpoint is one gateway the descriptor offers: its name, zone and addresses.
+// GatewayEndpoint is one gateway the descriptor offers: its name, zone and addresses, and
+// the QUIC port that carries UDP channels (0: none).
 type GatewayEndpoint struct {
 	Name      string   `json:"name"`
 	Zone      string   `json:"zone"`
 	Addresses []string `json:"addresses"`
+	QUICPort  uint16   `json:"quic_port,omitempty"`
 }
 
 // The modes of a descriptor.
@@ -53,12 +55,13 @@ const (
 var DefaultChannels = []Channel{{Port: 8443, Proto: "tcp"}, {Port: 4172, Proto: "udp"}}
 
 // route is one place to open a session's channels: a gateway address or the machine itself,
-// TLS on TCP either way.
+// TLS on TCP and QUIC on UDP either way (plain UDP only to a gateway without a QUIC port).
 type route struct {
-	name    string     // gateway name, or "direct"
-	zone    string     // gateway zone
-	addr    netip.Addr // where to dial
-	machine string     // direct: the machine its certificate must name; "" for a gateway
+	name     string     // gateway name, or "direct"
+	zone     string     // gateway zone
+	addr     netip.Addr // where to dial
+	machine  string     // direct: the machine its certificate must name; "" for a gateway
+	quicPort uint16     // a gateway's QUIC port, or 0
 }
 
 func (r route) String() string {
@@ -103,7 +106,7 @@ func routes(d *Descriptor) ([]route, error) {
 					bad = append(bad, fmt.Errorf("gateway %s: %w", g.Name, err))
 					continue
 				}
-				out = append(out, route{name: g.Name, zone: g.Zone, addr: a})
+				out = append(out, route{name: g.Name, zone: g.Zone, addr: a, quicPort: g.QUICPort})
 			}
 		}
 		if len(out) == 0 {

@@ -1,7 +1,7 @@
 // Package client is the client side of frontdoor: it resolves a front door through the GSLB DNS
 // server, launches a resource over the HTTPS launch API, and opens the session's display
-// channels — through a secure gateway (TLS streams and UDP flows, each opened with a ticket) or
-// directly to the machine — and keeps them up.
+// channels — through a secure gateway or directly to the machine, TLS streams and QUIC
+// datagram flows either way, each opened with a ticket — and keeps them up.
 //
 // A Session watches its channels: a TCP channel that fails, or a UDP keepalive echo missing for
 // about a second, is a cut. The session then moves all its channels together: first with its
@@ -15,8 +15,10 @@
 // bytes in flight are lost, so a stream protocol must reconnect — and the next connection rides
 // the new channel.
 //
-// Options.QUIC switches the gateway transport to QUIC: one connection per session, TCP channels
-// as streams, UDP channels as DATAGRAM frames, surviving a change of the client's address
-// (MigrateQUIC). The secure gateway does not serve QUIC yet; QUICGateway is the gateway end of
-// that wire format, for tests and for the gateway to adopt.
+// UDP channels through a gateway ride one QUIC connection to its quic_port as DATAGRAM frames
+// (plain UDP only to a gateway whose descriptor offers no QUIC port, which takes it only when
+// the site turns plain_udp on). Options.QUIC carries the TCP channels on that connection too,
+// as streams, so that the whole session survives a change of the client's address
+// (MigrateQUIC). In direct mode each UDP channel is a QUIC connection to the machine's port,
+// whose certificate must name the machine.
 package client

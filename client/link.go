@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,7 @@ type link struct {
 	ticket   string // "launch" or "reconnect"
 	tcp      map[uint16]*tcpLink
 	udp      map[uint16]*udpLink
-	quic     *quicLink // the QUIC connection carrying the channels, or nil
+	quics    []*quicLink // the QUIC connections carrying channels: a gateway's first, or a machine's UDP ports
 	opened   time.Time
 
 	down     atomic.Bool
@@ -71,8 +72,8 @@ func (l *link) teardown() {
 		for _, u := range l.udp {
 			u.conn.Close()
 		}
-		if l.quic != nil {
-			l.quic.close()
+		for _, q := range l.quics {
+			q.close()
 		}
 	})
 }
@@ -83,19 +84,29 @@ func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx in
 		return nil, fmt.Errorf("descriptor has no %s ticket", kind)
 	}
 	l := &link{via: r, routeIdx: idx, ticket: kind, tcp: map[uint16]*tcpLink{}, udp: map[uint16]*udpLink{}}
-	if s.o.QUIC != nil && r.machine == "" { // QUIC is a gateway's
-		q, err := s.dialQUIC(ctx, r)
+	// Through a gateway, one QUIC connection to its QUIC port carries the UDP channels (and
+	// with Options.QUIC every channel); plain UDP only to a gateway without one. Directly,
+	// each UDP channel is a QUIC connection to the machine's port.
+	allQUIC := s.o.QUIC != nil && r.machine == ""
+	var gw *quicLink
+	if r.machine == "" && (allQUIC || (r.quicPort != 0 && slices.ContainsFunc(s.chans, func(c Channel) bool { return c.Proto == "udp" }))) {
+		port := r.quicPort
+		if allQUIC && s.o.QUIC.Port != 0 {
+			port = s.o.QUIC.Port
+		}
+		q, err := s.dialQUIC(ctx, r, port)
 		if err != nil {
 			return nil, fmt.Errorf("quic: %w", err)
 		}
-		l.quic = q
+		gw = q
+		l.quics = append(l.quics, q)
 	}
 	for _, ch := range s.chans {
 		var err error
 		switch {
-		case ch.Proto == "tcp" && l.quic != nil:
+		case ch.Proto == "tcp" && allQUIC:
 			var c io.ReadWriteCloser
-			if c, err = s.quicTCP(ctx, l.quic, ch.Port, tok); err == nil {
+			if c, err = s.quicTCP(ctx, gw, ch.Port, tok); err == nil {
 				l.tcp[ch.Port] = &tcpLink{port: ch.Port, conn: c}
 			}
 		case ch.Proto == "tcp":
@@ -105,9 +116,15 @@ func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx in
 			}
 		case ch.Proto == "udp":
 			var c io.ReadWriteCloser
-			if l.quic != nil {
-				c, err = s.quicUDP(ctx, l.quic, ch.Port, tok)
-			} else {
+			switch q := gw; {
+			case q != nil:
+				c, err = s.quicUDP(ctx, q, ch.Port, tok)
+			case r.machine != "":
+				if q, err = s.dialQUIC(ctx, r, ch.Port); err == nil {
+					l.quics = append(l.quics, q)
+					c, err = s.quicUDP(ctx, q, ch.Port, tok)
+				}
+			default:
 				c, err = s.dialUDP(ctx, r, ch.Port, tok)
 			}
 			if err == nil {
@@ -134,16 +151,7 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	// TCP keepalives notice a gateway that vanished without a word within about 3s, even on
 	// a session without a UDP flow.
 	nd := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 2}}
-	tc := &tls.Config{RootCAs: s.o.RootCAs, ServerName: r.addr.String(), MinVersion: tls.VersionTLS12}
-	if r.machine != "" {
-		tc.VerifyConnection = func(st tls.ConnectionState) error {
-			if len(st.PeerCertificates) == 0 || !siteid.Is(st.PeerCertificates[0], siteid.RoleMachine, r.machine) {
-				return fmt.Errorf("%w: %s", ErrNotTheMachine, r)
-			}
-			return nil
-		}
-	}
-	c, err := (&tls.Dialer{NetDialer: nd, Config: tc}).DialContext(ctx, "tcp", addr)
+	c, err := (&tls.Dialer{NetDialer: nd, Config: s.tlsFor(r)}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +183,22 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	return c, nil
 }
 
-// dialUDP opens one UDP flow: the ticket datagram, sent again every 100ms until the machine's
+// tlsFor returns the TLS config of a channel on r: the gateway's certificate checked against
+// its IP address, or the machine's against its name.
+func (s *Session) tlsFor(r route) *tls.Config {
+	tc := &tls.Config{RootCAs: s.o.RootCAs, ServerName: r.addr.String(), MinVersion: tls.VersionTLS12}
+	if r.machine != "" {
+		tc.VerifyConnection = func(st tls.ConnectionState) error {
+			if len(st.PeerCertificates) == 0 || !siteid.Is(st.PeerCertificates[0], siteid.RoleMachine, r.machine) {
+				return fmt.Errorf("%w: %s", ErrNotTheMachine, r)
+			}
+			return nil
+		}
+	}
+	return tc
+}
+
+// dialUDP opens one plain UDP flow to a gateway without a QUIC port: the ticket datagram, sent again every 100ms until the machine's
 // ticket.UDPReady (or the echo of the ticket datagram) comes back within DialTimeout.
 func (s *Session) dialUDP(ctx context.Context, r route, port uint16, tok string) (*net.UDPConn, error) {
 	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.addr, port)))
@@ -237,9 +260,9 @@ func (s *Session) run(l *link) {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.keepalive(l) }()
 	}
-	if l.quic != nil {
+	for _, q := range l.quics {
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.quicDemux(l) }()
+		go func() { defer s.wg.Done(); s.quicDemux(l, q) }()
 	}
 }
 

@@ -16,9 +16,11 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// The QUIC transport between client and gateway (optional; see QUICOptions).
+// The QUIC transport between client and gateway, and client and machine.
 //
-// One QUIC connection (ALPN QUICALPN) carries all of a session's channels. Each channel opens
+// One QUIC connection (ALPN QUICALPN) to a gateway's QUIC port carries a session's UDP
+// channels, and with QUICOptions all of its channels; in direct mode each UDP channel is a
+// QUIC connection to the machine's display port. Each channel opens
 // with a bidirectional stream that starts with a kind byte ('t' for a TCP channel, 'u' for a UDP
 // channel), the channel's port (2 bytes, big endian) and the ticket frame of package ticket;
 // the gateway answers one status byte. A TCP channel's bytes then flow on its stream. A UDP
@@ -36,9 +38,9 @@ const (
 	quicKindUDP = ticket.QUICKindUDP
 )
 
-// QUICOptions turn on the QUIC transport to gateways.
+// QUICOptions carry every channel to gateways over QUIC, TCP ones too.
 type QUICOptions struct {
-	// Port is the gateway's QUIC (UDP) port. Required.
+	// Port is the gateways' QUIC (UDP) port. Default: the descriptor's quic_port.
 	Port uint16
 	// LocalAddr is the local UDP address to send from, e.g. "127.0.0.1:0". Default: any.
 	LocalAddr string
@@ -102,11 +104,12 @@ func (s *Session) quicConfig() *quic.Config {
 		MaxIdleTimeout: 3 * s.o.KeepaliveTimeout, KeepAlivePeriod: s.o.KeepaliveInterval}
 }
 
-// dialQUIC opens the QUIC connection to a gateway.
-func (s *Session) dialQUIC(ctx context.Context, r route) (*quicLink, error) {
-	local := s.o.QUIC.LocalAddr
-	if local == "" {
-		local = ":0"
+// dialQUIC opens a QUIC connection to port of r: a gateway's QUIC port, or a machine's UDP
+// display port.
+func (s *Session) dialQUIC(ctx context.Context, r route, port uint16) (*quicLink, error) {
+	local := ":0"
+	if s.o.QUIC != nil && s.o.QUIC.LocalAddr != "" {
+		local = s.o.QUIC.LocalAddr
 	}
 	la, err := net.ResolveUDPAddr("udp", local)
 	if err != nil {
@@ -120,8 +123,9 @@ func (s *Session) dialQUIC(ctx context.Context, r route) (*quicLink, error) {
 	tr := &quic.Transport{Conn: pc}
 	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer cancel()
-	tc := &tls.Config{RootCAs: s.o.RootCAs, ServerName: r.addr.String(), NextProtos: []string{QUICALPN}, MinVersion: tls.VersionTLS13}
-	c, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.addr, s.o.QUIC.Port)), tc, s.quicConfig())
+	tc := s.tlsFor(r)
+	tc.NextProtos, tc.MinVersion = []string{QUICALPN}, tls.VersionTLS13
+	c, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.addr, port)), tc, s.quicConfig())
 	if err != nil {
 		tr.Close()
 		pc.Close()
@@ -235,10 +239,9 @@ func (f *quicFlow) Close() error {
 	return nil
 }
 
-// quicDemux hands each received DATAGRAM frame to its flow until the connection ends, which
-// cuts the link.
-func (s *Session) quicDemux(l *link) {
-	q := l.quic
+// quicDemux hands each received DATAGRAM frame of q to its flow until the connection ends,
+// which cuts the link.
+func (s *Session) quicDemux(l *link, q *quicLink) {
 	for {
 		b, err := q.conn.ReceiveDatagram(context.Background())
 		if err != nil {
@@ -273,7 +276,7 @@ func (s *Session) MigrateQUIC(ctx context.Context, localAddr string) error {
 	if l == nil {
 		return ErrDown
 	}
-	if l.quic == nil {
+	if len(l.quics) == 0 || l.via.machine != "" {
 		return ErrNoQUIC
 	}
 	la, err := net.ResolveUDPAddr("udp", localAddr)
@@ -291,7 +294,8 @@ func (s *Session) MigrateQUIC(ctx context.Context, localAddr string) error {
 		pc.Close()
 		return fmt.Errorf("migrating to %s: %w", localAddr, err)
 	}
-	p, err := l.quic.conn.AddPath(tr)
+	q := l.quics[0] // the gateway's
+	p, err := q.conn.AddPath(tr)
 	if err != nil {
 		return fail(err)
 	}
@@ -301,7 +305,6 @@ func (s *Session) MigrateQUIC(ctx context.Context, localAddr string) error {
 	if err := p.Switch(); err != nil {
 		return fail(err)
 	}
-	q := l.quic
 	q.mu.Lock()
 	for _, o := range q.trs {
 		o.Conn.(*mutableConn).muted.Store(true)

@@ -139,8 +139,7 @@ func (s *site) startMachine() {
 		l.Close()
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(machineIP),
 			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
-			Verifier: ticket.NewVerifier(s.pub, ticket.NewMemoryLedger(0, nil), nil), Identity: s.machineIdentity(), Logger: quiet,
-			Gateways: []netip.Addr{netip.MustParseAddr(gwA), netip.MustParseAddr(gwB)}})
+			Verifier: ticket.NewVerifier(s.pub, ticket.NewMemoryLedger(0, nil), nil), Identity: s.machineIdentity(), Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +173,7 @@ func (s *site) startGateway(name, ip string) {
 	t := s.t
 	t.Helper()
 	g, err := gateway.New(gateway.Options{Name: name, Address: netip.MustParseAddr(ip),
-		TCPPorts: []uint16{s.port}, UDPPorts: []uint16{s.port}, TLS: s.tls, MachineTLS: machineTLS(name), Verifier: s.gwVer, Sessions: alwaysActive{},
+		TCPPorts: []uint16{s.port}, UDPPorts: []uint16{s.port}, PlainUDP: true, TLS: s.tls, MachineTLS: machineTLS(name), Verifier: s.gwVer, Sessions: alwaysActive{},
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" },
 		Logger:  quiet}, s.track)
 	if err != nil {

@@ -38,9 +38,9 @@ type Options struct {
 	MaxBackoff time.Duration
 	// GiveUpAfter ends reconnecting this long after a cut (EventLost). Default: 2m.
 	GiveUpAfter time.Duration
-	// QUIC, when set, carries the channels to gateways over one QUIC connection (TCP channels
-	// as streams, UDP channels as DATAGRAM frames) instead of TLS and UDP. Direct mode ignores
-	// it. Default: nil.
+	// QUIC, when set, carries every channel to gateways over one QUIC connection (TCP
+	// channels as streams too, not TLS). Without it the UDP channels alone ride QUIC, to the
+	// gateway's quic_port. Direct mode ignores it. Default: nil.
 	QUIC *QUICOptions
 	// Logger receives the session's logs. Default: slog.Default().
 	Logger *slog.Logger

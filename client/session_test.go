@@ -246,8 +246,8 @@ func TestExposeCarriesALocalConnectionThroughTheTunnel(t *testing.T) {
 	c3.Close()
 }
 
-// startMuteMachine runs a UDP-only machine on 127.0.70.9 that admits any ticket and echoes
-// until muted.
+// startMuteMachine runs, on 127.0.70.9, a plain UDP gateway and machine in one that admits
+// any ticket and echoes until muted.
 func startMuteMachine(t *testing.T) (*net.UDPConn, func(bool)) {
 	t.Helper()
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.0.70.9")})
@@ -280,7 +280,8 @@ func startMuteMachine(t *testing.T) (*net.UDPConn, func(bool)) {
 func TestASilentUDPFlowIsACutAndTheSessionComesBack(t *testing.T) {
 	conn, mute := startMuteMachine(t)
 	port := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
-	d := &Descriptor{SessionID: "s-5", Mode: ModeDirect, Machine: "vda-9", Address: "127.0.70.9",
+	// A gateway without a QUIC port, which takes plain UDP flows.
+	d := &Descriptor{SessionID: "s-5", Mode: ModeGateway, Machine: "vda-9", Gateways: []GatewayEndpoint{{Name: "gw-9", Addresses: []string{"127.0.70.9"}}},
 		LaunchTicket: "launch-token", ReconnectTicket: "reconnect-token"}
 	ev := newEvents()
 	sess, err := Open(ctxT(t), Options{Descriptor: d, Channels: []Channel{{Port: port, Proto: "udp"}}, OnEvent: ev.on, Logger: quiet})

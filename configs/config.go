@@ -209,9 +209,15 @@ type Gateway struct {
 	Ports []GatewayPort `yaml:"ports"`
 	// Monitor sets probe timing and how port verdicts combine. Default: see Monitor.
 	Monitor Monitor `yaml:"monitor"`
-	// QUICPort is the UDP port of the optional QUIC transport (all of a session's channels on
-	// one connection that survives a client address change). Default: 0 (no QUIC).
+	// QUICPort is the UDP port of the QUIC transport: clients carry their UDP channels there,
+	// encrypted, as DATAGRAM frames (and all of their channels with `connect --quic`), on one
+	// connection that survives a client address change. Default: 0 (no QUIC: the UDP channels
+	// of this gateway's sessions need plain_udp).
 	QUICPort int `yaml:"quic_port"`
+	// PlainUDP lets the gateway's UDP ports take flows whose ticket and datagrams cross the
+	// client's leg unencrypted, for clients that cannot speak QUIC; a node logs a warning for
+	// each such gateway it runs. Default: false (the UDP ports answer health probes only).
+	PlainUDP bool `yaml:"plain_udp"`
 }
 
 // GatewayPort is one port of a gateway and its health check.
@@ -245,7 +251,7 @@ type Check struct {
 	Path string `yaml:"path"`
 	// ExpectStatus is the HTTP status meaning up; 503 always means draining. Default: 200.
 	ExpectStatus int `yaml:"expect_status"`
-	// Send is the UDP payload sent. Default: "frontdoor-probe".
+	// Send is the UDP payload sent. Default: "?frontdoor-probe" (ticket.ProbePayload).
 	Send string `yaml:"send"`
 	// Expect is a prefix the UDP reply must start with. Default: "" (any reply).
 	Expect string `yaml:"expect"`

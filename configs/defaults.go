@@ -121,7 +121,7 @@ func (c *Config) SetDefaults() {
 				setInt(&p.Check.ExpectStatus, 200)
 			}
 			if p.Check.Kind == "udp" {
-				setStr(&p.Check.Send, "frontdoor-probe")
+				setStr(&p.Check.Send, "?frontdoor-probe")
 			}
 		}
 		m := &g.Monitor

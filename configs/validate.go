@@ -259,6 +259,9 @@ func (k *checker) validateGateways(zones, nodes map[string]int) map[string]int {
 		if g.Node != "" {
 			k.ref(p+".node", "node", g.Node, nodes)
 		}
+		if g.PlainUDP && !slices.ContainsFunc(g.Ports, func(pt GatewayPort) bool { return pt.Protocol == "udp" }) {
+			k.errf(p+".plain_udp", "plain_udp is on but the gateway lists no udp port")
+		}
 		seen := map[string]bool{}
 		if g.QUICPort != 0 {
 			k.port(p+".quic_port", g.QUICPort)

@@ -5,15 +5,18 @@
 // with a reconnect ticket.
 //
 // Wire format. A TCP channel is a TLS connection whose first frame is Magic, a 2-byte big-endian
-// length and the ticket; the gateway checks it, dials the machine's port of the same number,
-// passes the frame on (the machine's agent checks it too and so learns the channel's session),
-// and answers one byte, StatusOK or StatusDenied (then closes); from there bytes flow both ways.
-// A UDP flow starts with one datagram holding Magic and the ticket; the gateway checks it and
-// forwards it to the machine's port of the same number, whose agent answers Magic+"OK"; every
-// later datagram from that client address follows, replies leaving from the listening socket.
-// In direct mode the client speaks the same frames to the machine itself. Anything else — a datagram from an unknown
-// address that is not a valid ticket, a bad frame — is dropped without creating state; a bad
-// ticket on TCP gets only StatusDenied, the reason goes to the log.
+// length and the ticket; the gateway checks it, dials the machine's port of the same number
+// over TLS (presenting its certificate of the site CA), passes the frame on (the machine's
+// agent checks it too and so learns the channel's session), and answers one byte, StatusOK or
+// StatusDenied (then closes); from there bytes flow both ways. A UDP channel rides the QUIC end
+// (QUIC, quic.go): a stream carries its ticket and DATAGRAM frames its datagrams; the gateway
+// relays it to the machine's UDP port on a QUIC connection of its own (machineflow.go). Plain
+// UDP flows on the UDP ports (Options.PlainUDP, off by default) start with one datagram
+// holding Magic and the ticket, answered with Magic+"OK" once the machine took it. In direct
+// mode the client speaks the same frames to the machine itself, TLS and QUIC alike. Anything
+// else — a datagram from an unknown address that is not a valid ticket, a bad frame — is
+// dropped without creating state; a bad ticket on TCP gets only StatusDenied, the reason goes
+// to the log.
 package gateway
 
 import (
@@ -30,6 +33,8 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/quic-go/quic-go"
+	"golang.org/x/time/rate"
 )
 
 // Sessions is what the gateway needs of the broker.
@@ -51,8 +56,13 @@ type Options struct {
 	Address netip.Addr
 	// TCPPorts are the TLS channel ports (e.g. 4172, 8443).
 	TCPPorts []uint16
-	// UDPPorts are the UDP channel ports (e.g. 4172, 8443).
+	// UDPPorts are the plain UDP channel ports (e.g. 4172, 8443). They always answer health
+	// probes; they take flows only with PlainUDP (clients carry their UDP channels in QUIC
+	// DATAGRAM frames on the gateway's QUIC end instead).
 	UDPPorts []uint16
+	// PlainUDP lets the UDP ports take flows whose ticket and datagrams cross the client's
+	// leg unencrypted (the leg to the machine is QUIC either way). Default: false.
+	PlainUDP bool
 	// HealthPort serves HTTPS HEAD/GET /favicon.ico (200, or 503 while draining); 0 for none.
 	HealthPort uint16
 	// TLS is the server TLS config of channel and health ports. Required.
@@ -63,9 +73,9 @@ type Options struct {
 	Sessions Sessions
 	// Machine resolves a machine name to its address. Required.
 	Machine func(name string) (netip.Addr, bool)
-	// MachineTLS is the client TLS config of the TCP channels to machines: it presents the
-	// gateway's certificate of the site CA and trusts the CA; each machine must present a
-	// certificate that names it. Required.
+	// MachineTLS is the client TLS config of the channels to machines (TLS for TCP, QUIC
+	// for UDP): it presents the gateway's certificate of the site CA and trusts the CA; each
+	// machine must present a certificate that names it. Required.
 	MachineTLS *tls.Config
 	// DialTimeout bounds connecting to a machine. Default: 2s.
 	DialTimeout time.Duration
@@ -92,10 +102,13 @@ type Gateway struct {
 	// new address.
 	quiet atomic.Bool
 	track *Tracker
+	// plainLog paces the log of refused plain UDP flows.
+	plainLog *rate.Limiter
 
 	mu        sync.Mutex // guards listeners, packets, channels, closed
 	listeners []net.Listener
 	packets   []*udpPort
+	machines  *quic.Transport // the UDP flows' legs to machines, from one socket
 	channels  map[*channel]struct{}
 	closed    bool
 	http      *http.Server
@@ -136,7 +149,7 @@ func New(o Options, track *Tracker) (*Gateway, error) {
 	if track == nil {
 		track = NewTracker(o.Sessions)
 	}
-	return &Gateway{o: o, log: o.Logger.With("gateway", o.Name), track: track, channels: map[*channel]struct{}{}, done: make(chan struct{})}, nil
+	return &Gateway{o: o, log: o.Logger.With("gateway", o.Name), track: track, plainLog: rate.NewLimiter(rate.Every(10*time.Second), 1), channels: map[*channel]struct{}{}, done: make(chan struct{})}, nil
 }
 
 // Listen opens every TCP, UDP and health socket; on error none stays open.
@@ -150,7 +163,11 @@ func (g *Gateway) Listen() error {
 		for _, p := range g.packets {
 			p.conn.Close()
 		}
-		g.listeners, g.packets = nil, nil
+		if g.machines != nil {
+			g.machines.Close()
+			g.machines.Conn.Close()
+		}
+		g.listeners, g.packets, g.machines = nil, nil, nil
 		return err
 	}
 	for _, p := range g.o.TCPPorts {
@@ -168,6 +185,14 @@ func (g *Gateway) Listen() error {
 		_ = c.SetReadBuffer(4 << 20)
 		_ = c.SetWriteBuffer(4 << 20)
 		g.packets = append(g.packets, newUDPPort(g, c, p))
+	}
+	if len(g.packets) > 0 {
+		// From the gateway's own address, as a firewall in front of the machines expects.
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(g.o.Address, 0)))
+		if err != nil {
+			return fail(fmt.Errorf("gateway %s: %w", g.o.Name, err))
+		}
+		g.machines = &quic.Transport{Conn: c}
 	}
 	if g.o.HealthPort != 0 {
 		l, err := net.Listen("tcp", netip.AddrPortFrom(g.o.Address, g.o.HealthPort).String())
@@ -320,6 +345,10 @@ func (g *Gateway) Close() error {
 		c.close()
 	}
 	g.wg.Wait()
+	if g.machines != nil {
+		g.machines.Close()
+		g.machines.Conn.Close()
+	}
 	return nil
 }
 

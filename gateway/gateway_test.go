@@ -134,7 +134,6 @@ func machineAt(t *testing.T, pub ed25519.PublicKey, name, ip string, also ...str
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: name, Address: addrs[0],
 			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
 			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), Identity: id,
-			Gateways: []netip.Addr{netip.MustParseAddr("127.0.50.1"), netip.MustParseAddr("127.0.50.2")},
 			Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -176,7 +175,7 @@ func startHealth(t *testing.T, name, ip string, port, health uint16, s *sessions
 func startFor(t *testing.T, machineIP, name, ip string, port, health uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker) *rig {
 	t.Helper()
 	tlsc, pool := selfSigned(t)
-	g, err := New(Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port}, UDPPorts: []uint16{port},
+	g, err := New(Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, PlainUDP: true,
 		HealthPort: health, TLS: tlsc, MachineTLS: machineTLS(name, ip), Verifier: v, Sessions: s, UDPIdle: 200 * time.Millisecond,
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" },
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}, tr)

@@ -115,6 +115,8 @@ func (g *QUIC) Serve(ctx context.Context) error {
 	defer close(g.accepted)
 	stop := context.AfterFunc(ctx, func() { g.Close() })
 	defer stop()
+	g.wg.Add(1)
+	go func() { defer g.wg.Done(); g.answerProbes() }()
 	for {
 		c, err := g.ln.Accept(ctx)
 		if err != nil {
@@ -142,6 +144,21 @@ func (g *QUIC) Serve(ctx context.Context) error {
 			delete(g.conns, c)
 			g.mu.Unlock()
 		}()
+	}
+}
+
+// answerProbes echoes probe datagrams (ticket.ProbePayload, which is no QUIC packet) until
+// the socket closes, so that health probes read the QUIC port as any UDP port.
+func (g *QUIC) answerProbes() {
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := g.tr.ReadNonQUICPacket(context.Background(), buf)
+		if err != nil {
+			return
+		}
+		if string(buf[:n]) == ticket.ProbePayload {
+			g.tr.WriteTo(buf[:n], from)
+		}
 	}
 }
 
@@ -258,11 +275,11 @@ func (g *QUIC) carry(c *quic.Conn, session string, issued time.Time) {
 // qflows are one connection's UDP flows toward the machine, by port.
 type qflows struct {
 	mu sync.Mutex // guards m
-	m  map[uint16]*net.UDPConn
+	m  map[uint16]*machineFlow
 }
 
 func (g *QUIC) serveConn(c *quic.Conn) {
-	fl := &qflows{m: map[uint16]*net.UDPConn{}}
+	fl := &qflows{m: map[uint16]*machineFlow{}}
 	// A connection that opens no channel within TicketWithin is closed: a client's
 	// keepalives alone do not hold a gateway's state.
 	idle := time.AfterFunc(g.o.TicketWithin, func() {
@@ -300,7 +317,7 @@ func (g *QUIC) serveConn(c *quic.Conn) {
 			u := fl.m[binary.BigEndian.Uint16(b)]
 			fl.mu.Unlock()
 			if u != nil {
-				u.Write(b[2:])
+				u.sendFrame(b) // the same frame, port first, on the machine's leg
 			}
 		}
 	}()
@@ -377,7 +394,7 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		g.spliceTCP(st, claims.Machine, target, tok, deny)
 		return
 	}
-	u, err := g.openMachineFlow(target, tok)
+	u, err := dialMachineFlow(context.Background(), g.tr, g.o.MachineTLS, 2*time.Second, claims.Machine, target, tok)
 	if err != nil {
 		deny("machine", err)
 		return
@@ -394,52 +411,19 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 	}
 	st.SetDeadline(time.Time{})
 	g.log.Info("quic flow admitted", "session", claims.Session, "channel", ch.String(), "client", c.RemoteAddr().String())
-	// The machine's datagrams go back as DATAGRAM frames until the flow's socket closes.
-	buf := make([]byte, 64<<10)
+	// The machine's datagrams go back as they came, port first, until either leg ends.
 	for {
-		n, err := u.Read(buf)
+		m, err := u.next()
 		if err != nil {
 			break
 		}
-		msg := make([]byte, 2+n)
-		binary.BigEndian.PutUint16(msg, port)
-		copy(msg[2:], buf[:n])
-		if c.SendDatagram(msg) != nil {
+		if c.SendDatagram(m) != nil {
 			break
 		}
 	}
+	u.Close()
 	st.CancelRead(0)
 	st.Close()
-}
-
-// openMachineFlow sends the ticket datagram to the machine from the gateway's own address
-// (which the machine knows) and waits for ticket.UDPReady.
-func (g *QUIC) openMachineFlow(target netip.AddrPort, tok string) (*net.UDPConn, error) {
-	var local *net.UDPAddr
-	if ap, err := netip.ParseAddrPort(g.o.Address); err == nil && !ap.Addr().IsUnspecified() {
-		local = net.UDPAddrFromAddrPort(netip.AddrPortFrom(ap.Addr(), 0))
-	}
-	u, err := net.DialUDP("udp", local, net.UDPAddrFromAddrPort(target))
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, 2048)
-	for try := 0; try < 10; try++ {
-		u.Write(ticket.Datagram(tok))
-		u.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-		n, err := u.Read(buf)
-		if err == nil && string(buf[:n]) == ticket.UDPReady {
-			u.SetReadDeadline(time.Time{})
-			return u, nil
-		}
-		var ne net.Error
-		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
-			u.Close()
-			return nil, err
-		}
-	}
-	u.Close()
-	return nil, errors.New("machine did not answer the ticket datagram")
 }
 
 // spliceTCP dials the machine, passes the ticket on, answers the status and copies both ways.

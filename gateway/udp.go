@@ -43,13 +43,23 @@ const (
 	firstQueue           = 256
 )
 
-// flow is one client's UDP channel: a connected socket toward the machine.
+// flow is one client's UDP channel: its leg to the machine, once the machine took the ticket.
 type flow struct {
 	client  netip.AddrPort
-	up      *net.UDPConn
-	last    atomic.Int64 // unix nanos of the last datagram either way
+	up      atomic.Pointer[machineFlow] // nil while the leg opens
+	last    atomic.Int64                // unix nanos of the last datagram either way
 	ch      *channel
 	closeMu sync.Once
+	closed  atomic.Bool
+}
+
+// send relays a client's datagram to the machine; before the leg is open it is lost, as the
+// client's ticket datagrams it sends again until the gateway answers.
+func (f *flow) send(b []byte) {
+	f.last.Store(time.Now().UnixNano())
+	if up := f.up.Load(); up != nil {
+		up.Write(b)
+	}
 }
 
 func newUDPPort(g *Gateway, c *net.UDPConn, port uint16) *udpPort {
@@ -83,8 +93,7 @@ func (p *udpPort) serve() {
 		p.mu.Unlock()
 		switch {
 		case f != nil:
-			f.last.Store(time.Now().UnixNano())
-			f.up.Write(buf[:n])
+			f.send(buf[:n])
 		case string(buf[:n]) == ticket.ProbePayload:
 			if !p.g.quiet.Load() {
 				p.conn.WriteToUDPAddrPort(buf[:n], from)
@@ -110,13 +119,16 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 	f := p.flows[from]
 	p.mu.Unlock()
 	if f != nil {
-		f.last.Store(time.Now().UnixNano())
-		f.up.Write(b)
+		f.send(b)
 		return
 	}
 	tok, ok := ticket.ParseDatagram(b)
 	if !ok {
 		return // not ours: drop without state
+	}
+	if !p.g.o.PlainUDP {
+		p.g.plainRefused(from)
+		return
 	}
 	ch := ticket.Channel{Port: p.port, Proto: "udp"}
 	claims, addr, err := p.g.admit(tok, ch, from)
@@ -131,23 +143,14 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 		p.g.log.Warn("flow table full", "port", p.port, "client", from)
 		return
 	}
-	// From the gateway's own address: the machine takes gateway-mode flows from gateways'
-	// addresses only (agent.DisplayOptions.Gateways).
-	up, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.g.o.Address, 0)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, p.port)))
-	if err != nil {
-		p.g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
-		return
-	}
-	f = &flow{client: from, up: up}
+	f = &flow{client: from}
 	f.last.Store(time.Now().UnixNano())
 	f.ch = &channel{session: claims.Session, issued: claims.Issued, close: func() { p.drop(f) }}
 	if !p.g.open(f.ch) {
-		up.Close()
 		return
 	}
 	if p.g.o.Verifier.Revoked(claims) || !p.g.o.Sessions.Active(claims.Session) {
 		p.g.release(f.ch) // ended or revoked between the check and the registration
-		up.Close()
 		return
 	}
 	p.mu.Lock()
@@ -158,38 +161,56 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 	}
 	p.flows[from] = f
 	p.mu.Unlock()
-	// The ticket goes on to the machine's agent, whose ticket.UDPReady reaches the client.
-	up.Write(b)
+	// The leg to the machine opens apart from the checker, which goes on with the next
+	// datagram; the client's repeated ticket datagrams find the flow and are dropped.
 	p.g.wg.Add(1)
-	go func() { defer p.g.wg.Done(); p.replies(f) }()
+	go func() { defer p.g.wg.Done(); p.relay(f, claims.Machine, netip.AddrPortFrom(addr, p.port), tok) }()
 }
 
-// replies forwards the machine's datagrams to the client from the listening socket.
-func (p *udpPort) replies(f *flow) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := f.up.Read(buf)
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
-			}
-			p.drop(f)
-			return
-		}
-		f.last.Store(time.Now().UnixNano())
-		p.conn.WriteToUDPAddrPort(buf[:n], f.client)
+// plainRefused logs, at most every 10 s, that a plain flow was refused.
+func (g *Gateway) plainRefused(from netip.AddrPort) {
+	if g.plainLog.Allow() {
+		g.log.Warn("plain UDP flow refused: UDP channels ride QUIC here (plain UDP is off)", "client", from)
 	}
 }
 
-// drop removes a flow and closes its socket once.
+// relay opens f's leg to the machine, tells the client it is open, then forwards the
+// machine's datagrams to the client from the listening socket until either end goes.
+func (p *udpPort) relay(f *flow, machine string, target netip.AddrPort, tok string) {
+	defer p.drop(f)
+	up, err := dialMachineFlow(context.Background(), p.g.machines, p.g.o.MachineTLS, p.g.o.DialTimeout, machine, target, tok)
+	if err != nil {
+		p.g.log.Warn("machine unreachable", "session", f.ch.session, "machine", machine, "err", err)
+		return
+	}
+	f.up.Store(up)
+	if f.closed.Load() { // dropped while the leg opened
+		up.Close()
+		return
+	}
+	p.conn.WriteToUDPAddrPort([]byte(ticket.UDPReady), f.client)
+	for {
+		m, err := up.next()
+		if err != nil {
+			return
+		}
+		f.last.Store(time.Now().UnixNano())
+		p.conn.WriteToUDPAddrPort(m[2:], f.client)
+	}
+}
+
+// drop removes a flow and closes its leg to the machine once.
 func (p *udpPort) drop(f *flow) {
 	f.closeMu.Do(func() {
+		f.closed.Store(true)
 		p.mu.Lock()
 		if p.flows[f.client] == f {
 			delete(p.flows, f.client)
 		}
 		p.mu.Unlock()
-		f.up.Close()
+		if up := f.up.Load(); up != nil {
+			up.Close()
+		}
 		p.g.release(f.ch)
 	})
 }

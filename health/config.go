@@ -9,7 +9,8 @@ import (
 )
 
 // TargetsFromConfig returns a target for every gateway and machine of a loaded (defaulted
-// and validated) configuration. Gateways keep their ports, checks and monitors. Machines,
+// and validated) configuration. Gateways keep their ports, checks and monitors, and a
+// gateway's quic_port is probed as a required UDP port. Machines,
 // which have no monitor in the configuration, get DefaultMonitor; their TCP display ports
 // are required TCP connects and their UDP display ports are optional UDP probes (a display
 // protocol's UDP port need not answer a probe datagram, so it must not make a machine
@@ -37,6 +38,11 @@ func TargetsFromConfig(cfg *configs.Config) ([]Target, error) {
 		}
 		for _, p := range ports {
 			t.Ports = append(t.Ports, portFromConfig(p))
+		}
+		if g.QUICPort != 0 {
+			// Clients carry their UDP channels there: a required UDP probe, which the QUIC
+			// end answers beside its connections. Its default payload is no QUIC packet.
+			t.Ports = append(t.Ports, Port{ID: PortID{Port: uint16(g.QUICPort), Protocol: "udp"}, Check: Check{Kind: KindUDP}})
 		}
 		if err := add("gateway", t); err != nil {
 			return nil, err

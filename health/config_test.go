@@ -30,7 +30,8 @@ func TestTargetsFromTheLabConfig(t *testing.T) {
 	wantPorts := []struct {
 		id   PortID
 		kind Kind
-	}{{TCP(10443), KindHTTPS}, {TCP(4172), KindTCP}, {UDP(4172), KindUDP}, {TCP(8443), KindTLS}, {UDP(8443), KindUDP}}
+	}{{TCP(10443), KindHTTPS}, {TCP(4172), KindTCP}, {UDP(4172), KindUDP}, {TCP(8443), KindTLS}, {UDP(8443), KindUDP},
+		{UDP(4433), KindUDP}} // the quic_port
 	if len(gw.Ports) != len(wantPorts) {
 		t.Fatalf("gw-hq-1 ports %+v", gw.Ports)
 	}
@@ -43,7 +44,7 @@ func TestTargetsFromTheLabConfig(t *testing.T) {
 	if p := gw.Ports[0].Check; p.Method != "HEAD" || p.Path != "/favicon.ico" || p.ExpectStatus != 200 {
 		t.Errorf("https check %+v, want HEAD /favicon.ico 200", p)
 	}
-	if string(gw.Ports[2].Check.Send) != "frontdoor-probe" {
+	if string(gw.Ports[2].Check.Send) != "?frontdoor-probe" {
 		t.Errorf("udp payload %q", gw.Ports[2].Check.Send)
 	}
 	if gw.Monitor != DefaultMonitor() {

@@ -45,7 +45,7 @@ type Check struct {
 	Path string
 	// ExpectStatus is the HTTP status meaning up; 503 always means draining. Default: 200.
 	ExpectStatus int
-	// Send is the UDP payload. Default: "frontdoor-probe".
+	// Send is the UDP payload. Default: "?frontdoor-probe" (ticket.ProbePayload).
 	Send []byte
 	// Expect is a prefix the UDP reply must start with. Default: nil (any reply).
 	Expect []byte
@@ -223,7 +223,7 @@ func (c *Check) fill(proto string) error {
 			return fmt.Errorf("check kind udp on a tcp port: %w", ErrInvalidTarget)
 		}
 		if len(c.Send) == 0 {
-			c.Send = []byte("frontdoor-probe")
+			c.Send = []byte("?frontdoor-probe")
 		}
 	case KindTCP, KindTLS, KindHTTP, KindHTTPS:
 		if proto != "tcp" {

@@ -237,7 +237,6 @@ func (l *Lab) buildAgents() error {
 		rep.UseIdentity(o.Identity) // the agent API knows the machine by its certificate
 		o.DisconnectTimeout, o.Report, o.Logger = groups[m.Group].DisconnectTimeout.D(), rep.Event, l.log.With("component", "agent")
 		o.RevokeFor = l.Config.Site.Tickets.ReconnectTTL.D()
-		o.Gateways = agent.GatewayAddrs(l.Config, l.o.Rebind)
 		d, err := agent.NewDisplay(o)
 		if err != nil {
 			return err

@@ -346,14 +346,16 @@ func (s sessions) Active(id string) bool {
 
 // Connected implements gateway.Sessions.
 func (s sessions) Connected(ctx context.Context, id, gw string) {
-	if _, err := s.b.Connected(ctx, id); err != nil {
+	if _, err := s.b.Connected(ctx, id, gw); err != nil {
 		s.log.Warn("session connected", "session", id, "gateway", gw, "err", err)
 	}
 }
 
 // Disconnected implements gateway.Sessions.
 func (s sessions) Disconnected(ctx context.Context, id, gw string) {
-	if _, err := s.b.Disconnected(ctx, id); err != nil {
+	if _, err := s.b.Disconnected(ctx, id, gw); errors.Is(err, broker.ErrNotCarrier) {
+		s.log.Info("a gateway's disconnect comes after the session moved on", "session", id, "gateway", gw, "err", err)
+	} else if err != nil {
 		s.log.Warn("session disconnected", "session", id, "gateway", gw, "err", err)
 	}
 }
@@ -383,6 +385,9 @@ func (r *Node) buildGateways() error {
 			default:
 				o.TCPPorts = append(o.TCPPorts, uint16(p.Port))
 			}
+		}
+		if o.PlainUDP = g.PlainUDP; o.PlainUDP && len(o.UDPPorts) > 0 {
+			r.log.Warn("plain UDP channels are on: their tickets and datagrams cross the client's leg unencrypted (gateways[].plain_udp)", "gateway", g.Name)
 		}
 		gw, err := gateway.New(o, tr)
 		if err != nil {
@@ -438,7 +443,7 @@ func (r *Node) gatewaysFor(zone string) []api.GatewayEndpoint {
 		if !r.health.Eligible(g.Name) {
 			continue
 		}
-		e := api.GatewayEndpoint{Name: g.Name, Zone: g.Zone, Addresses: g.PublicAddresses}
+		e := api.GatewayEndpoint{Name: g.Name, Zone: g.Zone, Addresses: g.PublicAddresses, QUICPort: uint16(g.QUICPort)}
 		if g.Zone == zone {
 			same = append(same, e)
 		} else {

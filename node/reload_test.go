@@ -185,9 +185,13 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 // refuses reloads once it drains.
 func TestServeStoppedAtOnceDrainsCleanly(t *testing.T) {
 	for i := range 20 {
+		health, channel := freeTCPPort(t), freeTCPPort(t)
+		for channel == health { // a port freed by the first pick can come back
+			channel = freeTCPPort(t)
+		}
 		body := strings.NewReplacer("TCPPORT", fmt.Sprint(freeTCPPort(t)), "EXTRA", "").Replace(reloadSite) +
 			fmt.Sprintf("gateways: [{name: gw, zone: hq, node: fd, address: 127.0.99.7, ports: [{port: %d, check: {kind: https}}, {port: %d}]}]\n",
-				freeTCPPort(t), freeTCPPort(t))
+				health, channel)
 		cfg, err := configs.Load("site.yaml", []byte(body))
 		if err != nil {
 			t.Fatal(err)

@@ -10,19 +10,23 @@ import (
 //
 // A TCP channel starts with a frame: FrameMagic, a 2-byte big-endian length and the ticket;
 // the receiver answers one byte, StatusOK or StatusDenied (and then closes). A UDP flow starts
-// with one datagram holding FrameMagic and the ticket; the machine's agent answers UDPReady.
-// ProbePayload, sent alone in a datagram, is echoed by gateways and agents for health probes.
+// with one datagram holding FrameMagic and the ticket, and the gateway answers UDPReady; such
+// plain flows exist only on a gateway's UDP ports, and only where the site turns them on.
+// ProbePayload, sent alone in a datagram, is echoed by gateways and agents for health probes;
+// its first byte has the QUIC fixed bit (0x40) and the long-header bit (0x80) clear, so a
+// port that speaks QUIC tells it from QUIC packets.
 const (
 	FrameMagic   = "FDT1"
 	UDPReady     = FrameMagic + "OK"
-	ProbePayload = "frontdoor-probe"
+	ProbePayload = "?frontdoor-probe"
 
 	StatusOK     byte = 0
 	StatusDenied byte = 1
 )
 
-// The QUIC transport between client and gateway carries all of a session's channels on one
-// connection (ALPN QUICALPN). Each channel opens a bidirectional stream that starts with a kind
+// The QUIC transport carries a session's channels on a connection (ALPN QUICALPN): between
+// client and gateway all of them on one connection; to a machine's UDP display port one UDP
+// channel a connection, from a gateway or (direct mode) from the client. Each channel opens a bidirectional stream that starts with a kind
 // byte (QUICKindTCP or QUICKindUDP), the channel's port (2 bytes, big endian) and a ticket
 // frame; the gateway answers one status byte. A TCP channel's bytes then flow on its stream; a
 // UDP channel's datagrams travel as QUIC DATAGRAM frames, each prefixed with the channel's port.

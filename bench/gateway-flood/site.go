@@ -195,7 +195,7 @@ func runMachine(dir string, port uint16) error {
 	}
 	d, err := agent.NewDisplay(agent.DisplayOptions{Machine: machineName, Address: machineIP, UDPPorts: []uint16{port},
 		UDPIdle: 5 * time.Minute, Verifier: ticket.NewVerifier(s.pub(), ticket.NewMemoryLedger(0, nil), nil), Identity: id,
-		Gateways: []netip.Addr{gatewayIP}, Logger: discard()})
+		Logger: discard()})
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,6 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 		l.Close()
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(connMachine),
 			TCPPorts: []uint16{p}, UDPPorts: []uint16{p}, Logger: connQuiet, Identity: identity,
-			Gateways: []netip.Addr{netip.MustParseAddr(connGwA), netip.MustParseAddr(connGwB)},
 			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)})
 		if err != nil {
 			t.Fatal(err)
@@ -201,8 +200,8 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 		if mode == client.ModeDirect {
 			d.Address = connMachine
 		} else {
-			d.Gateways = []client.GatewayEndpoint{{Name: "gw-a", Zone: "east", Addresses: []string{connGwA}},
-				{Name: "gw-b", Zone: "east", Addresses: []string{connGwB}}}
+			d.Gateways = []client.GatewayEndpoint{{Name: "gw-a", Zone: "east", Addresses: []string{connGwA}, QUICPort: quicPort},
+				{Name: "gw-b", Zone: "east", Addresses: []string{connGwB}, QUICPort: quicPort}}
 		}
 		json.NewEncoder(w).Encode(d)
 	}))

@@ -48,8 +48,8 @@ func TestStateSurvivesRestart(t *testing.T) {
 	if err != nil || d.Machine != "m1" {
 		t.Fatalf("launch %+v %v", d, err)
 	}
-	b.Connected(ctx, d.Session)
-	b.Disconnected(ctx, d.Session)
+	b.Connected(ctx, d.Session, "gw-1")
+	b.Disconnected(ctx, d.Session, "gw-1")
 	if err := b.SetMaintenance(ctx, "m1", true); err != nil {
 		t.Fatal(err)
 	}

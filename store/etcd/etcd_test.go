@@ -175,11 +175,11 @@ func TestSessionLifecycleAcrossNodes(t *testing.T) {
 		t.Fatalf("launch: %v %+v", err, d)
 	}
 	eventually(t, "b sees the session", func() bool { _, ok := b.Session(d.Session); return ok })
-	if _, err := b.Connected(t.Context(), d.Session); err != nil {
+	if _, err := b.Connected(t.Context(), d.Session, "gw-1"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a sees it connected", func() bool { s, _ := a.Session(d.Session); return s.State == broker.StateConnected })
-	if _, err := b.Disconnected(t.Context(), d.Session); err != nil {
+	if _, err := b.Disconnected(t.Context(), d.Session, "gw-1"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a sees it disconnected", func() bool { s, _ := a.Session(d.Session); return s.State == broker.StateDisconnected })

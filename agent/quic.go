@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/quic-go/quic-go"
+	"golang.org/x/time/rate"
+)
+
+// A UDP display port speaks QUIC (ALPN ticket.QUICALPN, TLS 1.3 with the machine's
+// certificate): each UDP channel is one connection whose first stream carries the channel's
+// header and ticket, as on a gateway's QUIC port, and whose DATAGRAM frames carry the channel's
+// datagrams, each prefixed with the port. A gateway relays a client's flow on a connection of
+// its own, presenting its certificate of the site CA; a direct-mode client dials the port
+// itself. Nothing on the port is readable on the wire, and a flow is known by its connection,
+// not by a source address that can be forged. A probe datagram (ticket.ProbePayload, which no
+// QUIC packet can be) is echoed beside the connections.
+
+// udpPort is one UDP display port's QUIC end.
+type udpPort struct {
+	tr *quic.Transport
+	ln *quic.Listener
+}
+
+// Beyond freshPerSecond new connections a second a client must prove its address with a
+// stateless Retry before any handshake or ticket check (as on a gateway's QUIC port).
+const freshPerSecond = 200
+
+// listenQUIC opens the QUIC end of a UDP display port on c.
+func (d *Display) listenQUIC(c *net.UDPConn) (*udpPort, error) {
+	fresh := rate.NewLimiter(freshPerSecond, freshPerSecond/4)
+	tr := &quic.Transport{Conn: c, VerifySourceAddress: func(net.Addr) bool { return !fresh.Allow() }}
+	tc := d.o.Identity.ServerTLS()
+	tc.NextProtos = []string{ticket.QUICALPN}
+	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: d.o.UDPIdle,
+		HandshakeIdleTimeout: 5 * time.Second, MaxIncomingStreams: 4, MaxIncomingUniStreams: -1})
+	if err != nil {
+		tr.Close()
+		return nil, err
+	}
+	return &udpPort{tr: tr, ln: ln}, nil
+}
+
+func (p *udpPort) close() {
+	p.ln.Close()
+	p.tr.Close()
+	p.tr.Conn.Close()
+}
+
+// serveQUIC accepts the port's channels and answers its probes until the port closes.
+func (d *Display) serveQUIC(p *udpPort, port uint16) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := p.tr.ReadNonQUICPacket(context.Background(), buf)
+			if err != nil {
+				return
+			}
+			if string(buf[:n]) == ticket.ProbePayload {
+				p.tr.WriteTo(buf[:n], from)
+			}
+		}
+	}()
+	for {
+		c, err := p.ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.serveFlow(c, port) }()
+	}
+}
+
+// qconn is an open UDP channel's connection, closed by a cut.
+type qconn struct{ c *quic.Conn }
+
+func (q qconn) Close() error { return q.c.CloseWithError(0, "session ended") }
+
+// serveFlow checks a connection's ticket (a gateway-mode one only from a gateway), then echoes
+// its datagrams, the desktop simulator, until either end closes it: the session is
+// disconnected as soon as the client's connection is gone.
+func (d *Display) serveFlow(c *quic.Conn, port uint16) {
+	defer c.CloseWithError(0, "")
+	ctx, cancel := context.WithTimeout(c.Context(), 5*time.Second)
+	st, err := c.AcceptStream(ctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	st.SetDeadline(time.Now().Add(5 * time.Second))
+	var hdr [3]byte
+	if _, err := io.ReadFull(st, hdr[:]); err != nil {
+		return
+	}
+	tok, err := ticket.ReadFrame(st)
+	if err != nil {
+		return
+	}
+	ch := ticket.Channel{Port: port, Proto: "udp"}
+	claims, err := d.check(tok, ch)
+	switch {
+	case err != nil:
+	case hdr[0] != ticket.QUICKindUDP || binary.BigEndian.Uint16(hdr[1:]) != port:
+		err = errors.New("not a UDP channel of this port")
+	case claims.Mode != ticket.ModeDirect && !fromGateway(c.ConnectionState().TLS):
+		err = ErrNotFromGateway
+	}
+	if err != nil {
+		d.log.Warn("flow denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)
+		st.Write([]byte{ticket.StatusDenied})
+		st.Close()
+		// The status reaches the client before the connection goes.
+		t := time.NewTimer(time.Second)
+		select {
+		case <-c.Context().Done():
+		case <-t.C:
+		}
+		t.Stop()
+		return
+	}
+	q := qconn{c}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.conns[q] = ticketOf{claims.Session, claims.Issued}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.conns, q)
+		d.mu.Unlock()
+	}()
+	if d.o.Verifier.Revoked(claims) {
+		return // revoked between the check and the registration, which a cut would miss
+	}
+	if _, err := st.Write([]byte{ticket.StatusOK}); err != nil {
+		return
+	}
+	st.SetDeadline(time.Time{})
+	d.opened(claims.Session, claims.Mode)
+	defer d.released(claims.Session)
+	for {
+		b, err := c.ReceiveDatagram(c.Context())
+		if err != nil {
+			return
+		}
+		if c.SendDatagram(b) != nil {
+			return
+		}
+	}
+}

@@ -155,7 +155,7 @@ func runGateway(dir string, port uint16) error {
 	}
 	var denied atomic.Int64
 	log := slog.New(countingHandler{slog.NewTextHandler(io.Discard, nil), &denied})
-	g, err := gateway.New(gateway.Options{Name: "gw-1", Address: gatewayIP, UDPPorts: []uint16{port},
+	g, err := gateway.New(gateway.Options{Name: "gw-1", Address: gatewayIP, UDPPorts: []uint16{port}, PlainUDP: true,
 		TLS:        &tls.Config{Certificates: []tls.Certificate{*cert}},
 		MachineTLS: s.ca.Party(siteid.RoleGateway, "gw-1", []netip.Addr{gatewayIP}).ClientTLS(),
 		Verifier:   ticket.NewVerifier(s.pub(), ticket.NewMemoryLedger(0, nil), nil),

@@ -194,3 +194,39 @@ func TestQUICTransportThroughTheLab(t *testing.T) {
 	}
 	waitState(t, l, desc.SessionID, broker.StateConnected)
 }
+
+// TestClosingTheClientDisconnectsTheSession: a client that closes its channels (TLS
+// close_notify, QUIC's CONNECTION_CLOSE) makes its session disconnected within moments
+// (waitState's 5s), in gateway mode and in direct mode, not after the 30s that an idle UDP
+// flow takes to time out.
+func TestClosingTheClientDisconnectsTheSession(t *testing.T) {
+	l, _ := startLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	launcher := func(user string) *client.Launcher {
+		return &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: user, Password: "lab",
+			Resource: "desktop", Endpoint: user + "-laptop", RootCAs: l.CA().Pool()}
+	}
+	check := func(user, mode string) {
+		s, desc, _, _ := openSession(ctx, t, l, launcher(user), client.Options{})
+		if desc.Mode != mode {
+			t.Fatalf("%s's launch: mode %s, want %s", user, desc.Mode, mode)
+		}
+		if err := s.EchoUDP(ctx, 4172, 3, 100); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, l, desc.SessionID, broker.StateConnected)
+		s.Close()
+		waitState(t, l, desc.SessionID, broker.StateDisconnected)
+	}
+	check("alice", client.ModeGateway)
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
+	req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/gateway", strings.NewReader(`{"on": false}`))
+	req.SetBasicAuth("admin", "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	check("dave", client.ModeDirect)
+}

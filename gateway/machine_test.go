@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/quic-go/quic-go"
 )
 
 // recorder is a TCP relay from its own address to a machine's port that keeps every byte it
@@ -203,32 +206,122 @@ func TestMachineTakesGatewayModeChannelsOnlyFromGateways(t *testing.T) {
 	}
 }
 
-// A machine takes a UDP flow of a gateway-mode ticket only from a gateway's address: a
-// client that reaches the machine itself gets nothing, while the gateway's flow (from its
-// own address) opens.
-func TestMachineTakesGatewayModeUDPFlowsOnlyFromGateways(t *testing.T) {
-	r, s := startOne(t)
-	tok := r.issue(t, ticket.Reconnect, "s-1", "vda-1")
-	direct, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.0.60.9")}, &net.UDPAddr{IP: net.ParseIP("127.0.60.1"), Port: int(r.port)})
+// A machine's UDP port speaks QUIC and takes a UDP channel of a gateway-mode ticket only from
+// a gateway's certificate; a direct-mode one from any client that has the ticket; and it
+// echoes a probe datagram beside its connections.
+func TestMachineTakesGatewayModeUDPChannelsOnlyFromGateways(t *testing.T) {
+	signer, _, pub := keys(t)
+	port, stop := machineAt(t, pub, "vda-1", "127.0.64.2")
+	t.Cleanup(stop)
+	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.64.2"), port)
+	machineCert, err := siteCA().PartyCertificate(siteid.RoleMachine, "vda-9", []netip.Addr{netip.MustParseAddr("127.0.64.9")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer direct.Close()
+	for _, c := range []struct {
+		name string
+		mode string
+		tc   *tls.Config
+		want byte
+	}{
+		{"a gateway-mode ticket from a gateway", ticket.ModeGateway, machineTLS("gw-1", "127.0.50.1"), ticket.StatusOK},
+		{"a gateway-mode ticket without a certificate", ticket.ModeGateway, &tls.Config{RootCAs: siteCA().Pool()}, ticket.StatusDenied},
+		{"a gateway-mode ticket from another machine", ticket.ModeGateway, &tls.Config{RootCAs: siteCA().Pool(), Certificates: []tls.Certificate{*machineCert}}, ticket.StatusDenied},
+		{"a direct-mode ticket from a client", ticket.ModeDirect, &tls.Config{RootCAs: siteCA().Pool()}, ticket.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tok, _, err := signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: "s-" + c.name, Machine: "vda-1", Mode: c.mode,
+				Channels: []ticket.Channel{{Port: port, Proto: "udp"}}}, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc := c.tc.Clone()
+			tc.ServerName, tc.NextProtos = "127.0.64.2", []string{ticket.QUICALPN}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			conn, err := quic.DialAddr(ctx, addr.String(), tc, &quic.Config{EnableDatagrams: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.CloseWithError(0, "")
+			st, err := conn.OpenStreamSync(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.SetDeadline(time.Now().Add(5 * time.Second))
+			st.Write([]byte{ticket.QUICKindUDP, byte(port >> 8), byte(port)})
+			if err := ticket.WriteFrame(st, tok); err != nil {
+				t.Fatal(err)
+			}
+			status := []byte{0xff}
+			io.ReadFull(st, status)
+			if status[0] != c.want {
+				t.Fatalf("status %d, want %d", status[0], c.want)
+			}
+			if c.want != ticket.StatusOK {
+				return
+			}
+			msg := append([]byte{byte(port >> 8), byte(port)}, "a datagram"...)
+			if err := conn.SendDatagram(msg); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := conn.ReceiveDatagram(ctx); err != nil || !bytes.Equal(got, msg) {
+				t.Fatalf("echo %q, %v", got, err)
+			}
+		})
+	}
+	probe, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	probe.Write([]byte(ticket.ProbePayload))
+	probe.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 64)
+	if n, err := probe.Read(buf); err != nil || string(buf[:n]) != ticket.ProbePayload {
+		t.Fatalf("probe: %q, %v", buf[:n], err)
+	}
+}
+
+// Without PlainUDP a gateway's UDP port answers probes and takes no flow: a valid ticket
+// datagram gets no answer and opens nothing.
+func TestPlainUDPIsOffByDefault(t *testing.T) {
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
+	t.Cleanup(stop)
+	tlsc, _ := selfSigned(t)
+	s := newSessions("s-1")
+	g, err := New(Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.3"), UDPPorts: []uint16{port},
+		TLS: tlsc, MachineTLS: machineTLS("gw-1", "127.0.50.3"), Verifier: v, Sessions: s,
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	r := &rig{gw: g, signer: signer, v: v, port: port, s: s}
+	c, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP("127.0.50.3"), Port: int(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	buf := make([]byte, 2048)
-	direct.Write(ticket.Datagram(tok))
-	direct.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	if n, err := direct.Read(buf); err == nil {
-		t.Fatalf("the machine answered a gateway-mode ticket from a client: %q", buf[:n])
+	c.Write([]byte(ticket.ProbePayload))
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != ticket.ProbePayload {
+		t.Fatalf("probe: %q, %v", buf[:n], err)
 	}
-	via, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP("127.0.50.1"), Port: int(r.port)})
-	if err != nil {
-		t.Fatal(err)
+	c.Write(ticket.Datagram(r.issue(t, ticket.Launch, "s-1", "vda-1")))
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if n, err := c.Read(buf); err == nil {
+		t.Fatalf("a plain flow was answered: %q", buf[:n])
 	}
-	defer via.Close()
-	via.Write(ticket.Datagram(tok))
-	via.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if n, err := via.Read(buf); err != nil || string(buf[:n]) != ticket.UDPReady {
-		t.Fatalf("the flow through the gateway: %q, %v", buf[:n], err)
+	if g.Flows() != 0 || g.Channels() != 0 {
+		t.Fatalf("%d flows, %d channels, want none", g.Flows(), g.Channels())
 	}
-	s.want(t, "connected s-1 gw-1")
 }

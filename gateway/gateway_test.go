@@ -134,7 +134,7 @@ func machineAt(t *testing.T, pub ed25519.PublicKey, name, ip string, also ...str
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: name, Address: addrs[0],
 			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
 			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), Identity: id,
-			Logger:   slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}

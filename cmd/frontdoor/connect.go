@@ -63,7 +63,7 @@ The password comes from --password or the FRONTDOOR_PASSWORD environment variabl
 	f.StringVar(&o.local, "local", "", "expose the first TCP channel on this local address, e.g. 127.0.0.1:2222")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	f.DurationVar(&o.echo, "echo", time.Second, "period of the echo traffic that proves the channels; 0 for none")
-	f.Uint16Var(&o.quicPort, "quic", 0, "carry the channels to gateways over QUIC on this UDP port (the gateway must serve QUIC: see gateway.QUIC); 0 for TLS and UDP")
+	f.Uint16Var(&o.quicPort, "quic", 0, "carry every channel to gateways, TCP ones too, over QUIC on this UDP port (a gateway's quic_port); 0: TCP channels over TLS, UDP channels over QUIC at the quic_port the launch names")
 	f.BoolVar(&o.verbose, "verbose", false, "print every failed reconnect attempt and every echo")
 	_ = c.MarkFlagRequired("user")
 	_ = c.MarkFlagRequired("resource")

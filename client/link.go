@@ -78,9 +78,17 @@ func (l *link) teardown() {
 	})
 }
 
-// connect opens every channel of the session on r with tok; on error none stays open.
-func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx int) (*link, error) {
-	if tok == "" {
+// connect opens every channel of the session on r, with d's launch ticket (kind "launch") or
+// with its reconnect ticket, which every channel a gateway admits rotates; on error none stays
+// open.
+func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind string, idx int) (*link, error) {
+	tok := func() string {
+		if kind == "launch" {
+			return d.LaunchTicket
+		}
+		return s.reconnectTicket(d)
+	}
+	if tok() == "" {
 		return nil, fmt.Errorf("descriptor has no %s ticket", kind)
 	}
 	l := &link{via: r, routeIdx: idx, ticket: kind, tcp: map[uint16]*tcpLink{}, udp: map[uint16]*udpLink{}}
@@ -103,29 +111,30 @@ func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx in
 	}
 	for _, ch := range s.chans {
 		var err error
+		var next string // the next reconnect ticket, from a gateway
 		switch {
 		case ch.Proto == "tcp" && allQUIC:
 			var c io.ReadWriteCloser
-			if c, err = s.quicTCP(ctx, gw, ch.Port, tok); err == nil {
+			if c, next, err = s.quicTCP(ctx, gw, ch.Port, tok()); err == nil {
 				l.tcp[ch.Port] = &tcpLink{port: ch.Port, conn: c}
 			}
 		case ch.Proto == "tcp":
 			var c net.Conn
-			if c, err = s.dialTCP(ctx, r, ch.Port, tok); err == nil {
+			if c, next, err = s.dialTCP(ctx, r, ch.Port, tok()); err == nil {
 				l.tcp[ch.Port] = &tcpLink{port: ch.Port, conn: c}
 			}
 		case ch.Proto == "udp":
 			var c io.ReadWriteCloser
 			switch q := gw; {
 			case q != nil:
-				c, err = s.quicUDP(ctx, q, ch.Port, tok)
+				c, next, err = s.quicUDP(ctx, q, ch.Port, tok())
 			case r.machine != "":
 				if q, err = s.dialQUIC(ctx, r, ch.Port); err == nil {
 					l.quics = append(l.quics, q)
-					c, err = s.quicUDP(ctx, q, ch.Port, tok)
+					c, next, err = s.quicUDP(ctx, q, ch.Port, tok())
 				}
 			default:
-				c, err = s.dialUDP(ctx, r, ch.Port, tok)
+				c, next, err = s.dialUDP(ctx, r, ch.Port, tok())
 			}
 			if err == nil {
 				u := &udpLink{port: ch.Port, conn: c}
@@ -133,6 +142,8 @@ func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx in
 				l.udp[ch.Port] = u
 			}
 		}
+		// Taken even from a link that fails later: the gateway has used up the current one.
+		s.rotate(d, next)
 		if err != nil {
 			l.teardown()
 			return nil, fmt.Errorf("%s: %w", ch, err)
@@ -143,8 +154,9 @@ func (s *Session) connect(ctx context.Context, r route, tok, kind string, idx in
 }
 
 // dialTCP opens one TCP channel: TLS to a gateway, or to the machine whose certificate names
-// it, the ticket frame, and the status byte, all within DialTimeout.
-func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string) (net.Conn, error) {
+// it, the ticket frame, and the status (with a gateway's next reconnect ticket), all within
+// DialTimeout.
+func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string) (net.Conn, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer cancel()
 	addr := netip.AddrPortFrom(r.addr, port).String()
@@ -153,7 +165,7 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	nd := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 2}}
 	c, err := (&tls.Dialer{NetDialer: nd, Config: s.tlsFor(r)}).DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	dl, _ := ctx.Deadline()
 	c.SetDeadline(dl)
@@ -161,26 +173,42 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	defer stop()
 	if err := ticket.WriteFrame(c, tok); err != nil {
 		c.Close()
-		return nil, err
+		return nil, "", err
 	}
-	var st [1]byte
-	if _, err := io.ReadFull(c, st[:]); err != nil {
+	next, err := readStatus(c)
+	if err != nil {
 		c.Close()
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("%w (closed without a status)", ErrTicketDenied)
-		}
-		return nil, err
-	}
-	if st[0] != ticket.StatusOK {
-		c.Close()
-		return nil, ErrTicketDenied
+		return nil, "", err
 	}
 	if !stop() {
 		c.Close()
-		return nil, ctx.Err()
+		return nil, next, ctx.Err()
 	}
 	c.SetDeadline(time.Time{})
-	return c, nil
+	return c, next, nil
+}
+
+// readStatus reads a channel's status: nil for StatusOK, with the next reconnect ticket for
+// StatusRotated, ErrTicketDenied otherwise.
+func readStatus(r io.Reader) (next string, err error) {
+	var st [1]byte
+	if _, err := io.ReadFull(r, st[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return "", fmt.Errorf("%w (closed without a status)", ErrTicketDenied)
+		}
+		return "", err
+	}
+	switch st[0] {
+	case ticket.StatusOK:
+		return "", nil
+	case ticket.StatusRotated:
+		next, err := ticket.ReadFrame(r)
+		if err != nil {
+			return "", fmt.Errorf("the next reconnect ticket: %w", err)
+		}
+		return next, nil
+	}
+	return "", ErrTicketDenied
 }
 
 // tlsFor returns the TLS config of a channel on r: the gateway's certificate checked against
@@ -200,10 +228,10 @@ func (s *Session) tlsFor(r route) *tls.Config {
 
 // dialUDP opens one plain UDP flow to a gateway without a QUIC port: the ticket datagram, sent again every 100ms until the machine's
 // ticket.UDPReady (or the echo of the ticket datagram) comes back within DialTimeout.
-func (s *Session) dialUDP(ctx context.Context, r route, port uint16, tok string) (*net.UDPConn, error) {
+func (s *Session) dialUDP(ctx context.Context, r route, port uint16, tok string) (*net.UDPConn, string, error) {
 	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(r.addr, port)))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer cancel()
@@ -214,7 +242,7 @@ func (s *Session) dialUDP(ctx context.Context, r route, port uint16, tok string)
 	for try := 0; try < 50; try++ {
 		if _, err := c.Write(dg); err != nil {
 			c.Close()
-			return nil, err
+			return nil, "", err
 		}
 		if ctx.Err() == nil {
 			c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
@@ -228,22 +256,26 @@ func (s *Session) dialUDP(ctx context.Context, r route, port uint16, tok string)
 				}
 				c.Close()
 				if ctx.Err() != nil {
-					return nil, fmt.Errorf("no answer to the ticket datagram: %w", ctx.Err())
+					return nil, "", fmt.Errorf("no answer to the ticket datagram: %w", ctx.Err())
 				}
-				return nil, err
+				return nil, "", err
 			}
-			if string(buf[:n]) == ticket.UDPReady || bytes.Equal(buf[:n], dg) {
+			if bytes.HasPrefix(buf[:n], []byte(ticket.UDPReady)) || bytes.Equal(buf[:n], dg) {
+				next := ""
+				if len(buf[:n]) > len(ticket.UDPReady) && !bytes.Equal(buf[:n], dg) {
+					next = string(buf[len(ticket.UDPReady):n])
+				}
 				if !stop() {
 					c.Close()
-					return nil, ctx.Err()
+					return nil, next, ctx.Err()
 				}
 				c.SetReadDeadline(time.Time{})
-				return c, nil
+				return c, next, nil
 			}
 		}
 	}
 	c.Close()
-	return nil, errors.New("no answer to the ticket datagram")
+	return nil, "", errors.New("no answer to the ticket datagram")
 }
 
 // run starts the link's goroutines: a reader per channel and the UDP keepalive.

@@ -134,13 +134,14 @@ func (s *Session) dialQUIC(ctx context.Context, r route, port uint16) (*quicLink
 	return &quicLink{conn: c, trs: []*quic.Transport{tr}, flows: map[uint16]*quicFlow{}}, nil
 }
 
-// quicOpen opens a channel's stream and exchanges the ticket for the status byte.
-func (s *Session) quicOpen(ctx context.Context, q *quicLink, kind byte, port uint16, tok string) (*quic.Stream, error) {
+// quicOpen opens a channel's stream and exchanges the ticket for the status (with a gateway's
+// next reconnect ticket).
+func (s *Session) quicOpen(ctx context.Context, q *quicLink, kind byte, port uint16, tok string) (*quic.Stream, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer cancel()
 	st, err := q.conn.OpenStreamSync(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	dl, _ := ctx.Deadline()
 	st.SetDeadline(dl)
@@ -148,31 +149,26 @@ func (s *Session) quicOpen(ctx context.Context, q *quicLink, kind byte, port uin
 	if _, err := st.Write(hdr); err == nil {
 		err = ticket.WriteFrame(st, tok)
 	}
-	var status [1]byte
+	var next string
 	if err == nil {
-		_, err = io.ReadFull(st, status[:])
+		next, err = readStatus(st)
 	}
 	if err != nil {
 		st.CancelRead(0)
 		st.CancelWrite(0)
-		return nil, err
-	}
-	if status[0] != ticket.StatusOK {
-		st.CancelRead(0)
-		st.CancelWrite(0)
-		return nil, ErrTicketDenied
+		return nil, "", err
 	}
 	st.SetDeadline(time.Time{})
-	return st, nil
+	return st, next, nil
 }
 
 // quicTCP opens a TCP channel as a QUIC stream.
-func (s *Session) quicTCP(ctx context.Context, q *quicLink, port uint16, tok string) (io.ReadWriteCloser, error) {
-	st, err := s.quicOpen(ctx, q, quicKindTCP, port, tok)
+func (s *Session) quicTCP(ctx context.Context, q *quicLink, port uint16, tok string) (io.ReadWriteCloser, string, error) {
+	st, next, err := s.quicOpen(ctx, q, quicKindTCP, port, tok)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return quicStream{st}, nil
+	return quicStream{st}, next, nil
 }
 
 // quicStream is a TCP channel on a QUIC stream; Close ends both directions.
@@ -184,16 +180,16 @@ func (q quicStream) Close() error {
 }
 
 // quicUDP opens a UDP channel whose datagrams ride the connection's DATAGRAM frames.
-func (s *Session) quicUDP(ctx context.Context, q *quicLink, port uint16, tok string) (io.ReadWriteCloser, error) {
-	st, err := s.quicOpen(ctx, q, quicKindUDP, port, tok)
+func (s *Session) quicUDP(ctx context.Context, q *quicLink, port uint16, tok string) (io.ReadWriteCloser, string, error) {
+	st, next, err := s.quicOpen(ctx, q, quicKindUDP, port, tok)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	f := &quicFlow{port: port, q: q, st: st, in: make(chan []byte, 256), closed: make(chan struct{})}
 	q.mu.Lock()
 	q.flows[port] = f
 	q.mu.Unlock()
-	return f, nil
+	return f, next, nil
 }
 
 // quicFlow is a UDP channel carried in DATAGRAM frames.

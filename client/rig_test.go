@@ -173,7 +173,7 @@ func (s *site) startGateway(name, ip string) {
 	t := s.t
 	t.Helper()
 	g, err := gateway.New(gateway.Options{Name: name, Address: netip.MustParseAddr(ip),
-		TCPPorts: []uint16{s.port}, UDPPorts: []uint16{s.port}, PlainUDP: true, TLS: s.tls, MachineTLS: machineTLS(name), Verifier: s.gwVer, Sessions: alwaysActive{},
+		TCPPorts: []uint16{s.port}, UDPPorts: []uint16{s.port}, PlainUDP: true, TLS: s.tls, Reissue: s.reissue, MachineTLS: machineTLS(name), Verifier: s.gwVer, Sessions: alwaysActive{},
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" },
 		Logger:  quiet}, s.track)
 	if err != nil {
@@ -189,6 +189,16 @@ func (s *site) startGateway(name, ip string) {
 	stop := func() { once.Do(func() { cancel(); <-done }) }
 	s.gws[name], s.stops[name] = g, stop
 	t.Cleanup(stop)
+}
+
+// reissue rotates a session's reconnect ticket at every channel, as a node's gateways do.
+func (s *site) reissue(c ticket.Claims) (string, error) {
+	exp := c.Expires
+	if c.Kind == ticket.Launch {
+		exp = c.Issued.Add(time.Hour)
+	}
+	tok, _, err := s.signer.Reissue(c, exp)
+	return tok, err
 }
 
 // channels are the session's channels in this site.

@@ -149,11 +149,11 @@ func (s *Session) openDescriptor(d *Descriptor, after int, fresh bool) (*link, [
 	for i := range rs {
 		idx := (after + 1 + i) % len(rs)
 		r := rs[idx]
-		tok, kind := d.ReconnectTicket, "reconnect"
-		if (fresh && i == 0) || tok == "" {
-			tok, kind = d.LaunchTicket, "launch"
+		kind := "reconnect"
+		if (fresh && i == 0) || s.reconnectTicket(d) == "" {
+			kind = "launch"
 		}
-		l, err := s.connect(s.ctx, r, tok, kind, idx)
+		l, err := s.connect(s.ctx, r, d, kind, idx)
 		if err == nil {
 			return l, nil
 		}
@@ -165,6 +165,25 @@ func (s *Session) openDescriptor(d *Descriptor, after int, fresh bool) (*link, [
 		s.emit(Event{Kind: EventAttempt, At: s.now(), Session: d.SessionID, Mode: d.Mode, Via: r.name, Address: r.addr.String(), Ticket: kind, Reason: err.Error()})
 	}
 	return nil, errs
+}
+
+// reconnectTicket returns d's reconnect ticket: the launch's, or the last one a gateway
+// handed out (rotate).
+func (s *Session) reconnectTicket(d *Descriptor) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return d.ReconnectTicket
+}
+
+// rotate makes next d's reconnect ticket: a gateway took the current one for a channel (it
+// opens each channel once) and answered with the next.
+func (s *Session) rotate(d *Descriptor, next string) {
+	if next == "" {
+		return
+	}
+	s.mu.Lock()
+	d.ReconnectTicket = next
+	s.mu.Unlock()
 }
 
 // install makes l the session's link and starts its goroutines; after Close it closes l.

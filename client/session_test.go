@@ -5,14 +5,19 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 func (s *site) open(t *testing.T, d *Descriptor, ev *events, relaunch func(context.Context) (*Descriptor, string, error)) *Session {
@@ -392,5 +397,54 @@ func TestASessionGivesUpWhenNothingAnswers(t *testing.T) {
 	}
 	if _, err := sess.Attach(s.port); !errors.Is(err, ErrDown) {
 		t.Fatalf("Attach on a lost session: %v, want ErrDown", err)
+	}
+}
+
+// Every channel a gateway admits rotates the session's reconnect ticket: the client comes
+// back again and again, each time with the last ticket it was handed, and a ticket it has used
+// opens nothing more.
+func TestEveryReconnectUsesTheLastRotatedTicket(t *testing.T) {
+	s := newSite(t)
+	ips := map[string]string{"gw-a": gwA, "gw-b": gwB}
+	s.startGateway("gw-a", gwA)
+	s.startGateway("gw-b", gwB)
+	d := s.descriptor("s-rot", ModeGateway, "gw-a", "gw-b")
+	ev := newEvents()
+	sess, err := Open(ctxT(t), Options{Descriptor: d, RootCAs: s.pool, Channels: s.channels(), OnEvent: ev.on, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ev.wait(t, EventUp)
+	held := []string{d.ReconnectTicket}
+	for round := range 3 {
+		cur := sess.Descriptor().ReconnectTicket
+		if slices.Contains(held, cur) {
+			t.Fatalf("round %d: the client holds a reconnect ticket it had before", round)
+		}
+		held = append(held, cur)
+		via, _ := sess.Via()
+		s.stops[via]()
+		back := ev.wait(t, EventBack)
+		if back.Ticket != "reconnect" || !back.SameSession || back.Via == via {
+			t.Fatalf("round %d: back %+v, want the same session through the other gateway", round, back)
+		}
+		if err := sess.EchoUDP(ctxT(t), s.port, 3, 64); err != nil {
+			t.Fatal(err)
+		}
+		s.startGateway(via, ips[via])
+	}
+	// A ticket the client used (the one it reconnected with first) is refused.
+	c, err := tls.Dial("tcp", net.JoinHostPort(gwA, fmt.Sprint(s.port)), &tls.Config{RootCAs: s.pool, ServerName: gwA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	ticket.WriteFrame(c, held[1])
+	st := []byte{ticket.StatusOK}
+	io.ReadFull(c, st)
+	if st[0] != ticket.StatusDenied {
+		t.Fatalf("a used reconnect ticket: status %d, want denied", st[0])
 	}
 }

@@ -307,7 +307,7 @@ func admitted(c net.Conn, tok string) (bool, error) {
 	if _, err := c.Read(st[:]); err != nil {
 		return false, err
 	}
-	return st[0] == ticket.StatusOK, nil
+	return st[0] == ticket.StatusOK || st[0] == ticket.StatusRotated, nil
 }
 
 // waitAnswered waits until k launches have answered (or all have).

@@ -7,8 +7,10 @@
 // Wire format. A TCP channel is a TLS connection whose first frame is Magic, a 2-byte big-endian
 // length and the ticket; the gateway checks it, dials the machine's port of the same number
 // over TLS (presenting its certificate of the site CA), passes the frame on (the machine's
-// agent checks it too and so learns the channel's session), and answers one byte, StatusOK or
-// StatusDenied (then closes); from there bytes flow both ways. A UDP channel rides the QUIC end
+// agent checks it too and so learns the channel's session), and answers StatusDenied (then
+// closes), or StatusRotated and a frame with the session's next reconnect ticket (every
+// channel rotates it: once the next one is used, the earlier ones are refused site-wide);
+// from there bytes flow both ways. A UDP channel rides the QUIC end
 // (QUIC, quic.go): a stream carries its ticket and DATAGRAM frames its datagrams; the gateway
 // relays it to the machine's UDP port on a QUIC connection of its own (machineflow.go). Plain
 // UDP flows on the UDP ports (Options.PlainUDP, off by default) start with one datagram
@@ -20,10 +22,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -77,6 +81,10 @@ type Options struct {
 	// for UDP): it presents the gateway's certificate of the site CA and trusts the CA; each
 	// machine must present a certificate that names it. Required.
 	MachineTLS *tls.Config
+	// Reissue signs the session's next reconnect ticket for a channel admitted with the
+	// ticket of claims (ticket.Signer.Reissue): the gateway answers it with the status, so
+	// that every use rotates the ticket. Default: nil (StatusOK alone, nothing rotates).
+	Reissue func(claims ticket.Claims) (string, error)
 	// DialTimeout bounds connecting to a machine. Default: 2s.
 	DialTimeout time.Duration
 	// HandshakeTimeout bounds the TLS handshake and ticket frame. Default: 5s.
@@ -399,6 +407,26 @@ func (g *Gateway) release(c *channel) {
 	if ok {
 		g.track.close(c.session, g.o.Name)
 	}
+}
+
+// admitted answers a channel that opened: StatusOK, or, with reissue, StatusRotated and the
+// session's next reconnect ticket, in one write.
+func admitted(w io.Writer, reissue func(ticket.Claims) (string, error), c ticket.Claims, log *slog.Logger) error {
+	if reissue == nil {
+		_, err := w.Write([]byte{ticket.StatusOK})
+		return err
+	}
+	next, err := reissue(c)
+	if err != nil {
+		log.Warn("no next reconnect ticket: the channel opens without", "session", c.Session, "err", err)
+		_, err := w.Write([]byte{ticket.StatusOK})
+		return err
+	}
+	var b bytes.Buffer
+	b.WriteByte(ticket.StatusRotated)
+	ticket.WriteFrame(&b, next)
+	_, err = w.Write(b.Bytes())
+	return err
 }
 
 // admit checks a ticket for a channel and returns the machine's address.

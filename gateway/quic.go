@@ -61,6 +61,9 @@ type QUICOptions struct {
 	// MachineTLS is the client TLS config of the TCP channels to machines (see
 	// Options.MachineTLS). Required.
 	MachineTLS *tls.Config
+	// Reissue rotates the reconnect ticket at each admitted channel (see Options.Reissue).
+	// Default: nil.
+	Reissue func(claims ticket.Claims) (string, error)
 	// TicketWithin closes a connection that has no channel admitted this long after its
 	// handshake. Default: 10s.
 	TicketWithin time.Duration
@@ -391,7 +394,7 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 	}
 	target := netip.AddrPortFrom(addr, port)
 	if ch.Proto == "tcp" {
-		g.spliceTCP(st, claims.Machine, target, tok, deny)
+		g.spliceTCP(st, claims, target, tok, deny)
 		return
 	}
 	u, err := dialMachineFlow(context.Background(), g.tr, g.o.MachineTLS, 2*time.Second, claims.Machine, target, tok)
@@ -405,7 +408,7 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 	}
 	fl.m[port] = u
 	fl.mu.Unlock()
-	if _, err := st.Write([]byte{ticket.StatusOK}); err != nil {
+	if err := admitted(st, g.o.Reissue, claims, g.log); err != nil {
 		u.Close()
 		return
 	}
@@ -427,8 +430,8 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 }
 
 // spliceTCP dials the machine, passes the ticket on, answers the status and copies both ways.
-func (g *QUIC) spliceTCP(st *quic.Stream, machine string, target netip.AddrPort, tok string, deny func(string, error)) {
-	up, err := dialMachine(context.Background(), g.o.MachineTLS, 2*time.Second, machine, target)
+func (g *QUIC) spliceTCP(st *quic.Stream, claims ticket.Claims, target netip.AddrPort, tok string, deny func(string, error)) {
+	up, err := dialMachine(context.Background(), g.o.MachineTLS, 2*time.Second, claims.Machine, target)
 	if err != nil {
 		deny("machine unreachable", err)
 		return
@@ -444,7 +447,7 @@ func (g *QUIC) spliceTCP(st *quic.Stream, machine string, target netip.AddrPort,
 		return
 	}
 	up.SetDeadline(time.Time{})
-	if _, err := st.Write([]byte{ticket.StatusOK}); err != nil {
+	if err := admitted(st, g.o.Reissue, claims, g.log); err != nil {
 		return
 	}
 	st.SetDeadline(time.Time{})

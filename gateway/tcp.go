@@ -82,7 +82,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	if _, err := conn.Write([]byte{ticket.StatusOK}); err != nil {
+	if err := admitted(conn, g.o.Reissue, claims, g.log); err != nil {
 		return
 	}
 	conn.SetDeadline(time.Time{})

@@ -164,7 +164,7 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 	// The leg to the machine opens apart from the checker, which goes on with the next
 	// datagram; the client's repeated ticket datagrams find the flow and are dropped.
 	p.g.wg.Add(1)
-	go func() { defer p.g.wg.Done(); p.relay(f, claims.Machine, netip.AddrPortFrom(addr, p.port), tok) }()
+	go func() { defer p.g.wg.Done(); p.relay(f, claims, netip.AddrPortFrom(addr, p.port), tok) }()
 }
 
 // plainRefused logs, at most every 10 s, that a plain flow was refused.
@@ -174,13 +174,14 @@ func (g *Gateway) plainRefused(from netip.AddrPort) {
 	}
 }
 
-// relay opens f's leg to the machine, tells the client it is open, then forwards the
+// relay opens f's leg to the machine, tells the client it is open (with the session's next
+// reconnect ticket), then forwards the
 // machine's datagrams to the client from the listening socket until either end goes.
-func (p *udpPort) relay(f *flow, machine string, target netip.AddrPort, tok string) {
+func (p *udpPort) relay(f *flow, claims ticket.Claims, target netip.AddrPort, tok string) {
 	defer p.drop(f)
-	up, err := dialMachineFlow(context.Background(), p.g.machines, p.g.o.MachineTLS, p.g.o.DialTimeout, machine, target, tok)
+	up, err := dialMachineFlow(context.Background(), p.g.machines, p.g.o.MachineTLS, p.g.o.DialTimeout, claims.Machine, target, tok)
 	if err != nil {
-		p.g.log.Warn("machine unreachable", "session", f.ch.session, "machine", machine, "err", err)
+		p.g.log.Warn("machine unreachable", "session", f.ch.session, "machine", claims.Machine, "err", err)
 		return
 	}
 	f.up.Store(up)
@@ -188,7 +189,13 @@ func (p *udpPort) relay(f *flow, machine string, target netip.AddrPort, tok stri
 		up.Close()
 		return
 	}
-	p.conn.WriteToUDPAddrPort([]byte(ticket.UDPReady), f.client)
+	ready := []byte(ticket.UDPReady)
+	if reissue := p.g.o.Reissue; reissue != nil {
+		if next, err := reissue(claims); err == nil {
+			ready = append(ready, next...) // plain, as the client chose: it read the last one too
+		}
+	}
+	p.conn.WriteToUDPAddrPort(ready, f.client)
 	for {
 		m, err := up.next()
 		if err != nil {

@@ -187,6 +187,11 @@ func TestNoTicketAndNoUserByteOnTheWire(t *testing.T) {
 		t.Fatalf("back with the %s ticket, want the reconnect ticket", back.Ticket)
 	}
 	secrets = append(secrets, pushThrough(ctx, t, s, "reconnected")...)
+	rotated := s.Descriptor() // the reconnect ticket the gateways handed out last
+	if rotated.ReconnectTicket == desc.ReconnectTicket {
+		t.Fatal("the gateways did not rotate the reconnect ticket")
+	}
+	keep(&rotated)
 
 	// Direct mode.
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}

@@ -188,9 +188,8 @@ func TestLabEndToEnd(t *testing.T) {
 	}
 	defer c.Close()
 	ticket.WriteFrame(c, desc.LaunchTicket)
-	st := make([]byte, 1)
-	if _, err := io.ReadFull(c, st); err != nil || st[0] != ticket.StatusOK {
-		t.Fatalf("channel status %v, %v", st, err)
+	if ok, next := readStatus(c); !ok || next == "" {
+		t.Fatalf("channel admitted %v, next reconnect ticket %q; want admitted with one", ok, next)
 	}
 	data := make([]byte, 1<<20)
 	rand.Read(data)
@@ -207,7 +206,7 @@ func TestLabEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	ticket.WriteFrame(c2, desc.LaunchTicket)
-	if _, err := io.ReadFull(c2, st); err == nil && st[0] == ticket.StatusOK {
+	if ok, _ := readStatus(c2); ok {
 		t.Fatal("a replayed launch ticket opened a channel")
 	}
 	c2.Close()
@@ -367,7 +366,7 @@ func TestStealCutsTheOldEndpointAndRevokesItsTickets(t *testing.T) {
 			if c.mode == "gateway" {
 				addr = old.Gateways[0].Addresses[0]
 			}
-			dial := func(tok string) (*tls.Conn, byte) {
+			dial := func(tok string) (*tls.Conn, bool, string) {
 				t.Helper()
 				conn, err := tls.Dial("tcp", net.JoinHostPort(addr, "8443"), l.TLSClientConfig())
 				if err != nil {
@@ -375,15 +374,22 @@ func TestStealCutsTheOldEndpointAndRevokesItsTickets(t *testing.T) {
 				}
 				conn.SetDeadline(time.Now().Add(5 * time.Second))
 				ticket.WriteFrame(conn, tok)
-				st := []byte{ticket.StatusDenied}
-				io.ReadFull(conn, st)
+				ok, next := readStatus(conn)
 				conn.SetDeadline(time.Time{})
-				return conn, st[0]
+				return conn, ok, next
 			}
-			conn, st := dial(old.LaunchTicket)
+			// A gateway rotates the reconnect ticket at every channel; a machine (direct
+			// mode) does not.
+			reconnect := func(d descriptor, next string) string {
+				if c.mode == "gateway" {
+					return next
+				}
+				return d.ReconnectTicket
+			}
+			conn, ok, oldNext := dial(old.LaunchTicket)
 			defer conn.Close()
-			if st != ticket.StatusOK {
-				t.Fatalf("the old endpoint's channel: status %d", st)
+			if !ok {
+				t.Fatal("the old endpoint's channel was refused")
 			}
 			waitState(t, l, old.SessionID, broker.StateConnected)
 
@@ -399,22 +405,39 @@ func TestStealCutsTheOldEndpointAndRevokesItsTickets(t *testing.T) {
 				t.Fatal("the old endpoint's channel was not cut within 5s of the steal")
 			}
 			t.Logf("the old endpoint's channel was cut %v after the steal", time.Since(stole).Round(time.Millisecond))
-			if c2, st := dial(old.ReconnectTicket); st == ticket.StatusOK {
+			if c2, ok, _ := dial(reconnect(old, oldNext)); ok {
 				c2.Close()
 				t.Fatal("the old endpoint's reconnect ticket still opens channels")
 			}
-			c3, st := dial(taken.LaunchTicket)
+			c3, ok, takenNext := dial(taken.LaunchTicket)
 			defer c3.Close()
-			if st != ticket.StatusOK {
-				t.Fatalf("the new endpoint's launch ticket: status %d, want OK", st)
+			if !ok {
+				t.Fatal("the new endpoint's launch ticket was refused")
 			}
-			if c4, st := dial(taken.ReconnectTicket); st != ticket.StatusOK {
-				t.Fatalf("the new endpoint's reconnect ticket: status %d, want OK", st)
+			if c4, ok, _ := dial(reconnect(taken, takenNext)); !ok {
+				t.Fatal("the new endpoint's reconnect ticket was refused")
 			} else {
 				c4.Close()
 			}
 		})
 	}
+}
+
+// readStatus reads a channel's status from a gateway or a machine: whether it admitted the
+// channel, and the next reconnect ticket that a gateway hands out with it.
+func readStatus(c io.Reader) (bool, string) {
+	st := []byte{ticket.StatusDenied}
+	if _, err := io.ReadFull(c, st); err != nil {
+		return false, ""
+	}
+	switch st[0] {
+	case ticket.StatusOK:
+		return true, ""
+	case ticket.StatusRotated:
+		next, err := ticket.ReadFrame(c)
+		return err == nil, next
+	}
+	return false, ""
 }
 
 // oneNodeSite is a site of one front door and one machine, its group in direct mode.
@@ -464,7 +487,7 @@ func TestResumingElsewhereRevokesTheOldEndpointsTickets(t *testing.T) {
 		t.Fatalf("first launch: %d %+v", code, old)
 	}
 	addr := net.JoinHostPort(old.Gateways[0].Addresses[0], "8443")
-	dial := func(tok string) byte {
+	dial := func(tok string) (bool, string) {
 		t.Helper()
 		conn, err := tls.Dial("tcp", addr, l.TLSClientConfig())
 		if err != nil {
@@ -473,24 +496,30 @@ func TestResumingElsewhereRevokesTheOldEndpointsTickets(t *testing.T) {
 		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(5 * time.Second))
 		ticket.WriteFrame(conn, tok)
-		st := []byte{ticket.StatusDenied}
-		io.ReadFull(conn, st)
-		return st[0]
+		return readStatus(conn)
 	}
-	if st := dial(old.LaunchTicket); st != ticket.StatusOK {
-		t.Fatalf("the laptop's channel: status %d", st)
+	ok, next := dial(old.LaunchTicket)
+	if !ok || next == "" {
+		t.Fatalf("the laptop's channel: admitted %v, next reconnect ticket %q", ok, next)
 	}
 	waitState(t, l, old.SessionID, broker.StateDisconnected)
 	kiosk, code := launchFrom(t, l, "127.42.0.9", "https://127.42.0.12:9443", "alice", "desktop", "kiosk-7")
 	if code != http.StatusOK || kiosk.SessionID != old.SessionID {
 		t.Fatalf("resuming at the kiosk: %d %+v, want session %s", code, kiosk, old.SessionID)
 	}
-	for deadline := time.Now().Add(5 * time.Second); dial(old.ReconnectTicket) == ticket.StatusOK; time.Sleep(50 * time.Millisecond) {
+	// The laptop holds the reconnect ticket its gateway handed out (the launch's one was used
+	// up with the launch ticket).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ok, n := dial(next)
+		if !ok {
+			break
+		}
+		next = n // taken before the revocation came: the laptop holds the next one
 		if time.Now().After(deadline) {
 			t.Fatal("the laptop's reconnect ticket still opens channels 5s after the kiosk resumed the session")
 		}
 	}
-	if st := dial(kiosk.ReconnectTicket); st != ticket.StatusOK {
-		t.Fatalf("the kiosk's reconnect ticket: status %d, want OK", st)
+	if ok, _ := dial(kiosk.ReconnectTicket); !ok {
+		t.Fatal("the kiosk's reconnect ticket was refused")
 	}
 }

@@ -360,6 +360,18 @@ func (s sessions) Disconnected(ctx context.Context, id, gw string) {
 	}
 }
 
+// reissue signs the next reconnect ticket of a channel a gateway admitted (gateway.Options.
+// Reissue): a reconnect ticket's chain keeps its expiry; a launch ticket starts one that
+// expires with the launch's reconnect ticket.
+func (r *Node) reissue(c ticket.Claims) (string, error) {
+	expires := c.Expires
+	if c.Kind == ticket.Launch {
+		expires = c.Issued.Add(r.cfg.Site.Tickets.ReconnectTTL.D())
+	}
+	tok, _, err := r.signer.Reissue(c, expires)
+	return tok, err
+}
+
 func (r *Node) buildGateways() error {
 	for _, m := range r.cfg.Machines {
 		r.machines[m.Name], _ = netip.ParseAddr(m.Address)
@@ -370,7 +382,7 @@ func (r *Node) buildGateways() error {
 		if g.Node != r.spec.Name {
 			continue // hosted by another node, or a foreign server
 		}
-		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log},
+		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue,
 			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")}
 		o.Address, _ = netip.ParseAddr(g.Address)
 		o.MachineTLS = r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS()
@@ -668,7 +680,7 @@ func (r *Node) Listen() error {
 		}
 		a, _ := netip.ParseAddr(g.Address)
 		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(a), uint16(g.QUICPort)).String(),
-			TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker,
+			TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker, Reissue: r.reissue,
 			Machine: r.machineAddr, MachineTLS: r.machineTLS[g.Name], Logger: r.log.With("component", "gateway")})
 		if err != nil {
 			r.Close()

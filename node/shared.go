@@ -185,6 +185,14 @@ func (s siteLedger) Revoke(session string, before, until time.Time) error {
 // Revoked implements ticket.Ledger.
 func (s siteLedger) Revoked(session string) (time.Time, error) { return s.l.Revoked(session) }
 
+// Supersede implements ticket.Ledger.
+func (s siteLedger) Supersede(session string, mark uint64, until time.Time) error {
+	return s.l.Supersede(session, mark, until)
+}
+
+// Superseded implements ticket.Ledger.
+func (s siteLedger) Superseded(session string) (uint64, error) { return s.l.Superseded(session) }
+
 // notifyingLedger is a ticket.Ledger of one node that tells fn of each revocation it takes,
 // as the site database's watch tells a node of a shared store (etcd.Store.OnRevoked).
 type notifyingLedger struct {

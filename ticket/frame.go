@@ -9,8 +9,12 @@ import (
 // The channel wire format shared by clients, gateways and machine agents.
 //
 // A TCP channel starts with a frame: FrameMagic, a 2-byte big-endian length and the ticket;
-// the receiver answers one byte, StatusOK or StatusDenied (and then closes). A UDP flow starts
-// with one datagram holding FrameMagic and the ticket, and the gateway answers UDPReady; such
+// the receiver answers one byte, StatusOK or StatusDenied (and then closes), or, from a gateway,
+// StatusRotated followed by a frame holding the session's next reconnect ticket: every
+// channel a gateway admits rotates the ticket, and once the next one is used the earlier ones
+// are refused. A UDP flow starts
+// with one datagram holding FrameMagic and the ticket, and the gateway answers UDPReady and
+// the next reconnect ticket; such
 // plain flows exist only on a gateway's UDP ports, and only where the site turns them on.
 // ProbePayload, sent alone in a datagram, is echoed by gateways and agents for health probes;
 // its first byte has the QUIC fixed bit (0x40) and the long-header bit (0x80) clear, so a
@@ -20,8 +24,9 @@ const (
 	UDPReady     = FrameMagic + "OK"
 	ProbePayload = "?frontdoor-probe"
 
-	StatusOK     byte = 0
-	StatusDenied byte = 1
+	StatusOK      byte = 0
+	StatusDenied  byte = 1
+	StatusRotated byte = 2
 )
 
 // The QUIC transport carries a session's channels on a connection (ALPN QUICALPN): between

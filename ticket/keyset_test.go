@@ -117,6 +117,7 @@ func FuzzParseBody(f *testing.F) {
 	f.Add(b[:len(b)-ed25519.SignatureSize])
 	f.Add([]byte{version})
 	f.Add([]byte{versionV1, 1})
+	f.Add([]byte{versionV2, 1})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c, err := parseBody(body)
 		if err != nil || body[0] != version {

@@ -4,16 +4,20 @@
 //
 // A launch ticket names one session, one machine and the channels (port/protocol) it opens; it
 // expires after about a minute and each of its channels can be opened once (a replay of the
-// same channel is refused). A reconnect ticket is bound to one session, lives for hours, may be
-// used again and again (that is its job: resume after a cut through any gateway), and stops
-// working when its session is revoked (logoff).
+// same channel is refused). A reconnect ticket is bound to one session and lives for hours; a
+// gateway that admits a channel hands out the next one (Signer.Reissue, one generation later),
+// and once a ticket of a later generation was used the earlier ones are refused (Ledger's
+// Supersede). A ticket can be used again until then, so a client whose answer was lost with a
+// gateway goes on with the one it holds. Direct-mode reconnect tickets, which no gateway
+// rotates, are used again and again. Any ticket stops working when its session is revoked
+// (logoff, steal).
 //
-// A token is URL-safe base64 (no padding) of: version (1 byte, 2), the signing key's id (8:
-// KeyIDOf), kind (1), ticket ID (16), issued and expires (Unix milliseconds, 8 each), then
-// session, machine, mode as length-prefixed strings, the channel list, and a 64-byte Ed25519
-// signature over everything before it. The site may hold several keys (KeySet): a new one is
-// rolled in while tickets signed with the old one still live. Version 1 tokens, without a key
-// id, are still read. A token's structure is checked before its signature: malformed input
+// A token is URL-safe base64 (no padding) of: version (1 byte, 3), the signing key's id (8:
+// KeyIDOf), kind (1), ticket ID (16), issued and expires (Unix milliseconds, 8 each), the
+// generation (4), then session, machine, mode as length-prefixed strings, the channel list,
+// and a 64-byte Ed25519 signature over everything before it. The site may hold several keys
+// (KeySet): a new one is rolled in while tickets signed with the old one still live. Version
+// 2 tokens (no generation) and version 1 tokens (no key id either) are still read. A token's structure is checked before its signature: malformed input
 // costs no signature check.
 package ticket
 
@@ -81,8 +85,12 @@ type Claims struct {
 	Machine  string    // the machine the session runs on
 	Mode     string    // ModeGateway or ModeDirect
 	Channels []Channel // the channels it may open; empty for reconnect tickets means all
-	Issued   time.Time
-	Expires  time.Time
+	// Gen counts the rotations of a reconnect ticket's chain (Signer.Reissue): 0 for the
+	// tickets of a launch. A gateway-mode reconnect ticket is refused once a ticket of a later
+	// generation of its session was used.
+	Gen     uint32
+	Issued  time.Time
+	Expires time.Time
 }
 
 // Errors of Check. Callers log them and tell the client only "denied".
@@ -95,13 +103,15 @@ var (
 	ErrWrongMachine = errors.New("ticket is for another machine")
 	ErrWrongChannel = errors.New("ticket does not name this channel")
 	ErrRevoked      = errors.New("session revoked")
+	ErrSuperseded   = errors.New("a newer reconnect ticket of the session was used")
 	ErrWrongKind    = errors.New("wrong ticket kind")
 	ErrUnknownKey   = errors.New("ticket signed with a key the site does not hold")
 )
 
 const (
-	version   = 2
-	versionV1 = 1 // without a key id
+	version   = 3
+	versionV2 = 2 // without a generation
+	versionV1 = 1 // without a key id or a generation
 	// MaxLen bounds a token's length; longer input is refused before decoding.
 	MaxLen   = 1024
 	maxField = 255
@@ -154,6 +164,24 @@ func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
 	return enc.EncodeToString(b), c, nil
 }
 
+// Reissue signs the next reconnect ticket of the session of c, whose ticket a gateway just
+// took: the next generation, a new ID, the current key, the same session, machine, mode and
+// channels, expiring at expires. It keeps c's issue time, so that a revocation of the
+// tickets issued before a time (a steal's) reaches the whole chain of an endpoint's tickets.
+func (s *Signer) Reissue(c Claims, expires time.Time) (string, Claims, error) {
+	c.Kind = Reconnect
+	c.Gen++
+	if _, err := rand.Read(c.ID[:]); err != nil {
+		return "", c, fmt.Errorf("reissuing ticket: %w", err)
+	}
+	c.Expires = expires.Truncate(time.Millisecond)
+	key := *s.key.Load()
+	c.Key = KeyIDOf(key.Public().(ed25519.PublicKey))
+	b := marshal(c)
+	b = append(b, ed25519.Sign(key, b)...)
+	return enc.EncodeToString(b), c, nil
+}
+
 func marshal(c Claims) []byte {
 	b := make([]byte, 0, 136)
 	b = append(b, version)
@@ -162,6 +190,7 @@ func marshal(c Claims) []byte {
 	b = append(b, c.ID[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Issued.UnixMilli()))
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Expires.UnixMilli()))
+	b = binary.BigEndian.AppendUint32(b, c.Gen)
 	for _, s := range []string{c.Session, c.Machine, c.Mode} {
 		b = append(b, byte(len(s)))
 		b = append(b, s...)
@@ -224,7 +253,7 @@ func parseBody(body []byte) (Claims, error) {
 	}
 	rest := body[1:]
 	switch body[0] {
-	case version:
+	case version, versionV2:
 		if len(rest) < len(c.Key) {
 			return c, ErrMalformed
 		}
@@ -242,6 +271,12 @@ func parseBody(body []byte) (Claims, error) {
 	c.Issued = time.UnixMilli(int64(binary.BigEndian.Uint64(rest[17:25])))
 	c.Expires = time.UnixMilli(int64(binary.BigEndian.Uint64(rest[25:33])))
 	rest = rest[33:]
+	if body[0] == version {
+		if len(rest) < 4 {
+			return c, ErrMalformed
+		}
+		c.Gen, rest = binary.BigEndian.Uint32(rest), rest[4:]
+	}
 	var fields [3]string
 	for i := range fields {
 		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {

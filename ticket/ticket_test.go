@@ -130,7 +130,7 @@ func TestTicketFromTheFutureIsRefused(t *testing.T) {
 
 func TestReconnectTicketIsReusableUntilRevoked(t *testing.T) {
 	s, v, clk, _ := setup(t)
-	tok, _, err := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: "gateway"}, 10*time.Hour)
+	tok, _, err := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeDirect}, 10*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +145,60 @@ func TestReconnectTicketIsReusableUntilRevoked(t *testing.T) {
 	}
 	if _, err := v.Check(tok, "", tcp8443); !errors.Is(err, ErrRevoked) {
 		t.Errorf("after logoff: %v, want ErrRevoked", err)
+	}
+}
+
+// A gateway-mode reconnect ticket opens channels until a ticket of a later generation of its
+// chain (Reissue), or of a later launch, is used; the reissued ticket keeps the chain's issue
+// time, so that a steal's revocation reaches it.
+func TestAGatewayModeReconnectTicketRotates(t *testing.T) {
+	s, v, clk, _ := setup(t)
+	tok, c, err := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeGateway}, 10*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // an answer lost with its gateway: the client goes on with the ticket it holds
+		if _, err := v.Check(tok, "", tcp8443); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.add(time.Hour)
+	next, nc, err := s.Reissue(c, c.Expires)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc.ID == c.ID || nc.Gen != 1 || !nc.Issued.Equal(c.Issued) || !nc.Expires.Equal(c.Expires) || nc.Session != "s-1" || nc.Kind != Reconnect {
+		t.Fatalf("reissued claims %+v from %+v", nc, c)
+	}
+	if got, err := v.Check(next, "", tcp8443); err != nil || got.Gen != 1 {
+		t.Fatalf("the reissued ticket: %+v %v", got, err)
+	}
+	superseded := func(tok string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			_, err := v.Check(tok, "", tcp8443)
+			if errors.Is(err, ErrSuperseded) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a superseded ticket: %v, want ErrSuperseded", err)
+			}
+		}
+	}
+	superseded(tok)
+	// A later launch starts a later chain: its generation 0 outranks the old chain's 1.
+	clk.add(time.Minute)
+	relaunched, rc, _ := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeGateway}, 10*time.Hour)
+	if _, err := v.Check(relaunched, "", tcp8443); err != nil {
+		t.Fatalf("the ticket of a later launch: %v", err)
+	}
+	superseded(next)
+	if err := v.RevokeBefore("s-1", rc.Issued.Add(time.Millisecond), 10*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	later, _, _ := s.Reissue(rc, rc.Expires)
+	if _, err := v.Check(later, "", tcp8443); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("a ticket of a revoked chain: %v, want ErrRevoked", err)
 	}
 }
 

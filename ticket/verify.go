@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// Ledger remembers which launch-ticket channels were used and which sessions were revoked.
+// Ledger remembers which launch-ticket channels were used, which sessions were revoked and
+// which generation of each session's reconnect tickets was used last.
 // MemoryLedger serves one node; a distributed store implements the same with transactions so
 // that no ticket is used twice across nodes.
 type Ledger interface {
@@ -24,6 +25,19 @@ type Ledger interface {
 	// Revoked returns the issue time before which session's tickets are revoked; zero when
 	// none are.
 	Revoked(session string) (time.Time, error)
+	// Supersede records that a reconnect ticket of session whose Claims.Mark is mark was
+	// used, so that tickets of lower marks are refused, until until; a higher mark already
+	// there stays.
+	Supersede(session string, mark uint64, until time.Time) error
+	// Superseded returns the mark below which session's reconnect tickets are refused; 0 when
+	// none is.
+	Superseded(session string) (uint64, error)
+}
+
+// Mark orders the reconnect tickets of a session: the chain's issue time (a later launch
+// starts a later chain, Signer.Reissue keeps it), then the generation within the chain.
+func (c Claims) Mark() uint64 {
+	return uint64(max(c.Issued.UnixMilli(), 0))<<20 | uint64(min(c.Gen, 1<<20-1))
 }
 
 // ErrLedgerFull is returned when a MemoryLedger holds its limit of unexpired entries.
@@ -34,9 +48,16 @@ type MemoryLedger struct {
 	now   func() time.Time
 	limit int
 
-	mu      sync.Mutex // guards used and revoked
+	mu      sync.Mutex // guards used, revoked and gens
 	used    map[useKey]time.Time
 	revoked map[string]revocation
+	gens    map[string]generation
+}
+
+// generation is the mark of the last of a session's reconnect tickets used, in a MemoryLedger.
+type generation struct {
+	mark  uint64
+	until time.Time
 }
 
 // revocation is one session's revocation in a MemoryLedger.
@@ -56,7 +77,41 @@ func NewMemoryLedger(limit int, now func() time.Time) *MemoryLedger {
 	if now == nil {
 		now = time.Now
 	}
-	return &MemoryLedger{now: now, limit: limit, used: map[useKey]time.Time{}, revoked: map[string]revocation{}}
+	return &MemoryLedger{now: now, limit: limit, used: map[useKey]time.Time{}, revoked: map[string]revocation{}, gens: map[string]generation{}}
+}
+
+// Supersede implements Ledger.
+func (l *MemoryLedger) Supersede(session string, mark uint64, until time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old, ok := l.gens[session]
+	if !ok && len(l.gens) >= l.limit {
+		now := l.now()
+		for k, g := range l.gens {
+			if !now.Before(g.until) {
+				delete(l.gens, k)
+			}
+		}
+		if len(l.gens) >= l.limit {
+			return ErrLedgerFull
+		}
+	}
+	if ok && l.now().Before(old.until) {
+		mark, until = max(mark, old.mark), maxTime(until, old.until)
+	}
+	l.gens[session] = generation{mark, until}
+	return nil
+}
+
+// Superseded implements Ledger.
+func (l *MemoryLedger) Superseded(session string) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, ok := l.gens[session]
+	if !ok || !l.now().Before(g.until) {
+		return 0, nil
+	}
+	return g.mark, nil
 }
 
 // Use implements Ledger.
@@ -122,7 +177,7 @@ func maxTime(a, b time.Time) time.Time {
 func (l *MemoryLedger) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.used) + len(l.revoked)
+	return len(l.used) + len(l.revoked) + len(l.gens)
 }
 
 func purgeLocked[K comparable](m map[K]time.Time, now time.Time) {
@@ -138,6 +193,9 @@ type Verifier struct {
 	keys   atomic.Pointer[ring]
 	ledger Ledger
 	now    func() time.Time
+	// superseding bounds the ledger writes of new generations in flight apart from the
+	// checks; past it a check writes its own.
+	superseding chan struct{}
 }
 
 // NewVerifier returns a Verifier for the site's public key; now is the clock (time.Now when nil).
@@ -145,7 +203,7 @@ func NewVerifier(pub ed25519.PublicKey, ledger Ledger, now func() time.Time) *Ve
 	if now == nil {
 		now = time.Now
 	}
-	v := &Verifier{ledger: ledger, now: now}
+	v := &Verifier{ledger: ledger, now: now, superseding: make(chan struct{}, 64)}
 	v.SetKeys([]ed25519.PublicKey{pub})
 	return v
 }
@@ -160,8 +218,12 @@ func (v *Verifier) parse(token string) (Claims, error) {
 }
 
 // Check verifies token for opening channel ch to machine (any machine when machine is "") and
-// returns its claims. A launch ticket's channel is marked used; a reconnect ticket is refused
-// once its session is revoked. The error says why, for the log; clients are told only
+// returns its claims. A launch ticket's channel is marked used: it opens each channel once. A
+// gateway-mode reconnect ticket, which gateways rotate at each use (Signer.Reissue), is
+// refused once a later generation of its session was used, and its own use supersedes the
+// earlier ones (recorded apart from the check: the answer does not wait for the ledger); a
+// direct-mode one, which nobody on its path can rotate, opens its channels again. Any ticket
+// is refused once its session is revoked. The error says why, for the log; clients are told only
 // "denied".
 func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 	c, err := v.parse(token)
@@ -186,6 +248,17 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 	} else if c.Issued.Before(before) {
 		return c, ErrRevoked
 	}
+	if c.Kind == Reconnect && c.Mode == ModeGateway {
+		floor, err := v.ledger.Superseded(c.Session)
+		if err != nil {
+			return c, fmt.Errorf("checking the generation: %w", err)
+		}
+		if mark := c.Mark(); mark < floor {
+			return c, fmt.Errorf("%w (generation %d)", ErrSuperseded, c.Gen)
+		} else if mark > floor {
+			v.supersede(c)
+		}
+	}
 	if c.Kind == Launch {
 		fresh, err := v.ledger.Use(c.ID, ch, c.Expires.Add(clockSkew))
 		if err != nil {
@@ -196,6 +269,21 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 		}
 	}
 	return c, nil
+}
+
+// supersede records that c's generation was used, apart from the check while few such writes
+// are in flight.
+func (v *Verifier) supersede(c Claims) {
+	until := c.Expires.Add(clockSkew)
+	select {
+	case v.superseding <- struct{}{}:
+		go func() {
+			defer func() { <-v.superseding }()
+			v.ledger.Supersede(c.Session, c.Mark(), until)
+		}()
+	default:
+		v.ledger.Supersede(c.Session, c.Mark(), until)
+	}
 }
 
 // AllIssued is a time after every ticket's issue: "issued before AllIssued" is every ticket.

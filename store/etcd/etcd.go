@@ -30,6 +30,9 @@
 //	                             issued are revoked (a logoff: all; a steal: the old
 //	                             endpoint's), on a lease that ends with them; followers of
 //	                             OnRevoked cut the channels those tickets opened.
+//	P tickets/superseded/<session> the mark (ticket.Claims.Mark: the chain's issue time, then
+//	                             the generation) of the session's last reconnect ticket used,
+//	                             zero-padded: tickets of lower marks are refused.
 //	P modes/<group>              "on" or "off": a delivery group's secure-gateway switch.
 //	P overrides/<gateway>        an operator's health override of a gateway at every front
 //	                             door: "up", "down" or "drain" (absent: follow the probes).
@@ -118,6 +121,7 @@ type Store struct {
 	loads      map[string]machineLoad
 	flags      map[string]machineFlags
 	revoked    map[string]time.Time // session -> tickets issued before are revoked
+	superseded map[string]uint64    // session -> reconnect tickets of lower marks are refused
 	onRevoked  []func(string, time.Time)
 	newRevoked []revocation                 // applied since the last dispatch; guarded by mu
 	settings   map[string]map[string]string // by section (modes, overrides), then name
@@ -282,6 +286,7 @@ func (st *Store) keepAlive(ctx context.Context, ka <-chan *clientv3.LeaseKeepAli
 func (st *Store) reset() {
 	st.sessions, st.slotOf, st.used = map[string]broker.Session{}, map[string]slotRef{}, map[string]map[int]string{}
 	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]time.Time{}
+	st.superseded = map[string]uint64{}
 	st.nodes = map[string]NodeInfo{}
 	if st.presence == nil {
 		st.presence = map[string]NodeInfo{}
@@ -376,6 +381,7 @@ func (st *Store) loadAll(ctx context.Context) error {
 	defer st.mu.Unlock()
 	st.sessions, st.slotOf, st.used = fresh.sessions, fresh.slotOf, fresh.used
 	st.loads, st.flags, st.revoked = fresh.loads, fresh.flags, fresh.revoked
+	st.superseded = fresh.superseded
 	st.nodes, st.settings = fresh.nodes, fresh.settings
 	st.rev = rev
 	return nil
@@ -473,6 +479,12 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section stri
 				st.revoked[parts[2]] = before
 			}
 			st.newRevoked = append(st.newRevoked, revocation{parts[2], st.revoked[parts[2]]})
+		}
+	case parts[0] == "tickets" && len(parts) == 3 && parts[1] == "superseded":
+		if deleted {
+			delete(st.superseded, parts[2])
+		} else if mark, err := strconv.ParseUint(string(x.value), 10, 64); err == nil {
+			st.superseded[parts[2]] = max(st.superseded[parts[2]], mark)
 		}
 	case st.settings[parts[0]] != nil && len(parts) == 2:
 		if deleted {

@@ -343,6 +343,18 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 		defer toldMu.Unlock()
 		return len(told) >= 2
 	})
+	// A reconnect ticket's generation used at one node supersedes the earlier ones at the
+	// other; a lower mark does not undo a higher one.
+	if err := a.Supersede("s2", 7, until); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b sees the generation", func() bool { m, _ := b.Superseded("s2"); return m == 7 })
+	if err := b.Supersede("s2", 5, until); err != nil {
+		t.Fatal(err)
+	}
+	if kv, err := sb.Client().Get(t.Context(), "/frontdoor/test/tickets/superseded/s2"); err != nil || len(kv.Kvs) != 1 || string(kv.Kvs[0].Value) != fmt.Sprintf("%020d", 7) {
+		t.Fatalf("stored mark %v, %v; want 7", kv, err)
+	}
 }
 
 // TestIdentityIsCreatedOnce: nodes that start at once all get the one identity stored, and a

@@ -78,6 +78,42 @@ func (l Ledger) Revoke(session string, before, until time.Time) error {
 	return nil
 }
 
+// Supersede records that a reconnect ticket of session marked mark was used (see
+// ticket.Ledger): the key's value is mark, zero-padded, so that a put only if greater is one
+// comparison; it lives until until. This node's view has it at once, the others' within a
+// watch round trip.
+func (l Ledger) Supersede(session string, mark uint64, until time.Time) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
+	lease, err := l.st.leaseUntil(ctx, until)
+	if err != nil {
+		return err
+	}
+	k := l.st.key("tickets", "superseded", session)
+	v := fmt.Sprintf("%020d", mark)
+	_, err = l.st.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+		Then(clientv3.OpPut(k, v, leaseOpt(lease)...)).
+		Else(clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "<", v)},
+			[]clientv3.Op{clientv3.OpPut(k, v, leaseOpt(lease)...)}, nil)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("superseding the reconnect tickets of session %s: %w", session, err)
+	}
+	l.st.mu.Lock()
+	l.st.superseded[session] = max(l.st.superseded[session], mark)
+	l.st.mu.Unlock()
+	return nil
+}
+
+// Superseded returns the mark below which session's reconnect tickets are refused, from the
+// view; 0 when none is.
+func (l Ledger) Superseded(session string) (uint64, error) {
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
+	return l.st.superseded[session], nil
+}
+
 // revokedValue writes before as a revocation key's value: Unix milliseconds, zero-padded to
 // 20 digits so that values compare as their numbers.
 func revokedValue(before time.Time) string { return fmt.Sprintf("%020d", max(before.UnixMilli(), 0)) }

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// usPerDatagram is the relay's CPU µs per datagram it relayed: each echo crosses it twice.
+func (r udpRow) usPerDatagram() float64 {
+	if r.r.Echoed <= 0 || r.w.cpu < 0 {
+		return 0
+	}
+	return r.w.cpu / float64(2*r.r.Echoed) * 1e6
+}
+
+func (r udpRow) rate() float64 { return float64(r.r.Echoed) / max(r.r.Seconds, 1e-9) }
+
+// secPerGB is the relay's CPU seconds per GB (10^9 bytes) it relayed.
+func (r tcpRow) secPerGB() float64 {
+	if r.r.Bytes <= 0 || r.w.cpu < 0 {
+		return 0
+	}
+	return r.w.cpu / (float64(r.r.Bytes) / 1e9)
+}
+
+func (r tcpRow) mbps() float64 { return float64(r.r.Bytes) / max(r.r.Seconds, 1e-9) / 1e6 }
+
+func (o *config) busyAt(w *window, cpu int) string {
+	if cpu < 0 || cpu >= len(w.busy) {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f%%", w.busy[cpu]*100)
+}
+
+func share(cpu, wall float64) string {
+	if cpu < 0 || wall <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f%%", cpu/wall*100)
+}
+
+// ratio formats a/b, or "–" when either is missing.
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func note(s string) string { return strings.ReplaceAll(s, "|", "/") }
+
+func (o *config) report(us []udpRow, ts []tcpRow) {
+	rc, lc := o.relayCPU, o.loadCPU
+	if len(us) > 0 {
+		fmt.Printf("### UDP: one flow, echoed, %d datagrams in flight, %v per row\n\n", o.window, o.dur)
+		fmt.Println("datagrams/s counts echoes (round trips); each echo crosses the relay twice, so \"relay µs per")
+		fmt.Println("datagram\" is the relay process's CPU (utime+stime) ÷ (2 × echoes). CPU busy: the whole core,")
+		fmt.Printf("from /proc/stat (relay on CPU %d, load, machine and backends on CPU %d). UDP packets per echo:\n", rc, lc)
+		fmt.Println("the host's InDatagrams (/proc/net/snmp) ÷ echoes (4 for a plain relay; QUIC packs small")
+		fmt.Println("datagrams and adds ACKs). Switches: the relay's context switches (all threads) per datagram.")
+		fmt.Println()
+		fmt.Printf("| round | bytes | target | datagrams/s | loss | p50 µs | p99 µs | relay CPU | relay µs per datagram | UDP packets per echo | relay switches per datagram | CPU %d busy | CPU %d busy | via / note |\n", rc, lc)
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, r := range us {
+			loss := 0.0
+			if r.r.Sent > 0 {
+				loss = float64(r.r.Lost) / float64(r.r.Sent) * 100
+			}
+			pk, sw := 0.0, 0.0
+			if r.r.Echoed > 0 {
+				pk, sw = float64(r.w.udpIn)/float64(r.r.Echoed), float64(r.w.switches)/float64(2*r.r.Echoed)
+			}
+			fmt.Printf("| %d | %d | %s | %.0f | %.2f%% | %.0f | %.0f | %s | %.2f | %.2f | %.2f | %s | %s | %s |\n", r.round, r.size, r.target,
+				r.rate(), loss, r.r.P50us, r.r.P99us, share(r.w.cpu, r.w.wall), r.usPerDatagram(), pk, sw,
+				o.busyAt(r.w, rc), o.busyAt(r.w, lc), note(strings.TrimSpace(r.via+" "+r.r.Err)))
+		}
+		fds := slices.DeleteFunc(slices.Clone(o.udpTargets), func(t string) bool { return relayOf(t) != "fd" })
+		if slices.Contains(o.udpTargets, "nginx") && len(fds) > 0 {
+			fmt.Println("\n#### UDP ratios per round: frontdoor ÷ nginx (per CPU: datagrams per relay CPU-second; rate: datagrams/s)")
+			fmt.Println()
+			hdr, sep := "| round | bytes |", "|---|---|"
+			for _, t := range fds {
+				hdr += fmt.Sprintf(" %s per CPU | %s rate |", t, t)
+				sep += "---|---|"
+			}
+			fmt.Println(hdr)
+			fmt.Println(sep)
+			for r := 1; r <= o.rounds; r++ {
+				for _, size := range o.sizes {
+					ng, ok := findUDP(us, r, size, "nginx")
+					if !ok {
+						continue
+					}
+					line := fmt.Sprintf("| %d | %d |", r, size)
+					for _, t := range fds {
+						fd, _ := findUDP(us, r, size, t)
+						line += fmt.Sprintf(" %s | %s |", ratio(ng.usPerDatagram(), fd.usPerDatagram()), ratio(fd.rate(), ng.rate()))
+					}
+					fmt.Println(line)
+				}
+			}
+		}
+	}
+	if len(ts) > 0 {
+		fmt.Printf("\n### TCP: bulk TLS streams into a sink, %v per row\n\n", o.dur)
+		fmt.Println("MB/s counts the bytes the client wrote in the window (10^6 B/s); relay CPU s per GB is the relay")
+		fmt.Println("process's CPU (utime+stime) ÷ GB (10^9 B) relayed.")
+		fmt.Println()
+		fmt.Printf("| round | streams | target | MB/s | relay CPU | relay CPU s per GB | client's TLS | CPU %d busy | CPU %d busy | note |\n", rc, lc)
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+		for _, r := range ts {
+			fmt.Printf("| %d | %d | %s | %.0f | %s | %.3f | %s | %s | %s | %s |\n", r.round, r.streams, r.target, r.mbps(),
+				share(r.w.cpu, r.w.wall), r.secPerGB(), r.r.Cipher, o.busyAt(r.w, rc), o.busyAt(r.w, lc), note(r.r.Err))
+		}
+		peers := slices.DeleteFunc(slices.Clone(o.tcpTargets), func(t string) bool { return relayOf(t) == "fd" })
+		if slices.Contains(o.tcpTargets, "fd-tls") && len(peers) > 0 {
+			fmt.Println("\n#### TCP ratios per round: fd-tls ÷ peer (per CPU: GB per relay CPU-second; rate: MB/s)")
+			fmt.Println()
+			hdr, sep := "| round | streams |", "|---|---|"
+			for _, p := range peers {
+				hdr += fmt.Sprintf(" ÷ %s per CPU | ÷ %s rate |", p, p)
+				sep += "---|---|"
+			}
+			fmt.Println(hdr)
+			fmt.Println(sep)
+			for r := 1; r <= o.rounds; r++ {
+				for _, n := range o.streams {
+					fd, ok := findTCP(ts, r, n, "fd-tls")
+					if !ok {
+						continue
+					}
+					line := fmt.Sprintf("| %d | %d |", r, n)
+					for _, p := range peers {
+						pr, _ := findTCP(ts, r, n, p)
+						line += fmt.Sprintf(" %s | %s |", ratio(pr.secPerGB(), fd.secPerGB()), ratio(fd.mbps(), pr.mbps()))
+					}
+					fmt.Println(line)
+				}
+			}
+		}
+	}
+	o.goals(us, ts)
+}
+
+// goals prints the issue's two goals against the per-round ratios.
+func (o *config) goals(us []udpRow, ts []tcpRow) {
+	var lines []string
+	if slices.Contains(o.udpTargets, "nginx") {
+		for _, t := range []string{"fd-quic", "fd-quic-raw"} {
+			if !slices.Contains(o.udpTargets, t) {
+				continue
+			}
+			var rs []float64
+			var cells []string
+			for _, size := range o.sizes {
+				var per []string
+				for r := 1; r <= o.rounds; r++ {
+					ng, ok1 := findUDP(us, r, size, "nginx")
+					fd, ok2 := findUDP(us, r, size, t)
+					if ok1 && ok2 && fd.usPerDatagram() > 0 && ng.usPerDatagram() > 0 {
+						x := ng.usPerDatagram() / fd.usPerDatagram()
+						rs = append(rs, x)
+						per = append(per, fmt.Sprintf("%.2f×", x))
+					}
+				}
+				cells = append(cells, fmt.Sprintf("%d B %s", size, strings.Join(per, ", ")))
+			}
+			lines = append(lines, goalLine("encrypted UDP ("+t+") ≥ 1.0× nginx's plain forward per CPU", rs, cells))
+		}
+	}
+	for _, p := range []string{"haproxy"} {
+		if !slices.Contains(o.tcpTargets, "fd-tls") || !slices.Contains(o.tcpTargets, p) {
+			continue
+		}
+		var rs []float64
+		var cells []string
+		for _, n := range o.streams {
+			var per []string
+			for r := 1; r <= o.rounds; r++ {
+				fd, ok1 := findTCP(ts, r, n, "fd-tls")
+				pr, ok2 := findTCP(ts, r, n, p)
+				if ok1 && ok2 && fd.secPerGB() > 0 && pr.secPerGB() > 0 {
+					x := pr.secPerGB() / fd.secPerGB()
+					rs = append(rs, x)
+					per = append(per, fmt.Sprintf("%.2f×", x))
+				}
+			}
+			cells = append(cells, fmt.Sprintf("%d stream(s) %s", n, strings.Join(per, ", ")))
+		}
+		lines = append(lines, goalLine("TLS channels (fd-tls) ≥ 1.0× HAProxy's TLS termination per CPU", rs, cells))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Println("\n### Goals (per-round ratios, frontdoor ÷ peer, per relay CPU)")
+	fmt.Println()
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+}
+
+func goalLine(goal string, rs []float64, cells []string) string {
+	met := 0
+	for _, x := range rs {
+		if x >= 1 {
+			met++
+		}
+	}
+	verdict := "**no**"
+	switch {
+	case len(rs) == 0:
+		verdict = "not measured"
+	case met == len(rs):
+		verdict = "yes"
+	case met > 0:
+		verdict = "**mixed**"
+	}
+	return fmt.Sprintf("- %s: %s (%d of %d rows at or above 1.0×): %s", goal, verdict, met, len(rs), strings.Join(cells, "; "))
+}
+
+func findUDP(us []udpRow, round, size int, target string) (udpRow, bool) {
+	for _, r := range us {
+		if r.round == round && r.size == size && r.target == target {
+			return r, true
+		}
+	}
+	return udpRow{w: &window{}}, false
+}
+
+func findTCP(ts []tcpRow, round, streams int, target string) (tcpRow, bool) {
+	for _, r := range ts {
+		if r.round == round && r.streams == streams && r.target == target {
+			return r, true
+		}
+	}
+	return tcpRow{w: &window{}}, false
+}

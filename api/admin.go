@@ -54,6 +54,11 @@ type AdminOptions struct {
 	// RotateKey rolls a new ticket signing key into the site (POST /v1/admin/rotate-key).
 	// Optional: without it the endpoint answers 501.
 	RotateKey func(ctx context.Context) (Rotation, error)
+	// RevokeMachine revokes a machine's credentials site-wide (POST
+	// /v1/admin/machines/{name}/revoke): every certificate and enrolment ticket issued to it
+	// until now, and its token; it ends the machine's sessions and puts it in maintenance.
+	// Optional: without it the endpoint answers 501.
+	RevokeMachine func(ctx context.Context, machine string) (MachineRevocation, error)
 	// Registry is served on /metrics, to admins. Optional.
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
@@ -105,6 +110,8 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("POST /v1/admin/health", a.admin(a.override))
 	a.mux.HandleFunc("POST /v1/admin/rotate-key", a.admin(a.rotateKey))
 	a.mux.HandleFunc("POST /v1/admin/enrolment", a.admin(a.enrolment))
+	a.mux.HandleFunc("POST /v1/admin/machines/{name}/revoke", a.admin(a.revokeMachine))
+	a.mux.HandleFunc("POST /v1/admin/machines/{name}/maintenance", a.admin(a.maintenance))
 	if o.Registry != nil {
 		// Behind the admins' login like the rest: the metrics name sessions' machines and
 		// gateways and show the site's load (a scraper sends Basic auth or a client certificate).
@@ -324,6 +331,64 @@ func (a *Admin) enrolment(w http.ResponseWriter, r *http.Request) {
 	}
 	a.log.Info("enrolment ticket issued", "by", adminOf(r), "machine", req.Machine, "expires", c.Expires)
 	writeJSON(w, http.StatusOK, EnrolmentTicket{Machine: req.Machine, Token: tok, Expires: c.Expires})
+}
+
+// MachineRevocation is the answer to POST /v1/admin/machines/{name}/revoke.
+type MachineRevocation struct {
+	Machine string `json:"machine"`
+	// Before: credentials issued before then are refused.
+	Before time.Time `json:"revoked_before"`
+	// Ended are the machine's sessions, logged off.
+	Ended []string `json:"ended_sessions"`
+	// Maintenance: the machine takes no new session until an operator takes it out.
+	Maintenance bool   `json:"maintenance"`
+	Note        string `json:"note"`
+}
+
+func (a *Admin) revokeMachine(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !slices.ContainsFunc(a.o.Config.Machines, func(m configs.Machine) bool { return m.Name == name }) {
+		httpError(w, http.StatusNotFound, fmt.Sprintf("no machine %q in the site", name))
+		return
+	}
+	if a.o.RevokeMachine == nil {
+		httpError(w, http.StatusNotImplemented, "this front door cannot revoke machines")
+		return
+	}
+	rev, err := a.o.RevokeMachine(r.Context(), name)
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, ErrRefused) {
+			code = http.StatusConflict
+		}
+		httpError(w, code, err.Error())
+		return
+	}
+	a.log.Warn("machine revoked", "by", adminOf(r), "machine", name, "before", rev.Before, "ended_sessions", len(rev.Ended))
+	writeJSON(w, http.StatusOK, rev)
+}
+
+// maintenance puts a machine in maintenance ({"on": true}: it takes no new session, its
+// sessions carry on and reconnect) or takes it out, site-wide.
+func (a *Admin) maintenance(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var req struct {
+		On *bool `json:"on"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil || req.On == nil {
+		httpError(w, http.StatusBadRequest, "body must be JSON {\"on\": true|false}")
+		return
+	}
+	if !slices.ContainsFunc(a.o.Config.Machines, func(m configs.Machine) bool { return m.Name == name }) {
+		httpError(w, http.StatusNotFound, fmt.Sprintf("no machine %q in the site", name))
+		return
+	}
+	if err := a.o.Broker.SetMaintenance(r.Context(), name, *req.On); err != nil {
+		httpError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	a.log.Info("machine maintenance", "by", adminOf(r), "machine", name, "on", *req.On)
+	writeJSON(w, http.StatusOK, map[string]any{"machine": name, "maintenance": *req.On})
 }
 
 // Rotation is the answer to POST /v1/admin/rotate-key: the new key, when it starts to sign,

@@ -45,6 +45,11 @@ type AgentsOptions struct {
 	// Verifier checks the enrolment tickets an agent may enrol with instead of its token
 	// (Admin's POST /v1/admin/enrolment issues them). Optional.
 	Verifier *ticket.Verifier
+	// Revoked returns the time before which a machine's credentials are revoked (`frontdoor
+	// admin revoke-machine`), zero when none are: a certificate issued before then, the
+	// machine's token and an enrolment ticket issued before then are refused; it enrols again
+	// with a new enrolment ticket. Optional.
+	Revoked func(machine string) time.Time
 	// Logger receives agent API logs.
 	Logger *slog.Logger
 }
@@ -172,13 +177,25 @@ func (a *Agents) auth(w http.ResponseWriter, r *http.Request, machine string) bo
 func (a *Agents) authAs(w http.ResponseWriter, r *http.Request, machine string, enrol bool) bool {
 	m, ok := a.mach[machine]
 	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	var revoked time.Time
+	if ok && a.o.Revoked != nil {
+		revoked = a.o.Revoked(machine)
+	}
 	switch {
 	case !ok:
 	case r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && siteid.Is(r.TLS.VerifiedChains[0][0], siteid.RoleMachine, machine):
-	case len(a.o.Key) > 0 && subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(a.o.Key, machine))) == 1:
+		if PartyIssued(r.TLS.VerifiedChains[0][0]).Before(revoked) {
+			a.o.Logger.Warn("a revoked machine certificate was refused", "machine", machine, "client", r.RemoteAddr)
+			ok = false
+		}
+	case revoked.IsZero() && len(a.o.Key) > 0 && subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(a.o.Key, machine))) == 1:
 	case enrol && a.o.Verifier != nil && tok != "":
 		key, _ := r.Context().Value(enrolKey{}).(string)
-		if _, err := a.o.Verifier.CheckEnrolment(tok, machine, key); err != nil {
+		c, err := a.o.Verifier.CheckEnrolment(tok, machine, key)
+		if err == nil && c.Issued.Before(revoked) {
+			err = errors.New("the enrolment ticket was issued before the machine was revoked")
+		}
+		if err != nil {
 			a.o.Logger.Warn("enrolment refused", "machine", machine, "client", r.RemoteAddr, "reason", err)
 			ok = false
 		}

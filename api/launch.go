@@ -33,6 +33,7 @@ type Broker interface {
 	Logoff(ctx context.Context, id string) (broker.Session, error)
 	ReportLoad(ctx context.Context, machine string, cpu, memory int) error
 	SetSecureGateway(group string, on bool) error
+	SetMaintenance(ctx context.Context, machine string, on bool) error
 }
 
 var _ Broker = (*broker.Broker)(nil)

@@ -21,6 +21,12 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 )
 
+// PartyBackdate is how long before its issue a gateway's or machine's certificate is valid.
+const PartyBackdate = 5 * time.Minute
+
+// PartyIssued returns when a certificate of IssueParty was issued.
+func PartyIssued(c *x509.Certificate) time.Time { return c.NotBefore.Add(PartyBackdate) }
+
 // PartyTTL is how long a gateway's or a machine's certificate is valid; it is renewed at half
 // of it.
 const PartyTTL = 7 * 24 * time.Hour
@@ -28,6 +34,9 @@ const PartyTTL = 7 * 24 * time.Hour
 // IssueParty signs a certificate for pub that names a party of the site (package siteid: a
 // gateway or a machine, by role and name) and its addresses, for TLS as server and client,
 // valid for ttl. It returns the certificate in DER.
+//
+// Its NotBefore is PartyBackdate before it was issued (clocks differ); PartyIssued gives the
+// issue time back, which a machine's revocation compares with.
 func (ca *CA) IssueParty(role, name string, addrs []netip.Addr, pub crypto.PublicKey, ttl time.Duration) ([]byte, error) {
 	if role != siteid.RoleGateway && role != siteid.RoleMachine {
 		return nil, fmt.Errorf("issuing a certificate: unknown role %q", role)
@@ -44,7 +53,7 @@ func (ca *CA) IssueParty(role, name string, addrs []netip.Addr, pub crypto.Publi
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: role + " " + name, Organization: []string{"frontdoor " + role + "s"}},
 		URIs:         []*url.URL{siteid.URI(role, name)},
-		NotBefore:    now.Add(-5 * time.Minute),
+		NotBefore:    now.Add(-PartyBackdate),
 		NotAfter:     now.Add(ttl),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},

@@ -17,16 +17,12 @@ var ErrNotTheMachine = errors.New("the machine's certificate does not name it")
 
 // dialMachine opens a channel's TLS connection to machine at addr within timeout: the
 // gateway presents its certificate from base (a gateway's of the site CA) and takes only a
-// certificate of the site CA that names the machine.
+// certificate of the site CA that names the machine, and that base's own VerifyConnection
+// (a revocation check) takes.
 func dialMachine(ctx context.Context, base *tls.Config, timeout time.Duration, machine string, addr netip.AddrPort) (*tls.Conn, error) {
 	tc := base.Clone()
 	tc.ServerName = addr.Addr().String()
-	tc.VerifyConnection = func(st tls.ConnectionState) error {
-		if len(st.PeerCertificates) == 0 || !siteid.Is(st.PeerCertificates[0], siteid.RoleMachine, machine) {
-			return fmt.Errorf("%w: %s at %s", ErrNotTheMachine, machine, addr)
-		}
-		return nil
-	}
+	tc.VerifyConnection = verifyMachine(base, machine, addr)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	d := tls.Dialer{NetDialer: &net.Dialer{}, Config: tc}
@@ -35,4 +31,20 @@ func dialMachine(ctx context.Context, base *tls.Config, timeout time.Duration, m
 		return nil, err
 	}
 	return c.(*tls.Conn), nil
+}
+
+// verifyMachine checks the certificate of machine at addr: base's VerifyConnection first,
+// then that it names the machine.
+func verifyMachine(base *tls.Config, machine string, addr netip.AddrPort) func(tls.ConnectionState) error {
+	return func(st tls.ConnectionState) error {
+		if base.VerifyConnection != nil {
+			if err := base.VerifyConnection(st); err != nil {
+				return err
+			}
+		}
+		if len(st.PeerCertificates) == 0 || !siteid.Is(st.PeerCertificates[0], siteid.RoleMachine, machine) {
+			return fmt.Errorf("%w: %s at %s", ErrNotTheMachine, machine, addr)
+		}
+		return nil
+	}
 }

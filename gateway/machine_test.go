@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -323,5 +324,57 @@ func TestPlainUDPIsOffByDefault(t *testing.T) {
 	}
 	if g.Flows() != 0 || g.Channels() != 0 {
 		t.Fatalf("%d flows, %d channels, want none", g.Flows(), g.Channels())
+	}
+}
+
+// The machine TLS config's own VerifyConnection (a node's check of revoked machine
+// certificates) runs on every leg to a machine: when it refuses, TCP channels and UDP flows
+// are denied.
+func TestAMachineTheBaseConfigRefusesIsNotReached(t *testing.T) {
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
+	t.Cleanup(stop)
+	tlsc, pool := selfSigned(t)
+	base := machineTLS("gw-1", "127.0.50.2")
+	refused := make(chan string, 4)
+	base.VerifyConnection = func(st tls.ConnectionState) error {
+		refused <- st.PeerCertificates[0].Subject.CommonName
+		return errors.New("revoked")
+	}
+	s := newSessions("s-1")
+	g, err := New(Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.2"), TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, PlainUDP: true,
+		TLS: tlsc, MachineTLS: base, Verifier: v, Sessions: s,
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	r := &rig{gw: g, signer: signer, v: v, pool: pool, port: port, s: s, addr: "127.0.50.2"}
+	if c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1")); st != ticket.StatusDenied {
+		c.Close()
+		t.Fatalf("a TCP channel to a refused machine: status %d, want denied", st)
+	}
+	u, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP("127.0.50.2"), Port: int(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	u.Write(ticket.Datagram(r.issue(t, ticket.Launch, "s-1", "vda-1")))
+	u.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := u.Read(make([]byte, 2048)); err == nil {
+		t.Fatalf("a UDP flow to a refused machine was answered (%d bytes)", n)
+	}
+	for range 2 {
+		select {
+		case <-refused:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the base config's check did not run on both legs")
+		}
 	}
 }

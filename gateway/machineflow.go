@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 )
@@ -38,12 +37,7 @@ func dialMachineFlow(ctx context.Context, tr *quic.Transport, base *tls.Config, 
 	tc.ServerName = target.Addr().String()
 	tc.NextProtos = []string{ticket.QUICALPN}
 	tc.MinVersion = tls.VersionTLS13
-	tc.VerifyConnection = func(st tls.ConnectionState) error {
-		if len(st.PeerCertificates) == 0 || !siteid.Is(st.PeerCertificates[0], siteid.RoleMachine, machine) {
-			return fmt.Errorf("%w: %s at %s", ErrNotTheMachine, machine, target)
-		}
-		return nil
-	}
+	tc.VerifyConnection = verifyMachine(base, machine, target)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(target), tc, machineQUIC)

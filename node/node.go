@@ -117,6 +117,8 @@ type Node struct {
 	overrideMu sync.Mutex // serializes admin overrides of gateway health
 
 	shared *etcd.Store // the site database when the store is etcd; else nil
+	// revokedMachines are the machines' revocations (machines.go).
+	revokedMachines revokedMachines
 	built  atomic.Bool // New has finished: the gateways may be told of ended sessions
 
 	keysMu   sync.Mutex     // guards keys
@@ -267,6 +269,9 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err := r.buildListeners(); err != nil {
 		return fail(err)
 	}
+	if err := r.loadRevokedMachines(); err != nil {
+		return fail(err)
+	}
 	if r.shared != nil {
 		r.shared.OnModes(r.applyModes)
 		r.applyModes(r.shared.Modes())
@@ -385,7 +390,7 @@ func (r *Node) buildGateways() error {
 		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue,
 			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")}
 		o.Address, _ = netip.ParseAddr(g.Address)
-		o.MachineTLS = r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS()
+		o.MachineTLS = r.refuseRevokedMachines(r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS())
 		r.machineTLS[g.Name] = o.MachineTLS
 		o.Address = r.rebind(o.Address)
 		for _, p := range g.Ports {
@@ -471,7 +476,7 @@ func (r *Node) buildListeners() error {
 	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
 		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, Logger: log.With("component", "launch")})
 	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca, Verifier: r.verifier,
-		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Logger: log.With("component", "agents")})
+		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Revoked: r.revokedMachines.at, Logger: log.With("component", "agents")})
 	r.agents = append(r.agents, agents)
 	for _, l := range n.Listeners {
 		switch l.Kind {
@@ -483,7 +488,7 @@ func (r *Node) buildListeners() error {
 			ao := api.AdminOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone,
 				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
 				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, Signer: r.signer,
-				Override: func(gw, o string) (string, error) { return r.override(gw, o) }}
+				Override: func(gw, o string) (string, error) { return r.override(gw, o) }, RevokeMachine: r.RevokeMachine}
 			if r.shared != nil {
 				ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -135,6 +136,32 @@ which it renews itself. Works on every store; the ticket is used up site-wide.`,
 		},
 	}
 
+	revoke := &cobra.Command{
+		Use:   "revoke-machine MACHINE",
+		Short: "Revoke MACHINE's credentials site-wide, end its sessions and put it in maintenance",
+		Long: `revoke-machine refuses, at every front door and gateway, every credential issued to
+MACHINE until now: its certificates (gateways end the handshake, the agent API turns its
+agent away), its enrolment tickets and its token. The machine's sessions are logged off and
+the machine is put in maintenance. It comes back by enrolling again (frontdoor admin enrol
+MACHINE, then frontdoor agent --token TICKET on the machine); take it out of maintenance then.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.do(cmd, http.MethodPost, "/v1/admin/machines/"+url.PathEscape(args[0])+"/revoke", map[string]string{})
+		},
+	}
+
+	maint := &cobra.Command{
+		Use:   "maintenance MACHINE on|off",
+		Short: "Put MACHINE in maintenance (no new session; its sessions carry on) or take it out, site-wide",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[1] != "on" && args[1] != "off" {
+				return fmt.Errorf("maintenance: %q is neither on nor off", args[1])
+			}
+			return f.do(cmd, http.MethodPost, "/v1/admin/machines/"+url.PathEscape(args[0])+"/maintenance", map[string]bool{"on": args[1] == "on"})
+		},
+	}
+
 	var data string
 	tok := &cobra.Command{
 		Use:   "agent-token MACHINE --data DIR",
@@ -190,6 +217,6 @@ which it renews itself. Works on every store; the ticket is used up site-wide.`,
 	cert.Flags().StringVar(&certData, "data", "frontdoor-data", "data directory holding the site CA (ca.pem, ca.key)")
 	cert.Flags().StringVar(&out, "out", "", "file name prefix (default: the user name)")
 	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
-	c.AddCommand(gw, hc, status, rotate, enrol, tok, cert)
+	c.AddCommand(gw, hc, status, rotate, enrol, revoke, maint, tok, cert)
 	return c
 }

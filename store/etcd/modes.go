@@ -16,9 +16,12 @@ const (
 	SectionModes = "modes"
 	// SectionOverrides holds the health overrides by gateway: "up", "down" or "drain".
 	SectionOverrides = "overrides"
+	// SectionRevokedMachines holds, by machine, the Unix milliseconds before which its
+	// credentials are revoked.
+	SectionRevokedMachines = "revoked-machines"
 )
 
-var settingSections = []string{SectionModes, SectionOverrides}
+var settingSections = []string{SectionModes, SectionOverrides, SectionRevokedMachines}
 
 // Settings returns a section of the shared settings, from the view.
 func (st *Store) Settings(section string) map[string]string {

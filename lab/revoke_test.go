@@ -1,0 +1,98 @@
+package lab
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+)
+
+// TestRevokingAMachine: `admin revoke-machine` ends the machine's sessions at once (the
+// client comes back through a new launch on another machine), puts it in maintenance, and
+// refuses a certificate issued to it before the revocation at the agent API, while one issued
+// after it (a new enrolment) is taken.
+func TestRevokingAMachine(t *testing.T) {
+	l, _ := startLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "alice", Password: "lab",
+		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: l.CA().Pool()}
+	s, desc, _, events := openSession(ctx, t, l, ln, client.Options{})
+	machine := desc.Machine
+	var agentAPI string // a front door of the machine's zone, whose agent API its agent uses
+	for _, n := range l.Config.Nodes {
+		for _, li := range n.Listeners {
+			if n.Zone == desc.Zone && li.Kind == "launch" && agentAPI == "" {
+				agentAPI = "https://" + li.Address
+			}
+		}
+	}
+	heartbeat := func(cert *tls.Certificate) int {
+		t.Helper()
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: l.CA().Pool(), Certificates: []tls.Certificate{*cert}}}}
+		b, _ := json.Marshal(api.Heartbeat{Machine: machine, CPU: 1, Memory: 1})
+		resp, err := hc.Post(agentAPI+"/v1/agent/heartbeat", "application/json", strings.NewReader(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	before, err := l.CA().PartyCertificate(siteid.RoleMachine, machine, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := heartbeat(before); code != http.StatusOK {
+		t.Fatalf("the machine's heartbeat before the revocation: %d", code)
+	}
+
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
+	req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/machines/"+machine+"/revoke", nil)
+	req.SetBasicAuth("admin", "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rev api.MachineRevocation
+	json.NewDecoder(resp.Body).Decode(&rev)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !rev.Maintenance || !slices.Contains(rev.Ended, desc.SessionID) {
+		t.Fatalf("revoke: %s %+v; want alice's session %s ended and the machine in maintenance", resp.Status, rev, desc.SessionID)
+	}
+
+	// The session ended: the client is cut and comes back by a new launch, elsewhere.
+	back := waitEvent(t, events, client.EventBack, 30*time.Second)
+	if !back.Relaunched {
+		t.Fatalf("back %+v, want a new launch", back)
+	}
+	if d := s.Descriptor(); d.Machine == machine || d.SessionID == desc.SessionID {
+		t.Fatalf("the new launch: session %s on %s, want a new session on another machine than %s", d.SessionID, d.Machine, machine)
+	}
+	if st, err := l.Session(ctx, desc.SessionID); err == nil && st.State != broker.StateEnded {
+		t.Fatalf("the revoked machine's session is %s", st.State)
+	}
+
+	if code := heartbeat(before); code != http.StatusUnauthorized {
+		t.Fatalf("a certificate issued before the revocation: %d, want 401", code)
+	}
+	// Certificates tell their issue time to the second: one of the revocation's second is
+	// refused too.
+	time.Sleep(1100 * time.Millisecond)
+	after, err := l.CA().PartyCertificate(siteid.RoleMachine, machine, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := heartbeat(after); code != http.StatusOK {
+		t.Fatalf("a certificate issued after the revocation (enrolled again): %d, want 200", code)
+	}
+}

@@ -119,7 +119,7 @@ type Node struct {
 	shared *etcd.Store // the site database when the store is etcd; else nil
 	// revokedMachines are the machines' revocations (machines.go).
 	revokedMachines revokedMachines
-	built  atomic.Bool // New has finished: the gateways may be told of ended sessions
+	built           atomic.Bool // New has finished: the gateways may be told of ended sessions
 
 	keysMu   sync.Mutex     // guards keys
 	keys     *ticket.KeySet // the ticket keys last applied (applyKeys)

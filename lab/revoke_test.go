@@ -36,6 +36,23 @@ func TestRevokingAMachine(t *testing.T) {
 			}
 		}
 	}
+	// inMaintenance waits until the site database holds the machine in maintenance, or not.
+	inMaintenance := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			snap, err := l.Site().Load(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(snap.Machines, func(m broker.MachineState) bool { return m.Name == machine })
+			if got := i >= 0 && snap.Machines[i].Maintenance != nil && *snap.Machines[i].Maintenance; got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s in maintenance in the site database: %v, want %v", machine, !want, want)
+			}
+		}
+	}
 	heartbeat := func(cert *tls.Certificate) int {
 		t.Helper()
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
@@ -95,4 +112,25 @@ func TestRevokingAMachine(t *testing.T) {
 	if code := heartbeat(after); code != http.StatusOK {
 		t.Fatalf("a certificate issued after the revocation (enrolled again): %d, want 200", code)
 	}
+
+	// The operator takes it out of maintenance.
+	inMaintenance(true)
+	maintenance := func(body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/machines/"+machine+"/maintenance", strings.NewReader(body))
+		req.SetBasicAuth("admin", "lab")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := maintenance(`{"on": "no"}`); code != http.StatusBadRequest {
+		t.Fatalf("a bad maintenance body: %d, want 400", code)
+	}
+	if code := maintenance(`{"on": false}`); code != http.StatusOK {
+		t.Fatalf("maintenance off: %d", code)
+	}
+	inMaintenance(false)
 }

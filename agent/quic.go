@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/quicguard"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 	"golang.org/x/time/rate"
@@ -24,32 +25,48 @@ import (
 
 // udpPort is one UDP display port's QUIC end.
 type udpPort struct {
-	tr *quic.Transport
-	ln *quic.Listener
+	tr    *quic.Transport
+	ln    *quic.Listener
+	guard *quicguard.Guard
 }
 
 // Beyond freshPerSecond new connections a second a client must prove its address with a
-// stateless Retry before any handshake or ticket check (as on a gateway's QUIC port).
-const freshPerSecond = 200
+// stateless Retry before any handshake or ticket check, and beyond initialsPerSecond Initials
+// without a token the kernel sheds a share of them (as on a gateway's QUIC port).
+const (
+	freshPerSecond    = 200
+	initialsPerSecond = 2000
+)
 
 // listenQUIC opens the QUIC end of a UDP display port on c.
 func (d *Display) listenQUIC(c *net.UDPConn) (*udpPort, error) {
 	fresh := rate.NewLimiter(freshPerSecond, freshPerSecond/4)
-	tr := &quic.Transport{Conn: c, VerifySourceAddress: func(net.Addr) bool { return !fresh.Allow() }}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	port := c.LocalAddr().String()
+	guard := quicguard.New(rc, initialsPerSecond, func(keep float64) {
+		d.log.Warn("new QUIC connections on a display port: the kernel sheds a share", "port", port, "let_through", keep)
+	})
+	tr := &quic.Transport{Conn: c, DisableVersionNegotiationPackets: true,
+		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return !fresh.Allow() }}
 	tc := d.o.Identity.ServerTLS()
 	tc.NextProtos = []string{ticket.QUICALPN}
 	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: d.o.UDPIdle,
 		HandshakeIdleTimeout: 5 * time.Second, MaxIncomingStreams: 4, MaxIncomingUniStreams: -1})
 	if err != nil {
+		guard.Close()
 		tr.Close()
 		return nil, err
 	}
-	return &udpPort{tr: tr, ln: ln}, nil
+	return &udpPort{tr: tr, ln: ln, guard: guard}, nil
 }
 
 func (p *udpPort) close() {
 	p.ln.Close()
 	p.tr.Close()
+	p.guard.Close()
 	p.tr.Conn.Close()
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/quicguard"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 	"golang.org/x/time/rate"
@@ -25,12 +26,13 @@ import (
 // reports session events like the other ports. node serves it on a gateway's quic_port. There
 // are no per-connection limits on streams and flows yet.
 type QUIC struct {
-	o   QUICOptions
-	ln  *quic.Listener
-	tr  *quic.Transport
-	pc  net.PacketConn
-	log *slog.Logger
-	wg  sync.WaitGroup
+	o     QUICOptions
+	ln    *quic.Listener
+	tr    *quic.Transport
+	pc    net.PacketConn
+	guard *quicguard.Guard
+	log   *slog.Logger
+	wg    sync.WaitGroup
 
 	mu       sync.Mutex // guards conns, closed, draining, serving
 	conns    map[*quic.Conn]*qconn
@@ -92,14 +94,31 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 	// address with a Retry (stateless, RFC 9000 8.1.2): a flood of forged Initials from
 	// spoofed addresses costs a Retry each, not a handshake, and never reaches a ticket check.
 	fresh := rate.NewLimiter(unvalidatedPerSecond, unvalidatedPerSecond/4)
-	tr := &quic.Transport{Conn: pc, VerifySourceAddress: func(net.Addr) bool { return !fresh.Allow() }}
+	// Past initialsPerSecond such Initials, the kernel sheds a share of them before quic-go
+	// spends a Retry on each (package quicguard): the established flows do not wait.
+	log := o.Logger.With("quic_gateway", o.Address)
+	rc, err := pc.(*net.UDPConn).SyscallConn()
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("quic gateway: %w", err)
+	}
+	guard := quicguard.New(rc, initialsPerSecond, func(keep float64) {
+		if keep < 1 {
+			log.Warn("a flood of new QUIC connections: the kernel sheds most of them", "let_through", keep)
+		} else {
+			log.Info("the flood of new QUIC connections is over")
+		}
+	})
+	tr := &quic.Transport{Conn: pc, DisableVersionNegotiationPackets: true,
+		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return !fresh.Allow() }}
 	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second})
 	if err != nil {
+		guard.Close()
 		tr.Close()
 		pc.Close()
 		return nil, fmt.Errorf("quic gateway: %w", err)
 	}
-	return &QUIC{o: o, ln: ln, tr: tr, pc: pc, log: o.Logger.With("quic_gateway", o.Address), conns: map[*quic.Conn]*qconn{},
+	return &QUIC{o: o, ln: ln, tr: tr, pc: pc, guard: guard, log: log, conns: map[*quic.Conn]*qconn{},
 		accepted: make(chan struct{})}, nil
 }
 
@@ -226,6 +245,7 @@ func (g *QUIC) Close() error {
 		}
 		g.ln.Close()
 		g.tr.Close()
+		g.guard.Close()
 		g.pc.Close()
 	}
 	g.mu.Unlock()
@@ -234,8 +254,12 @@ func (g *QUIC) Close() error {
 }
 
 // unvalidatedPerSecond is how many new connections a second a QUIC gateway takes without
-// validating the client's address first.
-const unvalidatedPerSecond = 200
+// validating the client's address first; initialsPerSecond how many Initials without a token
+// (new connections, forged or not) reach quic-go before the kernel sheds a share of them.
+const (
+	unvalidatedPerSecond = 200
+	initialsPerSecond    = 2000
+)
 
 // qconn is what a QUIC gateway knows of a client's connection: the sessions its channels
 // carry, each with the earliest issue time of the tickets that opened them.

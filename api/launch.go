@@ -70,7 +70,9 @@ type Descriptor struct {
 	LaunchTicket    string            `json:"launch_ticket,omitempty"`
 	ReconnectTicket string            `json:"reconnect_ticket,omitempty"`
 	Address         string            `json:"address,omitempty"`
-	Trace           []string          `json:"trace"`
+	// Trace is the broker's trace of the decision, for admin users only (it names other
+	// machines, their load and the site's zones); empty for the others.
+	Trace []string `json:"trace"`
 }
 
 // LaunchOptions configure the launch API.
@@ -285,6 +287,11 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) 
 	}
 	l.log.Info("launch", "user", u.Name, "resource", req.Resource, "client", client, "location_zone", zone,
 		"outcome", d.Outcome, "step", d.Step, "machine", d.Machine, "session", d.Session, "mode", d.Mode)
+	if !u.Admin {
+		// The broker's trace names other machines, their load and the site's zones: an
+		// admin's to read (frontdoor explain), not every user's.
+		d.Trace = nil
+	}
 	if d.Outcome == broker.OutcomeDenied {
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "denied", "reason": d.Reason, "trace": d.Trace})
 		return

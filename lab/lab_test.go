@@ -179,6 +179,13 @@ func TestLabEndToEnd(t *testing.T) {
 	if desc.Mode != "gateway" || desc.Zone != "east" || desc.PreferredZone != "east" || desc.Step != 3 || desc.LaunchTicket == "" || len(desc.Gateways) == 0 {
 		t.Fatalf("descriptor %+v, want a gateway-mode session in east from step 3", desc)
 	}
+	// The broker's trace names machines, load and zones: an admin's, not alice's.
+	if len(desc.Trace) != 0 {
+		t.Fatalf("alice's descriptor carries the broker's trace: %q", desc.Trace)
+	}
+	if ad, _ := launch(t, l, "127.43.0.9", "https://127.42.0.11:9443", "admin", "desktop"); len(ad.Trace) == 0 {
+		t.Fatalf("an admin's launch carries no trace: %+v", ad)
+	}
 
 	// A TLS channel on 8443 through the first gateway.
 	gw := desc.Gateways[0].Addresses[0]

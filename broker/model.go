@@ -199,14 +199,14 @@ func newModel(cfg *configs.Config) (*model, error) {
 		rc := &cfg.Resources[i]
 		r := &resource{cfg: rc, name: rc.Name, app: rc.Kind == "app"}
 		rgs := slices.Clone(rc.Groups)
-		slices.SortStableFunc(rgs, func(a, b configs.ResourceGroup) int { return cmp.Compare(a.Priority, b.Priority) })
+		slices.SortStableFunc(rgs, func(a, b configs.ResourceGroup) int { return cmp.Compare(a.Prio(), b.Prio()) })
 		for _, rg := range rgs {
 			g, ok := m.groups[rg.Group]
 			if !ok {
 				return nil, fmt.Errorf("resource %q: group %q is not defined", rc.Name, rg.Group)
 			}
 			r.groups = append(r.groups, g)
-			r.prios = append(r.prios, rg.Priority)
+			r.prios = append(r.prios, rg.Prio())
 		}
 		m.resources[r.name] = r
 	}

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
@@ -139,4 +140,13 @@ func TestBadInput(t *testing.T) {
 		d := newEnv(t, poolWith("")).launch("nomad", "desk", "atlantis", "ep")
 		check(t, d, want{outcome: broker.OutcomeNew, step: 0, trace: []string{`location zone "atlantis" is not a zone of the site: ignored`}})
 	})
+}
+
+// Priority 0 is the highest, as in Citrix: it is kept, not replaced by the list position
+// (which would put the group listed first, here lo at 1, before it).
+func TestPriorityZeroIsTheHighest(t *testing.T) {
+	y := strings.Replace(twoGroups(""), "[{group: lo, priority: 2}, {group: hi, priority: 1}]", "[{group: lo}, {group: hi, priority: 0}]", 1)
+	req := broker.LaunchRequest{User: "homer", Resource: "desk", LocationZone: "z1", Endpoint: "laptop"}
+	runCases(t, []launchCase{{name: "the group of priority 0 is tried first", yaml: y, req: req,
+		want: want{outcome: broker.OutcomeNew, step: 3, pz: "z3", src: "UserHome", machine: "hi3"}}})
 }

@@ -383,8 +383,17 @@ type Resource struct {
 type ResourceGroup struct {
 	// Group names the delivery group. Required.
 	Group string `yaml:"group"`
-	// Priority orders the groups, lowest first. Default: the position in the list (1, 2, ...).
-	Priority int `yaml:"priority"`
+	// Priority orders the groups, lowest first; 0 is the highest, as in Citrix. Default: the
+	// position in the list (1, 2, ...).
+	Priority *int `yaml:"priority"`
+}
+
+// Prio returns the group's priority (after SetDefaults: never absent).
+func (rg ResourceGroup) Prio() int {
+	if rg.Priority == nil {
+		return 0
+	}
+	return *rg.Priority
 }
 
 // Entitlement names users and user groups.

@@ -168,7 +168,9 @@ func (c *Config) SetDefaults() {
 		r := &c.Resources[i]
 		setStr(&r.Kind, "desktop")
 		for j := range r.Groups {
-			setInt(&r.Groups[j].Priority, j+1)
+			if r.Groups[j].Priority == nil {
+				r.Groups[j].Priority = intPtr(j + 1)
+			}
 		}
 		if r.LoadThreshold == nil {
 			r.LoadThreshold = intPtr(98)

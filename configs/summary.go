@@ -119,10 +119,10 @@ func (c *Config) Summary() string {
 		for _, r := range c.Resources {
 			gs := make([]ResourceGroup, len(r.Groups))
 			copy(gs, r.Groups)
-			sort.SliceStable(gs, func(i, j int) bool { return gs[i].Priority < gs[j].Priority })
+			sort.SliceStable(gs, func(i, j int) bool { return gs[i].Prio() < gs[j].Prio() })
 			names := make([]string, len(gs))
 			for i, g := range gs {
-				names[i] = fmt.Sprintf("%s (%d)", g.Group, g.Priority)
+				names[i] = fmt.Sprintf("%s (%d)", g.Group, g.Prio())
 			}
 			home := "no home zone"
 			if r.HomeZone != "" {

@@ -469,7 +469,7 @@ func (k *checker) validateResources(zones, groups, users, ugroups map[string]int
 				k.errf(gp+".group", "group %q is listed twice", rg.Group)
 			}
 			seen[rg.Group] = true
-			if rg.Priority < 0 {
+			if rg.Prio() < 0 {
 				k.errf(gp+".priority", "priority must not be negative")
 			}
 			if gi, ok := groups[rg.Group]; ok && c.Groups[gi].Kind == "assigned" && r.Kind == "app" {

@@ -62,6 +62,7 @@ type Descriptor struct {
 	Machine         string            `json:"machine"`
 	Zone            string            `json:"zone"`
 	Step            int               `json:"step"`
+	StepLabel       string            `json:"step_label,omitempty"` // "3b": step 3 in the second group
 	PreferredZone   string            `json:"preferred_zone"`
 	PreferredSource string            `json:"preferred_zone_source"`
 	LocationZone    string            `json:"location_zone"`
@@ -338,7 +339,7 @@ func (l *Launch) revokeOlder(session, from, to string, issued time.Time) {
 // when the first of them was issued.
 func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, time.Time, error) {
 	desc := Descriptor{SessionID: d.Session, Outcome: string(d.Outcome), Mode: d.Mode, Machine: d.Machine, Zone: d.Zone,
-		Step: d.Step, PreferredZone: d.PreferredZone, PreferredSource: d.PreferredZoneSource, LocationZone: zone, Trace: d.Trace}
+		Step: d.Step, StepLabel: d.StepLabel, PreferredZone: d.PreferredZone, PreferredSource: d.PreferredZoneSource, LocationZone: zone, Trace: d.Trace}
 	m := l.mach[d.Machine]
 	var chans []ticket.Channel
 	for _, p := range m.DisplayPorts {

@@ -47,6 +47,9 @@ type Decision struct {
 	// Step is the launch step that matched, 1..5, or 0 without a preferred zone (and for
 	// assigned desktops and global resources).
 	Step int `json:"step"`
+	// StepLabel is the step and the delivery group's rank in it, as the trace writes it:
+	// "3b" is step 3 in the resource's second group. "" when Step is 0.
+	StepLabel string `json:"step_label,omitempty"`
 	// PreferredZone is the preferred zone of the group that matched (of the first group
 	// that has one when denied); "" when none.
 	PreferredZone string `json:"preferred_zone"`
@@ -201,7 +204,7 @@ func (b *Broker) Launch(ctx context.Context, req LaunchRequest) (Decision, error
 
 // decision turns a choice into a Decision.
 func (l *launch) decision(c choice) Decision {
-	d := Decision{Step: c.step, PreferredZone: c.pz, PreferredZoneSource: c.src, Site: c.site}
+	d := Decision{Step: c.step, StepLabel: stepID(c.label), PreferredZone: c.pz, PreferredZoneSource: c.src, Site: c.site}
 	if c.deny != nil {
 		d.Outcome, d.Err, d.Reason = OutcomeDenied, c.deny, c.reason
 		l.tracef("denied: %s", c.reason)
@@ -455,6 +458,16 @@ func stepLabel(step, i int, g *group) string {
 		return "group " + g.name
 	}
 	return fmt.Sprintf("step %d%c %s", step, 'a'+rune(i%26), g.name)
+}
+
+// stepID returns the "3b" of a stepLabel's "step 3b group", or "".
+func stepID(label string) string {
+	id, ok := strings.CutPrefix(label, "step ")
+	if !ok {
+		return ""
+	}
+	id, _, _ = strings.Cut(id, " ")
+	return id
 }
 
 // deny explains why nothing was found.

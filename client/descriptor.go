@@ -16,6 +16,7 @@ type Descriptor struct {
 	Machine         string            `json:"machine"`
 	Zone            string            `json:"zone"`
 	Step            int               `json:"step,omitempty"`
+	StepLabel       string            `json:"step_label,omitempty"`
 	PreferredZone   string            `json:"preferred_zone,omitempty"`
 	PreferredSource string            `json:"preferred_zone_source,omitempty"`
 	LocationZone    string            `json:"location_zone,omitempty"`

@@ -201,7 +201,11 @@ func describeLaunch(d *client.Descriptor, frontDoor string) string {
 	fmt.Fprintf(&b, "launched session %s through front door %s\n", d.SessionID, frontDoor)
 	fmt.Fprintf(&b, "  machine %s in zone %s, %s mode", d.Machine, d.Zone, d.Mode)
 	if d.Outcome != "" {
-		fmt.Fprintf(&b, ", %s (step %d)", d.Outcome, d.Step)
+		step := fmt.Sprint(d.Step)
+		if d.StepLabel != "" {
+			step = d.StepLabel
+		}
+		fmt.Fprintf(&b, ", %s (step %s)", d.Outcome, step)
 	}
 	b.WriteString("\n")
 	pz := d.PreferredZone

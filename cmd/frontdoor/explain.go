@@ -209,7 +209,11 @@ func explainBroker(cfg *configs.Config, file string, st explainState) (*broker.B
 func explainText(d broker.Decision) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "outcome: %s\n", d.Outcome)
-	fmt.Fprintf(&b, "step: %d\n", d.Step)
+	if d.StepLabel != "" {
+		fmt.Fprintf(&b, "step: %s\n", d.StepLabel)
+	} else {
+		fmt.Fprintf(&b, "step: %d\n", d.Step)
+	}
 	if d.PreferredZone != "" {
 		fmt.Fprintf(&b, "preferred zone: %s (%s)\n", d.PreferredZone, d.PreferredZoneSource)
 	} else {

@@ -113,15 +113,17 @@ type Gateway struct {
 	// plainLog paces the log of refused plain UDP flows.
 	plainLog *rate.Limiter
 
-	mu        sync.Mutex // guards listeners, packets, channels, closed
-	listeners []net.Listener
-	packets   []*udpPort
-	machines  *quic.Transport // the UDP flows' legs to machines, from one socket
-	channels  map[*channel]struct{}
-	closed    bool
-	http      *http.Server
-	wg        sync.WaitGroup
-	done      chan struct{} // closed by Close
+	mu         sync.Mutex // guards listeners, packets, channels, closed
+	listeners  []net.Listener
+	packets    []*udpPort
+	machines   *quic.Transport // the UDP flows' legs to machines, from one socket
+	channels   map[*channel]struct{}
+	perSession map[string]int // open channels by session
+	sources    sourceLimits
+	closed     bool
+	http       *http.Server
+	wg         sync.WaitGroup
+	done       chan struct{} // closed by Close
 }
 
 // channel is one open TCP channel or UDP flow of a session.
@@ -157,7 +159,7 @@ func New(o Options, track *Tracker) (*Gateway, error) {
 	if track == nil {
 		track = NewTracker(o.Sessions)
 	}
-	return &Gateway{o: o, log: o.Logger.With("gateway", o.Name), track: track, plainLog: rate.NewLimiter(rate.Every(10*time.Second), 1), channels: map[*channel]struct{}{}, done: make(chan struct{})}, nil
+	return &Gateway{o: o, log: o.Logger.With("gateway", o.Name), track: track, plainLog: rate.NewLimiter(rate.Every(10*time.Second), 1), channels: map[*channel]struct{}{}, perSession: map[string]int{}, done: make(chan struct{})}, nil
 }
 
 // Listen opens every TCP, UDP and health socket; on error none stays open.
@@ -386,23 +388,34 @@ func (g *Gateway) Channels() int {
 	return len(g.channels)
 }
 
-// open registers a channel; it returns false when the gateway is closed.
-func (g *Gateway) open(c *channel) bool {
+// open registers a channel; it refuses when the gateway is closed or the session has its cap
+// of channels here.
+func (g *Gateway) open(c *channel) error {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		return false
+		return ErrClosed
 	}
+	if g.perSession[c.session] >= maxPerSession {
+		g.mu.Unlock()
+		return ErrSessionCap
+	}
+	g.perSession[c.session]++
 	g.channels[c] = struct{}{}
 	g.mu.Unlock()
 	g.track.open(c.session, g.o.Name)
-	return true
+	return nil
 }
 
 func (g *Gateway) release(c *channel) {
 	g.mu.Lock()
 	_, ok := g.channels[c]
 	delete(g.channels, c)
+	if ok {
+		if g.perSession[c.session]--; g.perSession[c.session] <= 0 {
+			delete(g.perSession, c.session)
+		}
+	}
 	g.mu.Unlock()
 	if ok {
 		g.track.close(c.session, g.o.Name)
@@ -431,6 +444,9 @@ func admitted(w io.Writer, reissue func(ticket.Claims) (string, error), c ticket
 
 // admit checks a ticket for a channel and returns the machine's address.
 func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (ticket.Claims, netip.Addr, error) {
+	if !g.sources.allow(client.Addr()) {
+		return ticket.Claims{}, netip.Addr{}, ErrSourceRate
+	}
 	if g.drains() {
 		// Looked at before Check, which would use up a launch ticket another gateway can take.
 		if c, err := g.o.Verifier.Peek(tok); err == nil && !g.track.carries(c.Session, g.o.Name) {

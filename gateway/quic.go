@@ -23,8 +23,8 @@ import (
 // QUIC is the gateway end of the QUIC transport (wire format in package ticket). It checks
 // every channel's ticket with the site's verifier exactly as the TLS and UDP ports do, then
 // splices TCP channels to the machine's port and relays UDP datagrams to it; with Track set it
-// reports session events like the other ports. node serves it on a gateway's quic_port. There
-// are no per-connection limits on streams and flows yet.
+// reports session events like the other ports. node serves it on a gateway's quic_port, with
+// the caps of limits.go.
 type QUIC struct {
 	o     QUICOptions
 	ln    *quic.Listener
@@ -42,6 +42,7 @@ type QUIC struct {
 	accepted chan struct{} // closed when Serve's accept loop has returned
 
 	drainMode atomic.Bool // Drain: no channel for a session not carried here (needs Track)
+	sources   sourceLimits
 }
 
 // QUICOptions configure a QUIC gateway.
@@ -111,7 +112,8 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 	})
 	tr := &quic.Transport{Conn: pc, DisableVersionNegotiationPackets: true,
 		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return !fresh.Allow() }}
-	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second})
+	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second,
+		MaxIncomingStreams: maxStreamsPerConn, MaxIncomingUniStreams: -1})
 	if err != nil {
 		guard.Close()
 		tr.Close()
@@ -155,6 +157,12 @@ func (g *QUIC) Serve(ctx context.Context) error {
 			g.mu.Unlock()
 			c.CloseWithError(0, "gateway closed")
 			return nil
+		}
+		if len(g.conns) >= maxQUICConns {
+			g.mu.Unlock()
+			g.log.Warn("quic connection refused: the gateway holds its cap of connections", "client", c.RemoteAddr().String(), "cap", maxQUICConns)
+			c.CloseWithError(0, "busy")
+			continue
 		}
 		g.conns[c] = &qconn{sessions: map[string]time.Time{}}
 		g.wg.Add(1)
@@ -286,17 +294,31 @@ func (g *QUIC) CloseSessionBefore(id string, before time.Time) {
 	}
 }
 
-// carry records that c carries a channel of session opened by a ticket issued at issued.
-func (g *QUIC) carry(c *quic.Conn, session string, issued time.Time) {
+// carry records that c carries a channel of session opened by a ticket issued at issued; it
+// refuses a session that has its cap of connections here already.
+func (g *QUIC) carry(c *quic.Conn, session string, issued time.Time) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	q := g.conns[c]
 	if q == nil {
-		return // closed meanwhile
+		return ErrClosed // closed meanwhile
 	}
-	if at, ok := q.sessions[session]; !ok || issued.Before(at) {
+	at, ok := q.sessions[session]
+	if !ok {
+		n := 0
+		for _, o := range g.conns {
+			if _, carries := o.sessions[session]; carries {
+				n++
+			}
+		}
+		if n >= maxQUICPerSession {
+			return ErrSessionCap
+		}
+	}
+	if !ok || issued.Before(at) {
 		q.sessions[session] = issued
 	}
+	return nil
 }
 
 // qflows are one connection's UDP flows toward the machine, by port.
@@ -386,6 +408,10 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		deny("bad kind", nil)
 		return
 	}
+	if a, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && !g.sources.allow(a.Addr().Unmap()) {
+		deny("source", ErrSourceRate)
+		return
+	}
 	if g.drainMode.Load() && g.o.Track != nil {
 		// Looked at before Check, which would use up a launch ticket another gateway can take.
 		if c, err := g.o.Verifier.Peek(tok); err == nil && !g.o.Track.carries(c.Session, g.o.Name) {
@@ -407,7 +433,10 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		deny("unknown machine "+claims.Machine, nil)
 		return
 	}
-	g.carry(c, claims.Session, claims.Issued)
+	if err := g.carry(c, claims.Session, claims.Issued); err != nil {
+		deny("session", err)
+		return
+	}
 	if g.o.Verifier.Revoked(claims) || (g.o.Sessions != nil && !g.o.Sessions.Active(claims.Session)) {
 		deny("session ended or revoked", nil) // between the check and carry, which a cut would miss
 		return

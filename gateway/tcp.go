@@ -73,7 +73,9 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	var once sync.Once
 	cut := func() { once.Do(func() { conn.Close(); up.Close() }) }
 	c := &channel{session: claims.Session, issued: claims.Issued, close: cut}
-	if !g.open(c) {
+	if err := g.open(c); err != nil {
+		g.log.Warn("channel refused", "session", claims.Session, "channel", ch.String(), "client", client, "reason", err)
+		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
 	defer g.release(c)

@@ -146,7 +146,8 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 	f = &flow{client: from}
 	f.last.Store(time.Now().UnixNano())
 	f.ch = &channel{session: claims.Session, issued: claims.Issued, close: func() { p.drop(f) }}
-	if !p.g.open(f.ch) {
+	if err := p.g.open(f.ch); err != nil {
+		p.g.log.Warn("flow refused", "session", claims.Session, "channel", ch.String(), "client", from, "reason", err)
 		return
 	}
 	if p.g.o.Verifier.Revoked(claims) || !p.g.o.Sessions.Active(claims.Session) {

@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/quic-go/quic-go"
+)
+
+// One session opens at most maxPerSession channels on a gateway; the next is denied, and
+// one more opens once a channel closes.
+func TestASessionsChannelsBeyondItsCapAreRefused(t *testing.T) {
+	r, _ := startOne(t)
+	tok := r.issue(t, ticket.Reconnect, "s-1", "vda-1")
+	var open []*tls.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for range maxPerSession {
+		c, st := r.dialTCP(t, tok)
+		if st != ticket.StatusOK {
+			t.Fatalf("channel %d of the session: status %d", len(open)+1, st)
+		}
+		open = append(open, c)
+	}
+	if c, st := r.dialTCP(t, tok); st != ticket.StatusDenied {
+		c.Close()
+		t.Fatalf("a channel past the session's cap: status %d, want denied", st)
+	}
+	if c, st := r.dialTCP(t, r.issue(t, ticket.Reconnect, "s-2", "vda-1")); st != ticket.StatusOK {
+		t.Fatal("another session was refused")
+	} else {
+		c.Close()
+	}
+	open[0].Close()
+	open = open[1:]
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, st := r.dialTCP(t, tok)
+		if st == ticket.StatusOK {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session could not open a channel after one of its channels closed")
+		}
+	}
+}
+
+// A session holds at most maxQUICPerSession QUIC connections on a gateway's QUIC end.
+func TestASessionsQUICConnectionsBeyondItsCapAreRefused(t *testing.T) {
+	r, _ := startOne(t)
+	tlsc, pool := selfSigned(t)
+	q, err := ListenQUIC(QUICOptions{Name: "gw-1", Address: net.JoinHostPort(r.addr, "0"), TLS: tlsc, Verifier: r.v,
+		MachineTLS: machineTLS("gw-1", r.addr), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	served := make(chan error, 1)
+	go func() { served <- q.Serve(ctx) }()
+	defer func() { cancel(); <-served; q.Close() }()
+	tok := r.issue(t, ticket.Reconnect, "s-1", "vda-1")
+	channel := func() (byte, *quic.Conn) {
+		t.Helper()
+		qc, err := quic.DialAddr(ctx, q.Addr().String(), &tls.Config{RootCAs: pool, NextProtos: []string{ticket.QUICALPN}}, &quic.Config{EnableDatagrams: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Write([]byte{ticket.QUICKindTCP, byte(r.port >> 8), byte(r.port)})
+		ticket.WriteFrame(st, tok)
+		st.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := []byte{ticket.StatusDenied}
+		io.ReadFull(st, b)
+		return b[0], qc
+	}
+	for i := range maxQUICPerSession {
+		st, qc := channel()
+		defer qc.CloseWithError(0, "")
+		if st != ticket.StatusOK {
+			t.Fatalf("connection %d of the session: status %d", i+1, st)
+		}
+	}
+	st, qc := channel()
+	defer qc.CloseWithError(0, "")
+	if st != ticket.StatusDenied {
+		t.Fatalf("a connection past the session's cap: status %d, want denied", st)
+	}
+}
+
+// A client address gets newPerSourceBurst new channels at once, then newPerSource a second;
+// other addresses are not held back by it.
+func TestNewChannelsArePacedPerSource(t *testing.T) {
+	var s sourceLimits
+	a, b := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	n := 0
+	for s.allow(a) {
+		n++
+		if n > 10*newPerSourceBurst {
+			t.Fatal("a source is never held back")
+		}
+	}
+	if n < newPerSourceBurst || n > newPerSourceBurst+newPerSource {
+		t.Fatalf("a source got %d new channels at once, want about %d", n, newPerSourceBurst)
+	}
+	if !s.allow(b) {
+		t.Fatal("another source was held back")
+	}
+	time.Sleep(50 * time.Millisecond) // newPerSource/20 more
+	if !s.allow(a) {
+		t.Fatal("the source is held back for good")
+	}
+}

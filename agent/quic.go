@@ -2,9 +2,7 @@ package agent
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"time"
 
@@ -113,11 +111,7 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 		return
 	}
 	st.SetDeadline(time.Now().Add(5 * time.Second))
-	var hdr [3]byte
-	if _, err := io.ReadFull(st, hdr[:]); err != nil {
-		return
-	}
-	tok, err := ticket.ReadFrame(st)
+	asked, tok, err := ticket.ReadChannel(st)
 	if err != nil {
 		return
 	}
@@ -125,7 +119,7 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 	claims, err := d.check(tok, ch)
 	switch {
 	case err != nil:
-	case hdr[0] != ticket.QUICKindUDP || binary.BigEndian.Uint16(hdr[1:]) != port:
+	case asked != ch:
 		err = errors.New("not a UDP channel of this port")
 	case claims.Mode != ticket.ModeDirect && !fromGateway(c.ConnectionState().TLS):
 		err = ErrNotFromGateway

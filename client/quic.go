@@ -145,10 +145,11 @@ func (s *Session) quicOpen(ctx context.Context, q *quicLink, kind byte, port uin
 	}
 	dl, _ := ctx.Deadline()
 	st.SetDeadline(dl)
-	hdr := []byte{kind, byte(port >> 8), byte(port)}
-	if _, err := st.Write(hdr); err == nil {
-		err = ticket.WriteFrame(st, tok)
+	ch := ticket.Channel{Port: port, Proto: "tcp"}
+	if kind == quicKindUDP {
+		ch.Proto = "udp"
 	}
+	err = ticket.WriteChannel(st, ch, tok)
 	var next string
 	if err == nil {
 		next, err = readStatus(st)

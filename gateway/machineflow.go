@@ -54,11 +54,7 @@ func dialMachineFlow(ctx context.Context, tr *quic.Transport, base *tls.Config, 
 	}
 	dl, _ := ctx.Deadline()
 	st.SetDeadline(dl)
-	hdr := []byte{ticket.QUICKindUDP, byte(target.Port() >> 8), byte(target.Port())}
-	if _, err := st.Write(hdr); err != nil {
-		return fail(err)
-	}
-	if err := ticket.WriteFrame(st, tok); err != nil {
+	if err := ticket.WriteChannel(st, ticket.Channel{Port: target.Port(), Proto: "udp"}, tok); err != nil {
 		return fail(err)
 	}
 	var status [1]byte

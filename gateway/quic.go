@@ -389,25 +389,17 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		st.CancelRead(0)
 	}
 	st.SetDeadline(time.Now().Add(5 * time.Second))
-	var hdr [3]byte
-	if _, err := io.ReadFull(st, hdr[:]); err != nil {
+	ch, tok, err := ticket.ReadChannel(st)
+	if errors.Is(err, ticket.ErrChannelKind) || errors.Is(err, ticket.ErrFrame) {
+		deny("bad channel header", err)
+		return
+	}
+	if err != nil {
 		st.CancelRead(0)
 		st.CancelWrite(0)
 		return
 	}
-	tok, err := ticket.ReadFrame(st)
-	if err != nil {
-		deny("bad frame", err)
-		return
-	}
-	port := binary.BigEndian.Uint16(hdr[1:])
-	ch := ticket.Channel{Port: port, Proto: "tcp"}
-	if hdr[0] == ticket.QUICKindUDP {
-		ch.Proto = "udp"
-	} else if hdr[0] != ticket.QUICKindTCP {
-		deny("bad kind", nil)
-		return
-	}
+	port := ch.Port
 	if a, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && !g.sources.allow(a.Addr().Unmap()) {
 		deny("source", ErrSourceRate)
 		return

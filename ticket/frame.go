@@ -84,3 +84,46 @@ func ParseDatagram(b []byte) (string, bool) {
 	}
 	return string(b[len(FrameMagic):]), true
 }
+
+// ErrChannelKind is returned for a QUIC channel header whose kind is neither QUICKindTCP nor
+// QUICKindUDP.
+var ErrChannelKind = errors.New("bad channel kind")
+
+// ReadChannel reads the opening of a channel on a QUIC stream: the kind, the port and the
+// ticket frame. It returns the channel ("8443/tcp") and the ticket.
+func ReadChannel(r io.Reader) (Channel, string, error) {
+	var hdr [3]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return Channel{}, "", err
+	}
+	ch := Channel{Port: binary.BigEndian.Uint16(hdr[1:])}
+	switch hdr[0] {
+	case QUICKindTCP:
+		ch.Proto = "tcp"
+	case QUICKindUDP:
+		ch.Proto = "udp"
+	default:
+		return ch, "", ErrChannelKind
+	}
+	tok, err := ReadFrame(r)
+	return ch, tok, err
+}
+
+// WriteChannel writes the opening of channel ch with tok on a QUIC stream, in one write.
+func WriteChannel(w io.Writer, ch Channel, tok string) error {
+	if len(tok) == 0 || len(tok) > MaxLen {
+		return ErrFrame
+	}
+	kind := QUICKindTCP
+	if ch.Proto == "udp" {
+		kind = QUICKindUDP
+	}
+	b := make([]byte, 0, 3+len(FrameMagic)+2+len(tok))
+	b = append(b, kind)
+	b = binary.BigEndian.AppendUint16(b, ch.Port)
+	b = append(b, FrameMagic...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(tok)))
+	b = append(b, tok...)
+	_, err := w.Write(b)
+	return err
+}

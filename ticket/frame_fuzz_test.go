@@ -46,3 +46,28 @@ func FuzzParseDatagram(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadChannel: a QUIC stream's first bytes come from anyone who completed a handshake;
+// ReadChannel never panics, takes only the two kinds, and what it returns WriteChannel writes
+// back as the bytes it read.
+func FuzzReadChannel(f *testing.F) {
+	var ok bytes.Buffer
+	WriteChannel(&ok, Channel{Port: 4172, Proto: "udp"}, "a-token")
+	f.Add(ok.Bytes())
+	f.Add([]byte("t\x20\xfbFDT1\x00\x01x"))
+	f.Add([]byte("x\x00\x00FDT1\x00\x01x"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ch, tok, err := ReadChannel(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		if ch.Proto != "tcp" && ch.Proto != "udp" {
+			t.Fatalf("ReadChannel took kind %q", ch.Proto)
+		}
+		var out bytes.Buffer
+		if err := WriteChannel(&out, ch, tok); err != nil || !bytes.HasPrefix(in, out.Bytes()) {
+			t.Fatalf("%s with %q does not encode back to its input's start: %v", ch, tok, err)
+		}
+	})
+}

@@ -30,8 +30,8 @@ while IFS=: read -r file _ decl; do
 		result="FAIL: $(grep -m1 -oE 'testdata/fuzz/[^ ]+' "$log" || tail -1 "$log")"
 		failed=$((failed + 1))
 	fi
-	execs=$(grep -oE 'execs: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
-	fresh=$(grep -oE 'new interesting: [0-9]+' "$log" | tail -1 | cut -d' ' -f3)
+	execs=$(grep -oE 'execs: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
+	fresh=$(grep -oE 'new interesting: [0-9]+' "$log" | tail -1 | cut -d' ' -f3 || true)
 	echo "| ${pkg#./} | $target | ${execs:-?} | ${fresh:-?} | $result |"
 	sed "s/^/[$target] /" "$log" >&2
 	rm -f "$log"

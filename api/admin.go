@@ -208,8 +208,7 @@ type ToggleRequest struct {
 
 func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
 	var req ToggleRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		httpError(w, http.StatusBadRequest, "body must be JSON {\"on\": true|false, \"group\": NAME}")
+	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"on\": true|false, \"group\": NAME}") {
 		return
 	}
 	a.mu.Lock()
@@ -265,8 +264,7 @@ type OverrideRequest struct {
 
 func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
 	var req OverrideRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		httpError(w, http.StatusBadRequest, "body must be JSON {\"gateway\": NAME, \"override\": \"up\"|\"down\"|\"drain\"|\"auto\"}")
+	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"gateway\": NAME, \"override\": \"up\"|\"down\"|\"drain\"|\"auto\"}") {
 		return
 	}
 	if _, err := health.ParseOverride(req.Override); err != nil {
@@ -312,8 +310,7 @@ func (a *Admin) enrolment(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Machine string `json:"machine"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil {
-		httpError(w, http.StatusBadRequest, "body must be JSON {\"machine\": NAME}")
+	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"machine\": NAME}") {
 		return
 	}
 	if !slices.ContainsFunc(a.o.Config.Machines, func(m configs.Machine) bool { return m.Name == req.Machine }) {
@@ -375,7 +372,10 @@ func (a *Admin) maintenance(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		On *bool `json:"on"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil || req.On == nil {
+	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"on\": true|false}") {
+		return
+	}
+	if req.On == nil {
 		httpError(w, http.StatusBadRequest, "body must be JSON {\"on\": true|false}")
 		return
 	}

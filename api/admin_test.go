@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -77,5 +78,38 @@ func TestPasswordGuessingIsThrottled(t *testing.T) {
 	}
 	if rec := try("192.0.2.8", "lab"); rec.Code != http.StatusOK {
 		t.Fatalf("the right password from another address: %d, want 200", rec.Code)
+	}
+}
+
+// A body past its endpoint's limit is refused with 413 before it is read whole, one that is
+// not the JSON asked for with 400.
+func TestOversizedBodiesAreRefused(t *testing.T) {
+	cfg := &configs.Config{Users: []configs.User{{Name: "admin", Admin: true, PasswordHash: "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"}}}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := NewAdmin(AdminOptions{Config: cfg, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLaunch(LaunchOptions{Config: cfg, Logger: quiet})
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+		path string
+		body string
+		want int
+	}{
+		{"a launch of 1 MiB", l, "/v1/launch", `{"resource":"` + strings.Repeat("x", 1<<20) + `"}`, http.StatusRequestEntityTooLarge},
+		{"a toggle of 64 KiB", a, "/v1/admin/gateway", `{"group":"` + strings.Repeat("x", 64<<10) + `"}`, http.StatusRequestEntityTooLarge},
+		{"a toggle that is no JSON", a, "/v1/admin/gateway", `on`, http.StatusBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))
+			req.SetBasicAuth("admin", "lab")
+			rec := httptest.NewRecorder()
+			c.h.ServeHTTP(rec, req)
+			if rec.Code != c.want {
+				t.Fatalf("POST %s: %d %s, want %d", c.path, rec.Code, rec.Body.String(), c.want)
+			}
+		})
 	}
 }

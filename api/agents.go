@@ -9,7 +9,6 @@ import (
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -215,8 +214,7 @@ func (a *Agents) authAs(w http.ResponseWriter, r *http.Request, machine string, 
 
 func (a *Agents) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var hb Heartbeat
-	if err := json.NewDecoder(r.Body).Decode(&hb); err != nil {
-		httpError(w, http.StatusBadRequest, "body must be a JSON heartbeat")
+	if !readJSON(w, r, &hb, 1<<20, "body must be a JSON heartbeat") {
 		return
 	}
 	if !a.auth(w, r, hb.Machine) {
@@ -311,8 +309,7 @@ type Enrolment struct {
 // machine (package siteid) and its configured address, whatever the request asks.
 func (a *Agents) certificate(w http.ResponseWriter, r *http.Request) {
 	var req Enrolment
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&req); err != nil {
-		httpError(w, http.StatusBadRequest, "body must be a JSON enrolment of at most 16 KiB")
+	if !readJSON(w, r, &req, 16<<10, "body must be a JSON enrolment") {
 		return
 	}
 	if a.o.CA == nil {

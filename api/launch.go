@@ -259,6 +259,22 @@ func clientAddr(r *http.Request) netip.Addr {
 	return a.Unmap()
 }
 
+// readJSON decodes r's body, of at most limit bytes, into v. It answers 413 for a longer
+// body and 400 with usage for one that is not the JSON asked for, and then returns false.
+func readJSON(w http.ResponseWriter, r *http.Request, v any, limit int64, usage string) bool {
+	err := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit)).Decode(v)
+	var tooLong *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLong):
+		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body longer than %d bytes", limit))
+		return false
+	case err != nil:
+		httpError(w, http.StatusBadRequest, usage)
+		return false
+	}
+	return true
+}
+
 // LaunchRequest is the body of POST /v1/launch.
 type LaunchRequest struct {
 	Resource string `json:"resource"`
@@ -267,7 +283,10 @@ type LaunchRequest struct {
 
 func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) {
 	var req LaunchRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Resource == "" {
+	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"resource\": NAME, \"endpoint\": ID}") {
+		return
+	}
+	if req.Resource == "" {
 		httpError(w, http.StatusBadRequest, "body must be JSON {\"resource\": NAME, \"endpoint\": ID}")
 		return
 	}

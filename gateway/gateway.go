@@ -81,6 +81,11 @@ type Options struct {
 	// for UDP): it presents the gateway's certificate of the site CA and trusts the CA; each
 	// machine must present a certificate that names it. Required.
 	MachineTLS *tls.Config
+	// Carried reports whether a session is connected anywhere in the site: a reconnect ticket
+	// used already (ticket.Claims.Reused) is refused while its session is, since its client
+	// would hold the next one; a client whose answer was lost is disconnected by then, or
+	// comes back through a new launch. Default: nil (no such check).
+	Carried func(session string) bool
 	// Reissue signs the session's next reconnect ticket for a channel admitted with the
 	// ticket of claims (ticket.Signer.Reissue): the gateway answers it with the status, so
 	// that every use rotates the ticket. Default: nil (StatusOK alone, nothing rotates).
@@ -456,6 +461,9 @@ func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (t
 	c, err := g.o.Verifier.Check(tok, "", ch)
 	if err != nil {
 		return c, netip.Addr{}, err
+	}
+	if c.Reused && g.o.Carried != nil && g.o.Carried(c.Session) {
+		return c, netip.Addr{}, ErrUsedWhileCarried
 	}
 	if !g.o.Sessions.Active(c.Session) {
 		return c, netip.Addr{}, fmt.Errorf("session %s is not active", c.Session)

@@ -26,6 +26,9 @@ const (
 // ErrSessionCap refuses a channel past its session's cap on this gateway.
 var ErrSessionCap = errors.New("the session has as many channels open here as a session may")
 
+// ErrUsedWhileCarried refuses a reconnect ticket used already while its session is connected.
+var ErrUsedWhileCarried = errors.New("a reconnect ticket used already, while its session is connected")
+
 // ErrSourceRate refuses a channel from a client address that opens them too fast.
 var ErrSourceRate = errors.New("too many new channels from this address")
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +123,55 @@ func TestNewChannelsArePacedPerSource(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // newPerSource/20 more
 	if !s.allow(a) {
 		t.Fatal("the source is held back for good")
+	}
+}
+
+// A reconnect ticket used already is refused while its session is connected (its client holds
+// the next one), and taken again once the session is not (a client whose answer was lost).
+func TestAUsedReconnectTicketIsRefusedWhileItsSessionIsConnected(t *testing.T) {
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
+	t.Cleanup(stop)
+	tlsc, pool := selfSigned(t)
+	s := newSessions("s-1")
+	var connected atomic.Bool
+	g, err := New(Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.1"), TCPPorts: []uint16{port},
+		TLS: tlsc, MachineTLS: machineTLS("gw-1", "127.0.50.1"), Verifier: v, Sessions: s,
+		Carried: func(string) bool { return connected.Load() },
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" },
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	r := &rig{gw: g, signer: signer, v: v, pool: pool, port: port, s: s, addr: "127.0.50.1"}
+	tok := r.issue(t, ticket.Reconnect, "s-1", "vda-1")
+	c, st := r.dialTCP(t, tok)
+	if st != ticket.StatusOK {
+		t.Fatalf("the ticket's first use: status %d", st)
+	}
+	c.Close()
+	connected.Store(true)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, st := r.dialTCP(t, tok)
+		c.Close()
+		if st == ticket.StatusDenied {
+			break // the ledger has the ticket's use (written apart from the check)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a used reconnect ticket opened a channel while its session was connected")
+		}
+	}
+	connected.Store(false)
+	if c, st := r.dialTCP(t, tok); st != ticket.StatusOK {
+		t.Fatalf("the used ticket of a session not connected: status %d, want OK", st)
+	} else {
+		c.Close()
 	}
 }

@@ -64,6 +64,9 @@ type QUICOptions struct {
 	// MachineTLS is the client TLS config of the TCP channels to machines (see
 	// Options.MachineTLS). Required.
 	MachineTLS *tls.Config
+	// Carried refuses used reconnect tickets of connected sessions (see Options.Carried).
+	// Default: nil.
+	Carried func(session string) bool
 	// Reissue rotates the reconnect ticket at each admitted channel (see Options.Reissue).
 	// Default: nil.
 	Reissue func(claims ticket.Claims) (string, error)
@@ -412,6 +415,9 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		}
 	}
 	claims, err := g.o.Verifier.Check(tok, "", ch)
+	if err == nil && claims.Reused && g.o.Carried != nil && g.o.Carried(claims.Session) {
+		err = ErrUsedWhileCarried
+	}
 	if err != nil {
 		deny("ticket", err)
 		return

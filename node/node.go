@@ -377,6 +377,12 @@ func (r *Node) reissue(c ticket.Claims) (string, error) {
 	return tok, err
 }
 
+// carried reports whether session is connected in the site (gateway.Options.Carried).
+func (r *Node) carried(session string) bool {
+	s, ok := r.broker.Session(session)
+	return ok && s.State == broker.StateConnected
+}
+
 func (r *Node) buildGateways() error {
 	for _, m := range r.cfg.Machines {
 		r.machines[m.Name], _ = netip.ParseAddr(m.Address)
@@ -387,7 +393,7 @@ func (r *Node) buildGateways() error {
 		if g.Node != r.spec.Name {
 			continue // hosted by another node, or a foreign server
 		}
-		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue,
+		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue, Carried: r.carried,
 			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")}
 		o.Address, _ = netip.ParseAddr(g.Address)
 		o.MachineTLS = r.refuseRevokedMachines(r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS())
@@ -685,7 +691,7 @@ func (r *Node) Listen() error {
 		}
 		a, _ := netip.ParseAddr(g.Address)
 		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(a), uint16(g.QUICPort)).String(),
-			TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker, Reissue: r.reissue,
+			TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker, Reissue: r.reissue, Carried: r.carried,
 			Machine: r.machineAddr, MachineTLS: r.machineTLS[g.Name], Logger: r.log.With("component", "gateway")})
 		if err != nil {
 			r.Close()

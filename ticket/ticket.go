@@ -91,6 +91,10 @@ type Claims struct {
 	Gen     uint32
 	Issued  time.Time
 	Expires time.Time
+	// Reused is set by Verifier.Check, not signed: the ticket is a gateway-mode reconnect
+	// ticket of the session's latest generation used already (a client whose answer was
+	// lost presents it again; so would someone who took it).
+	Reused bool
 }
 
 // Errors of Check. Callers log them and tell the client only "denied".

@@ -257,6 +257,8 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 			return c, fmt.Errorf("%w (generation %d)", ErrSuperseded, c.Gen)
 		} else if mark > floor {
 			v.supersede(c)
+		} else {
+			c.Reused = true
 		}
 	}
 	if c.Kind == Launch {

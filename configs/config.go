@@ -417,11 +417,16 @@ type FederationSite struct {
 	PreferredSites []string `yaml:"preferred_sites"`
 }
 
+// PasswordPlaceholder is the password_hash the reference configuration ships, which the
+// loader refuses: a copy of the reference has no known password.
+const PasswordPlaceholder = "REPLACE-with-frontdoor-hash-password"
+
 // User is a user account.
 type User struct {
 	// Name is the login name. Required.
 	Name string `yaml:"name"`
-	// PasswordHash is a bcrypt hash for HTTP Basic authentication. Default: "" (no password
+	// PasswordHash is a bcrypt hash for HTTP Basic authentication (`frontdoor
+	// hash-password` makes one); PasswordPlaceholder is refused. Default: "" (no password
 	// login; client certificates only).
 	PasswordHash string `yaml:"password_hash"`
 	// HomeZone is the account's own home zone; it wins over any group's. Default: "".

@@ -39,9 +39,21 @@ func TestValidGolden(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			c, err := LoadFile(f)
+			raw, err := os.ReadFile(f)
 			if err != nil {
-				t.Fatalf("LoadFile(%s): %v", f, err)
+				t.Fatal(err)
+			}
+			if f == "reference.yaml" {
+				// The reference ships a placeholder hash, which the loader refuses (below);
+				// a real one stands in for it here.
+				if _, err := Load(f, raw); err == nil || !strings.Contains(err.Error(), "placeholder") || strings.Count(err.Error(), "\n") > 1 {
+					t.Fatalf("the reference with its placeholder hash: %v, want exactly the placeholder's error", err)
+				}
+				raw = []byte(strings.ReplaceAll(string(raw), PasswordPlaceholder, "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"))
+			}
+			c, err := Load(f, raw)
+			if err != nil {
+				t.Fatalf("Load(%s): %v", f, err)
 			}
 			g := strings.TrimSuffix(f, ".yaml") + ".golden"
 			if !strings.HasPrefix(f, "testdata") {

@@ -330,7 +330,10 @@ func (k *checker) validateUsers(zones map[string]int) (users, ugroups map[string
 		if u.HomeSite != "" {
 			k.ref(p+".home_site", "site", u.HomeSite, sites)
 		}
-		if u.PasswordHash != "" && !strings.HasPrefix(u.PasswordHash, "$2") {
+		switch {
+		case u.PasswordHash == PasswordPlaceholder:
+			k.errf(p+".password_hash", "password_hash is the reference's placeholder: make a hash with `frontdoor hash-password`")
+		case u.PasswordHash != "" && !strings.HasPrefix(u.PasswordHash, "$2"):
 			k.errf(p+".password_hash", "password_hash must be a bcrypt hash ($2a$..., $2b$...)")
 		}
 	}

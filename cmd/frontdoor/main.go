@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 		newDrillCmd(),
 		newConnectCmd(),
 		newInitCmd(),
+		newHashPasswordCmd(),
 	)
 	return root
 }

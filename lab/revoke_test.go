@@ -134,3 +134,37 @@ func TestRevokingAMachine(t *testing.T) {
 	}
 	inMaintenance(false)
 }
+
+// A client that sends its request's headers too slowly is cut off (the listeners'
+// ReadHeaderTimeout, 5s), and the listener goes on serving others.
+func TestSlowHeadersAreCutOff(t *testing.T) {
+	l, _ := startLab(t)
+	c, err := tls.Dial("tcp", "127.41.0.1:9090", l.TLSClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Write([]byte("GET /v1/admin/status HTTP/1.1\r\nHost: 127.41.0.1\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		// An answer (408) is a cut too; what matters is that the connection ends.
+		c.Read(make([]byte, 4096))
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("a request whose headers never end held its connection %s", took)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
+	req, _ := http.NewRequest(http.MethodGet, "https://127.41.0.1:9090/v1/admin/status", nil)
+	req.SetBasicAuth("admin", "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the admin API after the slow client: %s", resp.Status)
+	}
+}

@@ -24,6 +24,20 @@ import (
 // ErrNotFromGateway refuses a gateway-mode channel that does not come from a gateway.
 var ErrNotFromGateway = errors.New("a gateway-mode channel must come from a gateway of the site")
 
+// ErrSessionCap refuses a channel past a session's cap at the machine.
+var ErrSessionCap = errors.New("the session has as many channels open at the machine as a session may")
+
+// maxPerSession bounds one session's open channels at a machine (a session opens 2 to 4;
+// through several gateways for a moment after a move).
+const maxPerSession = 32
+
+// full reports whether session has its cap of channels open.
+func (d *Display) full(session string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.open[session] >= maxPerSession
+}
+
 // Session states as the agent sees them.
 const (
 	StateConnected    = "connected"

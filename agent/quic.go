@@ -123,6 +123,8 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 		err = errors.New("not a UDP channel of this port")
 	case claims.Mode != ticket.ModeDirect && !fromGateway(c.ConnectionState().TLS):
 		err = ErrNotFromGateway
+	case d.full(claims.Session):
+		err = ErrSessionCap
 	}
 	if err != nil {
 		d.log.Warn("flow denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)

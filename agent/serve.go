@@ -39,6 +39,9 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 	if err == nil && claims.Mode != ticket.ModeDirect && !fromGateway(c.ConnectionState()) {
 		err = ErrNotFromGateway
 	}
+	if err == nil && d.full(claims.Session) {
+		err = ErrSessionCap
+	}
 	if err != nil {
 		d.log.Warn("channel denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)
 		c.Write([]byte{ticket.StatusDenied})

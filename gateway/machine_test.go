@@ -378,3 +378,45 @@ func TestAMachineTheBaseConfigRefusesIsNotReached(t *testing.T) {
 		}
 	}
 }
+
+// A machine takes at most 32 open channels of one session; the next is denied.
+func TestAMachineCapsASessionsChannels(t *testing.T) {
+	signer, _, pub := keys(t)
+	port, stop := machineAt(t, pub, "vda-1", "127.0.64.3")
+	t.Cleanup(stop)
+	tok, _, err := signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: "s-cap", Machine: "vda-1", Mode: ticket.ModeDirect}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func() (*tls.Conn, byte) {
+		t.Helper()
+		c, err := tls.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr("127.0.64.3"), port).String(), &tls.Config{RootCAs: siteCA().Pool(), ServerName: "127.0.64.3"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		ticket.WriteFrame(c, tok)
+		st := []byte{ticket.StatusDenied}
+		io.ReadFull(c, st)
+		c.SetDeadline(time.Time{})
+		return c, st[0]
+	}
+	for i := range 32 {
+		c, st := dial()
+		defer c.Close()
+		if st != ticket.StatusOK {
+			t.Fatalf("channel %d of the session: status %d", i+1, st)
+		}
+	}
+	// The machine counts a channel once its handler has registered it: give it a moment.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, st := dial()
+		c.Close()
+		if st == ticket.StatusDenied {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the machine took a channel past the session's cap")
+		}
+	}
+}

@@ -48,7 +48,7 @@ func (d *Display) listenQUIC(c *net.UDPConn) (*udpPort, error) {
 		d.log.Warn("new QUIC connections on a display port: the kernel sheds a share", "port", port, "let_through", keep)
 	})
 	tr := &quic.Transport{Conn: c, DisableVersionNegotiationPackets: true,
-		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return !fresh.Allow() }}
+		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return guard.Keep() < 1 || !fresh.Allow() }}
 	tc := d.o.Identity.ServerTLS()
 	tc.NextProtos = []string{ticket.QUICALPN}
 	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: d.o.UDPIdle,

@@ -99,7 +99,8 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 	// spoofed addresses costs a Retry each, not a handshake, and never reaches a ticket check.
 	fresh := rate.NewLimiter(unvalidatedPerSecond, unvalidatedPerSecond/4)
 	// Past initialsPerSecond such Initials, the kernel sheds a share of them before quic-go
-	// spends a Retry on each (package quicguard): the established flows do not wait.
+	// spends a Retry on each (package quicguard): the established flows do not wait. While it
+	// sheds, every new connection proves its address first: no handshake for a spoofed one.
 	log := o.Logger.With("quic_gateway", o.Address)
 	rc, err := pc.(*net.UDPConn).SyscallConn()
 	if err != nil {
@@ -114,7 +115,7 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 		}
 	})
 	tr := &quic.Transport{Conn: pc, DisableVersionNegotiationPackets: true,
-		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return !fresh.Allow() }}
+		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return guard.Keep() < 1 || !fresh.Allow() }}
 	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second,
 		MaxIncomingStreams: maxStreamsPerConn, MaxIncomingUniStreams: -1})
 	if err != nil {

@@ -55,10 +55,23 @@ type flowResult struct {
 	Err    string  `json:"err,omitempty"`
 }
 
-// runClient opens the flow with a launch ticket (waiting for ticket.UDPReady), prints OPEN,
-// waits for GO on stdin, then echoes size-byte datagrams one at a time, one every interval
-// at most: warm unmeasured, then dur measured between START and END. A datagram not echoed
-// within lossAfter is lost and the next one goes.
+// echoConn is the flow's client end: one datagram out, one back by a deadline.
+type echoConn interface {
+	send(b []byte) error
+	recv(buf []byte, deadline time.Time) (int, error)
+}
+
+// udpEcho is the plain target's flow: a connected UDP socket.
+type udpEcho struct{ c *net.UDPConn }
+
+func (u udpEcho) send(b []byte) error { _, err := u.c.Write(b); return err }
+func (u udpEcho) recv(buf []byte, deadline time.Time) (int, error) {
+	u.c.SetReadDeadline(deadline)
+	return u.c.Read(buf)
+}
+
+// runClient opens the flow with a launch ticket (waiting for ticket.UDPReady), then echoes
+// as measureEcho does.
 func runClient(gw netip.AddrPort, tok string, size int, interval, lossAfter, warm, dur time.Duration) flowResult {
 	var r flowResult
 	c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(clientIP, 0)), net.UDPAddrFromAddrPort(gw))
@@ -79,6 +92,15 @@ func runClient(gw netip.AddrPort, tok string, size int, interval, lossAfter, war
 		r.Err = "the flow did not open: no " + ticket.UDPReady + " in 10 tries"
 		return r
 	}
+	measureEcho(udpEcho{c}, &r, size, interval, lossAfter, warm, dur)
+	return r
+}
+
+// measureEcho prints OPEN, waits for GO on stdin, then echoes size-byte datagrams over the
+// open flow l one at a time, one every interval at most: warm unmeasured, then dur measured
+// between START and END. A datagram not echoed within lossAfter is lost and the next one goes.
+func measureEcho(l echoConn, r *flowResult, size int, interval, lossAfter, warm, dur time.Duration) {
+	buf := make([]byte, 2048)
 	mark("OPEN")
 	gotGo := make(chan struct{})
 	go func() {
@@ -97,7 +119,7 @@ func runClient(gw netip.AddrPort, tok string, size int, interval, lossAfter, war
 	case <-gotGo:
 	case <-time.After(60 * time.Second):
 		r.Err = "no GO within 60s"
-		return r
+		return
 	}
 
 	size = max(size, 8)
@@ -108,10 +130,9 @@ func runClient(gw netip.AddrPort, tok string, size int, interval, lossAfter, war
 		seq++
 		binary.LittleEndian.PutUint64(msg, seq)
 		t := time.Now()
-		c.Write(msg)
-		c.SetReadDeadline(t.Add(lossAfter))
+		l.send(msg)
 		for {
-			n, err := c.Read(buf)
+			n, err := l.recv(buf, t.Add(lossAfter))
 			if err != nil {
 				return -1
 			}
@@ -165,7 +186,6 @@ func runClient(gw netip.AddrPort, tok string, size int, interval, lossAfter, war
 		return v
 	}
 	r.P50us, r.P99us, r.P999us, r.MaxUs = q(0.50), q(0.99), q(0.999), q(1)
-	return r
 }
 
 // floodResult is what the flood process reports.

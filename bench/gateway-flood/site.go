@@ -111,14 +111,15 @@ func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, ni
 
 // countingHandler formats every record as the tests' logger does (text, discarded: no I/O)
 // and counts the gateway's "flow denied" records: one per first datagram whose ticket it
-// checked and refused.
+// checked and refused (on the QUIC port, "quic channel denied": one per channel stream whose
+// ticket it refused).
 type countingHandler struct {
 	slog.Handler
 	denied *atomic.Int64
 }
 
 func (h countingHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "flow denied" {
+	if r.Message == "flow denied" || r.Message == "quic channel denied" {
 		h.denied.Add(1)
 	}
 	return h.Handler.Handle(ctx, r)
@@ -143,8 +144,9 @@ type gatewayStats struct {
 	Flows  int   `json:"flows"`
 }
 
-// runGateway serves one UDP channel port on 127.0.50.1 until stdin closes.
-func runGateway(dir string, port uint16) error {
+// runGateway serves one UDP channel port on 127.0.50.1 until stdin closes (with profile, a
+// CPU profile between PROF and PROFEND).
+func runGateway(dir string, port uint16, profile string) error {
 	s, err := loadSite(dir)
 	if err != nil {
 		return err
@@ -155,13 +157,15 @@ func runGateway(dir string, port uint16) error {
 	}
 	var denied atomic.Int64
 	log := slog.New(countingHandler{slog.NewTextHandler(io.Discard, nil), &denied})
-	g, err := gateway.New(gateway.Options{Name: "gw-1", Address: gatewayIP, UDPPorts: []uint16{port}, PlainUDP: true,
+	o := gateway.Options{Name: "gw-1", Address: gatewayIP, UDPPorts: []uint16{port},
 		TLS:        &tls.Config{Certificates: []tls.Certificate{*cert}},
 		MachineTLS: s.ca.Party(siteid.RoleGateway, "gw-1", []netip.Addr{gatewayIP}).ClientTLS(),
 		Verifier:   ticket.NewVerifier(s.pub(), ticket.NewMemoryLedger(0, nil), nil),
 		Sessions:   sessions{},
 		Machine:    func(n string) (netip.Addr, bool) { return machineIP, n == machineName },
-		Logger:     log}, nil)
+		Logger:     log}
+	plainUDP(&o)
+	g, err := gateway.New(o, nil)
 	if err != nil {
 		return err
 	}
@@ -172,9 +176,9 @@ func runGateway(dir string, port uint16) error {
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(ctx) }()
 	fmt.Printf("READY %s GOMAXPROCS=%d\n", netip.AddrPortFrom(gatewayIP, port), runtime.GOMAXPROCS(0))
-	commands(map[string]func(){"STATS": func() {
-		printLine("STATS", gatewayStats{Denied: denied.Load(), Flows: g.Flows()})
-	}})
+	h := profileCommands(profile)
+	h["STATS"] = func() { printLine("STATS", gatewayStats{Denied: denied.Load(), Flows: g.Flows()}) }
+	commands(h)
 	cancel()
 	return <-served
 }

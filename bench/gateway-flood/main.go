@@ -560,7 +560,7 @@ func (o *orch) run(targets, configs []string, builds map[string][]build, rates [
 	if o.taskset == "" {
 		pin = "pinned: not pinned (no taskset)"
 	}
-	fmt.Printf("gateway-flood: %s; shared: nothing pinned. %v measured per row after %v of warm-up; the flow sends %d B one at a time, at most one per %v, lost after %v; flood from %d source ports\n\n",
+	fmt.Printf("gateway-flood: %s; shared: nothing pinned. %v measured per row after %v of warm-up; the flow sends %d B one at a time, at most one per %v, lost after %v; the plain flood from %d source ports\n\n",
 		pin, o.dur, o.warm, o.size, o.interval, o.loss, o.sockets)
 	var rows []row
 	for _, target := range targets {

@@ -9,7 +9,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/quicguard"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
-	"golang.org/x/time/rate"
 )
 
 // A UDP display port speaks QUIC (ALPN ticket.QUICALPN, TLS 1.3 with the machine's
@@ -28,27 +27,16 @@ type udpPort struct {
 	guard *quicguard.Guard
 }
 
-// Beyond freshPerSecond new connections a second a client must prove its address with a
-// stateless Retry before any handshake or ticket check, and beyond initialsPerSecond Initials
-// without a token the kernel sheds a share of them (as on a gateway's QUIC port).
-const (
-	freshPerSecond    = 200
-	initialsPerSecond = 2000
-)
-
-// listenQUIC opens the QUIC end of a UDP display port on c.
+// listenQUIC opens the QUIC end of a UDP display port on c, guarded as a gateway's QUIC port
+// is (package quicguard).
 func (d *Display) listenQUIC(c *net.UDPConn) (*udpPort, error) {
-	fresh := rate.NewLimiter(freshPerSecond, freshPerSecond/4)
-	rc, err := c.SyscallConn()
+	port := c.LocalAddr().String()
+	tr, guard, err := quicguard.Transport(c, func(keep float64) {
+		d.log.Warn("new QUIC connections on a display port: the kernel sheds a share", "port", port, "let_through", keep)
+	})
 	if err != nil {
 		return nil, err
 	}
-	port := c.LocalAddr().String()
-	guard := quicguard.New(rc, initialsPerSecond, func(keep float64) {
-		d.log.Warn("new QUIC connections on a display port: the kernel sheds a share", "port", port, "let_through", keep)
-	})
-	tr := &quic.Transport{Conn: c, DisableVersionNegotiationPackets: true,
-		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return guard.Keep() < 1 || !fresh.Allow() }}
 	tc := d.o.Identity.ServerTLS()
 	tc.NextProtos = []string{ticket.QUICALPN}
 	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: d.o.UDPIdle,

@@ -17,7 +17,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/quicguard"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
-	"golang.org/x/time/rate"
 )
 
 // QUIC is the gateway end of the QUIC transport (wire format in package ticket). It checks
@@ -94,28 +93,20 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 	}
 	tc := o.TLS.Clone()
 	tc.NextProtos = []string{ticket.QUICALPN}
-	// Beyond unvalidatedPerSecond new connections a second, a client must first prove its
-	// address with a Retry (stateless, RFC 9000 8.1.2): a flood of forged Initials from
-	// spoofed addresses costs a Retry each, not a handshake, and never reaches a ticket check.
-	fresh := rate.NewLimiter(unvalidatedPerSecond, unvalidatedPerSecond/4)
-	// Past initialsPerSecond such Initials, the kernel sheds a share of them before quic-go
-	// spends a Retry on each (package quicguard): the established flows do not wait. While it
-	// sheds, every new connection proves its address first: no handshake for a spoofed one.
+	// A flood of forged Initials costs a Retry each, or less (package quicguard), never a
+	// handshake or a ticket check: the established flows do not wait.
 	log := o.Logger.With("quic_gateway", o.Address)
-	rc, err := pc.(*net.UDPConn).SyscallConn()
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("quic gateway: %w", err)
-	}
-	guard := quicguard.New(rc, initialsPerSecond, func(keep float64) {
+	tr, guard, err := quicguard.Transport(pc.(*net.UDPConn), func(keep float64) {
 		if keep < 1 {
 			log.Warn("a flood of new QUIC connections: the kernel sheds most of them", "let_through", keep)
 		} else {
 			log.Info("the flood of new QUIC connections is over")
 		}
 	})
-	tr := &quic.Transport{Conn: pc, DisableVersionNegotiationPackets: true,
-		VerifySourceAddress: func(net.Addr) bool { guard.Note(); return guard.Keep() < 1 || !fresh.Allow() }}
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("quic gateway: %w", err)
+	}
 	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: 10 * time.Second, KeepAlivePeriod: time.Second,
 		MaxIncomingStreams: maxStreamsPerConn, MaxIncomingUniStreams: -1})
 	if err != nil {
@@ -264,14 +255,6 @@ func (g *QUIC) Close() error {
 	g.wg.Wait()
 	return nil
 }
-
-// unvalidatedPerSecond is how many new connections a second a QUIC gateway takes without
-// validating the client's address first; initialsPerSecond how many Initials without a token
-// (new connections, forged or not) reach quic-go before the kernel sheds a share of them.
-const (
-	unvalidatedPerSecond = 200
-	initialsPerSecond    = 2000
-)
 
 // qconn is what a QUIC gateway knows of a client's connection: the sessions its channels
 // carry, each with the earliest issue time of the tickets that opened them.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/quicguard"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 )
@@ -101,7 +102,7 @@ func TestForgedFirstDatagramsDoNotStallAnOpenFlow(t *testing.T) {
 	}
 }
 
-// Past unvalidatedPerSecond new connections a second a QUIC client must prove its address
+// Past quicguard.FreshPerSecond new connections a second a QUIC client must prove its address
 // with a Retry first; an honest client does, and every connection completes.
 func TestQUICConnectionsPastTheUnvalidatedRateGoThroughARetry(t *testing.T) {
 	_, v, _ := keys(t)
@@ -117,7 +118,7 @@ func TestQUICConnectionsPastTheUnvalidatedRateGoThroughARetry(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- q.Serve(ctx) }()
 	defer func() { cancel(); <-served; q.Close() }()
-	n := unvalidatedPerSecond + unvalidatedPerSecond/2
+	n := quicguard.FreshPerSecond + quicguard.FreshPerSecond/2
 	for i := range n {
 		qc, err := quic.DialAddr(ctx, q.Addr().String(), &tls.Config{RootCAs: pool, NextProtos: []string{ticket.QUICALPN}}, &quic.Config{})
 		if err != nil {

@@ -84,23 +84,7 @@ func NewMemoryLedger(limit int, now func() time.Time) *MemoryLedger {
 func (l *MemoryLedger) Supersede(session string, mark uint64, until time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old, ok := l.gens[session]
-	if !ok && len(l.gens) >= l.limit {
-		now := l.now()
-		for k, g := range l.gens {
-			if !now.Before(g.until) {
-				delete(l.gens, k)
-			}
-		}
-		if len(l.gens) >= l.limit {
-			return ErrLedgerFull
-		}
-	}
-	if ok && l.now().Before(old.until) {
-		mark, until = max(mark, old.mark), maxTime(until, old.until)
-	}
-	l.gens[session] = generation{mark, until}
-	return nil
+	return widen(l.gens, session, generation{mark, until}, l.limit, l.now())
 }
 
 // Superseded implements Ledger.
@@ -136,22 +120,42 @@ func (l *MemoryLedger) Use(id [16]byte, ch Channel, until time.Time) (bool, erro
 func (l *MemoryLedger) Revoke(session string, before, until time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old, ok := l.revoked[session]
-	if !ok && len(l.revoked) >= l.limit {
-		now := l.now()
-		for k, r := range l.revoked {
-			if !now.Before(r.until) {
-				delete(l.revoked, k)
+	return widen(l.revoked, session, revocation{before, until}, l.limit, l.now())
+}
+
+// widening is a per-session entry of a MemoryLedger that a later one only widens.
+type widening[V any] interface {
+	expires() time.Time
+	union(V) V
+}
+
+func (r revocation) expires() time.Time { return r.until }
+func (r revocation) union(o revocation) revocation {
+	return revocation{maxTime(r.before, o.before), maxTime(r.until, o.until)}
+}
+func (g generation) expires() time.Time { return g.until }
+func (g generation) union(o generation) generation {
+	return generation{max(g.mark, o.mark), maxTime(g.until, o.until)}
+}
+
+// widen stores v for session in m, widened by the entry there unless it has expired; a new
+// session past limit entries first makes room by dropping the expired ones.
+func widen[V widening[V]](m map[string]V, session string, v V, limit int, now time.Time) error {
+	old, ok := m[session]
+	if !ok && len(m) >= limit {
+		for k, e := range m {
+			if !now.Before(e.expires()) {
+				delete(m, k)
 			}
 		}
-		if len(l.revoked) >= l.limit {
+		if len(m) >= limit {
 			return ErrLedgerFull
 		}
 	}
-	if ok && l.now().Before(old.until) {
-		before, until = maxTime(before, old.before), maxTime(until, old.until)
+	if ok && now.Before(old.expires()) {
+		v = v.union(old)
 	}
-	l.revoked[session] = revocation{before, until}
+	m[session] = v
 	return nil
 }
 

@@ -393,6 +393,13 @@ func (g *Gateway) Channels() int {
 	return len(g.channels)
 }
 
+// full reports whether session has its cap of channels open here.
+func (g *Gateway) full(session string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.perSession[session] >= maxPerSession
+}
+
 // open registers a channel; it refuses when the gateway is closed or the session has its cap
 // of channels here.
 func (g *Gateway) open(c *channel) error {

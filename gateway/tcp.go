@@ -50,6 +50,11 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
+	if g.full(claims.Session) { // before the machine is dialled; open checks again
+		g.log.Warn("channel refused", "session", claims.Session, "channel", ch.String(), "client", client, "reason", ErrSessionCap)
+		conn.Write([]byte{ticket.StatusDenied})
+		return
+	}
 	up, err := dialMachine(context.Background(), g.o.MachineTLS, g.o.DialTimeout, claims.Machine, netip.AddrPortFrom(addr, port))
 	if err != nil {
 		g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,11 +59,7 @@ func (m *revokedMachines) merge(stored map[string]time.Time) {
 func (m *revokedMachines) snapshot() map[string]time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]time.Time, len(m.before))
-	for k, v := range m.before {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(m.before)
 }
 
 // revokedFile keeps a one-node site's machine revocations.

@@ -130,12 +130,14 @@ func (g *QUIC) Serve(ctx context.Context) error {
 		return errors.New("quic gateway: Serve called twice")
 	}
 	g.serving = true
+	if !g.closed { // under mu: a Close that comes later waits for the probe answerer
+		g.wg.Add(1)
+		go func() { defer g.wg.Done(); g.answerProbes() }()
+	}
 	g.mu.Unlock()
 	defer close(g.accepted)
 	stop := context.AfterFunc(ctx, func() { g.Close() })
 	defer stop()
-	g.wg.Add(1)
-	go func() { defer g.wg.Done(); g.answerProbes() }()
 	for {
 		c, err := g.ln.Accept(ctx)
 		if err != nil {

@@ -40,6 +40,9 @@ type Deps struct {
 	// Rand returns a number in [0,1) for the ports' phases and jitter. Default:
 	// math/rand/v2.Float64.
 	Rand func() float64
+	// Forward receives the failures reported (ReportFailure) on remote targets, for their
+	// prober (see SetProbed). Default: nil (they are recorded here, like a probed target's).
+	Forward func(target string, port PortID, err error)
 }
 
 // Checker probes targets, keeps their port states and verdicts, and tells subscribers when
@@ -50,6 +53,7 @@ type Checker struct {
 	probe ProbeFunc
 	start StartFunc
 	rand  func() float64
+	fwd   func(string, PortID, error)
 	met   *metrics
 
 	mu      sync.Mutex // guards targets' states, sched, events, subs, nextSub, running, closed, cancel
@@ -79,6 +83,7 @@ type target struct {
 	override Override
 	verdict  State // after the override
 	definite bool  // the verdict has been definite once (Definite); guarded by Checker.mu
+	remote   bool  // probed elsewhere: states come from Observe (SetProbed)
 }
 
 // New builds a Checker for targets. Targets are copied; zero Monitor fields get the
@@ -90,6 +95,7 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 		probe:   deps.Probe,
 		start:   deps.Start,
 		rand:    deps.Rand,
+		fwd:     deps.Forward,
 		targets: make(map[string]*target, len(targets)),
 		subs:    map[int]func(Event){},
 		notify:  make(chan struct{}, 1),
@@ -202,8 +208,10 @@ func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 	var due []*run
 	for len(c.sched) > 0 && !c.sched[0].at.After(now) {
 		r := c.sched.pop()
-		r.ps.launched++
-		due = append(due, &run{tgt: r.tgt, ps: r.ps, seq: r.ps.launched})
+		if !r.tgt.remote {
+			r.ps.launched++
+			due = append(due, &run{tgt: r.tgt, ps: r.ps, seq: r.ps.launched})
+		}
 		c.advance(r, now)
 		c.sched.push(r)
 	}
@@ -286,7 +294,7 @@ func (c *Checker) record(tg *target, ps *portState, seq uint64, err error, lat t
 	c.met.observeProbe(ps.port.Check.Kind, err, lat)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if seq <= ps.seq {
+	if seq <= ps.seq || tg.remote {
 		return
 	}
 	ps.seq = seq

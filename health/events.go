@@ -20,7 +20,8 @@ type Event struct {
 	// Latency is the duration of the probe that caused the change (0 for passive reports
 	// and overrides).
 	Latency time.Duration
-	// Reason is "probe", "passive" (ReportFailure) or "admin" (SetOverride).
+	// Reason is "probe", "passive" (ReportFailure), "admin" (SetOverride) or "prober"
+	// (Observe: the target's prober published it).
 	Reason string
 }
 

@@ -76,15 +76,23 @@ func (c *Checker) Definite(name string) (State, bool) {
 	if !ok {
 		return StateDown, false
 	}
+	return tg.verdict, c.definiteLocked(tg)
+}
+
+// definiteLocked implements Definite; a remote target is definite once its prober said so.
+func (c *Checker) definiteLocked(tg *target) bool {
 	if !tg.definite && tg.override == OverrideNone && tg.verdict != StateDown {
+		if tg.remote {
+			return false
+		}
 		for _, ps := range tg.ports {
 			if !ps.port.Optional && (ps.lastCheck.IsZero() || (ps.successes == 0 && ps.state == StateUp)) {
-				return tg.verdict, false
+				return false
 			}
 		}
 	}
 	tg.definite = true
-	return tg.verdict, true
+	return true
 }
 
 // Status returns the state of one target and its ports.
@@ -129,20 +137,27 @@ func (tg *target) statusLocked() TargetStatus {
 // connection, a handshake timeout). Monitor.PassiveFailures of them within
 // Monitor.PassiveWindow mark the port down before the next probe; only probes bring it back.
 func (c *Checker) ReportFailure(name string, port PortID, err error) error {
+	if err == nil {
+		err = fmt.Errorf("failure reported on %s", port)
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	tg, ok := c.targets[name]
 	if !ok {
+		c.mu.Unlock()
 		return fmt.Errorf("reporting %s: %w", name, ErrUnknownTarget)
 	}
 	ps, ok := tg.byID[port]
 	if !ok {
+		c.mu.Unlock()
 		return fmt.Errorf("reporting %s port %s: %w", name, port, ErrUnknownPort)
 	}
-	if err == nil {
-		err = fmt.Errorf("failure reported on %s", port)
-	}
 	c.met.passive(name)
+	if tg.remote && c.fwd != nil {
+		c.mu.Unlock()
+		c.fwd(name, port, err) // to the target's prober, without mu
+		return nil
+	}
+	defer c.mu.Unlock()
 	from := ps.state
 	now := c.clock.Now()
 	if ps.reportFailure(err, now, &tg.t.Monitor) {

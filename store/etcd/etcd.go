@@ -21,8 +21,8 @@
 //	P machines/<name>/load       JSON CPU, memory and report time from the machine's agent,
 //	                             on the lease of the node it reports to: a node that dies
 //	                             takes its agents' load with it until they report elsewhere.
-//	P machines/<name>/flags      JSON maintenance override (health's down flag stays each
-//	                             node's own until zone leaders publish verdicts).
+//	P machines/<name>/flags      JSON maintenance override (health's down flag is each
+//	                             node's, from the verdicts under health/).
 //	P tickets/used/<id>/<chan>   a launch ticket's channel that was admitted, created with
 //	                             If(CreateRevision == 0), on a lease that ends when the ticket
 //	                             expires: each channel of a launch ticket opens once, site-wide.
@@ -38,6 +38,14 @@
 //	                             door: "up", "down" or "drain" (absent: follow the probes).
 //	P nodes/<name>               JSON presence of a running node (zone, version, start), on
 //	                             the node's lease (TTL 5 s, kept alive): gone when it dies.
+//	P candidates/<zone>/<node>   JSON Candidate of a node standing for its zone's leader, on
+//	                             the node's election lease (TTL 1 s): see election.go.
+//	P leaders/<zone>             JSON Leader of the zone, on its election lease; the key's
+//	                             CreateRevision fences the leader's writes.
+//	P health/<target>            JSON health.Report of a gateway or machine, written by the
+//	                             leader that probes it (fenced); the other nodes follow it.
+//	P passive/<target>/<node>    JSON Passive: a failure a node saw on a target's port, on
+//	                             the node's lease, for the target's prober.
 //	P identity                   the site identity (site key, CA), sealed with the operator's
 //	                             store secret (AES-256-GCM): see Identity.
 //
@@ -130,6 +138,17 @@ type Store struct {
 	followers  []func(broker.Change)
 	onSettings map[string][]func(map[string]string) // by section
 	watchErr   error
+
+	// The zone election and the published health verdicts (election.go).
+	leaders         map[string]Leader               // by zone
+	candidates      map[string]map[string]Candidate // by zone, then node
+	healthRecs      map[string][]byte               // by target
+	onElection      []func()
+	electionSigs    []chan struct{}
+	onHealth        []func(string, []byte)
+	onPassive       []func(string, Passive)
+	newRaw          []rawEvent // applied since the last dispatch; guarded by mu
+	electionChanged bool       // since the last dispatch; guarded by mu
 }
 
 var _ broker.Shared = (*Store)(nil)
@@ -288,6 +307,7 @@ func (st *Store) reset() {
 	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]time.Time{}
 	st.superseded = map[string]uint64{}
 	st.nodes = map[string]NodeInfo{}
+	st.leaders, st.candidates, st.healthRecs = map[string]Leader{}, map[string]map[string]Candidate{}, map[string][]byte{}
 	if st.presence == nil {
 		st.presence = map[string]NodeInfo{}
 	}
@@ -333,7 +353,7 @@ func (st *Store) loadAll(ctx context.Context) error {
 	var rev int64
 	apply := func(kvs []*mvccpb.KeyValue) {
 		for _, x := range kvs {
-			fresh.applyLocked(kv{key: string(x.Key), value: x.Value, version: x.Version}, false)
+			fresh.applyLocked(kv{key: string(x.Key), value: x.Value, version: x.Version, createRev: x.CreateRevision}, false)
 		}
 	}
 	end := clientv3.GetPrefixRangeEnd(st.o.Prefix)
@@ -383,15 +403,18 @@ func (st *Store) loadAll(ctx context.Context) error {
 	st.loads, st.flags, st.revoked = fresh.loads, fresh.flags, fresh.revoked
 	st.superseded = fresh.superseded
 	st.nodes, st.settings = fresh.nodes, fresh.settings
+	st.leaders, st.candidates, st.healthRecs = fresh.leaders, fresh.candidates, fresh.healthRecs
+	st.electionChanged = true
 	st.rev = rev
 	return nil
 }
 
 // kv is one key's change: a put (value, version > 0) or a delete (version 0).
 type kv struct {
-	key     string
-	value   []byte
-	version int64
+	key       string
+	value     []byte
+	version   int64
+	createRev int64
 }
 
 // applyLocked installs one key's change in the view and returns the broker change it makes,
@@ -493,6 +516,50 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section stri
 			st.settings[parts[0]][parts[1]] = string(x.value)
 		}
 		return ch, parts[0]
+	case parts[0] == "leaders" && len(parts) == 2:
+		st.electionChanged = true
+		if deleted {
+			delete(st.leaders, parts[1])
+		} else {
+			var l Leader
+			if json.Unmarshal(x.value, &l) == nil {
+				l.Zone, l.Rev = parts[1], x.createRev
+				if st.met != nil && st.leaders[parts[1]].Rev != l.Rev {
+					st.met.leaders.WithLabelValues(parts[1]).Inc()
+				}
+				st.leaders[parts[1]] = l
+			}
+		}
+	case parts[0] == "candidates" && len(parts) == 3:
+		st.electionChanged = true
+		zone, node := parts[1], parts[2]
+		if deleted {
+			delete(st.candidates[zone], node)
+			if len(st.candidates[zone]) == 0 {
+				delete(st.candidates, zone)
+			}
+		} else {
+			var c Candidate
+			if json.Unmarshal(x.value, &c) == nil {
+				c.Zone, c.Node = zone, node
+				if st.candidates[zone] == nil {
+					st.candidates[zone] = map[string]Candidate{}
+				}
+				st.candidates[zone][node] = c
+			}
+		}
+	case parts[0] == "health" && len(parts) == 2:
+		if deleted {
+			delete(st.healthRecs, parts[1])
+			st.newRaw = append(st.newRaw, rawEvent{"health", parts[1], nil})
+		} else {
+			st.healthRecs[parts[1]] = x.value
+			st.newRaw = append(st.newRaw, rawEvent{"health", parts[1], x.value})
+		}
+	case parts[0] == "passive" && len(parts) == 3:
+		if !deleted {
+			st.newRaw = append(st.newRaw, rawEvent{"passive", parts[1], x.value})
+		}
 	case parts[0] == "nodes" && len(parts) == 2:
 		if deleted {
 			delete(st.nodes, parts[1])
@@ -538,7 +605,7 @@ func (st *Store) watch(ctx context.Context) {
 			var changes []broker.Change
 			sections := map[string]bool{}
 			for _, ev := range wr.Events {
-				x := kv{key: string(ev.Kv.Key), value: ev.Kv.Value, version: ev.Kv.Version}
+				x := kv{key: string(ev.Kv.Key), value: ev.Kv.Value, version: ev.Kv.Version, createRev: ev.Kv.CreateRevision}
 				c, sec := st.applyLocked(x, ev.Type == clientv3.EventTypeDelete)
 				if c != (broker.Change{}) {
 					changes = append(changes, c)
@@ -556,13 +623,17 @@ func (st *Store) watch(ctx context.Context) {
 				st.rev = wr.Header.Revision
 			}
 			sets := st.settingsLocked(sections)
-			revs := st.newRevoked
-			st.newRevoked = nil
+			revs, raw, elected := st.newRevoked, st.newRaw, st.electionChanged
+			st.newRevoked, st.newRaw, st.electionChanged = nil, nil, false
 			st.mu.Unlock()
 			// Told outside mu, by this one goroutine, in the store's order. A follower that
 			// joins meanwhile may see a change its snapshot has: followers are idempotent.
 			st.dispatch(changes, sets)
 			st.dispatchRevoked(revs)
+			st.dispatchRaw(raw)
+			if elected {
+				st.dispatchElection()
+			}
 		}
 		if ctx.Err() == nil {
 			select {
@@ -694,9 +765,16 @@ func (st *Store) resync(ctx context.Context) {
 			revs = append(revs, revocation{id, before})
 		}
 	}
+	var raw []rawEvent // every record: the lost watch may have missed any
+	for name, b := range st.healthRecs {
+		raw = append(raw, rawEvent{"health", name, b})
+	}
+	st.newRaw, st.electionChanged = nil, false
 	st.mu.Unlock()
 	st.dispatch(changes, sets)
 	st.dispatchRevoked(revs)
+	st.dispatchRaw(raw)
+	st.dispatchElection()
 }
 
 func sameMachine(a, b broker.MachineState) bool {
@@ -956,8 +1034,8 @@ func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported}
-	// Down is health's verdict at this node: every node probes for itself until zone
-	// leaders publish verdicts, so it is not written for the site (Down stays false).
+	// Down is health's verdict, which every node takes from the published verdicts (P
+	// health/): it is not written for the site (Down stays false).
 	f := machineFlags{Maintenance: m.Maintenance}
 	st.mu.Lock()
 	ol, hasL := st.loads[m.Name]

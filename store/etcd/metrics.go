@@ -8,8 +8,9 @@ import (
 
 // metrics are the store's Prometheus collectors.
 type metrics struct {
-	txn    *prometheus.HistogramVec // op, result
-	events prometheus.Counter
+	txn     *prometheus.HistogramVec // op, result
+	events  prometheus.Counter
+	leaders *prometheus.CounterVec // zone
 }
 
 func newMetrics(st *Store, reg prometheus.Registerer) (*metrics, error) {
@@ -23,11 +24,15 @@ func newMetrics(st *Store, reg prometheus.Registerer) (*metrics, error) {
 			Name: "frontdoor_store_watch_events_total",
 			Help: "Changes of the site database applied to this node's view.",
 		}),
+		leaders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "frontdoor_zone_leader_changes_total",
+			Help: "Zone leaderships this node's view saw begin, by zone.",
+		}, []string{"zone"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	cols := []prometheus.Collector{m.txn, m.events,
+	cols := []prometheus.Collector{m.txn, m.events, m.leaders, leaderCollector{st},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_revision", Help: "The site database revision this node's view reflects."},
 			func() float64 { return float64(st.Revision()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_sessions", Help: "Sessions in this node's view of the site."},
@@ -54,4 +59,18 @@ func newMetrics(st *Store, reg prometheus.Registerer) (*metrics, error) {
 // observe records one transaction that started at start.
 func (m *metrics) observe(op, result string, start time.Time) {
 	m.txn.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+}
+
+var leaderDesc = prometheus.NewDesc("frontdoor_zone_leader_since_seconds",
+	"When each zone's leader took over (Unix seconds), by zone and leader, from this node's view.", []string{"zone", "node"}, nil)
+
+// leaderCollector reports the zone leaders of the view.
+type leaderCollector struct{ st *Store }
+
+func (c leaderCollector) Describe(ch chan<- *prometheus.Desc) { ch <- leaderDesc }
+
+func (c leaderCollector) Collect(ch chan<- prometheus.Metric) {
+	for z, l := range c.st.Leaders() {
+		ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, float64(l.Since.UnixMilli())/1000, z, l.Node)
+	}
 }

@@ -37,6 +37,8 @@ type Status struct {
 	Members []Member `json:"members"`
 	// Nodes are the running nodes of the site.
 	Nodes []NodeInfo `json:"nodes"`
+	// Leaders are the zones' leaders, by zone name.
+	Leaders []Leader `json:"leaders"`
 	// Error says why the members could not be listed.
 	Error string `json:"error,omitempty"`
 }
@@ -48,6 +50,11 @@ func (st *Store) Status(ctx context.Context) Status {
 		out.Nodes = append(out.Nodes, n)
 	}
 	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	out.Leaders = []Leader{}
+	for _, l := range st.Leaders() {
+		out.Leaders = append(out.Leaders, l)
+	}
+	sort.Slice(out.Leaders, func(i, j int) bool { return out.Leaders[i].Zone < out.Leaders[j].Zone })
 	ml, err := st.cli.MemberList(ctx)
 	if err != nil {
 		out.Error = fmt.Sprintf("listing members: %v", err)

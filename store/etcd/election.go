@@ -1,0 +1,498 @@
+package etcd
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Zone leaders (seed 003's zone data collector).
+//
+// Each node of a zone stands for election with a candidate key, P candidates/<zone>/<node>,
+// on a lease of its own (a concurrency.Session of ElectorOptions.TTL, 1 s by default, kept
+// alive every TTL/3), and the leader holds P leaders/<zone> on that same lease. The order of
+// candidates is the seed's: the newest software version first, then election_preference
+// (most_preferred > preferred > default > not_preferred), then the name.
+//
+//   - Election: when the view shows no leader key, the first candidate of the order claims
+//     it with one transaction, If(CreateRevision == 0); the others wait a second per place
+//     behind it before they try, so that a first candidate that cannot act is passed over.
+//   - Run-off: a leader that sees a candidate before it in the order deletes its key
+//     (resigns) and the better one claims it.
+//   - Fence: the leader key's CreateRevision is the leadership's fence: a leader's writes
+//     (PutHealth) compare it in their transaction, so a leader that lost its key writes
+//     nothing.
+//   - Loss: a leader stops acting at once when its session ends (Session.Done: the lease
+//     expired or could not be kept alive), when the view shows its key gone or another's, or
+//     when a fenced write fails. It never trusts a claim it made earlier.
+//   - Shutdown: Run resigns (deletes the key, then revokes the lease) when its ctx ends.
+//
+// Handover. After a graceful shutdown the next candidate sees the key deleted in its watch
+// and claims it at once: one watch event and one transaction, a few milliseconds. After a
+// crash the key goes with the lease. The lease was last renewed at most TTL/3 before the
+// crash (the client renews every TTL/3), so it expires between 2/3·TTL and TTL after it;
+// the etcd leader revokes expired leases every 500 ms; then one watch event and one
+// transaction. With TTL = 1 s:
+//
+//	worst = TTL + 500 ms + ε ≈ 1.5 s        best = 2/3·TTL + ε ≈ 0.7 s
+//
+// etcd grants no lease shorter than 1.5 × its election timeout, rounded up to whole seconds
+// (3·election-ticks/2 heartbeats): 1 s needs an election timeout of at most 666 ms (the
+// embedded etcd of store/etcdembed runs 50 ms ticks, 600 ms elections). etcd's default
+// (1 s elections) makes it 2 s, and the worst case 2.5 s. A node cut off from etcd stops
+// acting as leader when its client gives the lease up (TTL after the last renewal, checked
+// every 500 ms), at about the instant etcd revokes it.
+
+// Candidate is what a node stands for election with.
+type Candidate struct {
+	// Node is the node's name.
+	Node string `json:"node"`
+	// Zone is the zone it stands in.
+	Zone string `json:"zone"`
+	// Version is its software version: newer versions lead.
+	Version string `json:"version"`
+	// Preference is its election_preference: most_preferred, preferred, default or
+	// not_preferred.
+	Preference string `json:"preference"`
+}
+
+// Leader is a zone's leader as the view shows it.
+type Leader struct {
+	Candidate
+	// Since is when it claimed the leadership, by its clock.
+	Since time.Time `json:"since"`
+	// Rev is the leader key's CreateRevision: the fence of its writes.
+	Rev int64 `json:"rev"`
+}
+
+var preferenceRank = map[string]int{"most_preferred": 0, "preferred": 1, "default": 2, "": 2, "not_preferred": 3}
+
+// Before reports whether candidate a ranks before b: a newer version, then a stronger
+// election preference, then a smaller name.
+func Before(a, b Candidate) bool { return compareCandidates(a, b) < 0 }
+
+func compareCandidates(a, b Candidate) int {
+	if c := compareVersions(b.Version, a.Version); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(preferenceRank[a.Preference], preferenceRank[b.Preference]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Node, b.Node)
+}
+
+// compareVersions orders software versions: dotted numbers compared as numbers ("v" prefix
+// optional), a release after its pre-releases ("1.2.0" > "1.2.0-rc1"), and any version
+// before it parses ("dev") older than every numbered one.
+func compareVersions(a, b string) int {
+	na, ra, oka := splitVersion(a)
+	nb, rb, okb := splitVersion(b)
+	switch {
+	case !oka || !okb:
+		if oka != okb {
+			if oka {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a, b)
+	}
+	if c := slices.Compare(na, nb); c != 0 {
+		return c
+	}
+	switch {
+	case ra == rb:
+		return 0
+	case ra == "":
+		return 1
+	case rb == "":
+		return -1
+	}
+	return cmp.Compare(ra, rb)
+}
+
+func splitVersion(v string) (nums []int, rest string, ok bool) {
+	v = strings.TrimPrefix(v, "v")
+	core, rest, _ := strings.Cut(v, "-")
+	core, _, _ = strings.Cut(core, "+")
+	for f := range strings.SplitSeq(core, ".") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, "", false
+		}
+		nums = append(nums, n)
+	}
+	for len(nums) < 3 {
+		nums = append(nums, 0)
+	}
+	return nums, rest, true
+}
+
+// ElectorOptions configure an Elector.
+type ElectorOptions struct {
+	// TTL is the election lease's lifetime: how long a crashed leader holds the zone.
+	// Default: 1s (etcd may raise it: see the package doc).
+	TTL time.Duration
+	// OnChange is told, from the Elector's goroutine, when this node starts (rev > 0, the
+	// fence) or stops (rev 0) acting as its zone's leader. It must return quickly.
+	OnChange func(rev int64)
+}
+
+// ErrNotLeader is returned by a fenced write of a node that no longer leads its zone.
+var ErrNotLeader = errors.New("not the zone's leader")
+
+// Elector runs one node's part in its zone's election.
+type Elector struct {
+	st *Store
+	c  Candidate
+	o  ElectorOptions
+
+	mu  sync.Mutex
+	rev int64 // the fence while leading; 0 otherwise
+}
+
+// Elector returns the Elector of candidate c; it stands once Run runs.
+func (st *Store) Elector(c Candidate, o ElectorOptions) *Elector {
+	if o.TTL <= 0 {
+		o.TTL = time.Second
+	}
+	return &Elector{st: st, c: c, o: o}
+}
+
+// Leading returns the fence of this node's leadership and whether it leads.
+func (e *Elector) Leading() (int64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rev, e.rev > 0
+}
+
+func (e *Elector) set(rev int64) {
+	e.mu.Lock()
+	if e.rev == rev {
+		e.mu.Unlock()
+		return
+	}
+	e.rev = rev
+	e.mu.Unlock()
+	if e.o.OnChange != nil {
+		e.o.OnChange(rev)
+	}
+}
+
+func (st *Store) leaderKey(zone string) string { return st.key("leaders", zone) }
+
+// Run stands for election until ctx ends, then resigns; it returns nil then. A session that
+// ends (its lease lost) is replaced as soon as etcd answers.
+func (e *Elector) Run(ctx context.Context) error {
+	sig := e.st.electionSignal()
+	defer e.st.dropElectionSignal(sig)
+	ttl := max(1, int((e.o.TTL+time.Second-1)/time.Second))
+	// The session outlives ctx by its Close, which revokes the lease on the way out.
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer scancel()
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(e.st.cli, concurrency.WithTTL(ttl), concurrency.WithContext(sctx))
+		if err != nil {
+			if ctx.Err() == nil {
+				e.st.log.Warn("etcd: standing for zone leader", "zone", e.c.Zone, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		e.campaign(ctx, sess, sig)
+	}
+	return nil
+}
+
+// campaign stands on one session until it ends or ctx does.
+func (e *Elector) campaign(ctx context.Context, sess *concurrency.Session, sig <-chan struct{}) {
+	me, key := e.c, e.st.leaderKey(e.c.Zone)
+	cand, _ := json.Marshal(me)
+	var rev int64
+	var absent time.Time // since when the view shows no leader
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	stand := func() bool {
+		cctx, cancel := e.st.opContext(ctx)
+		defer cancel()
+		_, err := e.st.cli.Put(cctx, e.st.key("candidates", me.Zone, me.Node), string(cand), clientv3.WithLease(sess.Lease()))
+		return err == nil
+	}
+	stood := stand()
+	for {
+		select {
+		case <-ctx.Done():
+			e.resign(rev, "shutting down", true)
+			sess.Close() // and what else is on the lease
+			return
+		case <-sess.Done():
+			if rev > 0 {
+				e.set(0)
+				e.st.log.Warn("etcd: the election lease is lost; stopped acting as zone leader", "zone", me.Zone)
+			}
+			return
+		case <-sig:
+		case <-tick.C:
+		}
+		if !stood {
+			if stood = stand(); !stood {
+				continue
+			}
+		}
+		if rev > 0 && e.st.Revision() < rev {
+			continue // the view has not yet seen the claim
+		}
+		ldr, ok, cands := e.st.election(me.Zone)
+		if rev > 0 {
+			switch {
+			case !ok || ldr.Rev != rev:
+				e.set(0)
+				rev = 0
+				e.st.log.Warn("etcd: the zone leader key is gone; stopped acting as zone leader", "zone", me.Zone)
+			case len(cands) > 0 && cands[0].Node != me.Node && Before(cands[0], me):
+				e.resign(rev, "run-off: "+cands[0].Node+" ranks before", false)
+				rev = 0
+			}
+			continue
+		}
+		if ok {
+			absent = time.Time{}
+			continue
+		}
+		if absent.IsZero() {
+			absent = time.Now()
+		}
+		rank := slices.IndexFunc(cands, func(c Candidate) bool { return c.Node == me.Node })
+		if rank < 0 || time.Since(absent) < time.Duration(rank)*time.Second {
+			continue
+		}
+		l, _ := json.Marshal(Leader{Candidate: me, Since: time.Now().UTC()})
+		cctx, cancel := e.st.opContext(ctx)
+		r, err := e.st.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(l), clientv3.WithLease(sess.Lease()))).Commit()
+		cancel()
+		if err != nil || !r.Succeeded {
+			continue
+		}
+		rev = r.Header.Revision
+		e.st.log.Info("etcd: became zone leader", "zone", me.Zone, "node", me.Node, "fence", rev)
+		e.set(rev)
+	}
+}
+
+// resign stops acting as leader, then deletes the leader key if it is still this
+// leadership's, and the candidate key too when the node leaves (in the same transaction, so
+// that the next candidate sees itself first at once).
+func (e *Elector) resign(rev int64, why string, leaving bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cand := e.st.key("candidates", e.c.Zone, e.c.Node)
+	if rev == 0 {
+		if leaving {
+			e.st.cli.Delete(ctx, cand)
+		}
+		return
+	}
+	e.set(0)
+	key := e.st.leaderKey(e.c.Zone)
+	ops := []clientv3.Op{clientv3.OpDelete(key)}
+	if leaving {
+		ops = append(ops, clientv3.OpDelete(cand))
+	}
+	_, err := e.st.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(ops...).Commit()
+	e.st.log.Info("etcd: resigned as zone leader", "zone", e.c.Zone, "why", why, "err", err)
+}
+
+// election returns a zone's leader and its candidates in the order, from the view.
+func (st *Store) election(zone string) (Leader, bool, []Candidate) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l, ok := st.leaders[zone]
+	cands := make([]Candidate, 0, len(st.candidates[zone]))
+	for _, c := range st.candidates[zone] {
+		cands = append(cands, c)
+	}
+	slices.SortFunc(cands, compareCandidates)
+	return l, ok, cands
+}
+
+// Leaders returns every zone's leader, from the view.
+func (st *Store) Leaders() map[string]Leader {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make(map[string]Leader, len(st.leaders))
+	for z, l := range st.leaders {
+		out[z] = l
+	}
+	return out
+}
+
+// Candidates returns the zones that have a live candidate, from the view.
+func (st *Store) Candidates() map[string][]Candidate {
+	st.mu.Lock()
+	zones := make([]string, 0, len(st.candidates))
+	for z := range st.candidates {
+		zones = append(zones, z)
+	}
+	st.mu.Unlock()
+	out := map[string][]Candidate{}
+	for _, z := range zones {
+		if _, _, cs := st.election(z); len(cs) > 0 {
+			out[z] = cs
+		}
+	}
+	return out
+}
+
+// OnElection calls fn, from the watch, whenever a leader or a candidate changes.
+func (st *Store) OnElection(fn func()) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.onElection = append(st.onElection, fn)
+}
+
+func (st *Store) electionSignal() chan struct{} {
+	ch := make(chan struct{}, 1)
+	st.mu.Lock()
+	st.electionSigs = append(st.electionSigs, ch)
+	st.mu.Unlock()
+	return ch
+}
+
+func (st *Store) dropElectionSignal(ch chan struct{}) {
+	st.mu.Lock()
+	st.electionSigs = slices.DeleteFunc(st.electionSigs, func(c chan struct{}) bool { return c == ch })
+	st.mu.Unlock()
+}
+
+// dispatchElection tells the election's followers that it changed, without mu.
+func (st *Store) dispatchElection() {
+	st.mu.Lock()
+	fns := slices.Clone(st.onElection)
+	for _, ch := range st.electionSigs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	st.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// PutHealth writes the health records of targets (an empty record deletes one) in one
+// transaction fenced on the zone's leadership rev: ErrNotLeader when the zone's leader key
+// is no longer that leadership's.
+func (st *Store) PutHealth(ctx context.Context, zone string, rev int64, records map[string][]byte) error {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
+	ops := make([]clientv3.Op, 0, len(records))
+	for name, b := range records {
+		if len(b) == 0 {
+			ops = append(ops, clientv3.OpDelete(st.key("health", name)))
+		} else {
+			ops = append(ops, clientv3.OpPut(st.key("health", name), string(b)))
+		}
+	}
+	start := time.Now()
+	r, err := st.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(st.leaderKey(zone)), "=", rev)).Then(ops...).Commit()
+	switch {
+	case err != nil:
+		st.met.observe("health", "error", start)
+		return fmt.Errorf("publishing health verdicts: %w", err)
+	case !r.Succeeded:
+		st.met.observe("health", "conflict", start)
+		return fmt.Errorf("publishing health verdicts of zone %s: %w", zone, ErrNotLeader)
+	}
+	st.met.observe("health", "ok", start)
+	return nil
+}
+
+// HealthRecords returns the published health records by target, from the view.
+func (st *Store) HealthRecords() map[string][]byte {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make(map[string][]byte, len(st.healthRecs))
+	for k, v := range st.healthRecs {
+		out[k] = v
+	}
+	return out
+}
+
+// OnHealth calls fn, from the watch, with each health record written (deleted: nil).
+func (st *Store) OnHealth(fn func(target string, record []byte)) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.onHealth = append(st.onHealth, fn)
+}
+
+// Passive is a failure a node saw on a target's port, for the target's prober.
+type Passive struct {
+	Node string `json:"node"`
+	Port string `json:"port"`
+	Err  string `json:"err"`
+}
+
+// ReportPassive tells the target's prober of a failure seen here: a put on
+// P passive/<target>/<node>, on the node's lease, that the prober's watch delivers.
+func (st *Store) ReportPassive(ctx context.Context, target string, p Passive) error {
+	ctx, cancel := st.opContext(ctx)
+	defer cancel()
+	p.Node = st.o.Node
+	b, _ := json.Marshal(p)
+	_, err := st.cli.Put(ctx, st.key("passive", target, st.o.Node), string(b), clientv3.WithLease(st.nodeLease()))
+	return err
+}
+
+// OnPassive calls fn, from the watch, with each failure a node reported (ReportPassive).
+func (st *Store) OnPassive(fn func(target string, p Passive)) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.onPassive = append(st.onPassive, fn)
+}
+
+// rawEvent is a health record or a passive report the watch applied, for dispatch.
+type rawEvent struct {
+	section, name string
+	value         []byte
+}
+
+// dispatchRaw tells the followers of health records and passive reports, without mu.
+func (st *Store) dispatchRaw(evs []rawEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	st.mu.Lock()
+	onH, onP := slices.Clone(st.onHealth), slices.Clone(st.onPassive)
+	st.mu.Unlock()
+	for _, ev := range evs {
+		switch ev.section {
+		case "health":
+			for _, fn := range onH {
+				fn(ev.name, ev.value)
+			}
+		case "passive":
+			var p Passive
+			if json.Unmarshal(ev.value, &p) != nil {
+				continue
+			}
+			for _, fn := range onP {
+				fn(ev.name, p)
+			}
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+)
+
+// elector runs one node's election on its own store until the test ends or stop is called.
+type elector struct {
+	st     *etcd.Store
+	e      *etcd.Elector
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	log    []int64 // every OnChange
+}
+
+func stand(t *testing.T, st *etcd.Store, c etcd.Candidate) *elector {
+	t.Helper()
+	el := &elector{st: st, done: make(chan struct{})}
+	el.e = st.Elector(c, etcd.ElectorOptions{OnChange: func(rev int64) {
+		el.mu.Lock()
+		el.log = append(el.log, rev)
+		el.mu.Unlock()
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	el.cancel = cancel
+	go func() { defer close(el.done); el.e.Run(ctx) }()
+	t.Cleanup(el.stop)
+	return el
+}
+
+func (el *elector) stop() { el.cancel(); <-el.done }
+
+func (el *elector) leading() bool { _, ok := el.e.Leading(); return ok }
+
+// leaderIs waits until every store's view shows node as the zone's leader, node's elector
+// leads and no other one does; it returns how long that took.
+func leaderIs(t *testing.T, zone, node string, els map[string]*elector) time.Duration {
+	t.Helper()
+	start := time.Now()
+	eventually(t, "zone "+zone+" led by "+node, func() bool {
+		for name, el := range els {
+			if el.leading() != (name == node) {
+				return false
+			}
+			if l, ok := el.st.Leaders()[zone]; !ok || l.Node != node {
+				return false
+			}
+		}
+		return true
+	})
+	return time.Since(start)
+}
+
+// TestZoneLeaderElection follows seed 003's election: the newest version leads, then the
+// election preference; a better candidate joining makes the leader resign (the run-off); a
+// graceful shutdown hands over at once, a crash within the lease's bound; a leader that lost
+// its key writes nothing.
+func TestZoneLeaderElection(t *testing.T) {
+	c := cluster(t)
+	a := stand(t, open(t, c, "a"), etcd.Candidate{Node: "a", Zone: "z1", Version: "1.0.0", Preference: "default"})
+	b := stand(t, open(t, c, "b"), etcd.Candidate{Node: "b", Zone: "z1", Version: "1.0.0", Preference: "preferred"})
+	other := stand(t, open(t, c, "x"), etcd.Candidate{Node: "x", Zone: "z2", Version: "0.9.0", Preference: "not_preferred"})
+	z1 := map[string]*elector{"a": a, "b": b}
+	leaderIs(t, "z1", "b", z1) // preferred before default
+	leaderIs(t, "z2", "x", map[string]*elector{"x": other})
+	old, _ := b.e.Leading()
+
+	// A newer version joins: the run-off makes b resign and n lead.
+	n := stand(t, open(t, c, "n"), etcd.Candidate{Node: "n", Zone: "z1", Version: "1.1.0", Preference: "not_preferred"})
+	z1["n"] = n
+	d := leaderIs(t, "z1", "n", z1)
+	t.Logf("run-off: n leads %v after joining", d)
+	if err := b.st.PutHealth(t.Context(), "z1", old, map[string][]byte{"gw": []byte(`{}`)}); !errors.Is(err, etcd.ErrNotLeader) {
+		t.Fatalf("a write fenced on the resigned leadership: %v, want ErrNotLeader", err)
+	}
+	rev, _ := n.e.Leading()
+	if err := n.st.PutHealth(t.Context(), "z1", rev, map[string][]byte{"gw": []byte(`{"target":"gw"}`)}); err != nil {
+		t.Fatalf("the leader's fenced write: %v", err)
+	}
+	eventually(t, "the record reaches every view", func() bool { return string(a.st.HealthRecords()["gw"]) == `{"target":"gw"}` })
+
+	// Graceful shutdown: n resigns and b leads within 0.5 s.
+	start := time.Now()
+	n.stop()
+	delete(z1, "n")
+	leaderIs(t, "z1", "b", z1)
+	d = time.Since(start)
+	t.Logf("handover after a shutdown: %v", d)
+	if d > 500*time.Millisecond {
+		t.Errorf("handover after a shutdown took %v, want ≤ 0.5 s", d)
+	}
+
+	// Crash: b's client vanishes without resigning; a leads once b's lease expires.
+	start = time.Now()
+	b.st.Client().Close()
+	delete(z1, "b")
+	eventually(t, "a leads after b's crash", func() bool {
+		l, ok := a.st.Leaders()["z1"]
+		return a.leading() && ok && l.Node == "a"
+	})
+	d = time.Since(start)
+	t.Logf("handover after a crash: %v", d)
+	if d > 2*time.Second {
+		t.Errorf("handover after a crash took %v, want ≤ 2 s", d)
+	}
+	eventually(t, "b stops acting as leader once its session is gone", func() bool { return !b.leading() })
+	if l := a.st.Leaders()["z2"]; l.Node != "x" {
+		t.Errorf("zone z2's leader changed to %+v", l)
+	}
+}
+
+func TestCandidateOrder(t *testing.T) {
+	order := []etcd.Candidate{
+		{Node: "n3", Version: "v2.0.0", Preference: "not_preferred"},
+		{Node: "n1", Version: "1.10.0", Preference: "most_preferred"},
+		{Node: "n0", Version: "1.9.1", Preference: "most_preferred"},
+		{Node: "n2", Version: "1.9.1", Preference: "preferred"},
+		{Node: "a", Version: "1.9.1", Preference: "default"},
+		{Node: "b", Version: "1.9.1", Preference: "default"},
+		{Node: "c", Version: "1.9.1-rc1", Preference: "most_preferred"},
+		{Node: "d", Version: "1.9.1-rc1", Preference: "not_preferred"},
+		{Node: "e", Version: "dev", Preference: "most_preferred"},
+	}
+	for i := range order {
+		for j := range order {
+			if got := etcd.Before(order[i], order[j]); got != (i < j) {
+				t.Errorf("Before(%+v, %+v) = %v, want %v", order[i], order[j], got, i < j)
+			}
+		}
+	}
+}

@@ -117,6 +117,7 @@ type Node struct {
 	overrideMu sync.Mutex // serializes admin overrides of gateway health
 
 	shared *etcd.Store // the site database when the store is etcd; else nil
+	role   *zoneRole   // this node's part in its zone's election, when shared (leader.go)
 	// revokedMachines are the machines' revocations (machines.go).
 	revokedMachines revokedMachines
 	built           atomic.Bool // New has finished: the gateways may be told of ended sessions
@@ -233,10 +234,17 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if acme {
 		prober.RootCAs = nil // publicly trusted certificates: the system roots
 	}
-	if r.health, err = health.New(targets, health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe, Start: prober.Start}); err != nil {
+	deps := health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe, Start: prober.Start}
+	if r.shared != nil {
+		deps.Forward = r.forwardPassive
+	}
+	if r.health, err = health.New(targets, deps); err != nil {
 		return fail(err)
 	}
 	r.health.Subscribe(r.onHealth)
+	if r.shared != nil {
+		r.buildRole()
+	}
 
 	if r.dns, err = gslb.New(cfg, gslb.Options{Zones: r.zones, Health: gslbHealth{c: r.health}, Registry: o.Registry, Logger: o.Logger}); err != nil {
 		return fail(err)
@@ -772,6 +780,9 @@ func (r *Node) Serve(ctx context.Context) error {
 		g.Go(func() error { return r.expire(gctx) }) // a shared store expires by its leases
 	}
 	g.Go(func() error { return r.refreshKeys(gctx) })
+	if r.role != nil {
+		g.Go(func() error { return r.runRole(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		for _, h := range r.httpServers {

@@ -1,0 +1,282 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+)
+
+// A node of a site on etcd probes only what its role asks (seed 003: one data collector per
+// zone): the leader of its zone probes the zone's gateways and machines and publishes the
+// verdicts (etcd PutHealth, fenced on its leadership); every other node holds those targets
+// as remote in its Checker and follows the published records, and the failures its proxy
+// sees on them go to the prober (etcd ReportPassive). Zones without a live node are probed
+// by the leader of the first zone, primary first, that has one. N nodes never probe N×M
+// times. On a store of one node the node probes everything.
+
+// zoneRole is this node's part in its zone's election and in the site's health.
+type zoneRole struct {
+	elector *etcd.Elector
+	kick    chan struct{} // something to publish
+
+	passive chan passiveReport // failures seen here on remote targets, for ReportPassive
+	mu      sync.Mutex        // guards published, fence, zones
+	// published is what the site holds of each target this node probes, as last read or
+	// written; fence is the leadership it was written under.
+	published map[string]health.Report
+	fence     int64
+	zones     map[string]bool // the zones probed here
+}
+
+// passiveQueue bounds the failures waiting to be told to the probers; more are dropped (the
+// prober needs a few within its passive window, not every one).
+const passiveQueue = 256
+
+// buildRole sets up the election of a node on an etcd store.
+func (r *Node) buildRole() {
+	r.role = &zoneRole{kick: make(chan struct{}, 1), passive: make(chan passiveReport, passiveQueue)}
+	r.role.elector = r.shared.Elector(etcd.Candidate{Node: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version,
+		Preference: r.spec.ElectionPreference}, etcd.ElectorOptions{OnChange: r.onLead})
+	r.shared.OnElection(r.setProbing)
+	r.shared.OnHealth(r.observeHealth)
+	r.shared.OnPassive(r.passiveSeen)
+	r.setProbing()
+	for name, b := range r.shared.HealthRecords() {
+		r.observeHealth(name, b)
+	}
+}
+
+// onLead is told when this node starts or stops leading its zone.
+func (r *Node) onLead(rev int64) {
+	if rev > 0 {
+		r.log.Info("leading the zone: probing its targets", "zone", r.spec.Zone, "fence", rev)
+	} else {
+		r.log.Info("no longer leading the zone: following its leader's verdicts", "zone", r.spec.Zone)
+	}
+	r.setProbing()
+}
+
+// probedZones returns the zones whose targets this node probes.
+func (r *Node) probedZones() map[string]bool {
+	out := map[string]bool{}
+	if _, leading := r.role.elector.Leading(); !leading {
+		return out
+	}
+	out[r.spec.Zone] = true
+	leaders, cands := r.shared.Leaders(), r.shared.Candidates()
+	zones := slices.Clone(r.cfg.Zones) // primary first, then in configuration order
+	slices.SortStableFunc(zones, func(a, b configs.Zone) int {
+		if a.Primary == b.Primary {
+			return 0
+		} else if a.Primary {
+			return -1
+		}
+		return 1
+	})
+	for _, z := range zones {
+		if l, ok := leaders[z.Name]; ok {
+			if l.Node != r.spec.Name {
+				return out // another zone's leader probes the zones without a node
+			}
+			break
+		}
+	}
+	for _, z := range r.cfg.Zones {
+		if len(cands[z.Name]) == 0 {
+			out[z.Name] = true
+		}
+	}
+	out[""] = true // targets without a zone
+	return out
+}
+
+// setProbing makes the Checker probe the targets of the zones this node probes now, and
+// follow the published records of the others.
+func (r *Node) setProbing() {
+	zones := r.probedZones()
+	rev, _ := r.role.elector.Leading()
+	r.role.mu.Lock()
+	if rev != r.role.fence {
+		// A new leadership starts from what the site holds, so that it writes only what
+		// differs from it.
+		r.role.fence = rev
+		r.role.published = map[string]health.Report{}
+		for name, b := range r.shared.HealthRecords() {
+			var rep health.Report
+			if json.Unmarshal(b, &rep) == nil {
+				r.role.published[name] = rep
+			}
+		}
+	}
+	same := r.role.zones != nil && maps.Equal(zones, r.role.zones)
+	r.role.zones = zones
+	r.role.mu.Unlock()
+	if same {
+		return
+	}
+	changed := r.health.SetProbed(func(t health.Target) bool { return zones[t.Zone] })
+	recs := r.shared.HealthRecords()
+	for _, name := range changed {
+		if !r.health.Probed(name) {
+			r.observeHealth(name, recs[name]) // follow from the site's latest
+		}
+	}
+	r.kickPublish()
+}
+
+// observeHealth follows a record published by a target's prober.
+func (r *Node) observeHealth(name string, b []byte) {
+	if len(b) == 0 || r.health.Probed(name) {
+		return
+	}
+	var rep health.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		r.log.Warn("unreadable health record", "target", name, "err", err)
+		return
+	}
+	rep.Target = name
+	if err := r.health.Observe(rep); err != nil && !errors.Is(err, health.ErrProbedHere) {
+		r.log.Debug("health record", "target", name, "err", err)
+	}
+}
+
+// passiveReport is a failure seen here on a remote target.
+type passiveReport struct {
+	target string
+	p      etcd.Passive
+}
+
+// forwardPassive queues a failure seen here on a remote target for its prober.
+func (r *Node) forwardPassive(target string, port health.PortID, err error) {
+	select {
+	case r.role.passive <- passiveReport{target, etcd.Passive{Port: port.String(), Err: err.Error()}}:
+	default: // the prober gets enough of them to act
+	}
+}
+
+// passiveSeen applies a failure another node saw on a target probed here.
+func (r *Node) passiveSeen(target string, p etcd.Passive) {
+	if p.Node == r.spec.Name || !r.health.Probed(target) {
+		return
+	}
+	port, err := health.ParsePortID(p.Port)
+	if err != nil {
+		return
+	}
+	r.health.ReportFailure(target, port, errors.New(p.Node+": "+p.Err))
+}
+
+func (r *Node) kickPublish() {
+	select {
+	case r.role.kick <- struct{}{}:
+	default:
+	}
+}
+
+// maxHealthOps bounds the records of one fenced transaction, below etcd's default
+// --max-txn-ops (128).
+const maxHealthOps = 100
+
+// runRole stands for election and, while leading, publishes the verdicts of the targets
+// probed here when they change (at once on a health event, else within 250 ms: a verdict's
+// first definite answer is no event); it also tells the probers of the failures seen here.
+// It resigns when ctx ends.
+func (r *Node) runRole(ctx context.Context) error {
+	stop := r.health.Subscribe(func(ev health.Event) {
+		if r.health.Probed(ev.Target) {
+			r.kickPublish()
+		}
+	})
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { r.role.elector.Run(ctx) })
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case f := <-r.role.passive:
+				if err := r.shared.ReportPassive(ctx, f.target, f.p); err != nil && ctx.Err() == nil {
+					r.log.Debug("telling the prober of a failure", "target", f.target, "err", err)
+				}
+			}
+		}
+	})
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-r.role.kick:
+		}
+		r.publish(ctx)
+	}
+}
+
+// publish writes the reports of the targets probed here that differ from what the site holds.
+func (r *Node) publish(ctx context.Context) {
+	rev, leading := r.role.elector.Leading()
+	if !leading {
+		return
+	}
+	r.role.mu.Lock()
+	if rev != r.role.fence {
+		r.role.mu.Unlock()
+		return // setProbing has not yet seen this leadership
+	}
+	var names []string
+	reps := map[string]health.Report{}
+	for _, st := range r.health.Snapshot() {
+		if !r.health.Probed(st.Name) {
+			continue
+		}
+		rep, _ := r.health.Report(st.Name)
+		if old, ok := r.role.published[st.Name]; ok && old.Same(rep) {
+			continue
+		}
+		names = append(names, st.Name)
+		reps[st.Name] = rep
+	}
+	r.role.mu.Unlock()
+	for chunk := range slices.Chunk(names, maxHealthOps) {
+		recs := map[string][]byte{}
+		for _, n := range chunk {
+			recs[n], _ = json.Marshal(reps[n])
+		}
+		if err := r.shared.PutHealth(ctx, r.spec.Zone, rev, recs); err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("publishing health verdicts", "err", err)
+			}
+			return
+		}
+		r.role.mu.Lock()
+		if r.role.fence == rev {
+			for _, n := range chunk {
+				r.role.published[n] = reps[n]
+			}
+		}
+		r.role.mu.Unlock()
+	}
+}
+
+// Probes returns the names of the targets this node probes itself, in configuration order.
+func (r *Node) Probes() []string {
+	var out []string
+	for _, st := range r.health.Snapshot() {
+		if r.health.Probed(st.Name) {
+			out = append(out, st.Name)
+		}
+	}
+	return out
+}

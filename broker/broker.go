@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +23,9 @@ type Broker struct {
 	newID  func() string
 	onEnd  func(Session) // told of sessions another node or an expiry ended (WithOnEnd)
 	shared bool          // st is a Shared store: followed, and expiring sessions by itself
+	// zone is this node's zone (WithZone); shareLoad is the site's share_load_across_zones.
+	zone      string
+	shareLoad bool
 
 	stateMu sync.Mutex // serializes machine-state writes (taken before mu)
 
@@ -50,6 +54,12 @@ func WithOnEnd(fn func(Session)) Option { return func(b *Broker) { b.onEnd = fn 
 // `frontdoor explain` use it for stable output.
 func WithIDs(newID func() string) Option { return func(b *Broker) { b.newID = newID } }
 
+// WithZone names the zone of the node the broker runs in (default: none). Unless the site
+// sets share_load_across_zones, the broker then uses the CPU and memory only of the machines
+// whose agents report to a node of that zone (seed 003: load stays in its zone; sessions and
+// their events are shared): the load index of the others counts their sessions and logons.
+func WithZone(zone string) Option { return func(b *Broker) { b.zone = zone } }
+
 func randomID() string {
 	var b [16]byte
 	rand.Read(b[:])
@@ -65,7 +75,7 @@ func New(ctx context.Context, cfg *configs.Config, st Store, now func() time.Tim
 	if err != nil {
 		return nil, fmt.Errorf("building broker model: %w", err)
 	}
-	b := &Broker{m: m, st: st, now: now, newID: randomID,
+	b := &Broker{m: m, st: st, now: now, newID: randomID, shareLoad: cfg.Site.ShareLoadAcrossZones,
 		sessions: map[string]*Session{}, byUser: map[string][]*Session{}, onMachine: map[string][]*Session{}, creating: map[string]bool{}, ending: map[string]bool{}}
 	for _, o := range opts {
 		o(b)
@@ -88,7 +98,7 @@ func New(ctx context.Context, cfg *configs.Config, st Store, now func() time.Tim
 		if mx == nil {
 			continue
 		}
-		mx.applyState(ms)
+		b.applyState(mx, ms)
 	}
 	for i := range snap.Sessions {
 		s := snap.Sessions[i]
@@ -110,8 +120,15 @@ func New(ctx context.Context, cfg *configs.Config, st Store, now func() time.Tim
 	return b, nil
 }
 
-func (mx *machine) applyState(ms MachineState) {
+// applyState installs a stored machine state; the load of a machine that reports in another
+// zone is hidden unless the site shares load across zones.
+func (b *Broker) applyState(mx *machine, ms MachineState) {
 	mx.cpu, mx.mem, mx.down = ms.CPU, ms.Memory, ms.Down
+	mx.reportedAt, mx.loadZone = ms.Reported, ms.LoadZone
+	lz := cmp.Or(ms.LoadZone, mx.zone)
+	if mx.loadHidden = b.zone != "" && !b.shareLoad && lz != b.zone; mx.loadHidden {
+		mx.cpu, mx.mem = 0, 0
+	}
 	mx.maintenance = mx.cfgMaintenance
 	if ms.Maintenance != nil {
 		mx.maintenance = *ms.Maintenance
@@ -467,7 +484,7 @@ func (b *Broker) applyLocked(c Change) {
 			// node's view of the machine does not overrule it.
 			mx.update(func() {
 				down := mx.down
-				mx.applyState(*c.Machine)
+				b.applyState(mx, *c.Machine)
 				mx.down = down
 			})
 		}
@@ -503,7 +520,10 @@ func (b *Broker) Expire(ctx context.Context) ([]Session, error) {
 
 // ReportLoad records the CPU and memory load (percent, 0..100) reported by a machine's agent.
 func (b *Broker) ReportLoad(ctx context.Context, name string, cpu, memory int) error {
-	return b.setMachine(ctx, name, func(mx *machine) { mx.cpu, mx.mem = cpu, memory })
+	return b.setMachine(ctx, name, func(mx *machine) {
+		mx.cpu, mx.mem, mx.reportedAt = cpu, memory, b.now()
+		mx.loadZone, mx.loadHidden = b.zone, false // reported here: known in this zone
+	})
 }
 
 // SetMaintenance puts a machine in maintenance (drain: reconnects only) or takes it out.
@@ -529,7 +549,10 @@ func (b *Broker) setMachine(ctx context.Context, name string, fn func(*machine))
 	mx.update(func() { fn(mx) })
 	mx.reported = true
 	maint := mx.maintenance
-	ms := MachineState{Name: name, CPU: mx.cpu, Memory: mx.mem, Down: mx.down, Maintenance: &maint, Reported: b.now()}
+	// Reported stays the last load report's: a maintenance or health change is no report,
+	// and the store writes a load only when a newer report brings it.
+	ms := MachineState{Name: name, CPU: mx.cpu, Memory: mx.mem, Down: mx.down, Maintenance: &maint,
+		Reported: mx.reportedAt, LoadZone: mx.loadZone}
 	b.mu.Unlock()
 	if err := b.st.PutMachine(ctx, ms); err != nil {
 		return fmt.Errorf("storing machine %q: %w", name, err)

@@ -105,6 +105,12 @@ func site(parts ...string) string {
 // newEnvState is newEnv with sessions and machine states already in the store.
 func newEnvState(t testing.TB, yaml string, sessions []broker.Session, machines []broker.MachineState) *env {
 	t.Helper()
+	return newEnvStateOpts(t, yaml, sessions, machines)
+}
+
+// newEnvStateOpts is newEnvState with broker options.
+func newEnvStateOpts(t testing.TB, yaml string, sessions []broker.Session, machines []broker.MachineState, opts ...broker.Option) *env {
+	t.Helper()
 	cfg := loadConfig(t, yaml)
 	st := memory.New()
 	c := newClock()
@@ -135,7 +141,7 @@ func newEnvState(t testing.TB, yaml string, sessions []broker.Session, machines 
 			t.Fatal(err)
 		}
 	}
-	b, err := broker.New(ctx, cfg, st, c.Now, broker.WithIDs(seqIDs()))
+	b, err := broker.New(ctx, cfg, st, c.Now, append([]broker.Option{broker.WithIDs(seqIDs())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,24 @@ type launch struct {
 	trace   []string
 }
 
+// loadNote says which load a machine's index used when it is not simply its own zone's:
+// sessions and logons only (its CPU and memory stay in the zone it reports in), or load
+// shared from another zone. The caller holds mu.
+func (b *Broker) loadNote(m *machine) string {
+	lz := m.loadZone
+	if lz == "" {
+		lz = m.zone
+	}
+	switch {
+	case b.zone == "" || lz == b.zone || !m.reported:
+		return ""
+	case m.loadHidden:
+		return ", from sessions and logons only: its CPU and memory stay in zone " + lz + " (share_load_across_zones is off)"
+	default:
+		return ", with CPU and memory shared from zone " + lz + " (share_load_across_zones)"
+	}
+}
+
 func (l *launch) tracef(format string, args ...any) {
 	l.trace = append(l.trace, fmt.Sprintf(format, args...))
 }
@@ -229,7 +247,7 @@ func (l *launch) decision(c choice) Decision {
 		}
 	} else {
 		d.Outcome, d.Mode = OutcomeNew, modeOf(c.g)
-		l.tracef("choice: new session on %s in zone %s%s, load index %d, mode %s", c.m.name, c.m.zone, at, c.m.load, d.Mode)
+		l.tracef("choice: new session on %s in zone %s%s, load index %d%s, mode %s", c.m.name, c.m.zone, at, c.m.load, l.b.loadNote(c.m), d.Mode)
 	}
 	d.Trace = l.trace
 	return d
@@ -641,7 +659,7 @@ func (l *launch) findMachineIn(g *group, label, zone, zonesDesc string, zones []
 		if g.vertical {
 			policy = "vertical: most loaded with room"
 		}
-		line += fmt.Sprintf("; %s: %s (load index %d)", policy, best.name, best.load)
+		line += fmt.Sprintf("; %s: %s (load index %d%s)", policy, best.name, best.load, l.b.loadNote(best))
 	}
 	l.trace = append(l.trace, line)
 	return best

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 )
@@ -28,7 +29,10 @@ type machine struct {
 	pending     int // logons in flight: pending sessions
 	load        int // cached load index
 	inAvail     bool
-	reported    bool // has a stored MachineState
+	reported    bool      // has a stored MachineState
+	reportedAt  time.Time // when the agent last reported CPU and memory
+	loadZone    string    // the zone of the node it reports to ("": its own)
+	loadHidden  bool      // its CPU and memory stay in loadZone: the load index counts sessions and logons
 }
 
 // group is a delivery group.

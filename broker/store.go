@@ -77,6 +77,10 @@ type MachineState struct {
 	Down bool `json:"down"`
 	// Reported is when the load was last reported.
 	Reported time.Time `json:"reported,omitzero"`
+	// LoadZone is the zone of the node the machine's agent reports its load to; "" for
+	// the machine's own zone. Without share_load_across_zones a broker uses the CPU and
+	// memory of the machines that report in its own zone only.
+	LoadZone string `json:"load_zone,omitempty"`
 }
 
 // Snapshot is everything a store holds, read once when a broker starts.

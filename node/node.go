@@ -203,7 +203,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	r.shared, _ = r.store.(*etcd.Store)
 	fail := func(err error) (*Node, error) { r.Close(); return nil, err }
-	if r.broker, err = broker.New(ctx, cfg, r.store, time.Now, broker.WithOnEnd(r.endedElsewhere)); err != nil {
+	if r.broker, err = broker.New(ctx, cfg, r.store, time.Now, broker.WithOnEnd(r.endedElsewhere), broker.WithZone(spec.Zone)); err != nil {
 		return fail(err)
 	}
 	if r.zones, err = zonemap.FromConfig(cfg); err != nil {

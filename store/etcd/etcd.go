@@ -168,6 +168,7 @@ type machineLoad struct {
 	CPU      int       `json:"cpu"`
 	Memory   int       `json:"memory"`
 	Reported time.Time `json:"reported"`
+	Zone     string    `json:"zone,omitempty"` // of the node the agent reports to
 }
 
 type machineFlags struct {
@@ -575,7 +576,7 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section stri
 
 func (st *Store) machineLocked(name string) broker.MachineState {
 	l, f := st.loads[name], st.flags[name]
-	return broker.MachineState{Name: name, CPU: l.CPU, Memory: l.Memory, Reported: l.Reported,
+	return broker.MachineState{Name: name, CPU: l.CPU, Memory: l.Memory, Reported: l.Reported, LoadZone: l.Zone,
 		Maintenance: f.Maintenance, Down: f.Down}
 }
 
@@ -1033,7 +1034,7 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
-	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported}
+	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported, Zone: m.LoadZone}
 	// Down is health's verdict, which every node takes from the published verdicts (P
 	// health/): it is not written for the site (Down stays false).
 	f := machineFlags{Maintenance: m.Maintenance}
@@ -1042,7 +1043,11 @@ func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 	of, hasF := st.flags[m.Name]
 	st.mu.Unlock()
 	var ops []clientv3.Op
-	if !hasL || ol.CPU != l.CPU || ol.Memory != l.Memory || l.Reported.Sub(ol.Reported) > 30*time.Second {
+	// Only a newer load report is written: a maintenance or health change carries the
+	// last report's time, and a node that does not see a machine's load (it reports in
+	// another zone) must not overwrite it.
+	newer := !l.Reported.IsZero() && (!hasL || l.Reported.After(ol.Reported))
+	if newer && (!hasL || ol.CPU != l.CPU || ol.Memory != l.Memory || ol.Zone != l.Zone || l.Reported.Sub(ol.Reported) > 30*time.Second) {
 		b, _ := json.Marshal(l)
 		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "load"), string(b), clientv3.WithLease(st.nodeLease())))
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Broker is what the APIs need of the session broker.
@@ -123,6 +124,11 @@ func NewLaunch(o LaunchOptions) *Launch {
 	}
 	for _, m := range o.Config.Machines {
 		l.mach[m.Name] = m
+	}
+	if c := o.Config.Site.Auth.MinPasswordCost; c > 0 && c < bcrypt.DefaultCost {
+		// (0 is a configuration built in code, without configs.SetDefaults.)
+		l.log.Warn("users' password hashes below bcrypt's default cost are accepted (site.auth.min_password_cost): a copy of the configuration gives them up to quick guessing",
+			"min_password_cost", c, "default", bcrypt.DefaultCost)
 	}
 	l.mux.HandleFunc("POST /v1/launch", l.auth(l.launch))
 	l.mux.HandleFunc("GET /v1/sessions", l.auth(l.sessions))

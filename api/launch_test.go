@@ -1,12 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -41,5 +43,21 @@ func TestReadyAnswersWhetherTheNodeTakesLaunches(t *testing.T) {
 				t.Fatalf("GET /v1/ready: %d %q, want %d %q", rec.Code, rec.Body.String(), c.code, c.body)
 			}
 		})
+	}
+}
+
+// A site that lets in password hashes below bcrypt's default cost is told so, once, when its
+// launch API starts; a site at the default is not.
+func TestALoweredMinimumPasswordCostIsWarned(t *testing.T) {
+	for _, c := range []struct {
+		cost int
+		warn bool
+	}{{4, true}, {9, true}, {configs.DefaultMinPasswordCost, false}, {12, false}} {
+		var logs bytes.Buffer
+		cfg := &configs.Config{Site: configs.Site{Auth: configs.Auth{MinPasswordCost: c.cost}}}
+		NewLaunch(LaunchOptions{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if got := strings.Count(logs.String(), "level=WARN") == 1 && strings.Contains(logs.String(), "site.auth.min_password_cost"); got != c.warn {
+			t.Errorf("min_password_cost %d: warned %v, want %v; log:\n%s", c.cost, got, c.warn, logs.String())
+		}
 	}
 }

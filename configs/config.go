@@ -69,6 +69,19 @@ type Site struct {
 	TLS TLS `yaml:"tls"`
 	// Sessions configures session lifetimes. Default: see Sessions.
 	Sessions Sessions `yaml:"sessions"`
+	// Auth configures how users' passwords are kept. Default: see Auth.
+	Auth Auth `yaml:"auth"`
+}
+
+// Auth configures how users' passwords are kept.
+type Auth struct {
+	// MinPasswordCost is the lowest bcrypt cost of a user's password_hash: the loader refuses
+	// a cheaper hash, which a copy of the configuration would give up to quick guessing.
+	// `frontdoor hash-password` makes hashes of cost 12 (PasswordHashCost; --cost for more).
+	// At least 4, bcrypt's lowest, for sites that measure the site and not bcrypt (the
+	// drills, the benchmarks); below 10 every launch API logs a warning when it starts.
+	// Default: 10 (bcrypt's default cost).
+	MinPasswordCost int `yaml:"min_password_cost"`
 }
 
 // Store selects the state backend.

@@ -26,6 +26,21 @@ const (
 	MaxUDPCoalesce     = 5 * time.Millisecond
 )
 
+// DefaultMinPasswordCost is site.auth.min_password_cost when the config does not set it:
+// bcrypt's default cost. PasswordHashCost is the cost of the hashes `frontdoor hash-password`
+// makes unless told another (--cost).
+const (
+	DefaultMinPasswordCost = 10
+	PasswordHashCost       = 12
+)
+
+// bcryptMinCost and bcryptMaxCost bound bcrypt's costs (golang.org/x/crypto/bcrypt's MinCost
+// and MaxCost: configs imports only the standard library and YAML).
+const (
+	bcryptMinCost = 4
+	bcryptMaxCost = 31
+)
+
 // DefaultDrainTimeout is proxy.drain_timeout when the config does not set it.
 const DefaultDrainTimeout = 30 * time.Second
 
@@ -77,6 +92,7 @@ func (c *Config) SetDefaults() {
 	setStr(&s.TLS.ACME.Challenge, "dns-01")
 	setDur(&s.Sessions.PendingTimeout, 90*time.Second)
 	setDur(&s.Sessions.DisconnectTimeout, time.Hour)
+	setInt(&s.Auth.MinPasswordCost, DefaultMinPasswordCost)
 
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

@@ -78,6 +78,35 @@ func (k *checker) hostPort(path, s string) {
 	k.port(path, int(ap.Port()))
 }
 
+// bcryptRE is a bcrypt hash in its modular crypt form: $2, a minor version, $, the two-digit
+// cost, $, then 22 characters of salt and 31 of hash in bcrypt's base64.
+var bcryptRE = regexp.MustCompile(`^\$2[abxy]?\$([0-9]{2})\$[./A-Za-z0-9]{53}$`)
+
+// bcryptCost returns the cost of a bcrypt hash, and false when hash is not one.
+func bcryptCost(hash string) (int, bool) {
+	m := bcryptRE.FindStringSubmatch(hash)
+	if m == nil {
+		return 0, false
+	}
+	cost, _ := strconv.Atoi(m[1])
+	return cost, cost >= bcryptMinCost && cost <= bcryptMaxCost
+}
+
+// passwordCost refuses a password hash that is not bcrypt's or is cheaper than the site's
+// minimum cost.
+func (k *checker) passwordCost(path, hash string) {
+	cost, ok := bcryptCost(hash)
+	least := k.c.Site.Auth.MinPasswordCost
+	switch {
+	case !ok:
+		k.errf(path, "password_hash must be a bcrypt hash ($2a$..., $2b$...)")
+	case cost < least && least > PasswordHashCost:
+		k.errf(path, "password_hash has bcrypt cost %d, below the site's minimum %d (site.auth.min_password_cost): make a new hash with `frontdoor hash-password --cost %d`", cost, least, least)
+	case cost < least:
+		k.errf(path, "password_hash has bcrypt cost %d, below the site's minimum %d (site.auth.min_password_cost): make a new hash with `frontdoor hash-password`", cost, least)
+	}
+}
+
 func (k *checker) percent(path string, p *int) {
 	if p != nil && (*p < 0 || *p > 100) {
 		k.errf(path, "load threshold %d is outside 0..100", *p)
@@ -147,6 +176,9 @@ func (k *checker) validateSite(zones map[string]int) {
 	k.oneOf("site.tls.acme.challenge", s.TLS.ACME.Challenge, "dns-01", "http-01", "tls-alpn-01")
 	if s.TLS.Issuer == "acme" && s.TLS.ACME.Email == "" {
 		k.errf("site.tls.acme.email", "the acme issuer needs an email")
+	}
+	if c := s.Auth.MinPasswordCost; c < bcryptMinCost || c > bcryptMaxCost {
+		k.errf("site.auth.min_password_cost", "%d is outside bcrypt's costs %d..%d", c, bcryptMinCost, bcryptMaxCost)
 	}
 }
 
@@ -333,8 +365,8 @@ func (k *checker) validateUsers(zones map[string]int) (users, ugroups map[string
 		switch {
 		case u.PasswordHash == PasswordPlaceholder:
 			k.errf(p+".password_hash", "password_hash is the reference's placeholder: make a hash with `frontdoor hash-password`")
-		case u.PasswordHash != "" && !strings.HasPrefix(u.PasswordHash, "$2"):
-			k.errf(p+".password_hash", "password_hash must be a bcrypt hash ($2a$..., $2b$...)")
+		case u.PasswordHash != "":
+			k.passwordCost(p+".password_hash", u.PasswordHash)
 		}
 	}
 	names = make([]string, len(c.UserGroups))

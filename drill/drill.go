@@ -378,14 +378,15 @@ func runOne(ctx context.Context, o Options, s Scenario, mode string) Result {
 }
 
 // drillSource is the lab site moved to o.Base, with the drill's changes: a short drain, and
-// the users of the launch storms (passwords hashed at bcrypt's lowest cost: a storm measures
-// the site, not bcrypt).
+// the users of the launch storms (passwords hashed at bcrypt's lowest cost, which the drill
+// site allows with site.auth.min_password_cost: a storm measures the site, not bcrypt).
 func drillSource(o Options) ([]byte, error) {
 	users, err := stormUsers(max(o.Launches, etcdLaunches))
 	if err != nil {
 		return nil, err
 	}
 	return lab.MovedSource(o.Base, func(s string) string {
+		s = strings.Replace(s, "\nsite:\n", "\nsite:\n  auth: {min_password_cost: 4}\n", 1)
 		s = strings.Replace(s, "\nusers:\n", "\nusers:\n"+users, 1)
 		return s + fmt.Sprintf("\n# The drill: a node told to stop drains for %s.\nproxy:\n  drain_timeout: %s\n", drainTimeout, drainTimeout)
 	})

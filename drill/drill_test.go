@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // The drill runs on distributed sites, whose node processes are the frontdoor binary: the
@@ -145,6 +146,9 @@ func TestDrillSource(t *testing.T) {
 	}
 	if storm != 30 {
 		t.Errorf("%d storm users, want 30", storm)
+	}
+	if c.Site.Auth.MinPasswordCost != bcrypt.MinCost {
+		t.Errorf("min_password_cost %d, want %d for the storm users' hashes", c.Site.Auth.MinPasswordCost, bcrypt.MinCost)
 	}
 	if d := c.Proxy.DrainTimeout.D(); d != drainTimeout {
 		t.Errorf("drain_timeout %s, want %s", d, drainTimeout)

@@ -77,8 +77,9 @@ func fail(err error) {
 }
 
 // source is the lab site moved to 127.71-73, with a group of bench machines in every zone,
-// a resource on them and bench users (password "lab", bcrypt cost 4 so that the first login
-// of each user does not dominate the warm-up).
+// a resource on them and bench users (password "lab", bcrypt cost 4 — which the site allows
+// with site.auth.min_password_cost — so that the first login of each user does not dominate
+// the warm-up).
 func source(perZone, users int) ([]byte, error) {
 	hash, err := bcrypt.GenerateFromPassword([]byte("lab"), 4)
 	if err != nil {
@@ -94,6 +95,7 @@ func source(perZone, users int) ([]byte, error) {
 		for i := 0; i < users; i++ {
 			fmt.Fprintf(&u, "  - {name: bu%d, password_hash: %q}\n", i, hash)
 		}
+		s = strings.Replace(s, "\nsite:\n", "\nsite:\n  auth: {min_password_cost: 4}\n", 1)
 		s = strings.Replace(s, "\ngroups:\n", "\ngroups:\n  - {name: bench, kind: shared, load: {max_logons: 0}}\n", 1)
 		s = strings.Replace(s, "\nmachines:\n", "\nmachines:\n"+m.String(), 1)
 		s = strings.Replace(s, "\nresources:\n", "\nresources:\n  - {name: benchdesk, kind: desktop, groups: [{group: bench}], entitled: {everyone: true}}\n", 1)
@@ -532,7 +534,7 @@ func oneNode(machines, users int) ([]byte, error) {
 		return nil, err
 	}
 	var b strings.Builder
-	b.WriteString(`site: {name: bench-one, default_zone: hq, secure_gateway: false}
+	b.WriteString(`site: {name: bench-one, default_zone: hq, secure_gateway: false, auth: {min_password_cost: 4}}
 zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
 nodes:
   - name: fd-1

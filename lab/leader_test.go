@@ -85,25 +85,52 @@ func TestOneLeaderPerZoneProbes(t *testing.T) {
 	l, _ := startLab(t)
 	waitWellLed(t, l, "", 10*time.Second)
 
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
-	req, _ := http.NewRequest(http.MethodGet, adminURL(t, l)+"/v1/admin/status", nil)
-	req.SetBasicAuth("admin", "lab")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
+	type status struct {
 		Store struct {
 			Leaders []struct {
 				Zone, Node string
 				Since      time.Time
 			} `json:"leaders"`
+			Registrations map[string]struct{ Node, Zone string } `json:"registrations"`
 		} `json:"store"`
 	}
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if err != nil || len(st.Store.Leaders) != len(l.Config.Zones) {
-		t.Fatalf("admin status leaders %+v (%v), want one per zone", st.Store.Leaders, err)
+	get := func() status {
+		t.Helper()
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
+		req, _ := http.NewRequest(http.MethodGet, adminURL(t, l)+"/v1/admin/status", nil)
+		req.SetBasicAuth("admin", "lab")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st status
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := get()
+	if len(st.Store.Leaders) != len(l.Config.Zones) {
+		t.Fatalf("admin status leaders %+v, want one per zone", st.Store.Leaders)
+	}
+	// Every machine is registered with a node of its own zone (each lab zone has two).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st = get()
+		bad := ""
+		for _, m := range l.Config.Machines {
+			if r, ok := st.Store.Registrations[m.Name]; !ok || r.Zone != m.Zone || r.Node == "" {
+				bad = fmt.Sprintf("%s (zone %s) registered at %+v", m.Name, m.Zone, r)
+			}
+		}
+		if bad == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admin status registrations: %s", bad)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	for _, ld := range st.Store.Leaders {
 		if ld.Node == "" || ld.Since.IsZero() || time.Since(ld.Since) > time.Minute {
@@ -129,7 +156,7 @@ func TestOneLeaderPerZoneProbes(t *testing.T) {
 	if d > 3*time.Second {
 		t.Errorf("the new leader took %v, want within the lease's 1.5 s bound (and some slack)", d)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for v := verdict(t, l, gw); v != "down"; v = verdict(t, l, gw) {
 		if time.Now().After(deadline) {
 			t.Fatalf("gateway %s of the killed node reads %q at the admin node after 5s, want down", gw, v)

@@ -169,6 +169,7 @@ type machineLoad struct {
 	Memory   int       `json:"memory"`
 	Reported time.Time `json:"reported"`
 	Zone     string    `json:"zone,omitempty"` // of the node the agent reports to
+	Node     string    `json:"node,omitempty"` // the node the agent reports to
 }
 
 type machineFlags struct {
@@ -1034,7 +1035,7 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
-	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported, Zone: m.LoadZone}
+	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported, Zone: m.LoadZone, Node: st.o.Node}
 	// Down is health's verdict, which every node takes from the published verdicts (P
 	// health/): it is not written for the site (Down stays false).
 	f := machineFlags{Maintenance: m.Maintenance}
@@ -1047,7 +1048,7 @@ func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
 	// last report's time, and a node that does not see a machine's load (it reports in
 	// another zone) must not overwrite it.
 	newer := !l.Reported.IsZero() && (!hasL || l.Reported.After(ol.Reported))
-	if newer && (!hasL || ol.CPU != l.CPU || ol.Memory != l.Memory || ol.Zone != l.Zone || l.Reported.Sub(ol.Reported) > 30*time.Second) {
+	if newer && (!hasL || ol.CPU != l.CPU || ol.Memory != l.Memory || ol.Zone != l.Zone || ol.Node != l.Node || l.Reported.Sub(ol.Reported) > 30*time.Second) {
 		b, _ := json.Marshal(l)
 		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "load"), string(b), clientv3.WithLease(st.nodeLease())))
 	}

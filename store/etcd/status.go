@@ -39,6 +39,8 @@ type Status struct {
 	Nodes []NodeInfo `json:"nodes"`
 	// Leaders are the zones' leaders, by zone name.
 	Leaders []Leader `json:"leaders"`
+	// Registrations tell, by machine, the node its agent reports to.
+	Registrations map[string]Registration `json:"registrations"`
 	// Error says why the members could not be listed.
 	Error string `json:"error,omitempty"`
 }
@@ -50,6 +52,7 @@ func (st *Store) Status(ctx context.Context) Status {
 		out.Nodes = append(out.Nodes, n)
 	}
 	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
+	out.Registrations = st.Registrations()
 	out.Leaders = []Leader{}
 	for _, l := range st.Leaders() {
 		out.Leaders = append(out.Leaders, l)
@@ -76,5 +79,26 @@ func (st *Store) Status(ctx context.Context) Status {
 		out.Members = append(out.Members, mb)
 	}
 	sort.Slice(out.Members, func(i, j int) bool { return out.Members[i].Name < out.Members[j].Name })
+	return out
+}
+
+// Registration is where a machine's agent reports: the node (and its zone) whose lease holds
+// the machine's load, as of its last report.
+type Registration struct {
+	Node     string    `json:"node"`
+	Zone     string    `json:"zone"`
+	Reported time.Time `json:"reported"`
+}
+
+// Registrations returns where every reporting machine is registered, from the view.
+func (st *Store) Registrations() map[string]Registration {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make(map[string]Registration, len(st.loads))
+	for m, l := range st.loads {
+		if l.Node != "" {
+			out[m] = Registration{Node: l.Node, Zone: l.Zone, Reported: l.Reported}
+		}
+	}
 	return out
 }

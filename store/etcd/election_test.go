@@ -136,3 +136,31 @@ func TestCandidateOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestPassiveReportsReachTheProber: a failure one node reports on a target reaches every
+// node's OnPassive followers (the prober among them), with the reporter's name.
+func TestPassiveReportsReachTheProber(t *testing.T) {
+	c := cluster(t)
+	seer, prober := open(t, c, "seer"), open(t, c, "prober")
+	got := make(chan etcd.Passive, 4)
+	prober.OnPassive(func(target string, p etcd.Passive) {
+		if target == "gw-1" {
+			got <- p
+		}
+	})
+	for range 2 { // the same key twice: each report is its own event
+		if err := seer.ReportPassive(t.Context(), "gw-1", etcd.Passive{Port: "443/tcp", Err: "connection refused"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		select {
+		case p := <-got:
+			if p.Node != "seer" || p.Port != "443/tcp" || p.Err != "connection refused" {
+				t.Fatalf("report %d: %+v", i, p)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("report %d did not reach the prober", i)
+		}
+	}
+}

@@ -230,14 +230,17 @@ func authenticate(users map[string]configs.User, cache *authCache, guard *loginG
 		return u, nil
 	}
 	src := clientAddr(r)
-	if wait := guard.wait(src, name); wait > 0 {
-		return configs.User{}, throttledError{wait}
+	if err := guard.admit(src, name); err != nil {
+		return configs.User{}, err
 	}
-	if err := guard.compare(hash, pass); err != nil || !known || u.PasswordHash == "" {
-		if errors.Is(err, errLoginBusy) {
-			return configs.User{}, err
-		}
-		guard.failed(src, name)
+	err := guard.compare(hash, pass)
+	busy := errors.Is(err, errLoginBusy)
+	failed := !busy && (err != nil || !known || u.PasswordHash == "")
+	guard.done(src, name, failed)
+	switch {
+	case busy:
+		return configs.User{}, err
+	case failed:
 		return configs.User{}, errNoLogin
 	}
 	cache.add(k)

@@ -17,7 +17,9 @@ import (
 
 // Password logins are throttled: every failed one costs its source address and its user name
 // a token, and a source or a user without a token is answered 429 with Retry-After, without a
-// bcrypt comparison; at most two comparisons per CPU run at once, so that guessing is neither
+// bcrypt comparison; a comparison under way holds a token of each, so that logins sent at
+// once compare no more passwords than the tokens allow (the next is answered 503 with
+// Retry-After 1); at most two comparisons per CPU run at once, so that guessing is neither
 // free nor a lever on the CPU. Behind a load balancer the source is the client only when the
 // listener reads its PROXY header (proxy_protocol_from); else every client shares its address.
 const (
@@ -43,16 +45,22 @@ func (e throttledError) Error() string {
 
 // loginGuard holds the limiters and the comparison slots of one API.
 type loginGuard struct {
-	mu      sync.Mutex // guards sources and users
+	mu      sync.Mutex // guards sources, users, trySources and tryUsers
 	sources map[netip.Addr]*rate.Limiter
 	users   map[string]*rate.Limiter
-	slots   chan struct{}
-	once    sync.Once
+	// trySources and tryUsers count the comparisons under way of each source and user:
+	// each holds one of their tokens until it ends, so that logins at once compare no
+	// more passwords than the tokens allow.
+	trySources map[netip.Addr]int
+	tryUsers   map[string]int
+	slots      chan struct{}
+	once       sync.Once
 }
 
 func (g *loginGuard) init() {
 	g.once.Do(func() {
 		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
+		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
 		g.slots = make(chan struct{}, 2*runtime.NumCPU())
 	})
 }
@@ -78,28 +86,58 @@ func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int) *rate.Limiter 
 	return l
 }
 
-// wait returns how long src or user must wait before a password is tried; 0: now.
-func (g *loginGuard) wait(src netip.Addr, user string) time.Duration {
+// admit lets a password of user from src be compared, or says why not: a throttledError
+// when either has no token left, errLoginBusy when their tokens are all held by
+// comparisons under way. An admitted comparison holds a token of each until done.
+func (g *loginGuard) admit(src netip.Addr, user string) error {
 	g.init()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := time.Now()
 	var longest time.Duration
-	for _, l := range []*rate.Limiter{limiter(g.sources, src, failuresPerSource), limiter(g.users, user, failuresPerUser)} {
-		if t := l.TokensAt(now); t < 1 {
+	busy := false
+	for _, c := range []struct {
+		l      *rate.Limiter
+		trying int
+	}{{limiter(g.sources, src, failuresPerSource), g.trySources[src]}, {limiter(g.users, user, failuresPerUser), g.tryUsers[user]}} {
+		switch t := c.l.TokensAt(now); {
+		case t < 1:
 			longest = max(longest, time.Duration((1-t)*float64(refill)))
+		case t-float64(c.trying) < 1:
+			busy = true
 		}
 	}
-	return longest
+	switch {
+	case longest > 0:
+		return throttledError{longest}
+	case busy:
+		return errLoginBusy
+	}
+	g.trySources[src]++
+	g.tryUsers[user]++
+	return nil
 }
 
-// failed charges a failed login to src and user.
-func (g *loginGuard) failed(src netip.Addr, user string) {
+// done ends a comparison that admit let in; a failed one costs src and user a token.
+func (g *loginGuard) done(src netip.Addr, user string, failed bool) {
 	g.init()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	limiter(g.sources, src, failuresPerSource).Allow()
-	limiter(g.users, user, failuresPerUser).Allow()
+	release(g.trySources, src)
+	release(g.tryUsers, user)
+	if failed {
+		limiter(g.sources, src, failuresPerSource).Allow()
+		limiter(g.users, user, failuresPerUser).Allow()
+	}
+}
+
+// release counts one comparison of k less in m.
+func release[K comparable](m map[K]int, k K) {
+	if m[k] <= 1 {
+		delete(m, k)
+	} else {
+		m[k]--
+	}
 }
 
 // compare runs a bcrypt comparison in one of the slots; errLoginBusy when none frees within

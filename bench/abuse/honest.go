@@ -1,11 +1,14 @@
 package main
 
 // The honest clients, in this process, each from a loopback address of its own that no
-// abuser uses: "fresh" launches over a new connection each time (as client.Launch and
-// frontdoor connect do), "kept" over one keep-alive connection (as a portal would), both
-// then opening the session's channel through the gateway (client.Open, an echo) and
-// logging it off; "cold" signs in as a user not seen before (a bcrypt comparison) once a
-// second. And the standing sessions, opened before the abuse, that must live through it.
+// abuser uses. Their launches arrive at a fixed rate, whatever the node's answers (open
+// loop: a stalled node is charged the launches that wait, not spared those a waiting client
+// would not have sent), each as a user of the stream's pool, not under way already: "fresh"
+// launches over a new connection each time (as client.Launch and frontdoor connect do),
+// "kept" over a pool of two keep-alive connections (as a portal would), both then open the
+// session's channel through the gateway (client.Open, an echo) and log it off; "cold" signs
+// in as a user not seen before (a bcrypt comparison) once a second. And the standing
+// sessions, opened before the abuse, that must live through it.
 
 import (
 	"context"
@@ -44,15 +47,18 @@ type sample struct {
 	err   string        // "" when the whole try worked; else what failed first
 }
 
-// apiClient is an honest client of the launch API: fresh makes a new connection for every
-// request, with client.Launch's timeouts (connect 2 s, TLS 3 s, 10 s in all).
+// apiClient is an honest client of the launch API, with client.Launch's timeouts (connect
+// 2 s, TLS 3 s, 10 s in all): fresh makes a new connection for every request, else it keeps
+// two connections at most, and a request waits for one of them.
 func apiClient(src netip.Addr, pool *x509.CertPool, fresh bool) *http.Client {
 	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))}).DialContext,
 		TLSHandshakeTimeout: 3 * time.Second,
 		DisableKeepAlives:   fresh,
-		MaxIdleConnsPerHost: 1,
+	}
+	if !fresh {
+		tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = 2, 2
 	}
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
@@ -160,45 +166,65 @@ func (h *honest) open(ctx context.Context, d *client.Descriptor, onEvent func(cl
 	return s, nil
 }
 
-// loop launches as user over hc, opens the channel and logs the session off, one try at a
-// time and one per interval at most, until ctx ends.
-func (h *honest) loop(ctx context.Context, stream string, hc *http.Client, user string, interval time.Duration) {
+// arrivals starts a try every interval until ctx ends, each as a user of the pool that no
+// try is under way for; with none free the arrival fails at once.
+func (h *honest) arrivals(ctx context.Context, stream string, hc *http.Client, users []string, interval time.Duration) {
+	free := make(chan string, len(users))
+	for _, u := range users {
+		free <- u
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for ctx.Err() == nil {
-		start := time.Now()
-		s := sample{phase: *h.phase.Load(), at: start.Sub(h.t0)}
-		d, err := h.launch(ctx, hc, user, stream)
-		s.took = time.Since(start)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			s.err = "launch: " + err.Error()
-		default:
-			t := time.Now()
-			sess, err := h.open(ctx, d, nil)
-			s.open = time.Since(t)
-			if err != nil {
-				s.err = "channel: " + err.Error()
-			} else {
-				sess.Close()
-			}
-			if _, err := call(ctx, hc, http.MethodPost, h.url+"/v1/sessions/"+d.SessionID+"/logoff", user, ""); err != nil && s.err == "" && ctx.Err() == nil {
-				s.err = "logoff: " + err.Error()
-			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		s.total = time.Since(start)
-		h.add(stream, s)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+		s := sample{phase: *h.phase.Load(), at: time.Since(h.t0)}
+		select {
+		case u := <-free:
+			wg.Go(func() {
+				defer func() { free <- u }()
+				h.try(ctx, stream, hc, u, s)
+			})
+		default:
+			s.err = fmt.Sprintf("launch: not sent, %d tries under way", len(users))
+			h.add(stream, s)
+		}
 	}
+}
+
+// try launches as user over hc, opens the channel and logs the session off.
+func (h *honest) try(ctx context.Context, stream string, hc *http.Client, user string, s sample) {
+	start := time.Now()
+	d, err := h.launch(ctx, hc, user, stream)
+	s.took = time.Since(start)
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err != nil:
+		s.err = "launch: " + err.Error()
+	default:
+		t := time.Now()
+		sess, err := h.open(ctx, d, nil)
+		s.open = time.Since(t)
+		if err != nil {
+			s.err = "channel: " + err.Error()
+		} else {
+			sess.Close()
+		}
+		if _, err := call(ctx, hc, http.MethodPost, h.url+"/v1/sessions/"+d.SessionID+"/logoff", user, ""); err != nil && s.err == "" && ctx.Err() == nil {
+			s.err = "logoff: " + err.Error()
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	s.total = time.Since(start)
+	h.add(stream, s)
 }
 
 // coldLogins signs in, once every interval, as the next user of users, over a new
@@ -206,24 +232,28 @@ func (h *honest) loop(ctx context.Context, stream string, hc *http.Client, user 
 func (h *honest) coldLogins(ctx context.Context, hc *http.Client, users []string, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, u := range users {
-		start := time.Now()
-		s := sample{phase: *h.phase.Load(), at: start.Sub(h.t0)}
-		_, err := call(ctx, hc, http.MethodGet, h.url+"/v1/sessions", u, "")
-		s.took = time.Since(start)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			s.err = "login: " + err.Error()
-		}
-		s.total = s.took
-		h.add("cold", s)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+		wg.Go(func() {
+			start := time.Now()
+			s := sample{phase: *h.phase.Load(), at: start.Sub(h.t0)}
+			_, err := call(ctx, hc, http.MethodGet, h.url+"/v1/sessions", u, "")
+			s.took = time.Since(start)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				s.err = "login: " + err.Error()
+			}
+			s.total = s.took
+			h.add("cold", s)
+		})
 	}
 }
 

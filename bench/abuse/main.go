@@ -2,8 +2,8 @@
 // abused, on loopback. The node (one `frontdoor serve` process over bolt, the gateway of
 // its sessions on the same address, pinned to -node-cpu) is started by the lab, whose
 // machine agents run in this process. Honest clients, each from its own loopback address,
-// launch and open their session's channel through the gateway over and over (honest.go);
-// standing sessions stay open and echo throughout. After a warm-up and an unloaded window,
+// launch at a fixed rate whatever the node answers, and open each session's channel
+// through the gateway (honest.go); standing sessions stay open and echo throughout. After a warm-up and an unloaded window,
 // a child process of this program (-role abuse, abusers.go) abuses the node's launch
 // listener, from addresses of its own (127.0.1-3.x, -sources per kind):
 //
@@ -33,6 +33,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,7 @@ type options struct {
 	warm, unloaded, after time.Duration
 	interval              time.Duration
 	standing, machines    int
+	pool                  int
 	abuse                 abuseConfig
 	profile               string
 }
@@ -59,9 +61,10 @@ func main() {
 	flag.DurationVar(&o.warm, "warm", 3*time.Second, "honest load before the unloaded window (not measured)")
 	flag.DurationVar(&o.unloaded, "unloaded", 20*time.Second, "unloaded window")
 	flag.DurationVar(&o.after, "after", 15*time.Second, "window after the abuse")
-	flag.DurationVar(&o.interval, "interval", 50*time.Millisecond, "each honest client starts a launch this often at most")
+	flag.DurationVar(&o.interval, "interval", 50*time.Millisecond, "each honest stream starts a launch this often, whatever the node answers")
+	flag.IntVar(&o.pool, "pool", 100, "users of each honest stream: its tries under way at most")
 	flag.IntVar(&o.standing, "standing", 8, "standing sessions, open through the whole run")
-	flag.IntVar(&o.machines, "machines", 4, "machines (50 sessions each)")
+	flag.IntVar(&o.machines, "machines", 6, "machines (50 sessions each)")
 	flag.IntVar(&o.abuse.Wrong, "wrong", 10000, "wrong-password launch requests")
 	flag.IntVar(&o.abuse.WrongRate, "wrong-rate", 400, "wrong-password requests per second")
 	flag.IntVar(&o.abuse.Workers, "workers", 32, "wrong-password connections")
@@ -114,13 +117,17 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	users := newSiteUsers(o.standing, 300)
+	users := newSiteUsers(o.pool, o.standing, 300)
+	src, err := siteSource(users, o.machines)
+	if err != nil {
+		return err
+	}
 	var env []string
 	if o.profile != "" {
 		env = append(env, "FRONTDOOR_CPUPROFILE="+o.profile)
 	}
 	progress("starting the site")
-	l, pin, err := startSite(ctx, dir, o.bin, siteSource(users, o.machines), o.nodeCPU, env)
+	l, pin, err := startSite(ctx, dir, o.bin, src, o.nodeCPU, env)
 	if err != nil {
 		return err
 	}
@@ -141,10 +148,10 @@ func run(o options) error {
 	h := &honest{url: "https://" + launchAddr, pool: l.CA().Pool(), users: users, phase: &phase, t0: time.Now(),
 		quiet: slog.New(slog.NewTextHandler(io.Discard, nil)), samples: map[string][]sample{}}
 	fresh, kept, cold := apiClient(freshIP, h.pool, true), apiClient(keptIP, h.pool, false), apiClient(coldIP, h.pool, true)
-	if err := h.signIn(ctx, kept, append([]string{users.kept}, users.standing...)...); err != nil {
+	if err := h.signIn(ctx, kept, append(slices.Clone(users.kept), users.standing...)...); err != nil {
 		return err
 	}
-	if err := h.signIn(ctx, fresh, users.fresh); err != nil {
+	if err := h.signIn(ctx, fresh, users.fresh...); err != nil {
 		return err
 	}
 	sts, err := h.openStanding(ctx, kept, users.standing)
@@ -154,8 +161,8 @@ func run(o options) error {
 
 	lctx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { h.loop(lctx, "fresh", fresh, users.fresh, o.interval) })
-	wg.Go(func() { h.loop(lctx, "kept", kept, users.kept, o.interval) })
+	wg.Go(func() { h.arrivals(lctx, "fresh", fresh, users.fresh, o.interval) })
+	wg.Go(func() { h.arrivals(lctx, "kept", kept, users.kept, o.interval) })
 	wg.Go(func() { h.coldLogins(lctx, cold, users.cold, time.Second) })
 	for _, st := range sts {
 		wg.Go(func() { h.keepEchoing(lctx, st, time.Second) })
@@ -165,6 +172,7 @@ func run(o options) error {
 		samples []nodeSample
 		selfCPU = map[string]int64{}
 		child   int
+		fds     = map[string]int{} // the most descriptors each process held
 	)
 	wg.Go(func() {
 		tick := time.NewTicker(500 * time.Millisecond)
@@ -180,8 +188,10 @@ func run(o options) error {
 			smu.Lock()
 			samples = append(samples, s)
 			selfCPU["self "+s.phase] = cpuTicks("self")
+			fds["node"], fds["self"] = max(fds["node"], s.fds), max(fds["self"], countFDs("self"))
 			if child != 0 {
 				selfCPU["child "+s.phase] = cpuTicks(fmt.Sprint(child))
+				fds["abusers"] = max(fds["abusers"], countFDs(fmt.Sprint(child)))
 			}
 			smu.Unlock()
 		}
@@ -196,7 +206,7 @@ func run(o options) error {
 	}
 	cfg := o.abuse
 	cfg.Target = netip.MustParseAddrPort(launchAddr)
-	cfg.Users = append([]string{users.fresh, users.kept}, users.victims...)
+	cfg.Users = append(append(slices.Clone(users.fresh), users.kept...), users.victims...)
 	res, err := runChild(ctx, cfg, func(pid int) { smu.Lock(); child = pid; smu.Unlock() })
 	if o.profile != "" {
 		syscall.Kill(node.PID, syscall.SIGUSR2)
@@ -225,7 +235,7 @@ func run(o options) error {
 			progress("profile: %v", err)
 		}
 	}
-	r := report{o: o, pin: pin, base: base, end: end, samples: samples, gcPeak: gc.peak, cpu: selfCPU, abuse: res,
+	r := report{o: o, pin: pin, base: base, end: end, samples: samples, gcPeak: gc.peak, cpu: selfCPU, abuse: res, fds: fds,
 		honest: h.samples, standing: sts, lost: lost, warnings: warnings}
 	r.print()
 	return nil

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -20,6 +21,7 @@ type report struct {
 	gcPeak    gcHeap
 	cpu       map[string]int64 // clock ticks of this process and the abusers' at each phase's last sample
 	abuse     abuseResult
+	fds       map[string]int // the most descriptors each process held: node, self, abusers
 	honest    map[string][]sample
 	standing  []*standing
 	lost      map[string]string
@@ -119,8 +121,8 @@ func (r report) print() {
 		procs = r.end.heapMB.procs
 	}
 	fmt.Printf("node: one frontdoor serve process (bolt, secure gateway on its own address), %s, GOMAXPROCS %d (from its GC trace); the lab's agents and the honest clients in this process, the abusers in its child: CPUs %s\n", r.pin, procs, cpusAllowed())
-	fmt.Printf("honest clients: fresh (new TCP+TLS connection per launch, client.Launch's timeouts: connect 2 s, TLS 3 s, 10 s in all) from %s; kept (one keep-alive connection) from %s; each launches, opens the session's 8443/tcp channel through the gateway and echoes 1 KiB, logs off, at most every %s. cold: a login of a user not seen before (bcrypt) every second from %s. %d standing sessions echo 256 B every second\n",
-		freshIP, keptIP, o.interval, coldIP, o.standing)
+	fmt.Printf("honest clients: fresh (new TCP+TLS connection per launch, client.Launch's timeouts: connect 2 s, TLS 3 s, 10 s in all) from %s; kept (two keep-alive connections) from %s; a launch of each arrives every %s whatever the node answers (open loop, %d users each: at most that many under way), opens the session's 8443/tcp channel through the gateway, echoes 1 KiB and logs off. cold: a login of a user not seen before (bcrypt cost 10) every second from %s. %d standing sessions echo 256 B every second\n",
+		freshIP, keptIP, o.interval, o.pool, coldIP, o.standing)
 	fmt.Printf("abuse: %d wrong passwords at %d/s over %d keep-alive connections from 127.0.1.1-%d (half of them naming real users: the honest ones and 10 victims); %d slow-header connections from 127.0.2.1-%d, all held; %d stalled handshakes from 127.0.3.1-%d, %d held at once; new connections at %d/s a kind; limit %s\n\n",
 		o.abuse.Wrong, o.abuse.WrongRate, o.abuse.Workers, o.abuse.Sources, o.abuse.Slow, o.abuse.Sources, o.abuse.Handshakes, o.abuse.Sources, o.abuse.HSAtOnce, o.abuse.OpenRate, o.abuse.Limit)
 
@@ -204,6 +206,7 @@ func (r report) print() {
 	}
 	fmt.Printf("| at the end | %.1f | %.1f (VmHWM: the run's) | %d | – | %d | %d | %d | – |\n", mb(r.end.rssKB), mb(r.end.hwmKB), r.end.heapMB.live, r.end.heapMB.stacks, r.end.fds, r.end.threads)
 	fmt.Printf("\nthis process (agents, honest clients) and the abusers' process, CPU over the abuse: %s\n", r.loadCPU())
+	fmt.Printf("\ndescriptors held at most (sampled every 0.5 s; the limit is %s a process): node %d, this process %d, the abusers' process %d\n", fileLimit(), r.fds["node"], r.fds["self"], r.fds["abusers"])
 
 	fmt.Println()
 	fmt.Println("### Standing sessions")
@@ -320,4 +323,13 @@ func cpusAllowed() string {
 		}
 	}
 	return "?"
+}
+
+// fileLimit is this process's open-files limit.
+func fileLimit() string {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return "?"
+	}
+	return fmt.Sprint(l.Cur)
 }

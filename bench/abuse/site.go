@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/lab"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // The site's addresses (127.74/16: clear of the lab's 127.1-3 and bench/launch's 127.71-73).
@@ -31,41 +32,41 @@ const (
 	password   = "lab"
 )
 
-// siteUsers are the site's users: the honest clients' own, the standing sessions', the
-// cold logins' (each signs in once, during the run) and the victims (real users whose
-// names the abusers guess and no honest client uses).
+// siteUsers are the site's users: the pools of the honest streams and the standing
+// sessions' users (bcrypt cost 4: each signs in once, before the measured windows, and is
+// then held by the node), the cold logins' (cost 10, each signs in once during the run) and
+// the victims (cost 10: real users whose names the abusers guess and no honest client uses).
 type siteUsers struct {
-	fresh, kept string
+	fresh, kept []string
 	standing    []string
 	cold        []string
 	victims     []string
 }
 
-func newSiteUsers(standing, cold int) siteUsers {
-	u := siteUsers{fresh: "honest-fresh", kept: "honest-kept"}
-	for i := 0; i < standing; i++ {
-		u.standing = append(u.standing, fmt.Sprintf("standing-%d", i))
+func newSiteUsers(pool, standing, cold int) siteUsers {
+	var u siteUsers
+	add := func(to *[]string, n int, name string) {
+		for i := 0; i < n; i++ {
+			*to = append(*to, fmt.Sprintf("%s-%d", name, i))
+		}
 	}
-	for i := 0; i < cold; i++ {
-		u.cold = append(u.cold, fmt.Sprintf("cold-%d", i))
-	}
-	for i := 0; i < 10; i++ {
-		u.victims = append(u.victims, fmt.Sprintf("victim-%d", i))
-	}
+	add(&u.fresh, pool, "fresh")
+	add(&u.kept, pool, "kept")
+	add(&u.standing, standing, "standing")
+	add(&u.cold, cold, "cold")
+	add(&u.victims, 10, "victim")
 	return u
-}
-
-func (u siteUsers) all() []string {
-	out := append([]string{u.fresh, u.kept}, u.standing...)
-	out = append(out, u.cold...)
-	return append(out, u.victims...)
 }
 
 // siteSource is the YAML of the one-node site: secure gateway on, machines of 50 sessions
 // each with one display port (8443/tcp), every user's password "lab".
-func siteSource(users siteUsers, machines int) []byte {
+func siteSource(users siteUsers, machines int) ([]byte, error) {
+	quick, err := bcrypt.GenerateFromPassword([]byte(password), 4)
+	if err != nil {
+		return nil, err
+	}
 	var b strings.Builder
-	b.WriteString(`site: {name: abuse, default_zone: hq, secure_gateway: true}
+	b.WriteString(`site: {name: abuse, default_zone: hq, secure_gateway: true, auth: {min_password_cost: 4}}
 zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
 nodes:
   - name: fd-1
@@ -81,10 +82,15 @@ machines:
 		fmt.Fprintf(&b, "  - {name: bm-%d, address: 127.74.4.%d, zone: hq, group: bench, max_sessions: 50, display_ports: [8443/tcp]}\n", i, i+1)
 	}
 	b.WriteString("users:\n")
-	for _, n := range users.all() {
-		fmt.Fprintf(&b, "  - {name: %s, password_hash: %q}\n", n, labHash)
+	for _, g := range []struct {
+		names []string
+		hash  string
+	}{{users.fresh, string(quick)}, {users.kept, string(quick)}, {users.standing, string(quick)}, {users.cold, labHash}, {users.victims, labHash}} {
+		for _, n := range g.names {
+			fmt.Fprintf(&b, "  - {name: %s, password_hash: %q}\n", n, g.hash)
+		}
 	}
-	return []byte(b.String())
+	return []byte(b.String()), nil
 }
 
 // startSite starts the lab: the node process through a wrapper that pins it to cpu (when
@@ -185,9 +191,7 @@ func sampleNode(pid int, g *gcTrace) nodeSample {
 			s.threads = int(n)
 		}
 	}
-	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
-		s.fds = len(ents)
-	}
+	s.fds = countFDs(strconv.Itoa(pid))
 	s.cpuTicks = cpuTicks(strconv.Itoa(pid))
 	s.heapMB = g.read()
 	return s
@@ -249,4 +253,10 @@ func nodeWarnings(path string) map[string]int {
 		out[k]++
 	}
 	return out
+}
+
+// countFDs counts the open descriptors of /proc/PID.
+func countFDs(pid string) int {
+	ents, _ := os.ReadDir("/proc/" + pid + "/fd")
+	return len(ents)
 }

@@ -101,6 +101,13 @@ type Options struct {
 	Now func() time.Time
 	// Registry receives the store's metrics. Default: none.
 	Registry prometheus.Registerer
+	// Plan names, by machine, the nodes that book it while etcd is out of reach and its
+	// max_sessions (outage.go). Default: nil (no outage mode: operations fail while etcd is
+	// away, and no machine is left to a zone cut off).
+	Plan map[string]MachinePlan
+	// CacheFile is the node's local host cache, a bolt file that mirrors the view at its
+	// revision (cache.go). Default: "" (none).
+	CacheFile string
 }
 
 // loadTimeout bounds reading the whole site into a view, at start and after a compaction.
@@ -134,6 +141,7 @@ type Store struct {
 	newRevoked []revocation                 // applied since the last dispatch; guarded by mu
 	settings   map[string]map[string]string // by section (modes, overrides), then name
 	nodes      map[string]NodeInfo
+	usedTickets map[string]bool    // "<ticket id>/<channel>" of the launch tickets' channels admitted
 	presence   map[string]NodeInfo // what Register wrote, written again on a new lease
 	followers  []func(broker.Change)
 	onSettings map[string][]func(map[string]string) // by section
@@ -149,6 +157,11 @@ type Store struct {
 	onPassive       []func(string, Passive)
 	newRaw          []rawEvent // applied since the last dispatch; guarded by mu
 	electionChanged bool       // since the last dispatch; guarded by mu
+
+	outage    atomic.Bool // brokering from the view: etcd is out of reach (outage.go)
+	out       outageState
+	cache     *cache        // the local host cache file; nil without CacheFile
+	cacheDone chan struct{} // closed when the cache's writer has ended
 }
 
 var _ broker.Shared = (*Store)(nil)
@@ -193,7 +206,8 @@ type NodeInfo struct {
 
 // Open connects to etcd, reads the site's state under the prefix into the view, grants the
 // node's lease and starts following the prefix. It fails when etcd cannot be reached within
-// DialTimeout.
+// DialTimeout, unless the node has a local host cache (CacheFile) with a view and a Plan: it
+// then starts in outage mode from the cache.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if len(o.Endpoints) == 0 || o.Prefix == "" || o.Node == "" {
 		return nil, errors.New("etcd store: Endpoints, Prefix and Node are required")
@@ -220,15 +234,36 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, leases: map[int64]*leaseGrant{}, done: make(chan struct{})}
 	st.reset()
-	fail := func(err error) (*Store, error) { cli.Close(); return nil, err }
+	st.initOutage()
+	fail := func(err error) (*Store, error) {
+		cli.Close()
+		if st.cache != nil {
+			st.cache.db.Close()
+		}
+		return nil, err
+	}
 	if st.met, err = newMetrics(st, o.Registry); err != nil {
 		return fail(err)
+	}
+	if o.CacheFile != "" {
+		if st.cache, err = openCache(o.CacheFile); err != nil {
+			return fail(err)
+		}
 	}
 	// DialTimeout bounds reaching etcd; reading the site, which grows with it (about 1 s for
 	// 250,000 sessions here), gets loadTimeout.
 	octx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	if _, err := cli.Get(octx, st.key("identity"), clientv3.WithCountOnly()); err != nil {
+		if st.cache != nil && o.Plan != nil {
+			if lerr := st.loadCache(); lerr == nil {
+				st.serve(nil)
+				st.enterOutage(fmt.Errorf("at start: %w", err))
+				return st, nil
+			} else if !errors.Is(lerr, errNoCache) {
+				st.log.Warn("etcd: the local host cache cannot be read", "err", lerr)
+			}
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fail(fmt.Errorf("reaching etcd %s: no answer within site.store.dial_timeout (%s): %w", strings.Join(o.Endpoints, ","), o.DialTimeout, err))
 		}
@@ -246,17 +281,36 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return fail(fmt.Errorf("granting the node lease: %w", err))
 	}
 	st.lease.Store(int64(g.ID))
+	st.serve(&g.ID)
+	return st, nil
+}
+
+// serve starts following the site: the node's lease kept alive (granted again when lease is
+// nil: a start in outage mode), the watch, the outage check, the local changes' dispatch and
+// the cache file's writer.
+func (st *Store) serve(lease *clientv3.LeaseID) {
 	wctx, wcancel := context.WithCancel(context.Background())
 	st.cancel = wcancel
-	ka, err := cli.KeepAlive(wctx, g.ID)
-	if err != nil {
-		wcancel()
-		return fail(fmt.Errorf("keeping the node lease alive: %w", err))
+	var ka <-chan *clientv3.LeaseKeepAliveResponse
+	if lease != nil {
+		ka, _ = st.cli.KeepAlive(wctx, *lease)
+	}
+	if ka == nil { // no lease yet, or it could not be kept: keepAlive grants one
+		closed := make(chan *clientv3.LeaseKeepAliveResponse)
+		close(closed)
+		ka = closed
 	}
 	st.kaDone = make(chan struct{})
 	go st.keepAlive(wctx, ka)
 	go st.watch(wctx)
-	return st, nil
+	go st.detect(wctx)
+	go st.runLocal(wctx)
+	st.cacheDone = make(chan struct{})
+	if st.cache != nil {
+		go func() { defer close(st.cacheDone); st.runCache(wctx.Done()) }()
+	} else {
+		close(st.cacheDone)
+	}
 }
 
 func (st *Store) nodeLease() clientv3.LeaseID { return clientv3.LeaseID(st.lease.Load()) }
@@ -307,7 +361,7 @@ func (st *Store) keepAlive(ctx context.Context, ka <-chan *clientv3.LeaseKeepAli
 func (st *Store) reset() {
 	st.sessions, st.slotOf, st.used = map[string]broker.Session{}, map[string]slotRef{}, map[string]map[int]string{}
 	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]time.Time{}
-	st.superseded = map[string]uint64{}
+	st.superseded, st.usedTickets = map[string]uint64{}, map[string]bool{}
 	st.nodes = map[string]NodeInfo{}
 	st.leaders, st.candidates, st.healthRecs = map[string]Leader{}, map[string]map[string]Candidate{}, map[string][]byte{}
 	if st.presence == nil {
@@ -329,8 +383,19 @@ func esc(s string) string { return url.PathEscape(s) }
 
 // opContext bounds one store operation by DialTimeout: with etcd unreachable, a launch or a
 // transition fails in that time instead of waiting on its caller's deadline.
+// An outage that begins ends it at once, so that the operation can be done from the view.
 func (st *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, st.o.DialTimeout)
+	return st.opContextD(ctx, st.o.DialTimeout)
+}
+
+// opContextD is opContext bounded by d.
+func (st *Store) opContextD(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	st.mu.Lock()
+	up := st.out.upCtx
+	st.mu.Unlock()
+	stop := context.AfterFunc(up, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 func (st *Store) key(parts ...string) string {
@@ -353,9 +418,16 @@ func (st *Store) loadAll(ctx context.Context) error {
 	fresh := &Store{o: st.o, log: st.log}
 	fresh.reset()
 	var rev int64
+	var all map[string]*cachedKV // for the cache file
+	if st.cache != nil {
+		all = map[string]*cachedKV{}
+	}
 	apply := func(kvs []*mvccpb.KeyValue) {
 		for _, x := range kvs {
 			fresh.applyLocked(kv{key: string(x.Key), value: x.Value, version: x.Version, createRev: x.CreateRevision}, false)
+			if all != nil && !strings.HasPrefix(string(x.Key), st.o.Prefix+"passive/") {
+				all[string(x.Key)] = &cachedKV{Value: x.Value, Version: x.Version, CreateRev: x.CreateRevision}
+			}
 		}
 	}
 	end := clientv3.GetPrefixRangeEnd(st.o.Prefix)
@@ -378,6 +450,9 @@ func (st *Store) loadAll(ctx context.Context) error {
 	}
 	if !streamed {
 		fresh.reset()
+		if all != nil {
+			clear(all)
+		}
 		key := st.o.Prefix
 		rev = 0
 		for {
@@ -403,11 +478,16 @@ func (st *Store) loadAll(ctx context.Context) error {
 	defer st.mu.Unlock()
 	st.sessions, st.slotOf, st.used = fresh.sessions, fresh.slotOf, fresh.used
 	st.loads, st.flags, st.revoked = fresh.loads, fresh.flags, fresh.revoked
-	st.superseded = fresh.superseded
+	st.superseded, st.usedTickets = fresh.superseded, fresh.usedTickets
 	st.nodes, st.settings = fresh.nodes, fresh.settings
 	st.leaders, st.candidates, st.healthRecs = fresh.leaders, fresh.candidates, fresh.healthRecs
 	st.electionChanged = true
 	st.rev = rev
+	if st.cache != nil {
+		st.cache.mu.Lock()
+		st.cache.reset, st.cache.dirty = all, map[string]*cachedKV{}
+		st.cache.mu.Unlock()
+	}
 	return nil
 }
 
@@ -426,6 +506,7 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section stri
 	if !ok {
 		return ch, ""
 	}
+	st.cacheKVLocked(x, deleted)
 	parts := strings.Split(rest, "/")
 	for i, p := range parts {
 		if u, err := url.PathUnescape(p); err == nil {
@@ -504,6 +585,12 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section stri
 				st.revoked[parts[2]] = before
 			}
 			st.newRevoked = append(st.newRevoked, revocation{parts[2], st.revoked[parts[2]]})
+		}
+	case parts[0] == "tickets" && len(parts) == 4 && parts[1] == "used":
+		if deleted {
+			delete(st.usedTickets, parts[2]+"/"+parts[3])
+		} else {
+			st.usedTickets[parts[2]+"/"+parts[3]] = true
 		}
 	case parts[0] == "tickets" && len(parts) == 3 && parts[1] == "superseded":
 		if deleted {
@@ -587,21 +674,28 @@ func (st *Store) machineLocked(name string) broker.MachineState {
 func (st *Store) watch(ctx context.Context) {
 	defer close(st.done)
 	for ctx.Err() == nil {
+		st.waitUp(ctx) // an outage's end reloads the view; the watch goes on from there
 		st.mu.Lock()
 		from := st.rev + 1
+		up := st.out.upCtx
 		st.mu.Unlock()
+		wctx, wcancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(up, wcancel) // an outage ends the watch
 		// No WithPrevKV: a delete is applied by its key alone, and the previous value would
 		// cost the member a read of it for every delete and every watcher.
-		wch := st.cli.Watch(clientv3.WithRequireLeader(ctx), st.o.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
+		wch := st.cli.Watch(clientv3.WithRequireLeader(wctx), st.o.Prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
 		for wr := range wch {
 			if err := wr.Err(); err != nil {
 				if wr.CompactRevision != 0 {
 					st.log.Warn("etcd: the watch fell behind a compaction; reloading the site state", "compacted", wr.CompactRevision)
 					st.resync(ctx)
-				} else if ctx.Err() == nil {
+				} else if ctx.Err() == nil && !st.outage.Load() {
 					st.log.Warn("etcd: watch interrupted; resuming", "err", err)
 				}
 				break
+			}
+			if st.outage.Load() {
+				break // the outage's end reloads the view
 			}
 			st.mu.Lock()
 			var changes []broker.Change
@@ -637,6 +731,8 @@ func (st *Store) watch(ctx context.Context) {
 				st.dispatchElection()
 			}
 		}
+		stop()
+		wcancel()
 		if ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
@@ -822,6 +918,15 @@ func (st *Store) Follow(_ context.Context, fn func(broker.Change)) (broker.Snaps
 
 // GetSession implements broker.Shared.
 func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, error) {
+	if st.outage.Load() {
+		st.mu.Lock()
+		s, ok := st.sessions[id]
+		st.mu.Unlock()
+		if !ok {
+			return broker.Session{}, fmt.Errorf("session %s: %w", id, broker.ErrNoSession)
+		}
+		return s, nil
+	}
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	r, err := st.cli.Get(ctx, st.sessionKey(id))
@@ -846,7 +951,21 @@ func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, err
 // view (searching from one the session id hashes to), and creates the session and the slot in
 // one transaction that requires both absent. When the view was behind, the transaction's answer tells which slots are taken and
 // the next free one is tried; with none free it returns ErrMachineFull.
-func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) error {
+//
+// In outage mode it books a slot this node owns, in the view (outage.go); out of it, none of a
+// machine left to its zone cut off from etcd.
+func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) (err error) {
+	if st.local(func() { err = st.createLocal(s, maxSessions) }) {
+		return err
+	}
+	err = st.createRemote(ctx, s, maxSessions)
+	if err != nil && st.local(func() { err = st.createLocal(s, maxSessions) }) {
+		return err // the outage began meanwhile
+	}
+	return err
+}
+
+func (st *Store) createRemote(ctx context.Context, s broker.Session, maxSessions int) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	lease, err := st.leaseUntil(ctx, s.Expires)
@@ -860,9 +979,15 @@ func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSession
 	for i := range st.used[s.Machine] {
 		taken[i] = true
 	}
+	cut, brokers := st.cutOffLocked(s.Machine)
 	st.mu.Unlock()
 	if exists {
 		return fmt.Errorf("session %s: %w", s.ID, broker.ErrExists)
+	}
+	if cut {
+		st.met.observe("create", "cut-off", time.Now())
+		return fmt.Errorf("%s is left to its zone's front doors %v, which are cut off from the site database and broker it from their local host cache: %w",
+			s.Machine, brokers, broker.ErrMachineFull)
 	}
 	skey := st.sessionKey(s.ID)
 	slots := st.key("slots", s.Machine) + "/"
@@ -874,7 +999,9 @@ func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSession
 		// Each session starts its search at a slot of its own, so that nodes that pick the
 		// same machine at once mostly take different slots instead of conflicting.
 		slot := -1
-		for k := 0; k < maxSessions; k++ {
+		for k := 0; k < maxSessions && len(taken) < maxSessions; k++ {
+			// len(taken) counts the overflow slots of an outage's conflict too: such a
+			// machine takes no new session until it is back under maxSessions.
 			if i := (start + k) % maxSessions; !taken[i] {
 				slot = i
 				break
@@ -964,7 +1091,18 @@ func (st *Store) slot(ctx context.Context, id string) (slotRef, error) {
 // UpdateSession implements broker.Store: one transaction that requires the session's key
 // at Version prevRev and rewrites the session and its slot on the lease of its new Expires
 // (none for a connected session).
-func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) error {
+func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) (err error) {
+	if st.local(func() { err = st.updateLocal(s, prevRev) }) {
+		return err
+	}
+	err = st.updateRemote(ctx, s, prevRev)
+	if err != nil && st.local(func() { err = st.updateLocal(s, prevRev) }) {
+		return err
+	}
+	return err
+}
+
+func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uint64) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	ref, err := st.slot(ctx, s.ID)
@@ -1007,7 +1145,18 @@ func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev ui
 }
 
 // DeleteSession implements broker.Store: the session and its slot go in one transaction.
-func (st *Store) DeleteSession(ctx context.Context, id string) error {
+func (st *Store) DeleteSession(ctx context.Context, id string) (err error) {
+	if st.local(func() { err = st.deleteLocal(id) }) {
+		return err
+	}
+	err = st.deleteRemote(ctx, id)
+	if err != nil && st.local(func() { err = st.deleteLocal(id) }) {
+		return err
+	}
+	return err
+}
+
+func (st *Store) deleteRemote(ctx context.Context, id string) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	ref, err := st.slot(ctx, id)
@@ -1033,6 +1182,17 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 // PutMachine implements broker.Store: the load on the node's lease and the flags, each
 // written only when it differs from the view.
 func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
+	if st.local(func() { st.putMachineLocal(m) }) {
+		return nil
+	}
+	err := st.putMachineRemote(ctx, m)
+	if err != nil && st.local(func() { st.putMachineLocal(m) }) {
+		return nil
+	}
+	return err
+}
+
+func (st *Store) putMachineRemote(ctx context.Context, m broker.MachineState) error {
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported, Zone: m.LoadZone, Node: st.o.Node}
@@ -1120,7 +1280,15 @@ type leaseGrant struct {
 }
 
 // Register writes the node's presence on its lease; it goes when the node stops or dies.
+//
+// In outage mode it is written once etcd is back (with the node's new lease).
 func (st *Store) Register(ctx context.Context, n NodeInfo) error {
+	if st.outage.Load() {
+		st.mu.Lock()
+		st.presence[n.Name] = n
+		st.mu.Unlock()
+		return nil
+	}
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	b, _ := json.Marshal(n)
@@ -1160,9 +1328,15 @@ func (st *Store) Close() error {
 	st.cancel()
 	<-st.done
 	<-st.kaDone
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	st.cli.Revoke(ctx, st.nodeLease())
-	cancel()
+	<-st.cacheDone
+	if st.cache != nil {
+		st.cache.db.Close()
+	}
+	if !st.outage.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st.cli.Revoke(ctx, st.nodeLease())
+		cancel()
+	}
 	st.cancel = nil
 	return st.cli.Close()
 }

@@ -93,6 +93,12 @@ func (st *Store) Identity(ctx context.Context, secret []byte, create func() ([]b
 		}
 		return plain, nil
 	}
+	if st.outage.Load() {
+		if sealed, ok := st.cachedValue(k); ok {
+			return open(sealed) // a node that starts in an outage
+		}
+		return nil, fmt.Errorf("reading the site identity: %w", ErrOutage)
+	}
 	r, err := st.cli.Get(ctx, k)
 	if err != nil {
 		return nil, fmt.Errorf("reading the site identity: %w", err)
@@ -130,6 +136,9 @@ func (st *Store) UpdateIdentity(ctx context.Context, secret []byte, fn func([]by
 		return nil, err
 	}
 	k := st.key("identity")
+	if st.outage.Load() {
+		return nil, fmt.Errorf("changing the site identity: %w", ErrOutage)
+	}
 	for range 5 {
 		r, err := st.cli.Get(ctx, k)
 		if err != nil {

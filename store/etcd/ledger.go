@@ -24,8 +24,27 @@ const ledgerTimeout = 3 * time.Second
 // Use records that ticket id opened channel ch ("8443/tcp") and reports false if it already
 // had: one transaction that creates the channel's key only if it never existed, on a lease
 // that ends after until.
+//
+// In outage mode the channel is recorded in the view, and a launch ticket's channel opens
+// only at the node that owns its session's slot (UseFor).
 func (l Ledger) Use(id [16]byte, ch string, until time.Time) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	return l.UseFor(id, "", ch, until)
+}
+
+// UseFor is Use for a launch ticket of session ("" for a ticket of no session).
+func (l Ledger) UseFor(id [16]byte, session, ch string, until time.Time) (ok bool, err error) {
+	if l.st.local(func() { ok, err = l.st.useLocal(id, session, ch, until) }) {
+		return ok, err
+	}
+	ok, err = l.use(id, ch, until)
+	if err != nil && l.st.local(func() { ok, err = l.st.useLocal(id, session, ch, until) }) {
+		return ok, err
+	}
+	return ok, err
+}
+
+func (l Ledger) use(id [16]byte, ch string, until time.Time) (bool, error) {
+	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
 	defer cancel()
 	lease, err := l.st.leaseUntil(ctx, until)
 	if err != nil {
@@ -49,8 +68,18 @@ func (l Ledger) Use(id [16]byte, ch string, until time.Time) (bool, error) {
 // ticket.Ledger): the revocation key, whose value is before in Unix milliseconds, lives
 // until until; a wider revocation already there stays. This node's view has it at once, the
 // others' within a watch round trip, and every node's OnRevoked followers are told.
-func (l Ledger) Revoke(session string, before, until time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+func (l Ledger) Revoke(session string, before, until time.Time) (err error) {
+	if l.st.local(func() { l.st.revokeLocal(session, before, until) }) {
+		return nil
+	}
+	if err = l.revoke(session, before, until); err != nil && l.st.local(func() { l.st.revokeLocal(session, before, until) }) {
+		return nil
+	}
+	return err
+}
+
+func (l Ledger) revoke(session string, before, until time.Time) error {
+	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
 	defer cancel()
 	lease, err := l.st.leaseUntil(ctx, until)
 	if err != nil {
@@ -82,8 +111,18 @@ func (l Ledger) Revoke(session string, before, until time.Time) error {
 // ticket.Ledger): the key's value is mark, zero-padded, so that a put only if greater is one
 // comparison; it lives until until. This node's view has it at once, the others' within a
 // watch round trip.
-func (l Ledger) Supersede(session string, mark uint64, until time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+func (l Ledger) Supersede(session string, mark uint64, until time.Time) (err error) {
+	if l.st.local(func() { l.st.supersedeLocal(session, mark, until) }) {
+		return nil
+	}
+	if err = l.supersede(session, mark, until); err != nil && l.st.local(func() { l.st.supersedeLocal(session, mark, until) }) {
+		return nil
+	}
+	return err
+}
+
+func (l Ledger) supersede(session string, mark uint64, until time.Time) error {
+	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
 	defer cancel()
 	lease, err := l.st.leaseUntil(ctx, until)
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 type metrics struct {
 	txn     *prometheus.HistogramVec // op, result
 	events  prometheus.Counter
-	leaders *prometheus.CounterVec // zone
+	leaders   *prometheus.CounterVec // zone
+	outages   prometheus.Counter
+	conflicts prometheus.Counter
 }
 
 func newMetrics(st *Store, reg prometheus.Registerer) (*metrics, error) {
@@ -28,11 +30,26 @@ func newMetrics(st *Store, reg prometheus.Registerer) (*metrics, error) {
 			Name: "frontdoor_zone_leader_changes_total",
 			Help: "Zone leaderships this node's view saw begin, by zone.",
 		}, []string{"zone"}),
+		outages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "frontdoor_store_outages_total",
+			Help: "Outages of the site database this node brokered through from its local host cache.",
+		}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "frontdoor_store_outage_conflicts_total",
+			Help: "Conflicts found when an outage's changes were written back (see the status's outage.conflicts).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	cols := []prometheus.Collector{m.txn, m.events, m.leaders, leaderCollector{st},
+	cols := []prometheus.Collector{m.txn, m.events, m.leaders, m.outages, m.conflicts, leaderCollector{st},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_outage", Help: "1 while this node brokers from its local host cache (the site database is out of reach), else 0."},
+			func() float64 {
+				if st.InOutage() {
+					return 1
+				}
+				return 0
+			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_revision", Help: "The site database revision this node's view reflects."},
 			func() float64 { return float64(st.Revision()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_sessions", Help: "Sessions in this node's view of the site."},

@@ -38,6 +38,9 @@ func (st *Store) SetSettings(ctx context.Context, section string, entries map[st
 	if !slices.Contains(settingSections, section) {
 		return fmt.Errorf("unknown settings section %q", section)
 	}
+	if st.outage.Load() {
+		return fmt.Errorf("storing %s: %w; settings change once it is back", section, ErrOutage)
+	}
 	var ops []clientv3.Op
 	for name, v := range entries {
 		if v == "" {

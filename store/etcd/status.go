@@ -39,6 +39,8 @@ type Status struct {
 	Nodes []NodeInfo `json:"nodes"`
 	// Leaders are the zones' leaders, by zone name.
 	Leaders []Leader `json:"leaders"`
+	// Outage is the local host cache's outage mode.
+	Outage OutageStatus `json:"outage"`
 	// Registrations tell, by machine, the node its agent reports to.
 	Registrations map[string]Registration `json:"registrations"`
 	// Error says why the members could not be listed.
@@ -53,6 +55,7 @@ func (st *Store) Status(ctx context.Context) Status {
 	}
 	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
 	out.Registrations = st.Registrations()
+	out.Outage = st.Outage()
 	out.Leaders = []Leader{}
 	for _, l := range st.Leaders() {
 		out.Leaders = append(out.Leaders, l)

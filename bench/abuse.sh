@@ -40,6 +40,7 @@ rm -rf "$WORK/src"
 
 echo "# bench/abuse.sh (UNLOADED=$UNLOADED AFTER=$AFTER WRONG=$WRONG WRONG_RATE=$WRONG_RATE SLOW=$SLOW HANDSHAKES=$HANDSHAKES HS_AT_ONCE=$HS_AT_ONCE SOURCES=$SOURCES LIMIT=$LIMIT NODE_CPU=$NODE_CPU LOAD_CPU=$LOAD_CPU), $(date -u +%F), $(git rev-parse --short HEAD)"
 echo "open files: $(ulimit -n) a process; somaxconn $(cat /proc/sys/net/core/somaxconn); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
 taskset -c "$LOAD_CPU" "$WORK/abuse" -frontdoor "$WORK/frontdoor" -node-cpu "$NODE_CPU" -unloaded "$UNLOADED" -after "$AFTER" \
 	-wrong "$WRONG" -wrong-rate "$WRONG_RATE" -slow "$SLOW" -handshakes "$HANDSHAKES" -hs-at-once "$HS_AT_ONCE" \
 	-sources "$SOURCES" -limit "$LIMIT" ${PROFILE:+-cpuprofile "$PROFILE"}

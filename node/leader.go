@@ -48,6 +48,14 @@ func (r *Node) buildRole() {
 	r.shared.OnElection(r.setProbing)
 	r.shared.OnHealth(r.observeHealth)
 	r.shared.OnPassive(r.passiveSeen)
+	r.shared.OnOutage(func(on bool) {
+		if on {
+			r.log.Error("outage mode: the site database is out of reach; this node brokers its share of its zone's machines from its local host cache and probes its zone itself", "zone", r.spec.Zone)
+		} else {
+			r.log.Warn("outage mode ended: the site database is back and the outage's changes are written back")
+		}
+		r.setProbing()
+	})
 	r.setProbing()
 	for name, b := range r.shared.HealthRecords() {
 		r.observeHealth(name, b)
@@ -65,8 +73,13 @@ func (r *Node) onLead(rev int64) {
 }
 
 // probedZones returns the zones whose targets this node probes.
+//
+// While the site database is out of reach every node probes its own zone for itself.
 func (r *Node) probedZones() map[string]bool {
 	out := map[string]bool{}
+	if r.shared.InOutage() {
+		return map[string]bool{r.spec.Zone: true, "": true}
+	}
 	if _, leading := r.role.elector.Leading(); !leading {
 		return out
 	}
@@ -227,7 +240,7 @@ func (r *Node) runRole(ctx context.Context) error {
 // publish writes the reports of the targets probed here that differ from what the site holds.
 func (r *Node) publish(ctx context.Context) {
 	rev, leading := r.role.elector.Leading()
-	if !leading {
+	if !leading || r.shared.InOutage() {
 		return
 	}
 	r.role.mu.Lock()
@@ -279,4 +292,12 @@ func (r *Node) Probes() []string {
 		}
 	}
 	return out
+}
+
+// Outage returns the outage mode of the node's site database; false on a store of one node.
+func (r *Node) Outage() (etcd.OutageStatus, bool) {
+	if r.shared == nil {
+		return etcd.OutageStatus{}, false
+	}
+	return r.shared.Outage(), true
 }

@@ -468,10 +468,15 @@ func (r *Node) ready() bool {
 
 // gatewaysFor returns the usable gateways for a machine in zone: the zone's eligible
 // gateways, then those of the other zones, each group by name.
+//
+// While the site database is out of reach only the gateways hosted here are offered: in
+// outage mode a launch ticket opens a channel only at the node that booked its session (a
+// node that hosts none offers the others, which refuse its launch tickets until etcd is back).
 func (r *Node) gatewaysFor(zone string) []api.GatewayEndpoint {
 	var same, other []api.GatewayEndpoint
+	outage := r.shared != nil && r.shared.InOutage() && len(r.gateways) > 0
 	for _, g := range r.cfg.Gateways {
-		if !r.health.Eligible(g.Name) {
+		if !r.health.Eligible(g.Name) || (outage && r.gateways[g.Name] == nil) {
 			continue
 		}
 		e := api.GatewayEndpoint{Name: g.Name, Zone: g.Zone, Addresses: g.PublicAddresses, QUICPort: uint16(g.QUICPort)}

@@ -177,6 +177,11 @@ func (s siteLedger) Use(id [16]byte, ch ticket.Channel, until time.Time) (bool, 
 	return s.l.Use(id, ch.String(), until)
 }
 
+// UseFor implements ticket.SessionLedger.
+func (s siteLedger) UseFor(id [16]byte, session string, ch ticket.Channel, until time.Time) (bool, error) {
+	return s.l.UseFor(id, session, ch.String(), until)
+}
+
 // Revoke implements ticket.Ledger.
 func (s siteLedger) Revoke(session string, before, until time.Time) error {
 	return s.l.Revoke(session, before, until)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
@@ -57,11 +58,59 @@ func Open(ctx context.Context, cfg *configs.Config, o Options) (broker.Store, er
 		if err != nil {
 			return nil, err
 		}
-		return etcd.Open(ctx, etcd.Options{Endpoints: s.Endpoints, DialTimeout: s.DialTimeout.D(), Prefix: s.Prefix,
-			TLS: tc, Node: o.Node, Logger: o.Logger, Registry: o.Registry})
+		eo := etcd.Options{Endpoints: s.Endpoints, DialTimeout: s.DialTimeout.D(), Prefix: s.Prefix,
+			TLS: tc, Node: o.Node, Logger: o.Logger, Registry: o.Registry, Plan: OutagePlan(cfg)}
+		if cfg.Site.DataDir != "" {
+			eo.CacheFile = filepath.Join(cfg.Site.DataDir, "local-host-cache.db")
+		}
+		return etcd.Open(ctx, eo)
 	default:
 		return nil, fmt.Errorf("store backend %q is not available in this build", b)
 	}
+}
+
+// OutagePlan returns, for every machine of cfg, the nodes that book it while the site
+// database is out of reach (store/etcd's outage mode): the nodes of its zone that serve
+// launches, else those of the primary zone, by name; and its max_sessions.
+func OutagePlan(cfg *configs.Config) map[string]etcd.MachinePlan {
+	launchers := map[string][]string{} // by zone
+	primary := ""
+	for _, z := range cfg.Zones {
+		if z.Primary {
+			primary = z.Name
+		}
+	}
+	for _, n := range cfg.Nodes {
+		for _, l := range n.Listeners {
+			if l.Kind == "launch" {
+				launchers[n.Zone] = append(launchers[n.Zone], n.Name)
+				break
+			}
+		}
+	}
+	for z := range launchers {
+		slices.Sort(launchers[z])
+	}
+	plan := make(map[string]etcd.MachinePlan, len(cfg.Machines))
+	byBrokers := map[string][]string{} // machines by their brokers, for the offsets
+	for _, m := range cfg.Machines {
+		bs := launchers[m.Zone]
+		if len(bs) == 0 {
+			bs = launchers[primary]
+		}
+		plan[m.Name] = etcd.MachinePlan{Brokers: bs, Max: m.MaxSessions}
+		k := strings.Join(bs, "\x00")
+		byBrokers[k] = append(byBrokers[k], m.Name)
+	}
+	for _, ms := range byBrokers {
+		slices.Sort(ms)
+		for i, m := range ms {
+			p := plan[m]
+			p.Offset = i
+			plan[m] = p
+		}
+	}
+	return plan
 }
 
 // CheckShared refuses to run one node of a site of several nodes on a store that is not

@@ -34,6 +34,14 @@ type Ledger interface {
 	Superseded(session string) (uint64, error)
 }
 
+// SessionLedger is a Ledger that wants to know the session of a launch ticket it records
+// (a site database in outage mode admits a ticket only at the node that holds its session).
+type SessionLedger interface {
+	Ledger
+	// UseFor is Use for a launch ticket of session.
+	UseFor(id [16]byte, session string, ch Channel, until time.Time) (bool, error)
+}
+
 // Mark orders the reconnect tickets of a session: the chain's issue time (a later launch
 // starts a later chain, Signer.Reissue keeps it), then the generation within the chain.
 func (c Claims) Mark() uint64 {
@@ -266,7 +274,13 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 		}
 	}
 	if c.Kind == Launch {
-		fresh, err := v.ledger.Use(c.ID, ch, c.Expires.Add(clockSkew))
+		var fresh bool
+		var err error
+		if sl, ok := v.ledger.(SessionLedger); ok {
+			fresh, err = sl.UseFor(c.ID, c.Session, ch, c.Expires.Add(clockSkew))
+		} else {
+			fresh, err = v.ledger.Use(c.ID, ch, c.Expires.Add(clockSkew))
+		}
 		if err != nil {
 			return c, fmt.Errorf("recording ticket use: %w", err)
 		}

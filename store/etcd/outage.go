@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"sync"
@@ -28,7 +27,9 @@ import (
 //
 //   - Launches: a node books only the slots it owns. Each machine has its outage brokers
 //     (Options.Plan: the nodes of its zone that serve launches, else the primary zone's), and
-//     slot i of machine m belongs to broker (i + hash(m)) mod k of its k brokers. Shares are
+//     slot i of machine m belongs to broker (i + offset(m)) mod k of its k brokers, where the
+//     offset counts the machines before m (by name) with the same brokers: single-session
+//     desktops are dealt out among the zone's nodes like cards. Shares are
 //     fixed by the configuration, so the nodes of a zone need no word with each other (they
 //     may not see each other either) and no two of them ever book the same slot: no machine
 //     goes over max_sessions. The price: a dead node's share stays unused until etcd is back,
@@ -69,6 +70,8 @@ type MachinePlan struct {
 	Brokers []string
 	// Max is its max_sessions.
 	Max int
+	// Offset deals its slots out among the brokers: slot i is broker (i+Offset) mod k's.
+	Offset int
 }
 
 // Conflict is a disagreement found when an outage's changes were written back.
@@ -332,9 +335,7 @@ func (st *Store) ownsSlot(m string, i int) bool {
 	if !ok || len(p.Brokers) == 0 {
 		return false
 	}
-	h := fnv.New32a()
-	h.Write([]byte(m))
-	return p.Brokers[(uint64(i)+uint64(h.Sum32()))%uint64(len(p.Brokers))] == st.o.Node
+	return p.Brokers[(i+p.Offset)%len(p.Brokers)] == st.o.Node
 }
 
 // cutOffLocked reports whether machine m is left to its outage brokers: a plan names them,

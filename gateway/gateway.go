@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 	"golang.org/x/time/rate"
@@ -67,7 +68,9 @@ type Options struct {
 	// PlainUDP lets the UDP ports take flows whose ticket and datagrams cross the client's
 	// leg unencrypted (the leg to the machine is QUIC either way). Default: false.
 	PlainUDP bool
-	// HealthPort serves HTTPS HEAD/GET /favicon.ico (200, or 503 while draining); 0 for none.
+	// HealthPort serves HTTPS HEAD/GET /favicon.ico: 200; 503 while draining; 500 while a
+	// TCP channel port cannot accept (out of descriptors), which probes read as down. 0 for
+	// none.
 	HealthPort uint16
 	// TLS is the server TLS config of channel and health ports. Required.
 	TLS *tls.Config
@@ -118,8 +121,9 @@ type Gateway struct {
 	// plainLog paces the log of refused plain UDP flows.
 	plainLog *rate.Limiter
 
-	mu         sync.Mutex // guards listeners, packets, channels, closed
+	mu         sync.Mutex // guards listeners, accepts, packets, channels, closed
 	listeners  []net.Listener
+	accepts    []*acceptloop.Loop // of the TCP channel ports, from Serve
 	packets    []*udpPort
 	machines   *quic.Transport // the UDP flows' legs to machines, from one socket
 	channels   map[*channel]struct{}
@@ -238,9 +242,10 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			go func() { defer g.wg.Done(); srv.Serve(ln) }()
 			continue
 		}
-		port := uint16(l.Addr().(*net.TCPAddr).Port)
+		lp := g.acceptLoop(uint16(l.Addr().(*net.TCPAddr).Port))
+		g.accepts = append(g.accepts, lp)
 		g.wg.Add(1)
-		go func() { defer g.wg.Done(); g.acceptTCP(l, port) }()
+		go func() { defer g.wg.Done(); lp.Run(l) }()
 	}
 	for _, p := range g.packets {
 		g.wg.Add(2)
@@ -270,7 +275,27 @@ func (g *Gateway) CanDrain() bool { return g.o.HealthPort != 0 }
 // drains reports whether the gateway is in drain mode, an admin's or a shutdown's.
 func (g *Gateway) drains() bool { return g.draining.Load() || g.shutting.Load() }
 
+// cannotAccept reports whether a TCP channel port cannot accept now (out of descriptors or
+// memory: acceptloop.Loop.Stalled).
+func (g *Gateway) cannotAccept() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, lp := range g.accepts {
+		if lp.Stalled() {
+			return true
+		}
+	}
+	return false
+}
+
+// serveHealth answers the health port: 500 (down) while a channel port cannot accept, which a
+// TCP check of that port does not see (the kernel completes its handshake all the same); 503
+// while draining; else 200.
 func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if g.cannotAccept() {
+		http.Error(w, "the gateway cannot accept channels", http.StatusInternalServerError)
+		return
+	}
 	if g.drains() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return

@@ -14,13 +14,17 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
-// acceptTCP accepts the port's channels until the listener closes; running out of
-// descriptors and other transient failures do not end it (package acceptloop).
-func (g *Gateway) acceptTCP(l net.Listener, port uint16) {
-	acceptloop.Run(l, func(c net.Conn) {
-		g.wg.Add(1)
-		go func() { defer g.wg.Done(); g.handleTCP(c, port) }()
-	}, func(err error) { g.log.Warn("accepting channels", "port", port, "err", err) })
+// acceptLoop is the accept loop of a TCP channel port: running out of descriptors and other
+// transient failures do not end it (package acceptloop), and while it cannot accept the
+// health port reads down (serveHealth).
+func (g *Gateway) acceptLoop(port uint16) *acceptloop.Loop {
+	return &acceptloop.Loop{
+		Serve: func(c net.Conn) {
+			g.wg.Add(1)
+			go func() { defer g.wg.Done(); g.handleTCP(c, port) }()
+		},
+		Failed: func(err error) { g.log.Warn("accepting channels", "port", port, "err", err) },
+	}
 }
 
 func (g *Gateway) handleTCP(raw net.Conn, port uint16) {

@@ -48,6 +48,9 @@ type Scenario struct {
 	quiet bool
 	// expect is the expected result in gateway mode, when not ExpectGateway.
 	expect string
+	// pick chooses the front door the failure hits instead of the first client's; when
+	// it carries no client, no client may see anything (as quiet).
+	pick func(ctx context.Context, r *run, first *frontDoor) (*frontDoor, error)
 	// before runs just before the failure (a launch storm that gets under way).
 	before func(ctx context.Context, r *run, fd *frontDoor) error
 	// inject applies the failure to the front door that carries the first client and
@@ -111,6 +114,33 @@ var Scenarios = []Scenario{
 			return "etcd " + name + " (leader)", nil
 		},
 		after: func(ctx context.Context, r *run, res *Result) error { return r.finishStorm(ctx, res) }},
+	{Name: "zone-leader-killed", Criterion: "The zone leader (its data collector) killed",
+		Note: "SIGKILL of the process of the node that leads the first client's zone (it alone probes the zone's gateways and machines " +
+			"and publishes the verdicts); measured: until the zone's other node leads, and until the killed node's gateway reads down " +
+			"at the admin node of another zone (the new leader's probes); the clients on the killed node come back as in the power-off row",
+		expect: ExpectGateway + "; a new zone leader within 2 s, its probes' verdicts site-wide within 3 s",
+		pick:   pickZoneLeader,
+		inject: func(_ context.Context, r *run, fd *frontDoor) (string, error) {
+			r.leaderWatch = r.watchLeader(fd)
+			return fd.node + " (leader of zone " + r.zoneOf(fd.node) + ")", r.lab.Signal(fd.node, syscall.SIGKILL)
+		},
+		after: func(ctx context.Context, r *run, res *Result) error { return r.finishLeader(ctx, res) }},
+	{Name: "etcd-quorum-lost", Criterion: "The site database's quorum lost (2 of 3 etcd members stopped), then back",
+		Note: fmt.Sprintf("two of the lab's three etcd members are stopped at once: every node goes into outage mode and brokers its "+
+			"share of its zone's machines from its local host cache; %d launches follow through every front door; the members are "+
+			"started again after the observation and the outage's changes are written back; secure gateway ticked only (the mode "+
+			"whose tickets the site database checks)", etcdLaunches),
+		Modes: []string{"gateway"}, quiet: true,
+		expect: "Nothing seen by any client; launches succeed in their zones; back: 0 sessions lost, no machine over max_sessions, no ticket admitted twice",
+		inject: func(ctx context.Context, r *run, _ *frontDoor) (string, error) {
+			names, err := r.stopEtcdQuorum()
+			if err != nil {
+				return "", err
+			}
+			r.storm = r.startStorm(ctx, etcdLaunches, 3, "")
+			return "etcd " + strings.Join(names, ", "), nil
+		},
+		after: func(ctx context.Context, r *run, res *Result) error { return r.finishQuorum(ctx, res) }},
 	{Name: "node-killed-mid-launch", Criterion: "A front door node killed while launches are in flight",
 		Note: "SIGKILL of the process of the node that carries the first client, once a quarter of the launches have answered " +
 			"(no blackhole: the host stays up and refuses); every launch goes to a front door in turn, and to the next one if that fails, " +
@@ -349,6 +379,10 @@ type run struct {
 	admin string                // the admin listener
 	hc    *http.Client          // trusts the site CA
 	storm *storm
+	// leaderWatch is told what the zone-leader-killed row measures.
+	leaderWatch <-chan leaderTimes
+	// stopped are the etcd members etcd-quorum-lost stopped.
+	stopped []int
 }
 
 // inner is the address a front door really listens on, behind its wire.
@@ -524,6 +558,20 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	if target == nil {
 		return errors.New("no front door carries the first client")
 	}
+	quiet := s.quiet
+	if s.pick != nil {
+		if target, err = s.pick(sctx, r, target); err != nil {
+			return fmt.Errorf("picking the front door for %s: %w", s.Name, err)
+		}
+		carries := false
+		for _, h := range sessions {
+			if via, _ := h.s.Via(); via == target.gateway || r.doorFor(h) == target {
+				carries = true
+			}
+		}
+		quiet = quiet || !carries
+		res.Quiet = quiet
+	}
 	if s.before != nil {
 		if err := s.before(sctx, r, target); err != nil {
 			return fmt.Errorf("before %s: %w", s.Name, err)
@@ -537,7 +585,7 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	if res.Target, err = s.inject(sctx, r, target); err != nil {
 		return fmt.Errorf("injecting %s: %w", s.Name, err)
 	}
-	r.observe(ctx, sessions, before, target, s.quiet, res)
+	r.observe(ctx, sessions, before, target, quiet, res)
 	judge(res, mode)
 	if s.after != nil {
 		if err := s.after(sctx, r, res); err != nil {

@@ -61,6 +61,10 @@ func (st *Store) Status(ctx context.Context) Status {
 		out.Leaders = append(out.Leaders, l)
 	}
 	sort.Slice(out.Leaders, func(i, j int) bool { return out.Leaders[i].Zone < out.Leaders[j].Zone })
+	if st.outage.Load() {
+		out.Error = "the site database is out of reach: this node is in outage mode"
+		return out
+	}
 	ml, err := st.cli.MemberList(ctx)
 	if err != nil {
 		out.Error = fmt.Sprintf("listing members: %v", err)

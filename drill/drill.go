@@ -48,6 +48,9 @@ type Scenario struct {
 	quiet bool
 	// expect is the expected result in gateway mode, when not ExpectGateway.
 	expect string
+	// etcdWires puts every zone's nodes behind a wire of the zone toward the site database
+	// (run.etcdWires), which the failure may cut.
+	etcdWires bool
 	// pick chooses the front door the failure hits instead of the first client's; when
 	// it carries no client, no client may see anything (as quiet).
 	pick func(ctx context.Context, r *run, first *frontDoor) (*frontDoor, error)
@@ -141,6 +144,23 @@ var Scenarios = []Scenario{
 			return "etcd " + strings.Join(names, ", "), nil
 		},
 		after: func(ctx context.Context, r *run, res *Result) error { return r.finishQuorum(ctx, res) }},
+	{Name: "satellite-cut-off", Criterion: "A satellite zone cut off from the site database (its WAN to the primary zone down), then back",
+		Note: fmt.Sprintf("every node reaches etcd through a wire of its zone; the first client's zone's wire is blackholed (packets dropped, "+
+			"as a WAN that fails): its nodes go into outage mode and broker their shares of the zone's machines from their local host "+
+			"cache, the rest of the site leaves those machines alone; %d launches go to that zone's front doors; after the observation "+
+			"the wire is back and the outage is written back; secure gateway ticked only", etcdLaunches),
+		Modes: []string{"gateway"}, quiet: true, etcdWires: true,
+		expect: "Nothing seen by any client; the zone's launches succeed on its own machines (or are denied by their own limits: the lab's " +
+			"one app host of a zone takes 2 logons at once); back: 0 sessions lost, no machine over max_sessions, no ticket admitted twice",
+		inject: func(ctx context.Context, r *run, fd *frontDoor) (string, error) {
+			zone, err := r.cutZone(ctx, fd)
+			if err != nil {
+				return "", err
+			}
+			r.storm = r.startStormIn(ctx, etcdLaunches, 3, "", zone)
+			return "zone " + zone + "'s link to the site database", nil
+		},
+		after: func(ctx context.Context, r *run, res *Result) error { return r.finishCut(ctx, res) }},
 	{Name: "node-killed-mid-launch", Criterion: "A front door node killed while launches are in flight",
 		Note: "SIGKILL of the process of the node that carries the first client, once a quarter of the launches have answered " +
 			"(no blackhole: the host stays up and refuses); every launch goes to a front door in turn, and to the next one if that fails, " +
@@ -383,6 +403,10 @@ type run struct {
 	leaderWatch <-chan leaderTimes
 	// stopped are the etcd members etcd-quorum-lost stopped.
 	stopped []int
+	// etcdWires stand between each zone's nodes and the site database (Scenario.etcdWires);
+	// cut is the zone satellite-cut-off cut off.
+	etcdWires map[string]*Wire
+	cut       string
 }
 
 // inner is the address a front door really listens on, behind its wire.
@@ -503,14 +527,18 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 			return err
 		}
 	}
-	l, err := lab.New(sctx, lab.Options{Processes: true, Source: src, Binary: o.Binary, Env: o.Env, Logger: o.Logger, DataDir: dataDir,
+	lo := lab.Options{Processes: true, Source: src, Binary: o.Binary, Env: o.Env, Logger: o.Logger, DataDir: dataDir,
 		HeartbeatInterval: 500 * time.Millisecond,
 		Rebind: func(a netip.Addr) netip.Addr {
 			if public[a] {
 				return inner(a)
 			}
 			return a
-		}})
+		}}
+	if s.etcdWires {
+		lo.StoreEndpoints = r.storeEndpoints
+	}
+	l, err := lab.New(sctx, lo)
 	if err != nil {
 		return err
 	}
@@ -601,6 +629,9 @@ func (r *run) closeWires() {
 		if fd.wire != nil {
 			fd.wire.Close()
 		}
+	}
+	for _, w := range r.etcdWires {
+		w.Close()
 	}
 }
 

@@ -156,9 +156,17 @@ type storm struct {
 // startStorm starts n launches by n users, workers at a time, through the launch API of
 // every node in turn; victim is the node the scenario kills ("" for none).
 func (r *run) startStorm(ctx context.Context, n, workers int, victim string) *storm {
+	return r.startStormIn(ctx, n, workers, victim, "")
+}
+
+// startStormIn is startStorm through the front doors of zone only ("": every zone's).
+func (r *run) startStormIn(ctx context.Context, n, workers int, victim, zone string) *storm {
 	st := &storm{r: r, n: n, victim: victim, results: make([]launchResult, n),
 		changed: make(chan struct{}), finished: make(chan struct{})}
 	for _, nd := range r.cfg.Nodes {
+		if zone != "" && nd.Zone != zone {
+			continue
+		}
 		for _, li := range nd.Listeners {
 			if li.Kind == "launch" {
 				st.doors = append(st.doors, door{node: nd.Name, url: "https://" + li.Address})

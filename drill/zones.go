@@ -6,9 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 )
@@ -213,4 +219,147 @@ func (r *run) finishQuorum(ctx context.Context, res *Result) error {
 		}
 	}
 	return r.finishStorm(ctx, res)
+}
+
+// storeEndpoints gives every node the etcd endpoints of its zone's wire toward the site
+// database (lab.Options.StoreEndpoints): the zone's address 127.<block>.250.1, port for port
+// in front of the members.
+func (r *run) storeEndpoints(n configs.Node, members []string) []string {
+	zi := slices.IndexFunc(r.cfg.Zones, func(z configs.Zone) bool { return z.Name == n.Zone })
+	if zi < 0 {
+		return nil
+	}
+	if r.etcdWires == nil {
+		r.etcdWires = map[string]*Wire{}
+	}
+	public := netip.AddrFrom4([4]byte{127, byte(r.o.Base + zi), 250, 1})
+	var ports []uint16
+	var out []string
+	for _, m := range members {
+		u, err := url.Parse(m)
+		if err != nil {
+			return nil
+		}
+		ap, err := netip.ParseAddrPort(u.Host)
+		if err != nil {
+			return nil
+		}
+		ports = append(ports, ap.Port())
+		out = append(out, u.Scheme+"://"+netip.AddrPortFrom(public, ap.Port()).String())
+	}
+	if r.etcdWires[n.Zone] == nil {
+		w, err := NewWire(public, netip.MustParseAddr("127.0.0.1"), ports, nil)
+		if err != nil {
+			r.o.Logger.Error("drill: the wire toward etcd", "zone", n.Zone, "err", err)
+			return nil // the node reaches etcd directly; cutZone then fails
+		}
+		r.etcdWires[n.Zone] = w
+	}
+	return out
+}
+
+// cutZone blackholes the wire toward the site database of the satellite zone of fd.
+func (r *run) cutZone(_ context.Context, fd *frontDoor) (string, error) {
+	zone := r.zoneOf(fd.node)
+	for _, z := range r.cfg.Zones {
+		if z.Name == zone && z.Primary {
+			return "", fmt.Errorf("the first client's zone %s is the primary zone, not a satellite", zone)
+		}
+	}
+	w := r.etcdWires[zone]
+	if w == nil {
+		return "", fmt.Errorf("zone %s reaches etcd through no wire", zone)
+	}
+	w.Blackhole(true)
+	r.cut = zone
+	return zone, nil
+}
+
+// logged returns when the node's log first has a line with msg at or after since; zero when
+// it has none.
+func (r *run) logged(node, msg string, since time.Time) time.Time {
+	p, ok := r.lab.Proc(node)
+	if !ok {
+		return time.Time{}
+	}
+	b, err := os.ReadFile(p.Log)
+	if err != nil {
+		return time.Time{}
+	}
+	for line := range strings.Lines(string(b)) {
+		if !strings.Contains(line, msg) {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if t, err := time.Parse(time.RFC3339Nano, ts); err == nil && !t.Before(since) {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// zoneNodes returns the nodes of zone that serve launches.
+func (r *run) zoneNodes(zone string) []string {
+	var out []string
+	for _, n := range r.cfg.Nodes {
+		if n.Zone == zone && slices.ContainsFunc(n.Listeners, func(l configs.Listener) bool { return l.Kind == "launch" }) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// finishCut waits for the storm, mends the wire, waits until the cut zone's nodes have
+// written their outage back, and counts what the storm did in the site database.
+func (r *run) finishCut(ctx context.Context, res *Result) error {
+	select {
+	case <-r.storm.finished:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return errors.New("the launch storm did not end within 2 minutes")
+	}
+	nodes := r.zoneNodes(r.cut)
+	var entered []string
+	for _, n := range nodes {
+		t := r.logged(n, "outage mode: the site database is out of reach", res.FaultAt)
+		if t.IsZero() {
+			res.Pass = false
+			entered = append(entered, n+" never")
+			continue
+		}
+		entered = append(entered, fmt.Sprintf("%s %.2f s", n, t.Sub(res.FaultAt).Seconds()))
+	}
+	r.etcdWires[r.cut].Blackhole(false)
+	back := time.Now()
+	var written []string
+	for _, n := range nodes {
+		var t time.Time
+		for deadline := back.Add(maxWriteBack); t.IsZero() && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			t = r.logged(n, "outage mode ended", back)
+		}
+		if t.IsZero() {
+			res.Pass = false
+			written = append(written, n+" not within "+maxWriteBack.String())
+			continue
+		}
+		written = append(written, fmt.Sprintf("%s %.2f s", n, t.Sub(back).Seconds()))
+	}
+	res.Actual += fmt.Sprintf("; zone %s in outage mode after the cut: %s; written back after the wire was mended: %s",
+		r.cut, strings.Join(entered, ", "), strings.Join(written, ", "))
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if c, err := r.storm.count(ctx); err == nil && c.Lost == 0 {
+			break
+		}
+	}
+	if err := r.finishStorm(ctx, res); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if !r.logged(n, "outage write-back: conflict", back).IsZero() {
+			res.Pass = false
+			res.Actual += "; " + n + " reported a write-back conflict"
+		}
+	}
+	return nil
 }

@@ -76,6 +76,10 @@ type Options struct {
 	EtcdMembers int
 	// StartTimeout bounds waiting for the node processes to be up. Default: 30s.
 	StartTimeout time.Duration
+	// StoreEndpoints, when set, is asked for each node process which etcd client URLs it
+	// uses instead of the lab's members' (nil: the members'); the drill puts a zone's
+	// nodes behind a wire to cut them off the site database this way. Default: nil.
+	StoreEndpoints func(node configs.Node, members []string) []string
 }
 
 // Lab is a running site.

@@ -97,6 +97,11 @@ func (l *Lab) startDistributed(ctx context.Context) error {
 			return err
 		}
 		args := append([]string{"serve", "--config", l.ConfigFile, "--node", n.Name, "--data", p.Data}, rebindArgs(cfg, o.Rebind)...)
+		if o.StoreEndpoints != nil {
+			for _, e := range o.StoreEndpoints(n, l.Etcd.Endpoints()) {
+				args = append(args, "--store-endpoint", e)
+			}
+		}
 		p.cmd = exec.Command(bin, args...)
 		p.cmd.Stdout, p.cmd.Stderr = logf, logf
 		p.cmd.Env = append(os.Environ(), o.Env...)

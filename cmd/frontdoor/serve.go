@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,7 +26,7 @@ func newServeCmd() *cobra.Command { return newServeCmdWith(nil) }
 // runtime once every socket is open (tests use it to learn the ports).
 func newServeCmdWith(listening func(*node.Node)) *cobra.Command {
 	var file, name, data string
-	var rebinds []string
+	var rebinds, storeEndpoints []string
 	c := &cobra.Command{
 		Use:   "serve --config FILE [--node NAME] [--data DIR]",
 		Short: "Run one node of a site: DNS, launch and admin APIs, the gateways it hosts, health, the broker",
@@ -49,7 +50,8 @@ Signals:
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
-			cfg, err := configs.LoadFile(file)
+			load := func() (*configs.Config, error) { return loadServed(file, storeEndpoints) }
+			cfg, err := load()
 			if err != nil {
 				return err
 			}
@@ -104,7 +106,7 @@ Signals:
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			go reloadOnHUP(ctx, hup, file, rt, log)
+			go reloadOnHUP(ctx, hup, file, load, rt, log)
 			err = rt.Serve(cmd.Context())
 			log.Info("stopped")
 			return err
@@ -115,6 +117,7 @@ Signals:
 	c.Flags().StringVar(&data, "data", "", "data directory: store, site key, CA, certificates (default: site.data_dir, else ./frontdoor-data)")
 	// Hidden: the drill puts each front door behind a fault-injection wire that owns the
 	// configured address and forwards to the one the node really binds.
+	c.Flags().StringArrayVar(&storeEndpoints, "store-endpoint", nil, "an etcd client URL this node uses instead of site.store.endpoints: the members or proxies nearest it (repeatable)")
 	c.Flags().StringArrayVar(&rebinds, "rebind", nil, "listen on INNER wherever the config says PUBLIC (PUBLIC=INNER, repeatable)")
 	_ = c.Flags().MarkHidden("rebind")
 	_ = c.MarkFlagRequired("config")
@@ -146,14 +149,32 @@ func parseRebinds(flags []string) (func(netip.Addr) netip.Addr, error) {
 
 // reloadOnHUP reloads the config file into rt at each SIGHUP until ctx ends. A config that
 // does not load, or that Reload refuses, is logged and changes nothing.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, file string, rt *node.Node, log *slog.Logger) {
+// loadServed loads the config file, with this node's own etcd endpoints when given.
+func loadServed(file string, storeEndpoints []string) (*configs.Config, error) {
+	cfg, err := configs.LoadFile(file)
+	if err != nil || len(storeEndpoints) == 0 {
+		return cfg, err
+	}
+	if cfg.Site.Store.Backend != "etcd" {
+		return nil, fmt.Errorf("--store-endpoint: the site's store is %s, not etcd", cfg.Site.Store.Backend)
+	}
+	for _, e := range storeEndpoints {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--store-endpoint %q: want http(s)://host:port", e)
+		}
+	}
+	cfg.Site.Store.Endpoints = storeEndpoints
+	return cfg, nil
+}
+
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, file string, load func() (*configs.Config, error), rt *node.Node, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
 		}
-		cfg, err := configs.LoadFile(file)
+		cfg, err := load()
 		if err == nil {
 			err = rt.Reload(cfg)
 		}

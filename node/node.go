@@ -38,7 +38,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -682,9 +681,13 @@ func (r *Node) Listen() error {
 		if len(h.trusted) > 0 {
 			ln = newProxyListener(ln, h.trusted, r.log.With("node", h.node, "listener", h.kind))
 		}
-		// A bounded number of connections at once: the rest wait in the listen queue, and
-		// the process keeps descriptors for its other sockets.
-		h.ln = netutil.LimitListener(ln, maxHTTPSConns)
+		// A bounded number of connections at once, and a source: the process keeps
+		// descriptors for its other sockets, and stalled connections do not keep others out.
+		if err := r.limitHTTPS(h, ln); err != nil {
+			ln.Close()
+			r.Close()
+			return fmt.Errorf("%s %s listener: %w", h.node, h.kind, err)
+		}
 	}
 	for name, g := range r.gateways {
 		if err := g.Listen(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
 	"github.com/miekg/dns"
 	"golang.org/x/sync/errgroup"
 )
@@ -143,7 +144,7 @@ func (s *Server) listenLocked(udp, tcp bool) error {
 			}
 			return fmt.Errorf("listening on tcp %s: %w", addr, err)
 		}
-		s.ln = ln
+		s.ln = acceptloop.Listener(ln) // miekg/dns retries a failed accept at once
 	}
 	return nil
 }

@@ -51,6 +51,15 @@
 //
 // Leases expire keys on etcd's clock: no node runs a sweeping loop. Keys that end at the same
 // second share one lease, so a burst of launches grants one lease a second, not one each.
+//
+// # Zones
+//
+// election.go elects each zone's leader (seed 003's data collector) on lease keys of its own —
+// the order, the run-off, the fence and the handover arithmetic are in its doc — and carries
+// the health verdicts the leaders publish. outage.go is the Local Host Cache (seed 001): how a
+// node goes on brokering its share of its zone when etcd is out of reach, and the rules that
+// reconcile the outage when it is back; cache.go keeps the view in a bolt file a node can start
+// from.
 package etcd
 
 import (

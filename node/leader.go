@@ -135,13 +135,10 @@ func (r *Node) setProbing() {
 	if same {
 		return
 	}
-	changed := r.health.SetProbed(func(t health.Target) bool { return zones[t.Zone] })
-	recs := r.shared.HealthRecords()
-	for _, name := range changed {
-		if !r.health.Probed(name) {
-			r.observeHealth(name, recs[name]) // follow from the site's latest
-		}
-	}
+	// A target that becomes remote keeps the states this node last probed until its prober
+	// publishes a change: the record the site holds may be older (written before an outage,
+	// or by a leader since gone), and the new prober publishes what differs from it.
+	r.health.SetProbed(func(t health.Target) bool { return zones[t.Zone] })
 	r.kickPublish()
 }
 

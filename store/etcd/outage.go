@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -584,7 +585,8 @@ func (st *Store) writeBack(ctx context.Context, j *journal) error {
 		wctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
 		lease, err := st.leaseUntil(wctx, until)
 		if err == nil {
-			key := st.o.Prefix + "tickets/used/" + k
+			id, ch, _ := strings.Cut(k, "/") // "<ticket id>/<channel>", whose channel has a slash
+			key := st.key("tickets", "used", id, ch)
 			var r *clientv3.TxnResponse
 			r, err = st.cli.Txn(wctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 				Then(clientv3.OpPut(key, "", leaseOpt(lease)...)).Commit()

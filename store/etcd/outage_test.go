@@ -158,6 +158,9 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if s, err := b.GetSession(t.Context(), "before"); err != nil || s.State != broker.StateConnected {
 		t.Errorf("the session connected in the outage reads %v, %v", s.State, err)
 	}
+	if ok, err := b.Ledger().Use(id, "443/tcp", now.Add(time.Minute)); ok || err != nil {
+		t.Errorf("the launch ticket channel used in the outage opens again after it: %v %v", ok, err)
+	}
 	snap, _ := b.Load(t.Context())
 	per := map[string]int{}
 	for _, s := range snap.Sessions {

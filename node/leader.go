@@ -28,7 +28,7 @@ type zoneRole struct {
 	kick    chan struct{} // something to publish
 
 	passive chan passiveReport // failures seen here on remote targets, for ReportPassive
-	mu      sync.Mutex        // guards published, fence, zones
+	mu      sync.Mutex         // guards published, fence, zones
 	// published is what the site holds of each target this node probes, as last read or
 	// written; fence is the leadership it was written under.
 	published map[string]health.Report
@@ -118,16 +118,11 @@ func (r *Node) setProbing() {
 	rev, _ := r.role.elector.Leading()
 	r.role.mu.Lock()
 	if rev != r.role.fence {
-		// A new leadership starts from what the site holds, so that it writes only what
-		// differs from it.
+		// A new leadership publishes every target it probes once, then what changes: the
+		// records the site holds are an older leadership's, which the other nodes may have
+		// parted from (they probed for themselves in an outage).
 		r.role.fence = rev
 		r.role.published = map[string]health.Report{}
-		for name, b := range r.shared.HealthRecords() {
-			var rep health.Report
-			if json.Unmarshal(b, &rep) == nil {
-				r.role.published[name] = rep
-			}
-		}
 	}
 	same := r.role.zones != nil && maps.Equal(zones, r.role.zones)
 	r.role.zones = zones
@@ -135,11 +130,31 @@ func (r *Node) setProbing() {
 	if same {
 		return
 	}
-	// A target that becomes remote keeps the states this node last probed until its prober
-	// publishes a change: the record the site holds may be older (written before an outage,
-	// or by a leader since gone), and the new prober publishes what differs from it.
-	r.health.SetProbed(func(t health.Target) bool { return zones[t.Zone] })
+	// A target that becomes remote takes the site's record only if a live leadership wrote
+	// it; else it keeps the states this node last probed until its prober publishes (a new
+	// leadership publishes every target at once).
+	changed := r.health.SetProbed(func(t health.Target) bool { return zones[t.Zone] })
+	live := map[int64]bool{}
+	for _, l := range r.shared.Leaders() {
+		live[l.Rev] = true
+	}
+	recs := r.shared.HealthRecords()
+	for _, name := range changed {
+		var rec healthRecord
+		if !r.health.Probed(name) && json.Unmarshal(recs[name], &rec) == nil && live[rec.Fence] {
+			r.observeHealth(name, recs[name])
+		}
+	}
 	r.kickPublish()
+}
+
+// healthRecord is what a prober publishes of a target: its report, and the leadership it
+// was written under.
+type healthRecord struct {
+	health.Report
+	// Fence is the prober's leadership (its leader key's revision); Prober is the node.
+	Fence  int64  `json:"fence"`
+	Prober string `json:"prober"`
 }
 
 // observeHealth follows a record published by a target's prober.
@@ -147,11 +162,12 @@ func (r *Node) observeHealth(name string, b []byte) {
 	if len(b) == 0 || r.health.Probed(name) {
 		return
 	}
-	var rep health.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
+	var rec healthRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
 		r.log.Warn("unreadable health record", "target", name, "err", err)
 		return
 	}
+	rep := rec.Report
 	rep.Target = name
 	if err := r.health.Observe(rep); err != nil && !errors.Is(err, health.ErrProbedHere) {
 		r.log.Debug("health record", "target", name, "err", err)
@@ -262,7 +278,7 @@ func (r *Node) publish(ctx context.Context) {
 	for chunk := range slices.Chunk(names, maxHealthOps) {
 		recs := map[string][]byte{}
 		for _, n := range chunk {
-			recs[n], _ = json.Marshal(reps[n])
+			recs[n], _ = json.Marshal(healthRecord{Report: reps[n], Fence: rev, Prober: r.spec.Name})
 		}
 		if err := r.shared.PutHealth(ctx, r.spec.Zone, rev, recs); err != nil {
 			if ctx.Err() == nil {

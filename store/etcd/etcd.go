@@ -137,24 +137,24 @@ type Store struct {
 	leaseMu sync.Mutex            // guards leases
 	leases  map[int64]*leaseGrant // by the second they end
 
-	mu         sync.Mutex // guards the view and the followers
-	rev        int64      // the revision the view reflects
-	sessions   map[string]broker.Session
-	slotOf     map[string]slotRef // session id -> its slot
-	used       map[string]map[int]string
-	loads      map[string]machineLoad
-	flags      map[string]machineFlags
-	revoked    map[string]time.Time // session -> tickets issued before are revoked
-	superseded map[string]uint64    // session -> reconnect tickets of lower marks are refused
-	onRevoked  []func(string, time.Time)
-	newRevoked []revocation                 // applied since the last dispatch; guarded by mu
-	settings   map[string]map[string]string // by section (modes, overrides), then name
-	nodes      map[string]NodeInfo
-	usedTickets map[string]bool    // "<ticket id>/<channel>" of the launch tickets' channels admitted
-	presence   map[string]NodeInfo // what Register wrote, written again on a new lease
-	followers  []func(broker.Change)
-	onSettings map[string][]func(map[string]string) // by section
-	watchErr   error
+	mu          sync.Mutex // guards the view and the followers
+	rev         int64      // the revision the view reflects
+	sessions    map[string]broker.Session
+	slotOf      map[string]slotRef // session id -> its slot
+	used        map[string]map[int]string
+	loads       map[string]machineLoad
+	flags       map[string]machineFlags
+	revoked     map[string]time.Time // session -> tickets issued before are revoked
+	superseded  map[string]uint64    // session -> reconnect tickets of lower marks are refused
+	onRevoked   []func(string, time.Time)
+	newRevoked  []revocation                 // applied since the last dispatch; guarded by mu
+	settings    map[string]map[string]string // by section (modes, overrides), then name
+	nodes       map[string]NodeInfo
+	usedTickets map[string]bool     // "<ticket id>/<channel>" of the launch tickets' channels admitted
+	presence    map[string]NodeInfo // what Register wrote, written again on a new lease
+	followers   []func(broker.Change)
+	onSettings  map[string][]func(map[string]string) // by section
+	watchErr    error
 
 	// The zone election and the published health verdicts (election.go).
 	leaders         map[string]Leader               // by zone

@@ -8,8 +8,8 @@ import (
 
 // metrics are the store's Prometheus collectors.
 type metrics struct {
-	txn     *prometheus.HistogramVec // op, result
-	events  prometheus.Counter
+	txn       *prometheus.HistogramVec // op, result
+	events    prometheus.Counter
 	leaders   *prometheus.CounterVec // zone
 	outages   prometheus.Counter
 	conflicts prometheus.Counter

@@ -29,8 +29,8 @@ type zoneRole struct {
 
 	passive chan passiveReport // failures seen here on remote targets, for ReportPassive
 	mu      sync.Mutex         // guards published, fence, zones
-	// published is what the site holds of each target this node probes, as last read or
-	// written; fence is the leadership it was written under.
+	// published is what this node wrote of each target it probes under its leadership
+	// fence (0: not leading).
 	published map[string]health.Report
 	fence     int64
 	zones     map[string]bool // the zones probed here

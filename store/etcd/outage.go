@@ -144,6 +144,7 @@ type outageState struct {
 	onChange  []func(bool)
 	local     []func() // changes made locally, to tell the followers in order; guarded by localMu
 	localMu   sync.Mutex
+	telling   sync.Mutex // held while local changes are told: one teller at a time, in order
 	localKick chan struct{}
 }
 
@@ -242,6 +243,7 @@ func (st *Store) enterOutage(cause error) {
 func (st *Store) leaveOutage(ctx context.Context) {
 	st.out.gate.Lock() // no local operation meanwhile
 	defer st.out.gate.Unlock()
+	st.tellQueued() // the outage's changes reach the followers before the reloaded view
 	st.mu.Lock()
 	j := st.out.journal
 	st.out.journal = nil
@@ -320,13 +322,20 @@ func (st *Store) runLocal(ctx context.Context) {
 		case <-tick.C:
 			st.local(st.expireLocal)
 		}
-		st.out.localMu.Lock()
-		fns := st.out.local
-		st.out.local = nil
-		st.out.localMu.Unlock()
-		for _, fn := range fns {
-			fn()
-		}
+		st.tellQueued()
+	}
+}
+
+// tellQueued tells the followers of the local changes queued so far, in order.
+func (st *Store) tellQueued() {
+	st.out.telling.Lock()
+	defer st.out.telling.Unlock()
+	st.out.localMu.Lock()
+	fns := st.out.local
+	st.out.local = nil
+	st.out.localMu.Unlock()
+	for _, fn := range fns {
+		fn()
 	}
 }
 

@@ -230,10 +230,11 @@ func authenticate(users map[string]configs.User, cache *authCache, guard *loginG
 		return u, nil
 	}
 	src := clientAddr(r)
-	if err := guard.admit(src, name); err != nil {
+	suspect, err := guard.admit(src, name)
+	if err != nil {
 		return configs.User{}, err
 	}
-	err := guard.compare(hash, pass)
+	err = guard.compare(hash, pass, suspect)
 	busy := errors.Is(err, errLoginBusy)
 	failed := !busy && (err != nil || !known || u.PasswordHash == "")
 	guard.done(src, name, failed)

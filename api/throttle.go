@@ -20,7 +20,11 @@ import (
 // bcrypt comparison; a comparison under way holds a token of each, so that logins sent at
 // once compare no more passwords than the tokens allow (the next is answered 503 with
 // Retry-After 1); at most two comparisons per CPU run at once, so that guessing is neither
-// free nor a lever on the CPU. Behind a load balancer the source is the client only when the
+// free nor a lever on the CPU. A suspect login — its source or user failed lately, or has
+// another comparison under way — also needs one of half as many slots as there are CPUs (at
+// least one), so that guessers, however many, leave most of the CPU to the logins of users
+// who have not failed (honest first logins) and to everything else the node serves. Behind
+// a load balancer the source is the client only when the
 // listener reads its PROXY header (proxy_protocol_from); else every client shares its address.
 const (
 	failuresPerSource = 10               // failed logins a source address may make at once
@@ -54,6 +58,7 @@ type loginGuard struct {
 	trySources map[netip.Addr]int
 	tryUsers   map[string]int
 	slots      chan struct{}
+	suspects   chan struct{} // the slots suspect logins need besides
 	once       sync.Once
 }
 
@@ -62,6 +67,7 @@ func (g *loginGuard) init() {
 		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
 		g.slots = make(chan struct{}, 2*runtime.NumCPU())
+		g.suspects = make(chan struct{}, max(1, runtime.NumCPU()/2))
 	})
 }
 
@@ -88,8 +94,9 @@ func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int) *rate.Limiter 
 
 // admit lets a password of user from src be compared, or says why not: a throttledError
 // when either has no token left, errLoginBusy when their tokens are all held by
-// comparisons under way. An admitted comparison holds a token of each until done.
-func (g *loginGuard) admit(src netip.Addr, user string) error {
+// comparisons under way. An admitted comparison holds a token of each until done; it is
+// suspect when either failed lately or has another comparison under way.
+func (g *loginGuard) admit(src netip.Addr, user string) (suspect bool, err error) {
 	g.init()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -100,22 +107,24 @@ func (g *loginGuard) admit(src netip.Addr, user string) error {
 		l      *rate.Limiter
 		trying int
 	}{{limiter(g.sources, src, failuresPerSource), g.trySources[src]}, {limiter(g.users, user, failuresPerUser), g.tryUsers[user]}} {
-		switch t := c.l.TokensAt(now); {
+		t := c.l.TokensAt(now)
+		switch {
 		case t < 1:
 			longest = max(longest, time.Duration((1-t)*float64(refill)))
 		case t-float64(c.trying) < 1:
 			busy = true
 		}
+		suspect = suspect || c.trying > 0 || t < float64(c.l.Burst())
 	}
 	switch {
 	case longest > 0:
-		return throttledError{longest}
+		return false, throttledError{longest}
 	case busy:
-		return errLoginBusy
+		return false, errLoginBusy
 	}
 	g.trySources[src]++
 	g.tryUsers[user]++
-	return nil
+	return suspect, nil
 }
 
 // done ends a comparison that admit let in; a failed one costs src and user a token.
@@ -140,12 +149,20 @@ func release[K comparable](m map[K]int, k K) {
 	}
 }
 
-// compare runs a bcrypt comparison in one of the slots; errLoginBusy when none frees within
-// bcryptWait.
-func (g *loginGuard) compare(hash, pass string) error {
+// compare runs a bcrypt comparison in one of the slots, a suspect one in a suspect slot
+// too; errLoginBusy when none frees within bcryptWait.
+func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 	g.init()
 	t := time.NewTimer(bcryptWait)
 	defer t.Stop()
+	if suspect {
+		select {
+		case g.suspects <- struct{}{}:
+		case <-t.C:
+			return errLoginBusy
+		}
+		defer func() { <-g.suspects }()
+	}
 	select {
 	case g.slots <- struct{}{}:
 	case <-t.C:

@@ -9,8 +9,8 @@
 //   - outage: the two etcd members that do not lead are stopped at once (the quorum is lost)
 //     under two nodes with an outage plan; the time until each is in outage mode (OnOutage),
 //     from the StopMember call, from the moment etcd stopped answering (a probe loop of this
-//     program's own, every 10 ms) and from the node's first probe after that (estimated from
-//     its 250 ms schedule); then N sessions are created in the outage, one member is
+//     program's own, every 10 ms) and from the node's first probe that failed (estimated
+//     from its 250 ms schedule); then N sessions are created in the outage, one member is
 //     restarted, and the time from RestartMember's return until each node has written the
 //     outage back and left outage mode, and whether every session reached etcd.
 //

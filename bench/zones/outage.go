@@ -150,10 +150,14 @@ func (b *bench) outage(k, sessions int, allEPs bool) (tr outageTrial) {
 		tr.in = append(tr.in, at.Sub(t0))
 		if lostOK {
 			tr.inLost = append(tr.inLost, at.Sub(lost))
-			// The node's first probe after the loss: its probes run on a 250 ms grid from
-			// about when Open returned.
-			ticks := (lost.Sub(n.opened) + detectEvery - 1) / detectEvery
-			tr.inProbe = append(tr.inProbe, at.Sub(n.opened.Add(ticks*detectEvery)))
+			// The node's first probe that failed: its probes run on a 250 ms grid from about
+			// when Open returned; the first one after the loss, or the one before it if that
+			// began within the own probe loop's resolution of the loss (it was in flight).
+			first := n.opened.Add(lost.Sub(n.opened) / detectEvery * detectEvery)
+			if lost.Sub(first) > proberEvery {
+				first = first.Add(detectEvery)
+			}
+			tr.inProbe = append(tr.inProbe, at.Sub(first))
 		}
 	}
 

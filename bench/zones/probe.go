@@ -53,23 +53,31 @@ func (p *prober) run(ctx context.Context, cli *clientv3.Client, key string) {
 }
 
 // lostAt returns when etcd stopped answering between from and to: the start of the first
-// failed probe after which no probe that started before to succeeded.
+// failed probe after which no probe that started before to succeeded. A probe in flight at
+// from counts as started at from.
 func (p *prober) lostAt(from, to time.Time) (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var lost time.Time
 	for _, r := range p.recs {
-		if r.start.Before(from) || r.start.After(to) {
+		if r.end.Before(from) || r.start.After(to) {
 			continue
 		}
 		switch {
 		case r.ok:
 			lost = time.Time{}
 		case lost.IsZero():
-			lost = r.start
+			lost = maxTime(r.start, from)
 		}
 	}
 	return lost, !lost.IsZero()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // backAt returns when etcd answered again after from: the end of the first successful

@@ -178,7 +178,7 @@ func (rep *report) printOutageSummary(w io.Writer, counts []int) {
 			{what: "4. outage mode (OnOutage), from the first StopMember call", d: each(all, func(t outageTrial) []time.Duration { return t.in }), note: "–"},
 			{what: "… etcd stopped answering (own 10 ms probe loop), from the call", d: one1(all, func(t outageTrial) (time.Duration, bool) { return t.lost, t.lostOK }), note: "–"},
 			{what: "… outage mode, from etcd's loss", d: each(all, func(t outageTrial) []time.Duration { return t.inLost }), goal: 1250 * time.Millisecond},
-			{what: "… outage mode, from the node's first probe after the loss (estimated from its 250 ms grid)", d: each(all, func(t outageTrial) []time.Duration { return t.inProbe }), goal: time.Second},
+			{what: "… outage mode, from the node's first failed probe's start (estimated from its 250 ms grid)", d: each(all, func(t outageTrial) []time.Duration { return t.inProbe }), goal: time.Second},
 			{what: "… StopMember (both, at once) returned, from the call", d: one1(all, func(t outageTrial) (time.Duration, bool) { return t.stopRet, t.stopRet > 0 }), note: "–"},
 		}
 		for _, r := range rows {
@@ -224,7 +224,7 @@ func (rep *report) printOutageSummary(w io.Writer, counts []int) {
 			{what: "4'. nodes that know only the member that stays up: outage mode, from the first StopMember call", d: each(one, func(t outageTrial) []time.Duration { return t.in }), note: "–"},
 			{what: "… etcd stopped answering, from the call", d: one1(one, func(t outageTrial) (time.Duration, bool) { return t.lost, t.lostOK }), note: "–"},
 			{what: "… outage mode, from etcd's loss", d: each(one, func(t outageTrial) []time.Duration { return t.inLost }), goal: 1250 * time.Millisecond},
-			{what: "… outage mode, from the node's first probe after the loss (estimated)", d: each(one, func(t outageTrial) []time.Duration { return t.inProbe }), goal: time.Second},
+			{what: "… outage mode, from the node's first failed probe's start (estimated)", d: each(one, func(t outageTrial) []time.Duration { return t.inProbe }), goal: time.Second},
 			{what: "… StopMember returned, from the call", d: one1(one, func(t outageTrial) (time.Duration, bool) { return t.stopRet, t.stopRet > 0 }), note: "–"},
 			{what: "… write-back (0 sessions), each node, from RestartMember's return", d: each(one, func(t outageTrial) []time.Duration { return t.out }), note: "–"},
 		}

@@ -23,6 +23,7 @@ type electionTrial struct {
 	all   time.Duration // besides, every remaining node's view shows it
 	gone  time.Duration // the old leader's key gone from the next leader's view
 	old   time.Duration // the old leader's Elector stopped acting
+	self  time.Duration // run-off: the joining node's view shows its own candidacy
 	twice int           // samples in which two Electors acted as leader at once
 	err   error
 }
@@ -95,7 +96,15 @@ func (b *bench) election(kind string, k int) (tr electionTrial) {
 	}}
 	gone := &cond{name: "a's key gone from " + next.name + "'s view", fn: func() bool { return next.sees() != first.name }}
 	old := &cond{name: "a stopped leading", fn: func() bool { return !first.leads() }}
-	cs := []*cond{leads, all, gone, old}
+	self := &cond{name: next.name + "'s view shows its candidacy", fn: func() bool {
+		for _, c := range next.st.Candidates()["z"] {
+			if c.Node == next.name {
+				return true
+			}
+		}
+		return false
+	}}
+	cs := []*cond{leads, all, gone, old, self}
 	ok := waitAll(10*time.Second, cs, func() {
 		acting := 0
 		for _, n := range s.nodes {
@@ -113,7 +122,7 @@ func (b *bench) election(kind string, k int) (tr electionTrial) {
 		}
 		return c.at.Sub(t0)
 	}
-	tr.took, tr.all, tr.gone, tr.old = since(leads), since(all), since(gone), since(old)
+	tr.took, tr.all, tr.gone, tr.old, tr.self = since(leads), since(all), since(gone), since(old), since(self)
 	if !ok {
 		tr.err = fmt.Errorf("after 10s: %s", missing(cs))
 	}

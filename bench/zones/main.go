@@ -129,8 +129,8 @@ func main() {
 			}
 			tr := b.election(kind, k)
 			rep.elections[kind] = append(rep.elections[kind], tr)
-			fmt.Fprintf(os.Stderr, "%-8s %2d: leads %v, every view %v, old key gone %v, old stopped %v, two leaders %d, err %v\n",
-				kind, k, ms(tr.took), ms(tr.all), ms(tr.gone), ms(tr.old), tr.twice, tr.err)
+			fmt.Fprintf(os.Stderr, "%-8s %2d: leads %v, every view %v, old key gone %v, old stopped %v, joiner sees itself %v, two leaders %d, err %v\n",
+				kind, k, ms(tr.took), ms(tr.all), ms(tr.gone), ms(tr.old), ms(tr.self), tr.twice, tr.err)
 			pause()
 		}
 	}

@@ -42,7 +42,7 @@ type outageTrial struct {
 	lostOK    bool            // the prober saw the loss
 	in        []time.Duration // each node's OnOutage(true)
 	inLost    []time.Duration // each node's OnOutage(true), from etcd's loss
-	inProbe   []time.Duration // the same, from the node's first probe after the loss (estimated)
+	inProbe   []time.Duration // the same, from the start of the node's first failed probe (estimated)
 	create    time.Duration   // creating the sessions on both nodes, one after the other
 	restart   time.Duration   // RestartMember, from its call to its return
 	back      time.Duration   // etcd answered again (the prober), from RestartMember's return

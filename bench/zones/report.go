@@ -112,6 +112,7 @@ func (rep *report) print(w io.Writer, trials int, counts []int) {
 		runoff: {
 			{"3. run-off (a newer version starts standing) → it leads and its view shows it", func(t electionTrial) time.Duration { return t.took }, 0, "none stated"},
 			{"… of which the old leader's resignation", func(t electionTrial) time.Duration { return t.old }, 0, ""},
+			{"… the joining node's own view shows its candidacy", func(t electionTrial) time.Duration { return t.self }, 0, ""},
 			{"… and every node's view shows it", func(t electionTrial) time.Duration { return t.all }, 0, ""},
 		},
 	}
@@ -236,10 +237,14 @@ func (rep *report) printOutageSummary(w io.Writer, counts []int) {
 
 func (rep *report) printTrials(w io.Writer) {
 	fmt.Fprintf(w, "\n## Every trial\n\nElections: times from the cancel, the client's close or the new candidate's Run.\n\n")
-	fmt.Fprintf(w, "| kind | trial | next leads, in its view | every view | old key gone from its view | old leader stopped | samples with two leaders | error |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| kind | trial | next leads, in its view | every view | old key gone from its view | old leader stopped | joiner sees itself stand | samples with two leaders | error |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, kind := range []string{graceful, crash, runoff} {
 		for i, t := range rep.elections[kind] {
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %d | %s |\n", kind, i, ms(t.took), ms(t.all), ms(t.gone), ms(t.old), t.twice, errText(t.err))
+			self := "–"
+			if kind == runoff {
+				self = ms(t.self)
+			}
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %d | %s |\n", kind, i, ms(t.took), ms(t.all), ms(t.gone), ms(t.old), self, t.twice, errText(t.err))
 		}
 	}
 	if len(rep.outages) == 0 {

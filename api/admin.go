@@ -63,6 +63,14 @@ type AdminOptions struct {
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
 	Logger *slog.Logger
+	// Node names this front door in the audit log.
+	Node string
+	// Audit keeps every admin action (who, when, from where, what). Optional: without it
+	// actions are only logged.
+	Audit AuditLog
+	// Events tells the console's event streams what changed. Optional: without it
+	// GET /v1/admin/events is not served.
+	Events *Notifier
 }
 
 // ModeStore keeps the secure-gateway toggles of a site, by delivery group.
@@ -83,6 +91,10 @@ type Admin struct {
 
 	cache authCache
 	guard loginGuard
+
+	console   consoleStore
+	streamsMu sync.Mutex // guards streams
+	streams   int        // event streams open
 
 	mu    sync.Mutex // guards modes
 	modes map[string]bool
@@ -112,6 +124,10 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("POST /v1/admin/enrolment", a.admin(a.enrolment))
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/revoke", a.admin(a.revokeMachine))
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/maintenance", a.admin(a.maintenance))
+	if o.Events != nil {
+		a.mux.HandleFunc("GET /v1/admin/events", a.admin(a.events))
+	}
+	a.routeConsole()
 	if o.Registry != nil {
 		// Behind the admins' login like the rest: the metrics name sessions' machines and
 		// gateways and show the site's load (a scraper sends Basic auth or a client certificate).
@@ -126,17 +142,26 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r)
 }
 
+// admin wraps a handler of the admin API: the caller is a console session (with its CSRF
+// token for writes) or presents an admin's password or client certificate.
 func (a *Admin) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, err := authenticate(a.users, &a.cache, &a.guard, r)
+		u, viaConsole, err := a.consoleUser(r)
+		if !viaConsole {
+			u, err = authenticate(a.users, &a.cache, &a.guard, r)
+		}
 		if err == nil && !u.Admin {
 			err = errNoLogin
 		}
 		if err != nil {
+			if viaConsole && (errors.Is(err, errCSRF) || errors.Is(err, errOrigin)) {
+				httpError(w, http.StatusForbidden, err.Error())
+				return
+			}
 			loginRefused(w, err, "frontdoor admin")
 			return
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), adminKey{}, u.Name)))
+		h(w, r.WithContext(withAdmin(r.Context(), u.Name)))
 	}
 }
 

@@ -446,8 +446,11 @@ type User struct {
 	HomeZone string `yaml:"home_zone"`
 	// HomeSite is the account's federation home site. Default: "".
 	HomeSite string `yaml:"home_site"`
-	// Admin lets the user call the admin API. Default: false.
+	// Admin lets the user call the admin API and change things in the console. Default: false.
 	Admin bool `yaml:"admin"`
+	// Monitor lets the user read the admin API and the console without changing anything
+	// (an admin may do both). Default: false.
+	Monitor bool `yaml:"monitor"`
 }
 
 // UserGroup is a group of user accounts.

@@ -1,0 +1,302 @@
+package api
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+)
+
+// The operator's console: web pages on the admin listener, behind a login with the site's
+// admin and monitor users. A login makes a console session, kept in this front door's memory
+// and named by a cookie (HttpOnly, Secure, SameSite=Strict); it ends on logout, after
+// consoleIdle without a request, or after consoleMaxAge. Every write the console makes
+// carries the session's CSRF token in the X-CSRF-Token header, which the admin API checks
+// against the cookie's session, and comes from the console's own origin. The pages are
+// html/template shells with a small embedded script that reads the admin API's JSON (the
+// same the CLI reads), renders it, and reads again when the API's event stream
+// (GET /v1/admin/events) says a topic changed. No build step, no CDN.
+
+const (
+	consoleCookie   = "frontdoor_console"
+	consoleIdle     = 15 * time.Minute
+	consoleMaxAge   = 12 * time.Hour
+	consoleSessions = 1000 // at once at one front door; the least recently used goes
+)
+
+//go:embed console
+var consoleFiles embed.FS
+
+var consolePages = template.Must(template.ParseFS(consoleFiles, "console/*.html"))
+
+// consoleSession is one login to the console.
+type consoleSession struct {
+	user    configs.User
+	csrf    string
+	created time.Time
+	last    time.Time
+}
+
+// consoleStore holds the console sessions of one Admin.
+type consoleStore struct {
+	mu   sync.Mutex
+	byID map[string]*consoleSession
+	now  func() time.Time
+}
+
+func randomToken() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (cs *consoleStore) clock() time.Time {
+	if cs.now != nil {
+		return cs.now()
+	}
+	return time.Now()
+}
+
+// start makes a session for u and returns its id.
+func (cs *consoleStore) start(u configs.User) (string, *consoleSession) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.byID == nil {
+		cs.byID = map[string]*consoleSession{}
+	}
+	now := cs.clock()
+	if len(cs.byID) >= consoleSessions {
+		var oldest string
+		for id, s := range cs.byID {
+			if oldest == "" || s.last.Before(cs.byID[oldest].last) {
+				oldest = id
+			}
+		}
+		delete(cs.byID, oldest)
+	}
+	id := randomToken()
+	s := &consoleSession{user: u, csrf: randomToken(), created: now, last: now}
+	cs.byID[id] = s
+	return id, s
+}
+
+// get returns the live session id names and marks it used.
+func (cs *consoleStore) get(id string) (*consoleSession, bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	s, ok := cs.byID[id]
+	if !ok {
+		return nil, false
+	}
+	now := cs.clock()
+	if now.Sub(s.last) > consoleIdle || now.Sub(s.created) > consoleMaxAge {
+		delete(cs.byID, id)
+		return nil, false
+	}
+	s.last = now
+	return s, true
+}
+
+func (cs *consoleStore) end(id string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	delete(cs.byID, id)
+}
+
+// Errors of a console session.
+var (
+	errCSRF   = errors.New("the console's CSRF token is missing or wrong: reload the page")
+	errOrigin = errors.New("a console write from another origin")
+)
+
+// consoleUser returns the user of the request's console session, if it has one: ok false
+// when it carries no console cookie. A write (any method but GET and HEAD) needs the
+// session's CSRF token in X-CSRF-Token and the console's origin.
+func (a *Admin) consoleUser(r *http.Request) (u configs.User, ok bool, err error) {
+	c, cerr := r.Cookie(consoleCookie)
+	if cerr != nil || c.Value == "" {
+		return configs.User{}, false, nil
+	}
+	s, live := a.console.get(c.Value)
+	if !live {
+		return configs.User{}, true, errNoLogin
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if !sameOrigin(r) {
+			return configs.User{}, true, errOrigin
+		}
+		token := r.Header.Get("X-CSRF-Token")
+		if token == "" && r.Header.Get("Content-Type") == "application/x-www-form-urlencoded" {
+			token = r.PostFormValue("csrf") // a form of the console's own (logout)
+		}
+		if subtle.ConstantTimeCompare([]byte(token), []byte(s.csrf)) != 1 {
+			return configs.User{}, true, errCSRF
+		}
+	}
+	return s.user, true, nil
+}
+
+// sameOrigin reports whether a write comes from the page it was served with: its Origin
+// (else its Referer), when it sends one, names the request's host over https.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		o = r.Header.Get("Referer")
+	}
+	if o == "" {
+		return true // no browser sends a cross-site write without one; the token decides
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Scheme == "https" && u.Host == r.Host
+}
+
+// consolePage is what a page's template gets.
+type consolePage struct {
+	Page, Title string
+	User        string
+	Role        string // "admin" or "monitor"
+	CSRF        string
+	Site, Zone  string
+	Error       string
+	Nav         []navItem
+}
+
+type navItem struct{ Path, Title string }
+
+var consoleNav = []navItem{
+	{"/site", "Site"}, {"/gateways", "Gateways"}, {"/machines", "Machines"}, {"/sessions", "Sessions"},
+	{"/secure-gateway", "Secure gateway"}, {"/explain", "Explain"}, {"/drills", "Drills"}, {"/audit", "Audit"},
+}
+
+// roleOf names a console user's role.
+func roleOf(u configs.User) string {
+	if u.Admin {
+		return "admin"
+	}
+	return "monitor"
+}
+
+// mayConsole reports whether u may log in to the console.
+func mayConsole(u configs.User) bool { return u.Admin || u.Monitor }
+
+// routeConsole adds the console's routes to the admin mux.
+func (a *Admin) routeConsole() {
+	static, _ := fs.Sub(consoleFiles, "console/static")
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	a.mux.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	}))
+	a.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok, err := a.consoleUser(r); ok && err == nil {
+			http.Redirect(w, r, "/site", http.StatusSeeOther)
+			return
+		}
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	})
+	a.mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) { a.renderLogin(w, "", http.StatusOK) })
+	a.mux.HandleFunc("POST /login", a.consoleLogin)
+	a.mux.HandleFunc("POST /logout", a.consoleLogout)
+	for _, n := range consoleNav {
+		a.mux.HandleFunc("GET "+n.Path, a.consolePageHandler(n))
+	}
+}
+
+func securityHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+}
+
+func (a *Admin) renderLogin(w http.ResponseWriter, msg string, code int) {
+	securityHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	consolePages.ExecuteTemplate(w, "login.html", consolePage{Title: "Log in", Site: a.o.Config.Site.Name, Zone: a.o.Zone, Error: msg})
+}
+
+// consoleLogin checks a login form's user and password as the API checks Basic credentials
+// (throttled alike) and starts a console session for an admin or a monitor.
+func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		a.renderLogin(w, errOrigin.Error(), http.StatusForbidden)
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		a.renderLogin(w, "the login form could not be read", http.StatusBadRequest)
+		return
+	}
+	cred := r.Clone(r.Context())
+	cred.Header = r.Header.Clone()
+	cred.Header.Del("Authorization")
+	cred.SetBasicAuth(r.PostForm.Get("user"), r.PostForm.Get("password"))
+	cred.TLS = nil // the form's credentials, not a client certificate
+	u, err := authenticate(a.users, &a.cache, &a.guard, cred)
+	if err == nil && !mayConsole(u) {
+		err = errNoLogin
+	}
+	if err != nil {
+		var th throttledError
+		code := http.StatusUnauthorized
+		msg := "wrong user or password, or the user may not use the console"
+		switch {
+		case errors.As(err, &th):
+			code, msg = http.StatusTooManyRequests, err.Error()
+		case errors.Is(err, errLoginBusy):
+			code, msg = http.StatusServiceUnavailable, err.Error()
+		}
+		a.log.Warn("console login refused", "user", r.PostForm.Get("user"), "from", clientAddr(r), "err", err)
+		a.renderLogin(w, msg, code)
+		return
+	}
+	id, _ := a.console.start(u)
+	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", clientAddr(r))
+	a.record(r.WithContext(withAdmin(r.Context(), u.Name)), "console.login", u.Name, "role "+roleOf(u))
+	http.Redirect(w, r, "/site", http.StatusSeeOther)
+}
+
+// consoleLogout ends the request's console session (a write: it needs the CSRF token).
+func (a *Admin) consoleLogout(w http.ResponseWriter, r *http.Request) {
+	u, ok, err := a.consoleUser(r)
+	if !ok || err != nil {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	c, _ := r.Cookie(consoleCookie)
+	a.console.end(c.Value)
+	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	a.record(r.WithContext(withAdmin(r.Context(), u.Name)), "console.logout", u.Name, "")
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// consolePageHandler serves one page's shell to a logged-in user, else the login page.
+func (a *Admin) consolePageHandler(n navItem) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie(consoleCookie)
+		var s *consoleSession
+		live := false
+		if err == nil {
+			s, live = a.console.get(c.Value)
+		}
+		if !live {
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		securityHeaders(w)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		consolePages.ExecuteTemplate(w, "page.html", consolePage{Page: n.Path[1:], Title: n.Title, User: s.user.Name,
+			Role: roleOf(s.user), CSRF: s.csrf, Site: a.o.Config.Site.Name, Zone: a.o.Zone, Nav: consoleNav})
+	}
+}

@@ -142,15 +142,25 @@ func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(w, r)
 }
 
-// admin wraps a handler of the admin API: the caller is a console session (with its CSRF
-// token for writes) or presents an admin's password or client certificate.
-func (a *Admin) admin(h http.HandlerFunc) http.HandlerFunc {
+// admin wraps a handler of the admin API. The caller is a console session (with its CSRF
+// token for writes) or presents the password or client certificate of an admin or a monitor:
+// a read (GET or HEAD) takes either, a write (any other method) an admin only — a monitor's
+// write is answered 403 before its body is read.
+func (a *Admin) admin(h http.HandlerFunc) http.HandlerFunc { return a.wrap(h, false) }
+
+// reader wraps a POST that changes nothing (an explain's dry run): monitors may call it too.
+func (a *Admin) reader(h http.HandlerFunc) http.HandlerFunc { return a.wrap(h, true) }
+
+// errMonitor refuses a monitor's write.
+var errMonitor = errors.New("read-only: a monitor may read the admin API but not change anything; this needs an admin")
+
+func (a *Admin) wrap(h http.HandlerFunc, read bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		u, viaConsole, err := a.consoleUser(r)
 		if !viaConsole {
 			u, err = authenticate(a.users, &a.cache, &a.guard, r)
 		}
-		if err == nil && !u.Admin {
+		if err == nil && !u.Admin && !u.Monitor {
 			err = errNoLogin
 		}
 		if err != nil {
@@ -159,6 +169,11 @@ func (a *Admin) admin(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 			loginRefused(w, err, "frontdoor admin")
+			return
+		}
+		if !u.Admin && !read && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			a.log.Warn("a monitor's write refused", "user", u.Name, "method", r.Method, "path", r.URL.Path, "from", clientAddr(r))
+			httpError(w, http.StatusForbidden, errMonitor.Error())
 			return
 		}
 		h(w, r.WithContext(withAdmin(r.Context(), u.Name)))

@@ -158,8 +158,11 @@ func (c *Config) Summary() string {
 		line("users (%d):", len(c.Users))
 		for _, u := range c.Users {
 			var notes []string
-			if u.Admin {
+			switch {
+			case u.Admin:
 				notes = append(notes, "admin")
+			case u.Monitor:
+				notes = append(notes, "monitor (read-only)")
 			}
 			if u.HomeSite != "" {
 				notes = append(notes, "home site "+u.HomeSite)

@@ -84,6 +84,7 @@ type target struct {
 	verdict  State // after the override
 	definite bool  // the verdict has been definite once (Definite); guarded by Checker.mu
 	remote   bool  // probed elsewhere: states come from Observe (SetProbed)
+	hist     history
 }
 
 // New builds a Checker for targets. Targets are copied; zero Monitor fields get the
@@ -315,6 +316,7 @@ func (c *Checker) changedLocked(tg *target, ps *portState, from State, reason st
 	}
 	tg.verdict = tg.override.apply(compose(tg.ports, tg.t.Monitor.Mode))
 	ev.To = tg.verdict
+	tg.hist.add(ev)
 	if ev.From != ev.To {
 		c.met.transition(tg.t.Name, ev.To)
 		c.log.Info("health verdict changed", "target", tg.t.Name, "from", ev.From, "to", ev.To,

@@ -17,7 +17,8 @@ import (
 // cacheFlush, each batch one fsynced bolt transaction), with the outage's journal beside
 // them. A node that starts while etcd is out of reach opens from it in outage mode: the
 // view, the sealed identity (Identity unseals it from there), the journal of the outage it
-// was in. Passive health reports are not kept; everything else under the prefix is.
+// was in. Passive health reports and the audit log are not kept; everything else under the
+// prefix is.
 //
 // What a crash can lose: the last cacheFlush of changes, which etcd has (or, in an outage,
 // the launches of that last instant, whose clients retry).
@@ -71,7 +72,7 @@ func openCache(path string) (*cache, error) {
 
 // cacheKVLocked notes a key's change for the cache file; st.mu is held.
 func (st *Store) cacheKVLocked(x kv, deleted bool) {
-	if st.cache == nil || strings.HasPrefix(x.key, st.o.Prefix+"passive/") {
+	if st.cache == nil || strings.HasPrefix(x.key, st.o.Prefix+"passive/") || strings.HasPrefix(x.key, st.o.Prefix+auditDir) {
 		return
 	}
 	st.cache.mu.Lock()

@@ -465,22 +465,34 @@ func (st *Store) OnPassive(fn func(target string, p Passive)) {
 	st.onPassive = append(st.onPassive, fn)
 }
 
-// rawEvent is a health record or a passive report the watch applied, for dispatch.
+// rawEvent is a health record, a passive report or an audit entry the watch applied, for
+// dispatch.
 type rawEvent struct {
 	section, name string
 	value         []byte
 }
 
-// dispatchRaw tells the followers of health records and passive reports, without mu.
+// dispatchRaw tells the followers of health records, passive reports and the audit log
+// (once for a batch of entries), without mu.
 func (st *Store) dispatchRaw(evs []rawEvent) {
 	if len(evs) == 0 {
 		return
 	}
 	st.mu.Lock()
-	onH, onP := slices.Clone(st.onHealth), slices.Clone(st.onPassive)
+	onH, onP, onA := slices.Clone(st.onHealth), slices.Clone(st.onPassive), slices.Clone(st.audit.followers)
 	st.mu.Unlock()
+	audited := false
+	defer func() {
+		if audited {
+			for _, fn := range onA {
+				fn()
+			}
+		}
+	}()
 	for _, ev := range evs {
 		switch ev.section {
+		case "audit":
+			audited = true
 		case "health":
 			for _, fn := range onH {
 				fn(ev.name, ev.value)

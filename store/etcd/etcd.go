@@ -48,6 +48,10 @@
 //	                             the node's lease, for the target's prober.
 //	P identity                   the site identity (site key, CA), sealed with the operator's
 //	                             store secret (AES-256-GCM): see Identity.
+//	P audit/<nanos>-<node>       JSON entry of the admin audit log (who, when, from where,
+//	                             what): the Unix nanoseconds zero-padded to 20 digits, created
+//	                             with If(CreateRevision == 0), never changed or deleted; read
+//	                             newest first with a ranged Get, and held by no view (audit.go).
 //
 // Leases expire keys on etcd's clock: no node runs a sweeping loop. Keys that end at the same
 // second share one lease, so a burst of launches grants one lease a second, not one each.
@@ -169,6 +173,7 @@ type Store struct {
 
 	outage    atomic.Bool // brokering from the view: etcd is out of reach (outage.go)
 	out       outageState
+	audit     auditQueue    // audit entries kept while etcd is out of reach (audit.go)
 	cache     *cache        // the local host cache file; nil without CacheFile
 	cacheDone chan struct{} // closed when the cache's writer has ended
 }
@@ -439,10 +444,18 @@ func (st *Store) loadAll(ctx context.Context) error {
 			}
 		}
 	}
-	end := clientv3.GetPrefixRangeEnd(st.o.Prefix)
-	streamed := false
-	if ch, err := st.cli.GetStream(ctx, st.o.Prefix, clientv3.WithRange(end)); err == nil {
-		streamed = true
+	ranges := st.viewRanges()
+	streamed := true
+	for _, rg := range ranges {
+		opts := []clientv3.OpOption{clientv3.WithRange(rg[1])}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		ch, err := st.cli.GetStream(ctx, rg[0], opts...)
+		if err != nil {
+			streamed = false
+			break
+		}
 		for r := range ch {
 			if err := r.Err(); err != nil {
 				if status.Code(err) == codes.Unimplemented && rev == 0 {
@@ -456,31 +469,36 @@ func (st *Store) loadAll(ctx context.Context) error {
 			}
 			apply(r.RangeResponse.Kvs)
 		}
+		if !streamed {
+			break
+		}
 	}
 	if !streamed {
 		fresh.reset()
 		if all != nil {
 			clear(all)
 		}
-		key := st.o.Prefix
 		rev = 0
-		for {
-			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
-			if rev != 0 {
-				opts = append(opts, clientv3.WithRev(rev))
+		for _, rg := range ranges {
+			key := rg[0]
+			for {
+				opts := []clientv3.OpOption{clientv3.WithRange(rg[1]), clientv3.WithLimit(5000)}
+				if rev != 0 {
+					opts = append(opts, clientv3.WithRev(rev))
+				}
+				r, err := st.cli.Get(ctx, key, opts...)
+				if err != nil {
+					return err
+				}
+				if rev == 0 {
+					rev = r.Header.Revision
+				}
+				apply(r.Kvs)
+				if !r.More || len(r.Kvs) == 0 {
+					break
+				}
+				key = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
 			}
-			r, err := st.cli.Get(ctx, key, opts...)
-			if err != nil {
-				return err
-			}
-			if rev == 0 {
-				rev = r.Header.Revision
-			}
-			apply(r.Kvs)
-			if !r.More || len(r.Kvs) == 0 {
-				break
-			}
-			key = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
 		}
 	}
 	st.mu.Lock()
@@ -657,6 +675,10 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section stri
 	case parts[0] == "passive" && len(parts) == 3:
 		if !deleted {
 			st.newRaw = append(st.newRaw, rawEvent{"passive", parts[1], x.value})
+		}
+	case parts[0] == "audit" && len(parts) == 2:
+		if !deleted {
+			st.newRaw = append(st.newRaw, rawEvent{"audit", parts[1], nil})
 		}
 	case parts[0] == "nodes" && len(parts) == 2:
 		if deleted {

@@ -2,8 +2,8 @@
 // sessions, per-machine session counts and machine states, so that they survive a restart.
 //
 // Layout: bucket "sessions" (id → JSON Session), bucket "counts" (machine → live session
-// count, 8 bytes big endian), bucket "machines" (name → JSON MachineState), bucket "meta"
-// ("schema" → "1"). CreateSession reads the count and writes the session and the count in
+// count, 8 bytes big endian), bucket "machines" (name → JSON MachineState), bucket "audit"
+// (the admin audit log: audit.go), bucket "meta" ("schema" → "1"). CreateSession reads the count and writes the session and the count in
 // one read-write transaction, so max_sessions holds across goroutines and processes.
 package bolt
 
@@ -25,6 +25,7 @@ var (
 	bCounts   = []byte("counts")
 	bMachines = []byte("machines")
 	bMeta     = []byte("meta")
+	bAudit    = []byte("audit")
 	schema    = []byte("1")
 )
 
@@ -84,7 +85,7 @@ func Open(path string, opts Options) (st *Store, err error) {
 		if err := meta.Put([]byte("schema"), schema); err != nil {
 			return err
 		}
-		for _, b := range [][]byte{bSessions, bCounts, bMachines} {
+		for _, b := range [][]byte{bSessions, bCounts, bMachines, bAudit} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

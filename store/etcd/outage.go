@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -103,6 +102,7 @@ type OutageStatus struct {
 type journalEntry struct {
 	Created bool            `json:"created,omitempty"` // the outage created it
 	Session *broker.Session `json:"session,omitempty"`
+	Machine string          `json:"machine"`
 	Slot    int             `json:"slot"`
 	Ended   time.Time       `json:"ended,omitzero"`
 }
@@ -146,6 +146,60 @@ type outageState struct {
 	localMu   sync.Mutex
 	telling   sync.Mutex // held while local changes are told: one teller at a time, in order
 	localKick chan struct{}
+}
+
+// Write-back: machines written at once; passes while the node brokers on; the journal size
+// below which the last pass holds the local operations.
+const (
+	writeBackParallel = 16
+	writeBackPasses   = 3
+	writeBackLast     = 100
+)
+
+// takeJournal swaps the outage's journal for an empty one and returns it.
+func (st *Store) takeJournal() *journal {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	j := st.out.journal
+	if j == nil {
+		j = newJournal()
+	}
+	st.out.journal = newJournal()
+	return j
+}
+
+// mergeJournal puts back what a failed write-back left of j, under what was journaled since.
+func (st *Store) mergeJournal(j *journal) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	cur := st.out.journal
+	if cur == nil {
+		cur = newJournal()
+		st.out.journal = cur
+	}
+	for k, v := range j.Sessions {
+		if _, newer := cur.Sessions[k]; !newer {
+			cur.Sessions[k] = v
+		}
+	}
+	for k, v := range j.Revoked {
+		if _, newer := cur.Revoked[k]; !newer {
+			cur.Revoked[k] = v
+		}
+	}
+	for k, v := range j.Superseded {
+		if _, newer := cur.Superseded[k]; !newer {
+			cur.Superseded[k] = v
+		}
+	}
+	for k, v := range j.Used {
+		cur.Used[k] = v
+	}
+	for k, v := range j.Flags {
+		if _, newer := cur.Flags[k]; !newer {
+			cur.Flags[k] = v
+		}
+	}
 }
 
 // Outage probing.
@@ -240,22 +294,39 @@ func (st *Store) enterOutage(cause error) {
 }
 
 // leaveOutage writes back what the outage changed, reloads the view and follows etcd again.
+//
+// The journal is written back in passes while the node goes on brokering locally, so that a
+// long outage's write-back holds no launch; only the last pass, of what came meanwhile, holds
+// the local operations until the view is reloaded.
 func (st *Store) leaveOutage(ctx context.Context) {
+	for range writeBackPasses {
+		j := st.takeJournal()
+		if err := st.writeBack(ctx, j); err != nil {
+			st.log.Warn("etcd is back but the outage's changes could not all be written; retrying", "err", err)
+			st.mergeJournal(j) // retried at the next check; writeBack skipped what it wrote
+			return
+		}
+		st.mu.Lock()
+		left := st.out.journal.size()
+		st.mu.Unlock()
+		if left < writeBackLast {
+			break
+		}
+	}
 	st.out.gate.Lock() // no local operation meanwhile
 	defer st.out.gate.Unlock()
 	st.tellQueued() // the outage's changes reach the followers before the reloaded view
+	j := st.takeJournal()
 	st.mu.Lock()
-	j := st.out.journal
 	st.out.journal = nil
 	st.mu.Unlock()
-	if j != nil {
-		if err := st.writeBack(ctx, j); err != nil {
-			st.log.Warn("etcd is back but the outage's changes could not all be written; retrying", "err", err)
-			st.mu.Lock()
-			st.out.journal = j // retried at the next check; writeBack skips what it wrote
-			st.mu.Unlock()
-			return
-		}
+	if err := st.writeBack(ctx, j); err != nil {
+		st.log.Warn("etcd is back but the outage's changes could not all be written; retrying", "err", err)
+		st.mu.Lock()
+		st.out.journal = newJournal()
+		st.mu.Unlock()
+		st.mergeJournal(j)
+		return
 	}
 	st.resync(ctx)
 	st.mu.Lock()
@@ -397,7 +468,7 @@ func (st *Store) createLocal(s broker.Session, maxSessions int) error {
 	}
 	s.Rev = 1
 	st.putSessionLocked(s, slot)
-	st.out.journal.Sessions[s.ID] = &journalEntry{Created: true, Session: &s, Slot: slot}
+	st.out.journal.Sessions[s.ID] = &journalEntry{Created: true, Session: &s, Machine: s.Machine, Slot: slot}
 	st.tellSessionLocked(s)
 	return nil
 }
@@ -438,7 +509,7 @@ func (st *Store) updateLocal(s broker.Session, prevRev uint64) error {
 		e = &journalEntry{}
 		st.out.journal.Sessions[s.ID] = e
 	}
-	e.Session, e.Slot, e.Ended = &s, ref.slot, time.Time{}
+	e.Session, e.Machine, e.Slot, e.Ended = &s, s.Machine, ref.slot, time.Time{}
 	st.tellSessionLocked(s)
 	return nil
 }
@@ -464,7 +535,7 @@ func (st *Store) endLocked(id string) {
 	if e := st.out.journal.Sessions[id]; e != nil && e.Created {
 		delete(st.out.journal.Sessions, id) // it never reached the site
 	} else {
-		st.out.journal.Sessions[id] = &journalEntry{Slot: ref.slot, Ended: st.now()}
+		st.out.journal.Sessions[id] = &journalEntry{Machine: ref.machine, Slot: ref.slot, Ended: st.now()}
 	}
 	st.tellLocal(func() { st.dispatch([]broker.Change{{Ended: id}}, nil) })
 }
@@ -570,13 +641,42 @@ func (st *Store) conflict(c Conflict) {
 
 // writeBack writes an outage's journal to etcd by the reconciliation rules of the package
 // doc. What it wrote is removed from j, so that a retry skips it.
+//
+// Sessions are written machine by machine (a machine's slots are chosen in order), up to
+// writeBackParallel machines at once.
 func (st *Store) writeBack(ctx context.Context, j *journal) error {
-	ids := slices.Sorted(maps.Keys(j.Sessions))
-	for _, id := range ids {
-		if err := st.writeBackSession(ctx, id, j.Sessions[id]); err != nil {
-			return err
-		}
-		delete(j.Sessions, id)
+	byMachine := map[string][]string{}
+	for id, e := range j.Sessions {
+		byMachine[e.Machine] = append(byMachine[e.Machine], id)
+	}
+	var mu sync.Mutex // guards j.Sessions and errs
+	var errs []error
+	sem := make(chan struct{}, writeBackParallel)
+	var wg sync.WaitGroup
+	for _, ids := range byMachine {
+		slices.Sort(ids)
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			for _, id := range ids {
+				mu.Lock()
+				e := j.Sessions[id]
+				mu.Unlock()
+				if err := st.writeBackSession(ctx, id, e); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				mu.Lock()
+				delete(j.Sessions, id)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	for s, r := range j.Revoked {
 		if err := st.Ledger().Revoke(s, r[0], r[1]); err != nil {

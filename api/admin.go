@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +125,7 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("POST /v1/admin/enrolment", a.admin(a.enrolment))
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/revoke", a.admin(a.revokeMachine))
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/maintenance", a.admin(a.maintenance))
+	a.mux.HandleFunc("GET /v1/admin/audit", a.admin(a.auditList))
 	if o.Events != nil {
 		a.mux.HandleFunc("GET /v1/admin/events", a.admin(a.events))
 	}
@@ -251,9 +253,36 @@ func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"on\": true|false, \"group\": NAME}") {
 		return
 	}
+	groups, changed, code, err := a.setModes(r.Context(), req)
+	if err != nil {
+		httpError(w, code, err.Error())
+		return
+	}
+	a.log.Info("secure gateway toggled", "by", adminOf(r), "on", req.On, "groups", groups)
+	target, detail := req.Group, onOff(req.On)+" for new launches"
+	switch {
+	case len(changed) == 0:
+		detail += "; it was already"
+	case req.Group == "":
+		detail += "; changed: " + strings.Join(changed, ", ")
+	default:
+		detail += "; was " + onOff(!req.On)
+	}
+	if target == "" {
+		target = "every group"
+	}
+	a.record(r, "secure-gateway", target, detail)
+	if a.o.Events != nil {
+		a.o.Events.Notify(TopicModes)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"secure_gateway": req.On, "groups": groups})
+}
+
+// setModes applies a toggle: it returns the groups it switched and those of them whose mode
+// changed, or the HTTP status and the error.
+func (a *Admin) setModes(ctx context.Context, req ToggleRequest) (groups, changed []string, code int, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var groups []string
 	if req.Group == "" {
 		for g := range a.modes {
 			groups = append(groups, g)
@@ -262,32 +291,32 @@ func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
 	} else if _, ok := a.modes[req.Group]; ok {
 		groups = []string{req.Group}
 	} else {
-		httpError(w, http.StatusNotFound, fmt.Sprintf("group %q is not defined", req.Group))
-		return
+		return nil, nil, http.StatusNotFound, fmt.Errorf("group %q is not defined", req.Group)
+	}
+	for _, g := range groups {
+		if a.modes[g] != req.On {
+			changed = append(changed, g)
+		}
 	}
 	if a.o.Modes != nil {
 		set := map[string]bool{}
 		for _, g := range groups {
 			set[g] = req.On
 		}
-		if err := a.o.Modes.SetModes(r.Context(), set); err != nil {
-			httpError(w, http.StatusServiceUnavailable, "storing modes: "+err.Error())
-			return
+		if err := a.o.Modes.SetModes(ctx, set); err != nil {
+			return nil, nil, http.StatusServiceUnavailable, fmt.Errorf("storing modes: %w", err)
 		}
 	}
 	for _, g := range groups {
 		if err := a.o.Broker.SetSecureGateway(g, req.On); err != nil {
-			httpError(w, http.StatusInternalServerError, err.Error())
-			return
+			return nil, nil, http.StatusInternalServerError, err
 		}
 		a.modes[g] = req.On
 	}
 	if err := a.saveModesLocked(); err != nil {
-		httpError(w, http.StatusInternalServerError, "saving modes: "+err.Error())
-		return
+		return nil, nil, http.StatusInternalServerError, fmt.Errorf("saving modes: %w", err)
 	}
-	a.log.Info("secure gateway toggled", "by", adminOf(r), "on", req.On, "groups", groups)
-	writeJSON(w, http.StatusOK, map[string]any{"secure_gateway": req.On, "groups": groups})
+	return groups, changed, 0, nil
 }
 
 // ErrUnknownGateway is an override of a gateway the site does not have.
@@ -328,6 +357,11 @@ func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("gateway health overridden", "by", adminOf(r), "gateway", req.Gateway, "override", req.Override, "note", note)
+	detail := req.Override
+	if note != "" {
+		detail += "; " + note
+	}
+	a.record(r, "health.override", req.Gateway, detail)
 	out := map[string]any{"gateway": req.Gateway, "override": req.Override}
 	if note != "" {
 		out["note"] = note
@@ -367,6 +401,7 @@ func (a *Admin) enrolment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("enrolment ticket issued", "by", adminOf(r), "machine", req.Machine, "expires", c.Expires)
+	a.record(r, "machine.enrol", req.Machine, "enrolment ticket good until "+c.Expires.UTC().Format(time.RFC3339))
 	writeJSON(w, http.StatusOK, EnrolmentTicket{Machine: req.Machine, Token: tok, Expires: c.Expires})
 }
 
@@ -402,6 +437,8 @@ func (a *Admin) revokeMachine(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Warn("machine revoked", "by", adminOf(r), "machine", name, "before", rev.Before, "ended_sessions", len(rev.Ended))
+	a.record(r, "machine.revoke", name, fmt.Sprintf("credentials issued before %s refused; %d sessions logged off; maintenance on",
+		rev.Before.UTC().Format(time.RFC3339Nano), len(rev.Ended)))
 	writeJSON(w, http.StatusOK, rev)
 }
 
@@ -428,7 +465,15 @@ func (a *Admin) maintenance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("machine maintenance", "by", adminOf(r), "machine", name, "on", *req.On)
+	a.record(r, "machine.maintenance", name, onOff(*req.On))
 	writeJSON(w, http.StatusOK, map[string]any{"machine": name, "maintenance": *req.On})
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
 
 // Rotation is the answer to POST /v1/admin/rotate-key: the new key, when it starts to sign,
@@ -455,6 +500,8 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("ticket key rotated", "by", adminOf(r), "key", rot.Key, "signs_from", rot.SignsFrom, "retiring", rot.Retiring)
+	a.record(r, "key.rotate", rot.Key, fmt.Sprintf("signs from %s; key %s verifies until %s", rot.SignsFrom.UTC().Format(time.RFC3339),
+		rot.Retiring, rot.RetiresAt.UTC().Format(time.RFC3339)))
 	writeJSON(w, http.StatusOK, rot)
 }
 

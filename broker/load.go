@@ -9,31 +9,41 @@ import (
 // FullLoad is the load index of a machine that takes no new session.
 const FullLoad = 10000
 
-// loadIndex computes the Citrix-style load index of m from its evaluators: sessions /
-// max_sessions, CPU, memory and logons in flight (each 0..10000); the index is the largest
-// evaluator plus 0.05 × the mean of the others, capped at FullLoad.
-func (m *machine) loadIndex() int {
-	var ev [4]int
-	n := 0
-	ev[n] = min(m.sessions*FullLoad/m.max, FullLoad)
-	n++
+// Evaluators are a machine's load evaluators (CTX202150), each 0..FullLoad: sessions /
+// max_sessions, CPU, memory, and logons in flight / the group's max_logons. An evaluator the
+// machine's group does not use is -1 (load.cpu or load.memory false, max_logons 0).
+type Evaluators struct {
+	Sessions, CPU, Memory, Logons int
+}
+
+// evaluators computes m's evaluators.
+func (m *machine) evaluators() Evaluators {
+	e := Evaluators{Sessions: min(m.sessions*FullLoad/m.max, FullLoad), CPU: -1, Memory: -1, Logons: -1}
 	g := m.group
 	if g.cpu {
-		ev[n] = min(max(m.cpu, 0), 100) * 100
-		n++
+		e.CPU = min(max(m.cpu, 0), 100) * 100
 	}
 	if g.mem {
-		ev[n] = min(max(m.mem, 0), 100) * 100
-		n++
+		e.Memory = min(max(m.mem, 0), 100) * 100
 	}
 	if g.maxLogons > 0 {
-		ev[n] = min(m.pending*FullLoad/g.maxLogons, FullLoad)
-		n++
+		e.Logons = min(m.pending*FullLoad/g.maxLogons, FullLoad)
 	}
-	largest, sum := 0, 0
-	for _, e := range ev[:n] {
-		largest = max(largest, e)
-		sum += e
+	return e
+}
+
+// loadIndex computes the Citrix-style load index of m from its evaluators: the index is the
+// largest evaluator plus 0.05 × the mean of the others, capped at FullLoad.
+func (m *machine) loadIndex() int {
+	e := m.evaluators()
+	largest, sum, n := 0, 0, 0
+	for _, v := range [4]int{e.Sessions, e.CPU, e.Memory, e.Logons} {
+		if v < 0 {
+			continue
+		}
+		largest = max(largest, v)
+		sum += v
+		n++
 	}
 	idx := largest
 	if n > 1 {

@@ -109,6 +109,18 @@ type Result struct {
 // Matched reports whether a range matched (false: the default zone answered).
 func (r Result) Matched() bool { return r.Prefix.IsValid() }
 
+// Describe says, for a launch trace, which location zone the lookup of client gave and why.
+func (r Result) Describe(client netip.Addr) string {
+	switch {
+	case r.Matched():
+		return fmt.Sprintf("client %s: location zone %s (range %s)", client, r.Zone, r.Prefix)
+	case r.Zone != "":
+		return fmt.Sprintf("client %s: in no zone's ranges: location zone %s (site.default_zone)", client, r.Zone)
+	default:
+		return fmt.Sprintf("client %s: in no zone's ranges and no default zone: no location zone", client)
+	}
+}
+
 // Table is an immutable set of ranges with a default zone.
 type Table struct {
 	ranger      cidranger.Ranger

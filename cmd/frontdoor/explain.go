@@ -109,14 +109,7 @@ func runExplain(w io.Writer, o explainOpts) error {
 		}
 		r := zm.Lookup(addr.Unmap())
 		loc = r.Zone
-		switch {
-		case r.Matched():
-			pre = append(pre, fmt.Sprintf("client %s: location zone %s (range %s)", addr, r.Zone, r.Prefix))
-		case r.Zone != "":
-			pre = append(pre, fmt.Sprintf("client %s: in no zone's ranges: location zone %s (site.default_zone)", addr, r.Zone))
-		default:
-			pre = append(pre, fmt.Sprintf("client %s: in no zone's ranges and no default zone: no location zone", addr))
-		}
+		pre = append(pre, r.Describe(addr))
 	}
 	b, err := explainBroker(cfg, o.state, st)
 	if err != nil {
@@ -129,7 +122,7 @@ func runExplain(w io.Writer, o explainOpts) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(d)
 	}
-	_, err = io.WriteString(w, explainText(d))
+	_, err = io.WriteString(w, d.Text())
 	return err
 }
 
@@ -204,42 +197,4 @@ func explainBroker(cfg *configs.Config, file string, st explainState) (*broker.B
 	}
 	now := st.Now
 	return broker.New(ctx, cfg, mem, func() time.Time { return now })
-}
-
-func explainText(d broker.Decision) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "outcome: %s\n", d.Outcome)
-	if d.StepLabel != "" {
-		fmt.Fprintf(&b, "step: %s\n", d.StepLabel)
-	} else {
-		fmt.Fprintf(&b, "step: %d\n", d.Step)
-	}
-	if d.PreferredZone != "" {
-		fmt.Fprintf(&b, "preferred zone: %s (%s)\n", d.PreferredZone, d.PreferredZoneSource)
-	} else {
-		b.WriteString("preferred zone: none\n")
-	}
-	if d.Outcome == broker.OutcomeDenied {
-		fmt.Fprintf(&b, "reason: %s\n", d.Reason)
-	} else {
-		fmt.Fprintf(&b, "machine: %s (%s)\n", d.Machine, d.Address)
-		fmt.Fprintf(&b, "zone: %s\n", d.Zone)
-		if d.Site != "" {
-			fmt.Fprintf(&b, "site: %s\n", d.Site)
-		}
-		session := d.Session
-		if session == "" {
-			session = "(new)"
-		}
-		fmt.Fprintf(&b, "session: %s\n", session)
-		fmt.Fprintf(&b, "mode: %s\n", d.Mode)
-		if d.Stolen {
-			fmt.Fprintf(&b, "stolen from endpoint: %s\n", d.PreviousEndpoint)
-		}
-	}
-	b.WriteString("trace:\n")
-	for _, l := range d.Trace {
-		fmt.Fprintf(&b, "  %s\n", l)
-	}
-	return b.String()
 }

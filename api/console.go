@@ -203,6 +203,7 @@ func (a *Admin) routeConsole() {
 		}
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	})
+	a.mux.HandleFunc("GET /v1/admin/site", a.admin(a.site))
 	a.mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) { a.renderLogin(w, "", http.StatusOK) })
 	a.mux.HandleFunc("POST /login", a.consoleLogin)
 	a.mux.HandleFunc("POST /logout", a.consoleLogout)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,10 +17,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/frontdoor-vdi/frontdoor/zonemap"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -72,6 +75,24 @@ type AdminOptions struct {
 	// Events tells the console's event streams what changed. Optional: without it
 	// GET /v1/admin/events is not served.
 	Events *Notifier
+	// Checker is the health checker the views read (GET /v1/admin/gateways, machines'
+	// health). Optional: without it GET /v1/admin/gateways answers 501.
+	Checker HealthView
+	// Registrations returns where the machines' agents are registered, site-wide. Optional:
+	// without it the machines that send heartbeats to Agents are registered here.
+	Registrations func() map[string]Registration
+	// Verifier revokes the tickets of the sessions an admin logs off or disconnects, which
+	// cuts their channels at every gateway and machine of the site. Optional.
+	Verifier *ticket.Verifier
+	// OnLogoff is called after an admin's logoff with the session as it was, to cut its
+	// channels here (the launch API's OnLogoff). Optional.
+	OnLogoff func(broker.Session)
+	// Locate maps a client address to its user-location zone, for POST /v1/admin/explain.
+	// Optional: without it an explain takes a location_zone only.
+	Locate func(netip.Addr) zonemap.Result
+	// DrillDir keeps the drill reports uploaded to this front door (POST /v1/admin/drills).
+	// Optional: without it the drill endpoints answer 501.
+	DrillDir string
 }
 
 // ModeStore keeps the secure-gateway toggles of a site, by delivery group.
@@ -126,6 +147,15 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/revoke", a.admin(a.revokeMachine))
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/maintenance", a.admin(a.maintenance))
 	a.mux.HandleFunc("GET /v1/admin/audit", a.admin(a.auditList))
+	a.mux.HandleFunc("GET /v1/admin/gateways", a.admin(a.gateways))
+	a.mux.HandleFunc("GET /v1/admin/machines", a.admin(a.machines))
+	a.mux.HandleFunc("GET /v1/admin/sessions", a.admin(a.sessionList))
+	a.mux.HandleFunc("POST /v1/admin/sessions/{id}/logoff", a.admin(a.sessionLogoff))
+	a.mux.HandleFunc("POST /v1/admin/sessions/{id}/disconnect", a.admin(a.sessionDisconnect))
+	a.mux.HandleFunc("POST /v1/admin/explain", a.reader(a.explain))
+	a.mux.HandleFunc("GET /v1/admin/drills", a.admin(a.drillList))
+	a.mux.HandleFunc("GET /v1/admin/drills/{id}", a.admin(a.drillGet))
+	a.mux.HandleFunc("POST /v1/admin/drills", a.admin(a.drillUpload))
 	if o.Events != nil {
 		a.mux.HandleFunc("GET /v1/admin/events", a.admin(a.events))
 	}
@@ -140,7 +170,11 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 
 // ServeHTTP implements http.Handler.
 func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	limit := int64(64 << 10)
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/admin/drills" {
+		limit = maxDrillReport // a drill report, checked by its handler
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	a.mux.ServeHTTP(w, r)
 }
 

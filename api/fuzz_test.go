@@ -31,6 +31,8 @@ var fuzzRoutes = []struct{ api, path string }{
 	{"admin", "/v1/admin/health"},
 	{"admin", "/v1/admin/enrolment"},
 	{"admin", "/v1/admin/machines/vda-hq-1/maintenance"},
+	{"admin", "/v1/admin/explain"},
+	{"admin", "/v1/admin/drills"},
 }
 
 // FuzzJSONHandlers: a logged-in client's body is still hostile; every JSON endpoint of the
@@ -57,8 +59,8 @@ func FuzzJSONHandlers(f *testing.F) {
 			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []string{"127.0.0.1"}}}
 		}})
 	agents := NewAgents(AgentsOptions{Config: cfg, Broker: br, Key: agentKey, Verifier: verifier, SitePublicKey: pub, Logger: quiet})
-	admin, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Signer: signer, Logger: quiet,
-		Override: func(string, string) (string, error) { return "", nil }})
+	admin, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Signer: signer, Logger: quiet, DrillDir: f.TempDir(),
+		Audit: NewMemoryAudit(100), Override: func(string, string) (string, error) { return "", nil }})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -69,6 +71,8 @@ func FuzzJSONHandlers(f *testing.F) {
 		f.Add(uint8(i), []byte(`{"on":false,"group":"desktops"}`))
 		f.Add(uint8(i), []byte(`{"gateway":"gw-hq-1","override":"drain"}`))
 		f.Add(uint8(i), []byte(`{"machine":"vda-hq-1","csr":"-----BEGIN CERTIFICATE REQUEST-----"}`))
+		f.Add(uint8(i), []byte(`{"user":"alice","resource":"desktop","client_ip":"127.2.0.7"}`))
+		f.Add(uint8(i), []byte(`{"started":"2026-12-01T10:00:00Z","results":[{"scenario":"s","mode":"gateway","pass":true}]}`))
 	}
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		rt := fuzzRoutes[int(route)%len(fuzzRoutes)]

@@ -35,6 +35,10 @@ type Broker interface {
 	ReportLoad(ctx context.Context, machine string, cpu, memory int) error
 	SetSecureGateway(group string, on bool) error
 	SetMaintenance(ctx context.Context, machine string, on bool) error
+	// Decide is a launch's dry run (the admin API's explain).
+	Decide(req broker.LaunchRequest) broker.Decision
+	// Machines tells every machine's load and flags (the admin API's machines).
+	Machines() []broker.MachineStatus
 }
 
 var _ Broker = (*broker.Broker)(nil)
@@ -434,13 +438,7 @@ func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, u configs
 	}
 	var err error
 	if strings.HasSuffix(r.URL.Path, "/logoff") {
-		_, err = l.o.Broker.Logoff(r.Context(), id)
-		if err == nil && l.o.Verifier != nil {
-			err = l.o.Verifier.Revoke(id, l.o.Config.Site.Tickets.ReconnectTTL.D())
-		}
-		if err == nil && l.o.OnLogoff != nil {
-			l.o.OnLogoff(s)
-		}
+		err = logoff(r.Context(), l.o.Broker, l.o.Verifier, l.o.Config.Site.Tickets.ReconnectTTL.D(), l.o.OnLogoff, s)
 	} else {
 		_, err = l.o.Broker.Disconnected(r.Context(), id, "") // the user asks: whatever carries it
 	}
@@ -453,6 +451,25 @@ func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, u configs
 	}
 	s, _ = l.o.Broker.Session(id)
 	writeJSON(w, http.StatusOK, map[string]string{"id": id, "state": string(s.State)})
+}
+
+// logoff ends session s, the one way the launch and admin APIs log a session off: the broker
+// ends it and frees its slot, its tickets are revoked site-wide for ttl (the longest one of
+// them lives), and onLogoff (the node: optional) cuts its channels at the gateways here and
+// tells its machine's agent; the other nodes cut theirs when the site database tells them.
+func logoff(ctx context.Context, b Broker, v *ticket.Verifier, ttl time.Duration, onLogoff func(broker.Session), s broker.Session) error {
+	if _, err := b.Logoff(ctx, s.ID); err != nil {
+		return err
+	}
+	if v != nil {
+		if err := v.Revoke(s.ID, ttl); err != nil {
+			return err
+		}
+	}
+	if onLogoff != nil {
+		onLogoff(s)
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+)
+
+// ExplainRequest is the body of POST /v1/admin/explain: a launch to decide without making it.
+// ClientIP (its user-location zone is the zone map's) and LocationZone are exclusive; with
+// neither the launch has no location zone.
+type ExplainRequest struct {
+	User         string `json:"user"`
+	Resource     string `json:"resource"`
+	ClientIP     string `json:"client_ip"`
+	LocationZone string `json:"location_zone"`
+	Endpoint     string `json:"endpoint"`
+	// Site is the connecting federation site (global resources); "" for the site of the
+	// location zone.
+	Site string `json:"site"`
+}
+
+// Explanation is the answer to POST /v1/admin/explain: the broker's decision as `frontdoor
+// explain --json` prints it (outcome, step, step_label, preferred_zone,
+// preferred_zone_source, group, machine, address, zone, site, session — "" for a new one —,
+// mode, stolen, previous_endpoint, reason, trace), the location zone it used, and the text
+// `frontdoor explain` prints.
+type Explanation struct {
+	broker.Decision
+	LocationZone string `json:"location_zone"`
+	Text         string `json:"text"`
+}
+
+const explainUsage = `body must be JSON {"user": U, "resource": R, "client_ip": IP or "location_zone": Z, "endpoint": E}`
+
+// explain serves POST /v1/admin/explain: the decision the broker takes for the launch now,
+// against the live sessions and load, as a dry run (no session is made, nothing reserved). It
+// changes nothing: monitors may ask too.
+func (a *Admin) explain(w http.ResponseWriter, r *http.Request) {
+	var req ExplainRequest
+	if !readJSON(w, r, &req, 4<<10, explainUsage) {
+		return
+	}
+	if req.User == "" || req.Resource == "" {
+		httpError(w, http.StatusBadRequest, explainUsage)
+		return
+	}
+	if req.ClientIP != "" && req.LocationZone != "" {
+		httpError(w, http.StatusBadRequest, "client_ip and location_zone are exclusive: the client's address decides its location zone")
+		return
+	}
+	var pre []string
+	loc := req.LocationZone
+	if req.ClientIP != "" {
+		addr, err := netip.ParseAddr(req.ClientIP)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("client_ip %q is not an IP address", req.ClientIP))
+			return
+		}
+		if a.o.Locate == nil {
+			httpError(w, http.StatusNotImplemented, "this front door has no zone map: give a location_zone")
+			return
+		}
+		res := a.o.Locate(addr.Unmap())
+		loc = res.Zone
+		pre = append(pre, res.Describe(addr))
+	}
+	d := a.o.Broker.Decide(broker.LaunchRequest{User: req.User, Resource: req.Resource, LocationZone: loc, Endpoint: req.Endpoint, Site: req.Site})
+	d.Trace = append(pre, d.Trace...)
+	if d.Trace == nil {
+		d.Trace = []string{}
+	}
+	writeJSON(w, http.StatusOK, Explanation{Decision: d, LocationZone: loc, Text: d.Text()})
+}

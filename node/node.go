@@ -115,8 +115,9 @@ type Node struct {
 
 	overrideMu sync.Mutex // serializes admin overrides of gateway health
 
-	shared *etcd.Store // the site database when the store is etcd; else nil
-	role   *zoneRole   // this node's part in its zone's election, when shared (leader.go)
+	shared *etcd.Store   // the site database when the store is etcd; else nil
+	events *api.Notifier // tells the console's event streams what changed (console.go)
+	role   *zoneRole     // this node's part in its zone's election, when shared (leader.go)
 	// revokedMachines are the machines' revocations (machines.go).
 	revokedMachines revokedMachines
 	built           atomic.Bool // New has finished: the gateways may be told of ended sessions
@@ -187,7 +188,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err := store.CheckShared(cfg); err != nil {
 		return nil, err
 	}
-	r := &Node{o: o, cfg: cfg, live: cfg, log: o.Logger, spec: spec, gateways: map[string]*gateway.Gateway{},
+	r := &Node{o: o, cfg: cfg, live: cfg, log: o.Logger, spec: spec, gateways: map[string]*gateway.Gateway{}, events: &api.Notifier{},
 		quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{}, machineTLS: map[string]*tls.Config{}}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data dir: %w", err)
@@ -202,7 +203,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	r.shared, _ = r.store.(*etcd.Store)
 	fail := func(err error) (*Node, error) { r.Close(); return nil, err }
-	if r.broker, err = broker.New(ctx, cfg, r.store, time.Now, broker.WithOnEnd(r.endedElsewhere), broker.WithZone(spec.Zone)); err != nil {
+	if r.broker, err = broker.New(ctx, cfg, r.brokerStore(), time.Now, broker.WithOnEnd(r.endedElsewhere), broker.WithZone(spec.Zone)); err != nil {
 		return fail(err)
 	}
 	if r.zones, err = zonemap.FromConfig(cfg); err != nil {
@@ -241,6 +242,9 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return fail(err)
 	}
 	r.health.Subscribe(r.onHealth)
+	if err := r.followEvents(ctx); err != nil {
+		return fail(err)
+	}
 	if r.shared != nil {
 		r.buildRole()
 	}
@@ -367,6 +371,8 @@ func (s sessions) Connected(ctx context.Context, id, gw string) {
 func (s sessions) Disconnected(ctx context.Context, id, gw string) {
 	if _, err := s.b.Disconnected(ctx, id, gw); errors.Is(err, broker.ErrNotCarrier) {
 		s.log.Info("a gateway's disconnect comes after the session moved on", "session", id, "gateway", gw, "err", err)
+	} else if se, ok := s.b.Session(id); errors.Is(err, broker.ErrBadTransition) && ok && se.State == broker.StateDisconnected {
+		s.log.Info("a gateway's disconnect of a session disconnected already (by an admin)", "session", id, "gateway", gw)
 	} else if err != nil {
 		s.log.Warn("session disconnected", "session", id, "gateway", gw, "err", err)
 	}
@@ -507,6 +513,7 @@ func (r *Node) buildListeners() error {
 				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
 				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, Signer: r.signer,
 				Override: func(gw, o string) (string, error) { return r.override(gw, o) }, RevokeMachine: r.RevokeMachine}
+			r.consoleOptions(&ao)
 			if r.shared != nil {
 				ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store
 			}

@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+)
+
+// What the admin API's console reads of the node: the audit log, the views' sources, and
+// the events that tell the console's pages what changed.
+//
+// The audit log is the site's: in etcd (store/etcd's audit.go) on a site of several nodes,
+// in the bolt file of a site of one node, in memory (the last maxMemoryAudit entries) on a
+// memory store.
+
+// maxMemoryAudit bounds the audit log of a node on a memory store.
+const maxMemoryAudit = 10000
+
+// consoleOptions fills in what the console's endpoints read of the node.
+func (r *Node) consoleOptions(o *api.AdminOptions) {
+	o.Node, o.Events, o.Checker = r.spec.Name, r.events, r.health
+	o.Verifier, o.OnLogoff, o.Locate = r.verifier, r.sessionEnded, r.zones.Lookup
+	o.DrillDir = filepath.Join(r.o.DataDir, "drills")
+	if as, ok := r.store.(api.AuditStore); ok {
+		o.Audit = api.StoreAudit(as)
+	} else {
+		o.Audit = api.NewMemoryAudit(maxMemoryAudit)
+	}
+	if r.shared != nil {
+		o.Registrations = func() map[string]api.Registration {
+			out := map[string]api.Registration{}
+			for m, reg := range r.shared.Registrations() {
+				out[m] = api.Registration{Node: reg.Node, Zone: reg.Zone, Reported: reg.Reported.UTC()}
+			}
+			return out
+		}
+	}
+}
+
+// brokerStore is the store the broker works on: on a store of one node, r.store told to
+// tell the console of every session and machine change; a shared store tells the node's
+// follower instead (followEvents).
+func (r *Node) brokerStore() broker.Store {
+	if r.shared != nil {
+		return r.store
+	}
+	return notifyingStore{r.store, r.events}
+}
+
+// followEvents tells the console's event streams what changes: health events, the site
+// database's sessions, machines, switches, zone leaders, outage mode and audit log.
+func (r *Node) followEvents(ctx context.Context) error {
+	ev := r.events
+	r.health.Subscribe(func(e health.Event) {
+		ev.Notify(api.TopicHealth)
+		if st, ok := r.health.Status(e.Target); ok && st.Kind == "machine" {
+			ev.Notify(api.TopicMachines)
+		}
+	})
+	if r.shared == nil {
+		return nil
+	}
+	if _, err := r.shared.Follow(ctx, func(c broker.Change) {
+		if c.Machine != nil {
+			ev.Notify(api.TopicMachines)
+		} else {
+			ev.Notify(api.TopicSessions)
+			ev.Notify(api.TopicMachines) // a machine's session count
+		}
+	}); err != nil {
+		return err
+	}
+	r.shared.OnModes(func(map[string]bool) { ev.Notify(api.TopicModes) })
+	r.shared.OnSettings(etcd.SectionOverrides, func(map[string]string) { ev.Notify(api.TopicHealth) })
+	r.shared.OnElection(func() { ev.Notify(api.TopicSite) })
+	r.shared.OnOutage(func(bool) { ev.Notify(api.TopicSite) })
+	r.shared.OnAudit(func() { ev.Notify(api.TopicAudit) })
+	return nil
+}
+
+// notifyingStore is a broker.Store of one node that tells the event streams of each change
+// it stores.
+type notifyingStore struct {
+	broker.Store
+	ev *api.Notifier
+}
+
+func (s notifyingStore) told(err error, topics ...string) error {
+	if err == nil {
+		for _, t := range topics {
+			s.ev.Notify(t)
+		}
+	}
+	return err
+}
+
+// CreateSession implements broker.Store.
+func (s notifyingStore) CreateSession(ctx context.Context, se broker.Session, maxSessions int) error {
+	return s.told(s.Store.CreateSession(ctx, se, maxSessions), api.TopicSessions, api.TopicMachines)
+}
+
+// UpdateSession implements broker.Store.
+func (s notifyingStore) UpdateSession(ctx context.Context, se broker.Session, prevRev uint64) error {
+	return s.told(s.Store.UpdateSession(ctx, se, prevRev), api.TopicSessions)
+}
+
+// DeleteSession implements broker.Store.
+func (s notifyingStore) DeleteSession(ctx context.Context, id string) error {
+	return s.told(s.Store.DeleteSession(ctx, id), api.TopicSessions, api.TopicMachines)
+}
+
+// PutMachine implements broker.Store.
+func (s notifyingStore) PutMachine(ctx context.Context, m broker.MachineState) error {
+	return s.told(s.Store.PutMachine(ctx, m), api.TopicMachines)
+}

@@ -24,41 +24,48 @@ type adminFlags struct {
 }
 
 func (f *adminFlags) do(cmd *cobra.Command, method, path string, body any) error {
-	tlsc, err := trustCA(f.ca)
-	if err != nil {
-		return err
-	}
-	pass := f.password
-	if pass == "" {
-		pass = os.Getenv("FRONTDOOR_PASSWORD")
-	}
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(cmd.Context(), method, f.url+path, rd)
+	out, err := f.call(cmd, method, path, rd)
+	cmd.OutOrStdout().Write(out)
+	return err
+}
+
+// call makes one request of the admin API and returns the answer's body (at most 1 MiB); an
+// answer other than 2xx is an error, with its body.
+func (f *adminFlags) call(cmd *cobra.Command, method, path string, body io.Reader) ([]byte, error) {
+	tlsc, err := trustCA(f.ca)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	pass := f.password
+	if pass == "" {
+		pass = os.Getenv("FRONTDOOR_PASSWORD")
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), method, f.url+path, body)
+	if err != nil {
+		return nil, err
 	}
 	req.SetBasicAuth(f.user, pass)
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc}}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	cmd.OutOrStdout().Write(out)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	if resp.StatusCode/100 != 2 {
+		return out, fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
-	return nil
+	return out, nil
 }
 
 func newAdminCmd() *cobra.Command {
 	f := &adminFlags{}
-	c := &cobra.Command{Use: "admin", Short: "Operate a running site: status, the secure-gateway toggle, gateway health overrides, agent tokens"}
+	c := &cobra.Command{Use: "admin", Short: "Operate a running site: status, the secure-gateway toggle, gateway health overrides, agent tokens, the audit log, drill reports"}
 	c.PersistentFlags().StringVar(&f.url, "url", "https://127.1.0.1:9090", "admin API of a front door")
 	c.PersistentFlags().StringVar(&f.user, "user", "admin", "admin user")
 	c.PersistentFlags().StringVar(&f.password, "password", "", "password (default: $FRONTDOOR_PASSWORD)")
@@ -217,6 +224,6 @@ MACHINE, then frontdoor agent --token TICKET on the machine); take it out of mai
 	cert.Flags().StringVar(&certData, "data", "frontdoor-data", "data directory holding the site CA (ca.pem, ca.key)")
 	cert.Flags().StringVar(&out, "out", "", "file name prefix (default: the user name)")
 	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
-	c.AddCommand(gw, hc, status, rotate, enrol, revoke, maint, tok, cert)
+	c.AddCommand(gw, hc, status, rotate, enrol, revoke, maint, tok, cert, newAuditCmd(f), newDrillsCmd(f))
 	return c
 }

@@ -58,6 +58,7 @@ func newDrillCmd() *cobra.Command {
 					return werr
 				}
 				fmt.Fprintf(out, "\nreport: %s/report.html and report.json\n", report)
+				fmt.Fprintf(out, "give it to a front door's console (its Drills page): frontdoor admin drills upload %s --url https://ADMIN-LISTENER --ca CA.pem\n", report)
 			}
 			if err != nil {
 				return err

@@ -189,6 +189,24 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	shot(t, ctx, "console-explain")
 
+	// At a tablet's width the machines page fits: wide tables scroll in their frame, the page
+	// itself does not.
+	if err := do(ctx, chromedp.EmulateViewport(820, 1180), chromedp.Navigate(admin+"/machines"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-machine="vda-hq-1"]`))); err != nil {
+		t.Fatalf("the machines page at a tablet's width: %v", err)
+	}
+	over, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over > 0 {
+		t.Errorf("at 820 px the machines page is %d px wider than the window", over)
+	}
+	shot(t, ctx, "console-machines-tablet")
+	if err := do(ctx, chromedp.EmulateReset()); err != nil {
+		t.Fatal(err)
+	}
+
 	// A write without the CSRF token, from the console's own page, is refused.
 	if s := fetchStatus(t, ctx, `fetch('/v1/admin/gateway', {method: 'POST', credentials: 'same-origin', headers: {'Content-Type': 'application/json'}, body: '{"on": false}'})`); s != http.StatusForbidden {
 		t.Fatalf("a write without the CSRF token: %d, want 403", s)

@@ -373,6 +373,8 @@ func (s sessions) Disconnected(ctx context.Context, id, gw string) {
 		s.log.Info("a gateway's disconnect comes after the session moved on", "session", id, "gateway", gw, "err", err)
 	} else if se, ok := s.b.Session(id); errors.Is(err, broker.ErrBadTransition) && ok && se.State == broker.StateDisconnected {
 		s.log.Info("a gateway's disconnect of a session disconnected already (by an admin)", "session", id, "gateway", gw)
+	} else if errors.Is(err, broker.ErrNoSession) {
+		s.log.Info("a gateway's disconnect of a session that ended (its logoff cut the channels)", "session", id, "gateway", gw)
 	} else if err != nil {
 		s.log.Warn("session disconnected", "session", id, "gateway", gw, "err", err)
 	}

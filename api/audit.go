@@ -87,15 +87,15 @@ func (l storeAudit) List(ctx context.Context, limit int, before time.Time) ([]Au
 	return out, err
 }
 
-// MemoryAudit is an AuditLog in memory (a store of memory, tests): the last max entries.
+// MemoryAudit is an AuditLog in memory (a store of memory, tests): the last entries.
 type MemoryAudit struct {
-	max     int
+	keep    int
 	mu      sync.Mutex // guards entries
 	entries []AuditEntry
 }
 
-// NewMemoryAudit returns an AuditLog that keeps the last max entries in memory.
-func NewMemoryAudit(max int) *MemoryAudit { return &MemoryAudit{max: max} }
+// NewMemoryAudit returns an AuditLog that keeps the last keep entries in memory.
+func NewMemoryAudit(keep int) *MemoryAudit { return &MemoryAudit{keep: keep} }
 
 // Append implements AuditLog.
 func (m *MemoryAudit) Append(_ context.Context, e AuditEntry) error {
@@ -106,8 +106,8 @@ func (m *MemoryAudit) Append(_ context.Context, e AuditEntry) error {
 		i++ // after the entries of the same instant
 	}
 	m.entries = slices.Insert(m.entries, i, e)
-	if len(m.entries) > m.max {
-		m.entries = slices.Delete(m.entries, 0, len(m.entries)-m.max)
+	if len(m.entries) > m.keep {
+		m.entries = slices.Delete(m.entries, 0, len(m.entries)-m.keep)
 	}
 	return nil
 }

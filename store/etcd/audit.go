@@ -36,6 +36,9 @@ const (
 	maxAuditHeld = 10000
 	// auditTries bounds the nanoseconds an append tries past its own when its key is taken.
 	auditTries = 16
+	// heldRetry and heldTries pace writing the held entries once an outage ends.
+	heldRetry = 500 * time.Millisecond
+	heldTries = 20
 )
 
 // ErrAuditFull is an audit entry refused in an outage: too many are held already.
@@ -76,7 +79,7 @@ func (st *Store) AppendAudit(ctx context.Context, at time.Time, node string, val
 	st.audit.once.Do(func() {
 		st.OnOutage(func(out bool) {
 			if !out {
-				go st.writeHeldAudit(context.Background())
+				go st.writeHeldAfterOutage()
 			}
 		})
 	})
@@ -151,6 +154,26 @@ func (st *Store) writeHeldAudit(ctx context.Context) error {
 		st.log.Info("etcd: audit entries held in the outage written", "entries", written)
 	}
 	return err
+}
+
+// writeHeldAfterOutage writes the entries held in an outage that ended, trying again every
+// heldRetry for a while if etcd does not take them yet (after that the next append, or the
+// end of the next outage, tries).
+func (st *Store) writeHeldAfterOutage() {
+	t := time.NewTicker(heldRetry)
+	defer t.Stop()
+	for range heldTries {
+		err := st.writeHeldAudit(context.Background())
+		if err == nil || st.outage.Load() {
+			return
+		}
+		st.log.Warn("etcd: audit entries held in the outage not written yet; trying again", "err", err)
+		select {
+		case <-t.C:
+		case <-st.done:
+			return
+		}
+	}
 }
 
 // ListAudit returns up to limit entries of the audit log older than before (zero: the

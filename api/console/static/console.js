@@ -158,7 +158,7 @@ async function machinesPage() {
       el('td', {}, state(m.health), m.maintenance ? el('div', {}, state('maintenance')) : ''),
       el('td', {}, `${m.sessions} of ${m.max_sessions}`),
       el('td', {}, el('meter', {min: 0, max: 10000, value: m.load_index, title: `${m.load_index} of 10000`}), ` ${m.load_index}`),
-      el('td', {class: 'small'}, Object.entries(m.evaluators || {}).map(([k, v]) => el('div', {}, `${k} ${v}`)),
+      el('td', {class: 'small'}, Object.entries(m.evaluators || {}).filter(([, v]) => v !== null).map(([k, v]) => el('div', {}, `${k} ${v}`)),
         m.load_hidden ? el('div', {class: 'muted'}, 'CPU and memory stay in their zone') : ''),
       el('td', {}, m.registered && m.registered.node ? `${m.registered.node} (${m.registered.zone})` : state('not registered')),
       el('td', {class: 'actions'}, button(m.maintenance ? 'end maintenance' : 'maintenance', {

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/store/memory"
+)
+
+// consoleAdmin is an Admin of one admin and one monitor (password "lab" both) whose console
+// sessions run on clk.
+func consoleAdmin(t *testing.T, clk *testclock.Clock) *Admin {
+	t.Helper()
+	raw, err := configs.Shipped("lab.yaml") // admin, operator (monitor) and alice, all "lab"
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configs.Load("lab.yaml", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := broker.New(context.Background(), cfg, memory.New(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.console.now = clk.Now
+	return a
+}
+
+// consoleLogin posts the login form and returns the session cookie ("" when refused) and
+// the answer's status.
+func consoleLoginAs(t *testing.T, a *Admin, user, pass string) (*http.Cookie, int) {
+	t.Helper()
+	form := url.Values{"user": {user}, "password": {pass}}
+	req := httptest.NewRequest(http.MethodPost, "https://fd.test/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://fd.test")
+	rec := httptest.NewRecorder()
+	a.ServeHTTP(rec, req)
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == consoleCookie && c.Value != "" {
+			if !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteStrictMode {
+				t.Fatalf("console cookie %+v: want HttpOnly, Secure, SameSite=Strict", c)
+			}
+			return c, rec.Code
+		}
+	}
+	return nil, rec.Code
+}
+
+// csrfOf reads a page's CSRF token.
+func csrfOf(t *testing.T, a *Admin, c *http.Cookie) string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "https://fd.test/site", nil)
+	req.AddCookie(c)
+	rec := httptest.NewRecorder()
+	a.ServeHTTP(rec, req)
+	body := rec.Body.String()
+	_, rest, ok := strings.Cut(body, `<meta name="csrf" content="`)
+	if rec.Code != http.StatusOK || !ok {
+		t.Fatalf("the site page: %d, no CSRF token", rec.Code)
+	}
+	tok, _, _ := strings.Cut(rest, `"`)
+	return tok
+}
+
+// TestConsoleSessions: admins and monitors log in, other users do not; a write needs the
+// session's CSRF token and the console's origin; a session ends after 15 minutes without a
+// request, and on logout.
+func TestConsoleSessions(t *testing.T) {
+	clk := testclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	a := consoleAdmin(t, clk)
+	if c, code := consoleLoginAs(t, a, "alice", "lab"); c != nil || code != http.StatusUnauthorized {
+		t.Fatalf("a user who is neither admin nor monitor: cookie %v, %d", c, code)
+	}
+	if c, code := consoleLoginAs(t, a, "admin", "wrong"); c != nil || code != http.StatusUnauthorized {
+		t.Fatalf("a wrong password: cookie %v, %d", c, code)
+	}
+	c, code := consoleLoginAs(t, a, "admin", "lab")
+	if c == nil || code != http.StatusSeeOther {
+		t.Fatalf("admin's login: %d", code)
+	}
+	tok := csrfOf(t, a, c)
+	write := func(c *http.Cookie, token, origin string) int {
+		req := httptest.NewRequest(http.MethodPost, "https://fd.test/v1/admin/gateway", strings.NewReader(`{"on": true}`))
+		req.AddCookie(c)
+		if token != "" {
+			req.Header.Set("X-CSRF-Token", token)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, w := range []struct {
+		what          string
+		token, origin string
+		want          int
+	}{
+		{"without the token", "", "https://fd.test", http.StatusForbidden},
+		{"with another session's token", strings.Repeat("0", len(tok)), "https://fd.test", http.StatusForbidden},
+		{"from another origin", tok, "https://evil.test", http.StatusForbidden},
+		{"with the token, from the console", tok, "https://fd.test", http.StatusOK},
+	} {
+		if got := write(c, w.token, w.origin); got != w.want {
+			t.Errorf("a write %s: %d, want %d", w.what, got, w.want)
+		}
+	}
+	m, _ := consoleLoginAs(t, a, "operator", "lab")
+	if m == nil {
+		t.Fatal("the monitor's login refused")
+	}
+	if got := write(m, csrfOf(t, a, m), "https://fd.test"); got != http.StatusForbidden {
+		t.Errorf("a monitor's write with its token: %d, want 403", got)
+	}
+
+	// 14 minutes idle: still in; 16 more: out, to the login page.
+	clk.Advance(14 * time.Minute)
+	if got := write(c, tok, ""); got != http.StatusOK {
+		t.Fatalf("after 14 minutes idle: %d, want 200", got)
+	}
+	clk.Advance(16 * time.Minute)
+	req := httptest.NewRequest(http.MethodGet, "https://fd.test/site", nil)
+	req.AddCookie(c)
+	rec := httptest.NewRecorder()
+	a.ServeHTTP(rec, req)
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/login" {
+		t.Fatalf("after 16 minutes idle the site page: %d to %q, want the login page", rec.Code, rec.Header().Get("Location"))
+	}
+	if got := write(c, tok, ""); got != http.StatusUnauthorized {
+		t.Fatalf("a write on an expired session: %d, want 401", got)
+	}
+
+	// Logout ends a session at once.
+	c, _ = consoleLoginAs(t, a, "admin", "lab")
+	tok = csrfOf(t, a, c)
+	form := url.Values{"csrf": {tok}}
+	req = httptest.NewRequest(http.MethodPost, "https://fd.test/logout", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(c)
+	a.ServeHTTP(httptest.NewRecorder(), req)
+	if got := write(c, tok, ""); got != http.StatusUnauthorized {
+		t.Fatalf("a write after logout: %d, want 401", got)
+	}
+}

@@ -19,19 +19,27 @@ import (
 // a token, and a source or a user without a token is answered 429 with Retry-After, without a
 // bcrypt comparison; a comparison under way holds a token of each, so that logins sent at
 // once compare no more passwords than the tokens allow (the next is answered 503 with
-// Retry-After 1); at most two comparisons per CPU run at once, so that guessing is neither
-// free nor a lever on the CPU. A suspect login — its source or user failed lately, or has
-// another comparison under way — also needs one of half as many slots as there are CPUs (at
-// least one), so that guessers, however many, leave most of the CPU to the logins of users
+// Retry-After 1). At most one comparison runs at once per CPU the Go runtime runs on
+// (GOMAXPROCS): a comparison holds its CPU for tens of milliseconds, and each one more on a
+// CPU makes every request the CPU serves meanwhile wait another 10 ms scheduling slice at
+// each read it waits for (a second one at once bought nothing but that). A suspect login —
+// its source or user failed lately, or has another comparison under way — also needs one
+// of half as many slots (at least one), and suspect comparisons take at most suspectShare
+// of the CPU time, however many guessers wait: on a node of one CPU the suspect slot alone
+// let them keep the CPU busy while they had tokens. So guessers leave most of the CPU to the logins of users
 // who have not failed (honest first logins) and to everything else the node serves. Behind
-// a load balancer the source is the client only when the
-// listener reads its PROXY header (proxy_protocol_from); else every client shares its address.
+// a load balancer the source is the client only when the listener reads its PROXY header
+// (proxy_protocol_from); else every client shares its address.
 const (
 	failuresPerSource = 10               // failed logins a source address may make at once
 	failuresPerUser   = 20               // failed logins of one user name at once, from anywhere
 	refill            = 10 * time.Second // a token of each comes back after this
 	bcryptWait        = 2 * time.Second  // a login waits no longer for a comparison slot
 	guardEntries      = 10000            // limiters kept per kind; full, the idle ones go
+	// suspectShare is the most of the node's CPU time that suspect comparisons take: a
+	// quarter, so at cost 10 (about 60 ms here) about four a second per CPU, at cost 12
+	// (the default of hash-password) about one.
+	suspectShare = 0.25
 )
 
 // Login failures of authenticate.
@@ -57,8 +65,9 @@ type loginGuard struct {
 	// more passwords than the tokens allow.
 	trySources map[netip.Addr]int
 	tryUsers   map[string]int
-	slots      chan struct{}
+	slots      chan struct{} // one per CPU
 	suspects   chan struct{} // the slots suspect logins need besides
+	suspectCPU timeShare     // the suspect comparisons' share of the CPU time
 	once       sync.Once
 }
 
@@ -66,8 +75,10 @@ func (g *loginGuard) init() {
 	g.once.Do(func() {
 		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
-		g.slots = make(chan struct{}, 2*runtime.NumCPU())
-		g.suspects = make(chan struct{}, max(1, runtime.NumCPU()/2))
+		cpus := runtime.GOMAXPROCS(0) // read, not set
+		g.slots = make(chan struct{}, cpus)
+		g.suspects = make(chan struct{}, max(1, cpus/2))
+		g.suspectCPU.share = suspectShare * float64(cpus)
 	})
 }
 
@@ -150,9 +161,11 @@ func release[K comparable](m map[K]int, k K) {
 }
 
 // compare runs a bcrypt comparison in one of the slots, a suspect one in a suspect slot
-// too; errLoginBusy when none frees within bcryptWait.
+// too and in its turn of suspectShare; errLoginBusy when none frees within bcryptWait, or
+// when a suspect comparison's turn comes later.
 func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 	g.init()
+	deadline := time.Now().Add(bcryptWait)
 	t := time.NewTimer(bcryptWait)
 	defer t.Stop()
 	if suspect {
@@ -162,6 +175,11 @@ func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 			return errLoginBusy
 		}
 		defer func() { <-g.suspects }()
+		turn := g.suspectCPU.next(time.Now())
+		if turn.After(deadline) {
+			return errLoginBusy
+		}
+		time.Sleep(time.Until(turn))
 	}
 	select {
 	case g.slots <- struct{}{}:
@@ -169,7 +187,41 @@ func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 		return errLoginBusy
 	}
 	defer func() { <-g.slots }()
+	start := time.Now()
+	if suspect {
+		defer func() { g.suspectCPU.charge(start, time.Now()) }()
+	}
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass))
+}
+
+// timeShare meters work to a share of the time: a piece of work may start once the work
+// charged before it is paid for, at share seconds of work a second (1: one CPU's worth).
+// Nothing is saved up while no work runs, so a quiet spell lets no burst follow. Work is
+// charged its wall time: on a busy CPU it takes longer and gets less.
+type timeShare struct {
+	share float64
+	mu    sync.Mutex // guards paid
+	paid  time.Time  // when the work charged so far is paid for
+}
+
+// next returns when work may start, now or later.
+func (s *timeShare) next(now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paid.After(now) {
+		return s.paid
+	}
+	return now
+}
+
+// charge counts work that ran from start to end.
+func (s *timeShare) charge(start, end time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paid.Before(start) {
+		s.paid = start
+	}
+	s.paid = s.paid.Add(time.Duration(float64(end.Sub(start)) / s.share))
 }
 
 // loginRefused answers a failed authentication: 429 with Retry-After when throttled, 503

@@ -140,61 +140,21 @@ func loadExplainState(file string) (explainState, error) {
 	return st, nil
 }
 
-// explainBroker builds a broker over a memory store holding the state.
+// explainBroker builds a broker over a memory store holding the state (broker.FromState:
+// the broker's own rules give each session its group, mode and lifetime).
 func explainBroker(cfg *configs.Config, file string, st explainState) (*broker.Broker, error) {
-	machines := map[string]*configs.Machine{}
-	for i := range cfg.Machines {
-		machines[cfg.Machines[i].Name] = &cfg.Machines[i]
+	sessions := make([]broker.StateSession, 0, len(st.Sessions))
+	for _, s := range st.Sessions {
+		sessions = append(sessions, broker.StateSession{ID: s.ID, User: s.User, Resource: s.Resource,
+			Machine: s.Machine, Endpoint: s.Endpoint, State: broker.State(s.State)})
 	}
-	groups := map[string]*configs.Group{}
-	for i := range cfg.Groups {
-		groups[cfg.Groups[i].Name] = &cfg.Groups[i]
+	machines := make([]broker.StateMachine, 0, len(st.Machines))
+	for _, m := range st.Machines {
+		machines = append(machines, broker.StateMachine{Name: m.Name, CPU: m.CPU, Memory: m.Memory, Maintenance: m.Maintenance, Down: m.Down})
 	}
-	mem := memory.New()
-	ctx := context.Background()
-	seen := map[string]bool{}
-	for i, s := range st.Sessions {
-		where := fmt.Sprintf("%s: sessions[%d]", file, i)
-		m := machines[s.Machine]
-		switch {
-		case s.ID == "":
-			return nil, fmt.Errorf("%s: a session needs an id", where)
-		case seen[s.ID]:
-			return nil, fmt.Errorf("%s: session id %q is used twice", where, s.ID)
-		case m == nil:
-			return nil, fmt.Errorf("%s: machine %q is not in %s", where, s.Machine, cfg.File)
-		case s.State != "pending" && s.State != "connected" && s.State != "disconnected":
-			return nil, fmt.Errorf("%s: state %q is not one of pending, connected, disconnected", where, s.State)
-		}
-		seen[s.ID] = true
-		g := groups[m.Group]
-		mode := "direct"
-		if g.SecureGateway == nil || *g.SecureGateway {
-			mode = "gateway"
-		}
-		bs := broker.Session{ID: s.ID, User: s.User, Resource: s.Resource, Group: m.Group, Machine: m.Name,
-			Zone: m.Zone, State: broker.State(s.State), Endpoint: s.Endpoint, Mode: mode,
-			Created: st.Now.Add(time.Duration(i-len(st.Sessions)) * time.Minute)}
-		bs.Changed = bs.Created
-		switch bs.State {
-		case broker.StatePending:
-			bs.Expires = st.Now.Add(cfg.Site.Sessions.PendingTimeout.D())
-		case broker.StateDisconnected:
-			bs.Expires = st.Now.Add(g.DisconnectTimeout.D())
-		}
-		if err := mem.CreateSession(ctx, bs, 1<<30); err != nil {
-			return nil, fmt.Errorf("%s: %w", where, err)
-		}
+	b, err := broker.FromState(context.Background(), cfg, memory.New(), st.Now, sessions, machines)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	for i, m := range st.Machines {
-		if machines[m.Name] == nil {
-			return nil, fmt.Errorf("%s: machines[%d]: machine %q is not in %s", file, i, m.Name, cfg.File)
-		}
-		if m.CPU < 0 || m.CPU > 100 || m.Memory < 0 || m.Memory > 100 {
-			return nil, fmt.Errorf("%s: machines[%d]: cpu and memory are percentages, 0..100", file, i)
-		}
-		mem.PutMachine(ctx, broker.MachineState{Name: m.Name, CPU: m.CPU, Memory: m.Memory, Maintenance: m.Maintenance, Down: m.Down})
-	}
-	now := st.Now
-	return broker.New(ctx, cfg, mem, func() time.Time { return now })
+	return b, nil
 }

@@ -1,8 +1,8 @@
+//go:build linux
+
 package proxy
 
 import (
-	"errors"
-	"net"
 	"net/netip"
 	"os"
 	"time"
@@ -141,42 +141,5 @@ func (l *listenSock) accept(fd uintptr) bool {
 		}
 		l.err = os.NewSyscallError("accept4", e)
 		return true
-	}
-}
-
-func (s *Server) acceptLoop(l *listener) {
-	defer s.wg.Done()
-	defer close(l.done)
-	var backoff time.Duration
-	for {
-		fd, peer, err := l.tcp.next()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors or similar: back off like net/http does.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			l.m.err("accept")
-			s.log.Warn("accept failed", "listener", l.cfg.Name, "err", err, "retry_in", backoff)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-s.ctx.Done():
-				t.Stop()
-				return
-			}
-			continue
-		}
-		backoff = 0
-		c := newSock(s.tp, fd)
-		ss := &session{client: c}
-		if reason := s.admit(l, peer.Addr(), ss); reason != "" {
-			l.m.err(reason)
-			c.resetOnClose()
-			c.Close()
-			continue
-		}
-		s.wg.Add(1)
-		go s.handle(l, ss, peer)
 	}
 }

@@ -91,7 +91,8 @@ type Listener struct {
 	// DeferAccept (tcp, tls) accepts a connection only once the client has sent its first
 	// bytes (TCP_DEFER_ACCEPT), which spares a wait for them and a wake-up per connection;
 	// for protocols where the client speaks first (TLS, HTTP, PCoIP, Blast). A client that
-	// sends nothing is accepted after about HandshakeTimeout. Default: false.
+	// sends nothing is accepted after about HandshakeTimeout. Linux only: elsewhere a
+	// connection is accepted at once. Default: false.
 	DeferAccept bool
 	// SocketBuffer sets SO_RCVBUF and SO_SNDBUF of udp sockets (listener and per-flow
 	// backend sockets) in bytes; the kernel caps it at net.core.[rw]mem_max. Default: 4 MiB.

@@ -12,6 +12,11 @@
 // Client affinity is shared by all listeners: a client that reached backend X through one
 // listener reaches X through the others too, for AffinityTTL, as long as Health says X is up.
 //
+// On Linux the TCP bytes move through the raw engine described next; on other systems through
+// the standard engine (engine_std.go): net.TCPListener, net.Dialer and io.Copy between
+// *net.TCPConn, a goroutine per direction, without DeferAccept. Both share everything above
+// the sockets (limits, PROXY headers, SNI routing, backend choice, accounting).
+//
 // TCP bulk payload is moved with splice(2) through a pipe of the direction's own: bytes never
 // enter user space (TestTCPPayloadIsSplicedNotCopied shows it with the process's I/O counters).
 // Connections are accepted and backends connected with raw calls of the proxy's own (see

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -21,6 +22,40 @@ func TestMain(m *testing.M) {
 		os.Exit(runSpliceHelper())
 	}
 	goleak.VerifyTestMain(m)
+}
+
+const spliceHelperEnv = "FRONTDOOR_PROXY_SPLICE_HELPER_BACKEND"
+
+// runSpliceHelper runs a proxy in this (child) process in front of the backend named by the
+// environment, prints its address and serves until stdin closes.
+func runSpliceHelper() int {
+	be, err := netip.ParseAddrPort(os.Getenv(spliceHelperEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	s, err := New(Config{
+		Listeners: []Listener{tcpListener("l", "p")},
+		Pools:     []Pool{onePool("p", be)},
+	}, Options{})
+	if err == nil {
+		err = s.Listen()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Println(s.Addr("l"))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	if err := s.Serve(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 var loopback = netip.MustParseAddrPort("127.0.0.1:0")

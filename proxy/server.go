@@ -19,23 +19,13 @@ type Server struct {
 	log  *slog.Logger
 	m    *metrics
 	aff  *affinity // nil when affinity is off
-	// poller holds quiet TCP copy directions without goroutines; nil if epoll is missing,
-	// then quiet directions keep their goroutines.
-	poller *poller
-	// parkAfter is how long a copy direction waits for bytes in its own goroutine before
-	// it parks in the poller. onPark, if set, is called after each park (tests).
-	parkAfter time.Duration
-	// parkSilent is parkAfter for a direction that has moved no byte yet, such as a
-	// backend that has not answered: it waits in a goroutine only briefly, so a burst of
-	// new idle connections does not hold two goroutine stacks each for parkAfter.
-	parkSilent time.Duration
-	onPark     func()
-	bufs       copyBufs // buffers of copies through user space
-	// onArmedStart, if set, is handed each half that readiness starts (spawnOnReady)
-	// instead of starting it (tests count the starts).
-	onArmedStart func(*half)
-	// tp tells TCP sockets of connections when they are ready.
-	tp *tcpPoll
+	// tcp opens, connects and relays the TCP connections: the raw engine on Linux, the
+	// standard library's elsewhere (see tcpEngine).
+	tcp  tcpEngine
+	bufs copyBufs // buffers of copies through user space
+	// rawTCP is the raw engine's state (Linux; empty elsewhere, and unused with the
+	// standard engine).
+	rawTCP
 
 	state atomic.Pointer[state] // pools and listener settings, swapped by Reload
 
@@ -65,7 +55,7 @@ type state struct {
 // listener is one open socket.
 type listener struct {
 	cfg    Listener // address and protocol; routes and pools are read from state
-	tcp    *listenSock
+	tcp    tcpAcceptor
 	udp    *udpListener
 	m      *listenerMetrics
 	active atomic.Int64  // connections or flows
@@ -74,6 +64,11 @@ type listener struct {
 
 // New checks cfg and builds a Server; nothing is opened until Listen.
 func New(cfg Config, opts Options) (*Server, error) {
+	return newServer(cfg, opts, defaultEngine)
+}
+
+// newServer is New with the TCP engine that newEngine makes for the server.
+func newServer(cfg Config, opts Options, newEngine func(*Server) (tcpEngine, error)) (*Server, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -91,19 +86,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 		sessions:  make(map[*session]struct{}),
 		perClient: make(map[netip.Addr]int),
 	}
-	tp, err := newTCPPoll()
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("creating the tcp poller: %w", err)
-	}
-	s.tp = tp
 	s.idle = sync.NewCond(&s.mu)
-	s.parkAfter = 250 * time.Millisecond
-	s.parkSilent = 25 * time.Millisecond
-	if p, err := newPoller(s); err == nil {
-		s.poller = p
-	} else {
-		s.log.Warn("no idle poller; quiet connections keep their goroutines", "err", err)
+	if s.tcp, err = newEngine(s); err != nil {
+		cancel()
+		return nil, err
 	}
 	if cfg.AffinityTTL > 0 {
 		s.aff = newAffinity(cfg.AffinityTTL, cfg.AffinityMax, opts.Now)
@@ -161,7 +147,7 @@ func (s *Server) open(lc Listener) (*listener, error) {
 		if lc.DeferAccept {
 			deferAccept = lc.HandshakeTimeout
 		}
-		ln, err := listenTCP(s.tp, lc.Address, lc.KeepAlive, deferAccept)
+		ln, err := s.tcp.listen(lc.Address, lc.KeepAlive, deferAccept)
 		if err != nil {
 			return nil, fmt.Errorf("listening on tcp %s: %w", lc.Address, err)
 		}
@@ -186,8 +172,8 @@ func (s *Server) Addr(listener string) netip.AddrPort {
 }
 
 // Serve runs the listeners until ctx is done (then it closes the server) or Close is called.
-// It returns nil after a clean stop, or the error that stopped the server on its own (its
-// TCP poller failing).
+// It returns nil after a clean stop, or the error that stopped the server on its own (the
+// raw TCP engine's poller failing).
 func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -204,18 +190,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.expiryLoop()
-	if s.poller != nil {
-		s.wg.Add(1)
-		go s.poller.loop()
-	}
-	s.wg.Add(1)
-	go s.tcpPollLoop()
+	s.tcp.start()
 	s.mu.Unlock()
 	select {
 	case <-ctx.Done():
 		return s.Close()
 	case <-s.ctx.Done():
-		return s.tp.failure() // nil unless the server stopped on its own
+		return s.tcp.failure() // nil unless the server stopped on its own
 	}
 }
 
@@ -228,24 +209,6 @@ func (s *Server) startLocked(l *listener) {
 	} else {
 		go s.readLoop(l)
 	}
-}
-
-// tcpPollLoop runs the TCP poller until Close.
-func (s *Server) tcpPollLoop() {
-	defer s.wg.Done()
-	if err := s.tp.loop(); err != nil && !s.tp.isClosed() {
-		s.pollFailed(err)
-	}
-}
-
-// pollFailed stops the server when its TCP poller can no longer tell readiness: no TCP
-// connection could move a byte again, so rather than hold them (and accept more) until
-// their timeouts, it ends them all, and Serve returns the error for the process to exit
-// and be restarted.
-func (s *Server) pollFailed(err error) {
-	s.log.Error("tcp poller failed; stopping the proxy", "err", err)
-	s.tp.fail(err) // before Close: Serve returns the failure once Close has cancelled s.ctx
-	go s.Close()   // Close waits for the goroutine that called this
 }
 
 // expiryLoop ends idle UDP flows and drops expired affinity entries.
@@ -276,7 +239,7 @@ func (s *Server) expire() {
 	var idle []*session
 	s.mu.Lock()
 	for ss := range s.sessions {
-		if t := ss.t; t != nil && now.Sub(time.Unix(0, t.last.Load())) >= t.idle {
+		if t := ss.t; t != nil && t.expired(now) {
 			idle = append(idle, ss)
 		}
 	}
@@ -419,8 +382,8 @@ func (l *listener) closeSocket() {
 // and flows may finish until ctx is done, when the rest are closed. A udp listener keeps its
 // socket, which its flows' replies leave from, but opens no new flow; a flow finishes when it
 // has been idle for the listener's idle timeout. If it had to cut connections or flows, it
-// returns ctx's error, wrapped with how many; if the server stopped on its own meanwhile (its
-// TCP poller failed), that error.
+// returns ctx's error, wrapped with how many; if the server stopped on its own meanwhile (the
+// raw TCP engine's poller failed), that error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
@@ -440,7 +403,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.Close()
-		return s.tp.failure() // set if the server stopped on its own meanwhile
+		return s.tcp.failure() // set if the server stopped on its own meanwhile
 	case <-ctx.Done():
 		conns, flows := s.Active()
 		s.Close()
@@ -502,14 +465,9 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.killSessions(sessions, net.ErrClosed)
-	if s.poller != nil {
-		s.poller.stop()
-	}
-	s.tp.close()
+	s.tcp.stop()
 	s.wg.Wait()
-	if s.poller != nil {
-		s.poller.close()
-	}
+	s.tcp.release()
 	return nil
 }
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 package proxy
 
 import (
@@ -5,16 +7,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-// errIdle ends a connection that moved no byte for the listener's idle timeout.
-var errIdle = errors.New("idle timeout")
 
 // tconn is one proxied TCP connection after the backend is connected: two halves that copy
 // one direction each, and what the last half to end must report.
@@ -81,9 +79,10 @@ func (h *half) init(t *tconn, src, dst *sock, now int64) {
 func (t *tconn) start() {
 	now := time.Now().UnixNano()
 	t.last.Store(now)
-	t.in.init(t, t.ss.client, t.ss.backend, now)
-	t.out.init(t, t.ss.backend, t.ss.client, now)
-	if !t.ss.backend.spawnOnReady(&t.out) {
+	client, backend := t.ss.client.(*sock), t.ss.backend.(*sock)
+	t.in.init(t, client, backend, now)
+	t.out.init(t, backend, client, now)
+	if !backend.spawnOnReady(&t.out) {
 		t.out.spawn()
 	}
 	t.in.run()
@@ -274,23 +273,34 @@ func (t *tconn) finish() {
 	e := &t.e
 	e.in += t.in.n.Load()
 	e.out += t.out.n.Load()
-	switch {
-	case errors.Is(errIn, errIdle) || errors.Is(errOut, errIdle):
-		e.reason = "idle"
-	case errIn == nil && errOut == nil:
-		e.reason = "eof"
-	case errIn != nil && !errors.Is(errIn, net.ErrClosed):
-		e.reason = "client_error"
-	case errOut != nil && !errors.Is(errOut, net.ErrClosed):
-		e.reason = "backend_error"
-	default:
-		e.reason = "closed"
+	t.s.closedTCP(t.l, t.ss, t.b, e, errIn, errOut)
+}
+
+// expired tells whether the connection has moved no byte either way for its idle timeout;
+// the expiry pass ends such connections, whose halves are parked.
+func (t *tconn) expired(now time.Time) bool {
+	return now.Sub(time.Unix(0, t.last.Load())) >= t.idle
+}
+
+// kill closes both sockets at once; running halves see the closed sockets, parked halves
+// are taken from the poller and ended here with why.
+func (t *tconn) kill(why error) {
+	client, backend := t.ss.client.(*sock), t.ss.backend.(*sock)
+	// A half that no goroutine has run yet is taken before the close could start it.
+	var unstarted *half
+	if backend.r.spawn.CompareAndSwap(&t.out, nil) {
+		unstarted = &t.out
 	}
-	t.b.active.Add(-1)
-	t.b.m.active.Dec()
-	t.l.m.active.Dec()
-	t.s.release(t.l, t.e.peer, t.ss)
-	t.s.accessLog(*e)
+	client.Close()
+	backend.Close()
+	if unstarted != nil {
+		unstarted.end(why)
+	}
+	for _, h := range []*half{&t.in, &t.out} {
+		if t.s.poller.take(h) {
+			h.end(why)
+		}
+	}
 }
 
 // waitReadable blocks until src has bytes to read and returns how many are queued, or
@@ -329,24 +339,6 @@ func readable(fd uintptr) (int, error) {
 	}
 	return max(n, 1), nil
 }
-
-// smallCopy is the most bytes copied through user space with read and write instead of
-// splice: for a few hundred bytes two splice calls cost more than a read and a write.
-const smallCopy = 16 << 10
-
-// copyBufs pools a server's buffers of copies through user space, smallCopy bytes each; the
-// zero value is ready.
-type copyBufs struct{ p sync.Pool }
-
-func (b *copyBufs) get() *[]byte {
-	if v := b.p.Get(); v != nil {
-		return v.(*[]byte)
-	}
-	buf := make([]byte, smallCopy)
-	return &buf
-}
-
-func (b *copyBufs) put(bp *[]byte) { b.p.Put(bp) }
 
 // move copies avail queued bytes from src to dst: small amounts with read and write, larger
 // ones with splice.

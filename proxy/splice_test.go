@@ -1,9 +1,9 @@
+//go:build linux
+
 package proxy
 
 import (
 	"bufio"
-	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -13,40 +13,6 @@ import (
 	"strings"
 	"testing"
 )
-
-const spliceHelperEnv = "FRONTDOOR_PROXY_SPLICE_HELPER_BACKEND"
-
-// runSpliceHelper runs a proxy in this (child) process in front of the backend named by the
-// environment, prints its address and serves until stdin closes.
-func runSpliceHelper() int {
-	be, err := netip.ParseAddrPort(os.Getenv(spliceHelperEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	s, err := New(Config{
-		Listeners: []Listener{tcpListener("l", "p")},
-		Pools:     []Pool{onePool("p", be)},
-	}, Options{})
-	if err == nil {
-		err = s.Listen()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	fmt.Println(s.Addr("l"))
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		cancel()
-	}()
-	if err := s.Serve(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
 
 // procIO reads the read/write byte counters of a process from /proc/<pid>/io. rchar and
 // wchar count every byte that read(2)/write(2)-family calls moved through user space;

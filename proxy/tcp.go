@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -15,18 +16,17 @@ import (
 
 // session is one proxied TCP connection.
 type session struct {
-	client  *sock
-	backend *sock  // nil until connected
-	t       *tconn // nil until both halves run
+	client  tcpConn
+	backend tcpConn  // nil until connected
+	t       tcpRelay // nil until both directions run
 }
 
-// killSessions closes both sockets of each session at once; running halves see the closed
-// sockets, parked halves are taken from the poller and ended here with why. Call it without
-// mu held: ending a half releases its session, which takes mu.
+// killSessions closes both sockets of each session at once and ends its relay with why.
+// Call it without mu held: ending a relay releases its session, which takes mu.
 func (s *Server) killSessions(list []*session, why error) {
 	type snap struct {
-		client, backend *sock
-		t               *tconn
+		client, backend tcpConn
+		t               tcpRelay
 	}
 	snaps := make([]snap, 0, len(list))
 	s.mu.Lock()
@@ -35,25 +35,51 @@ func (s *Server) killSessions(list []*session, why error) {
 	}
 	s.mu.Unlock()
 	for _, sn := range snaps {
-		// A half that no goroutine has run yet is taken before the close could start it.
-		var unstarted *half
-		if t := sn.t; t != nil && sn.backend.r.spawn.CompareAndSwap(&t.out, nil) {
-			unstarted = &t.out
+		if sn.t != nil {
+			sn.t.kill(why)
+			continue
 		}
 		sn.client.Close()
 		if sn.backend != nil {
 			sn.backend.Close()
 		}
-		if unstarted != nil {
-			unstarted.end(why)
-		}
-		if t := sn.t; t != nil {
-			for _, h := range []*half{&t.in, &t.out} {
-				if s.poller.take(h) {
-					h.end(why)
-				}
+	}
+}
+
+// acceptLoop accepts l's connections and hands each admitted one to handle in a goroutine.
+func (s *Server) acceptLoop(l *listener) {
+	defer s.wg.Done()
+	defer close(l.done)
+	var backoff time.Duration
+	for {
+		c, peer, err := l.tcp.next()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
 			}
+			// Out of file descriptors or similar: back off like net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.m.err("accept")
+			s.log.Warn("accept failed", "listener", l.cfg.Name, "err", err, "retry_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
 		}
+		backoff = 0
+		ss := &session{client: c}
+		if reason := s.admit(l, peer.Addr(), ss); reason != "" {
+			l.m.err(reason)
+			c.resetOnClose()
+			c.Close()
+			continue
+		}
+		s.wg.Add(1)
+		go s.handle(l, ss, peer)
 	}
 }
 
@@ -264,13 +290,9 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 	b.active.Add(1)
 	b.m.conns.Inc()
 	b.m.active.Inc()
-	t := &tconn{s: s, l: l, ss: ss, b: b, e: e, idle: lc.IdleTimeout, noHalfClose: lc.NoHalfClose}
-	t.in.waitFirst = waitFirst
-	s.mu.Lock()
-	ss.t = t
-	s.mu.Unlock()
 	handedOff = true
-	t.start() // the in half runs in this goroutine
+	s.tcp.relay(relayArgs{l: l, ss: ss, b: b, e: e, idle: lc.IdleTimeout, halfClose: !lc.NoHalfClose,
+		waitFirst: waitFirst}) // the client-to-backend direction runs in this goroutine
 }
 
 // route returns the pool of a server name on a TLS listener.
@@ -287,10 +309,10 @@ func route(lc *Listener, name string) string {
 	return lc.Pool
 }
 
-// connect dials a backend of p for client and sends first on it (see dialSock for the count
-// it returns), trying up to Retries other backends after a failure and reporting each
+// connect dials a backend of p for client and sends first on it (see tcpEngine.dial for the
+// count it returns), trying up to Retries other backends after a failure and reporting each
 // failure to the passive reporter.
-func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration, first []byte) (*backend, *sock, int, error) {
+func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration, first []byte) (*backend, tcpConn, int, error) {
 	if p == nil {
 		return nil, nil, 0, ErrNoBackend
 	}
@@ -301,7 +323,7 @@ func (s *Server) connect(p *pool, client netip.Addr, keepAlive time.Duration, fi
 		if b == nil {
 			break
 		}
-		c, sent, err := dialSock(s.ctx, s.tp, b.addr, p.cfg.ConnectTimeout, keepAlive, first)
+		c, sent, err := s.tcp.dial(s.ctx, b.addr, p.cfg.ConnectTimeout, keepAlive, first)
 		if err == nil {
 			if p.cfg.Affinity {
 				s.aff.set(client, b.name)

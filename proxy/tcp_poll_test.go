@@ -1,3 +1,5 @@
+//go:build linux
+
 package proxy
 
 import (
@@ -266,7 +268,7 @@ func TestTCPPollFailureEndsWaits(t *testing.T) {
 // arming and the readiness comes first, however closely they race.
 func TestArmedHalfStartsExactlyOnce(t *testing.T) {
 	var started atomic.Int32
-	t0 := &tconn{s: &Server{onArmedStart: func(*half) { started.Add(1) }}}
+	t0 := &tconn{s: &Server{rawTCP: rawTCP{onArmedStart: func(*half) { started.Add(1) }}}}
 	tp := testPoll(t)
 	rounds := 50000 // the old order (take the half, then leave the token) failed within 17,000
 	if testing.Short() {

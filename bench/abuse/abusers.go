@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The abusers, in a process of their own (-role abuse): wrong passwords, slow headers and

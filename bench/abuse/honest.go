@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The honest clients, in this process, each from a loopback address of its own that no

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command abuse measures whether an honest client keeps working while a front door node is
 // abused, on loopback. The node (one `frontdoor serve` process over bolt, the gateway of
 // its sessions on the same address, pinned to -node-cpu) is started by the lab, whose

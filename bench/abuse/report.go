@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The report: markdown tables on stdout.

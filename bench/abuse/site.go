@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The site: one front door node, the gateway of its sessions on the same address, over

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command failover measures the health prober: detection time against HAProxy on the same
 // loopback listeners (detect), and the CPU cost of probing many targets (serve + cpu, and
 // hapcpu for HAProxy) on loopback or on another address, such as the far end of a veth pair

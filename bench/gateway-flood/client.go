@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The client of the established flow and the flood, each its own process.

@@ -1,4 +1,4 @@
-//go:build !floodbase
+//go:build linux && !floodbase
 
 package main
 

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command gateway-flood measures what a flood of forged first datagrams at a gateway port does
 // to an established flow on the same port: the goal of the secure-channels issue is that 100k
 // forged first datagrams a second leave the flow's p99 round trip within 2× of its unloaded

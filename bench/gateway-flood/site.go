@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The site's pieces, each in its own process: the orchestrator writes the site CA and the

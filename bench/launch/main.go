@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command launch measures launches through the HTTPS launch API of a lab site, in one run:
 // the site in one process (every node a node of its own, over a one-member embedded etcd
 // without fsync), and the site as one process per node over a 3-member embedded etcd.

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command proxy is the benchmark helper of bench/proxy.sh. It runs frontdoor's L4 proxy from
 // command-line routes, or one of three load tools: "hold" opens N idle connections and keeps
 // them, "sink" accepts connections and keeps them, "flood" pushes UDP datagrams through a

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The flood: what a forged first datagram costs a server before it is dropped. The flood

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command udp-ab is the A/B benchmark of the encrypted UDP display channel: plain UDP echo
 // (today), DTLS 1.2 with connection IDs (pion/dtls v3) and QUIC DATAGRAM frames (quic-go), on
 // loopback. Without -role it orchestrates: for each row it starts an echo server and a client

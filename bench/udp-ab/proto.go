@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The three transports under test, each as an echo server and a client link:

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -10,7 +12,7 @@ import (
 
 // A process started with FRONTDOOR_CPUPROFILE=FILE writes a CPU profile to FILE.PID from a
 // SIGUSR1 to the next SIGUSR2: a benchmark brackets its measuring window with them. Without
-// the variable the signals keep their default action.
+// the variable the signals keep their default action. Unix only (Windows has no such signals).
 func init() {
 	path := os.Getenv("FRONTDOOR_CPUPROFILE")
 	if path == "" {

@@ -236,7 +236,7 @@ func TestServeReloadsTheConfigOnSIGHUP(t *testing.T) {
 	}
 
 	rewrite(b, "10.9.0.0/16", "")
-	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	sendHUP(t)
 	waitFor(t, log, "msg=reloaded")
 	if _, _, name := greet(t, lb); name != "b" {
 		t.Fatalf("after the reload: reached %q, want b", name)
@@ -245,7 +245,7 @@ func TestServeReloadsTheConfigOnSIGHUP(t *testing.T) {
 
 	// A change outside what a reload applies is refused whole: the pool stays on b.
 	rewrite(a, "10.9.0.0/16", "machines: [{name: m1, zone: hq, address: 127.3.0.1, group: g}]\ngroups: [{name: g}]\n")
-	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	sendHUP(t)
 	waitFor(t, log, "reload failed")
 	if !strings.Contains(log.String(), "machines, groups changed, which takes a restart") {
 		t.Fatalf("the refusal does not name what changed:\n%s", log.String())
@@ -259,7 +259,7 @@ func TestServeReloadsTheConfigOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := strings.Count(log.String(), "reload failed")
-	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	sendHUP(t)
 	for i := 0; i < 400 && strings.Count(log.String(), "reload failed") == before; i++ {
 		time.Sleep(25 * time.Millisecond)
 	}
@@ -357,7 +357,7 @@ func TestServeClosesWhatIsLeftAtTheDrainTimeout(t *testing.T) {
 	c, r, _ := greet(t, sv.addr(t, "proxy", "lb"))
 	rewrite(backend, "10.2.0.0/16", "")
 	os.WriteFile(file, []byte(strings.Replace(readFile(t, file), "drain_timeout: 30s", "drain_timeout: 300ms", 1)), 0o600)
-	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	sendHUP(t)
 	waitFor(t, log, "msg=reloaded")
 	sv.stop()
 	if err := sv.wait(t, 20*time.Second); err != nil {

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 
 const spliceHelperEnv = "FRONTDOOR_PROXY_SPLICE_HELPER_BACKEND"
 
+// spliceHelperStdEnv, set, makes the helper's proxy run the standard engine.
+const spliceHelperStdEnv = "FRONTDOOR_PROXY_SPLICE_HELPER_STD"
+
 // runSpliceHelper runs a proxy in this (child) process in front of the backend named by the
 // environment, prints its address and serves until stdin closes.
 func runSpliceHelper() int {
@@ -34,10 +37,14 @@ func runSpliceHelper() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	s, err := New(Config{
+	engine := defaultEngine
+	if os.Getenv(spliceHelperStdEnv) != "" {
+		engine = newStdEngine
+	}
+	s, err := newServer(Config{
 		Listeners: []Listener{tcpListener("l", "p")},
 		Pools:     []Pool{onePool("p", be)},
-	}, Options{})
+	}, Options{}, engine)
 	if err == nil {
 		err = s.Listen()
 	}

@@ -33,10 +33,17 @@ func procIO(t *testing.T, pid int) map[string]int64 {
 	return m
 }
 
-// TestTCPPayloadIsSplicedNotCopied shows that TCP payload goes through splice(2): a proxy
-// process forwards 64 MiB while its read/write byte counters (/proc/<pid>/io rchar, wchar)
-// grow by far less than that.
+// TestTCPPayloadIsSplicedNotCopied shows that TCP payload goes through splice(2), with the
+// raw engine and with the standard one (io.Copy between *net.TCPConn): a proxy process
+// forwards 64 MiB while its read/write byte counters (/proc/<pid>/io rchar, wchar) grow by
+// far less than that.
 func TestTCPPayloadIsSplicedNotCopied(t *testing.T) {
+	for _, engine := range []string{"raw", "std"} {
+		t.Run(engine, func(t *testing.T) { testSpliced(t, engine == "std") })
+	}
+}
+
+func testSpliced(t *testing.T, std bool) {
 	const size = 64 << 20
 	got := make(chan int64, 1)
 	be := startTCP(t, func(c *net.TCPConn) {
@@ -45,6 +52,9 @@ func TestTCPPayloadIsSplicedNotCopied(t *testing.T) {
 	})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), spliceHelperEnv+"="+be.addr().String())
+	if std {
+		cmd.Env = append(cmd.Env, spliceHelperStdEnv+"=1")
+	}
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr

@@ -2,7 +2,6 @@ package node
 
 import (
 	"bufio"
-	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -20,7 +19,7 @@ import (
 // read off the accept path, with a deadline, so a slow peer blocks nobody.
 type proxyListener struct {
 	net.Listener
-	trusted []netip.Prefix
+	trusted proxyproto.Trusted
 	log     *slog.Logger
 	conns   chan net.Conn
 	done    chan struct{}
@@ -34,14 +33,7 @@ func newProxyListener(l net.Listener, trusted []netip.Prefix, log *slog.Logger) 
 	return p
 }
 
-func (p *proxyListener) isTrusted(a netip.Addr) bool {
-	for _, pf := range p.trusted {
-		if pf.Contains(a.Unmap()) {
-			return true
-		}
-	}
-	return false
-}
+func (p *proxyListener) isTrusted(a netip.Addr) bool { return p.trusted.Has(a) }
 
 // loop accepts until the listener closes; running out of descriptors and other transient
 // failures do not end it (package acceptloop).
@@ -57,18 +49,18 @@ func (p *proxyListener) handshake(c net.Conn) {
 	if p.isTrusted(ap.Addr()) {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		br := bufio.NewReader(c)
-		h, err := proxyproto.Read(br)
+		client, _, err := proxyproto.Client(br, ap, false)
 		c.SetReadDeadline(time.Time{})
-		switch {
-		case err == nil && !h.Local && h.Source.IsValid():
-			c = &proxiedConn{Conn: c, r: br, remote: net.TCPAddrFromAddrPort(h.Source)}
-		case err == nil || errors.Is(err, proxyproto.ErrNoHeader):
-			c = &proxiedConn{Conn: c, r: br, remote: c.RemoteAddr()}
-		default:
+		if err != nil {
 			p.log.Warn("bad PROXY header from a trusted peer", "peer", ap, "err", err)
 			c.Close()
 			return
 		}
+		remote := c.RemoteAddr()
+		if client != ap {
+			remote = net.TCPAddrFromAddrPort(client)
+		}
+		c = &proxiedConn{Conn: c, r: br, remote: remote}
 	}
 	select {
 	case p.conns <- c:

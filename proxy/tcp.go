@@ -166,22 +166,22 @@ func (s *Server) handle(l *listener, ss *session, peer netip.AddrPort) {
 
 	var pending []byte // bytes read while peeking, to send before splicing
 	zone, zoneSet := "", false
-	trusted := slices.ContainsFunc(lc.ProxyTrusted, func(p netip.Prefix) bool { return p.Contains(peer.Addr()) })
+	trusted := proxyproto.Trusted(lc.ProxyTrusted).Has(peer.Addr())
 	poolName := lc.Pool
 	if trusted || lc.Protocol == TLS {
 		c.SetReadDeadline(time.Now().Add(lc.HandshakeTimeout))
 		br := bufio.NewReaderSize(c, max(lc.MaxClientHello, 4096))
 		if trusted {
-			h, err := proxyproto.Read(br)
+			// The header is needed here (proxyproto.Client has the one rule of every
+			// listener that reads them).
+			client, h, err := proxyproto.Client(br, e.client, true)
 			if err != nil {
 				e.reason = "proxy_header"
 				l.m.err("proxy_header")
 				s.log.Debug("bad proxy header", "listener", l.cfg.Name, "peer", peer, "err", err)
 				return
 			}
-			if !h.Local {
-				e.client = netip.AddrPortFrom(h.Source.Addr().Unmap(), h.Source.Port())
-			}
+			e.client = client
 			if h.Zone != "" {
 				zone, zoneSet = h.Zone, true
 			}

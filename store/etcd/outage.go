@@ -21,9 +21,13 @@ import (
 // Every node keeps, in its view, what it needs to broker: sessions and their slots, machine
 // states, revocations and superseded marks, the used launch tickets, the settings, the
 // identity (and the cache file, cache.go, holds the same at its revision across restarts).
-// A node checks every 250 ms that etcd answers a linearizable read within 500 ms; after two
-// failures in a row (so within 1 s of the first) it enters outage mode and brokers from its
-// view alone:
+// A node checks every 250 ms that etcd answers a linearizable read within 500 ms. It notices
+// etcd gone at the first failure; after three in a row (1 s after noticing, 1.5 s after the
+// first failing probe began) it enters outage mode and brokers from its view alone. Two
+// failures would be 0.5 s quicker, but a node whose CPU or etcd is merely starved for a
+// second would then book from its share while the rest of the site books the same machines
+// from etcd — and a false outage costs conflicts to reconcile, so the third probe pays for
+// itself:
 //
 //   - Launches: a node books only the slots it owns. Each machine has its outage brokers
 //     (Options.Plan: the nodes of its zone that serve launches, else the primary zone's), and
@@ -206,7 +210,7 @@ func (st *Store) mergeJournal(j *journal) {
 const (
 	outageEvery   = 250 * time.Millisecond
 	outageTimeout = 500 * time.Millisecond
-	outageFails   = 2
+	outageFails   = 3
 )
 
 // InOutage reports whether the node brokers from its cache.

@@ -21,9 +21,9 @@ import (
 // Every node keeps, in its view, what it needs to broker: sessions and their slots, machine
 // states, revocations and superseded marks, the used launch tickets, the settings, the
 // identity (and the cache file, cache.go, holds the same at its revision across restarts).
-// A node checks every 250 ms that etcd answers a linearizable read within 500 ms. It notices
-// etcd gone at the first failure; after three in a row (1 s after noticing, 1.5 s after the
-// first failing probe began) it enters outage mode and brokers from its view alone. Two
+// A node checks every 250 ms that etcd answers a linearizable read within 450 ms. It notices
+// etcd gone at the first failure; after three in a row (0.9 s after noticing, 1.35 s after
+// the first failing probe began) it enters outage mode and brokers from its view alone. Two
 // failures would be 0.5 s quicker, but a node whose CPU or etcd is merely starved for a
 // second would then book from its share while the rest of the site books the same machines
 // from etcd — and a false outage costs conflicts to reconcile, so the third probe pays for
@@ -209,7 +209,7 @@ func (st *Store) mergeJournal(j *journal) {
 // Outage probing.
 const (
 	outageEvery   = 250 * time.Millisecond
-	outageTimeout = 500 * time.Millisecond
+	outageTimeout = 450 * time.Millisecond
 	outageFails   = 3
 )
 

@@ -66,6 +66,10 @@ type Options struct {
 	BlockingUDP bool
 	// Version is the software version the node announces to the site. Default: "".
 	Version string
+	// AddProcs, when set, is told how many more Ps (negative: fewer) the blocking UDP workers
+	// need after a reload changed their number (BlockingUDP); `frontdoor serve` adds them to
+	// GOMAXPROCS, as it does at start. The node never changes GOMAXPROCS itself. Default: nil.
+	AddProcs func(delta int)
 	// Drain makes Serve drain the proxy and the gateways when ctx ends: the proxy takes no
 	// new connections or flows, the gateways no new sessions (their health ports answer 503),
 	// and what is established may finish for proxy.drain_timeout of the config last applied,

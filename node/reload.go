@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -54,25 +53,25 @@ func (r *Node) Reload(cfg *configs.Config) error {
 			return fmt.Errorf("reload: %w", err)
 		}
 	}
-	// Blocking UDP workers hold their P each: keep one P per worker. (Setting GOMAXPROCS
-	// also stops the runtime from following a changed CPU limit, as at start.)
+	// Blocking UDP workers hold their P each: the owner of the process keeps one P per worker
+	// (Options.AddProcs), the new ones before they start, the old ones' once they stopped.
 	delta := 0
-	if r.o.BlockingUDP {
+	if r.o.BlockingUDP && r.o.AddProcs != nil {
 		delta = UDPWorkers(cfg, r.spec.Name) - UDPWorkers(r.live, r.spec.Name)
 	}
 	if delta > 0 {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + delta)
+		r.o.AddProcs(delta)
 	}
 	if r.proxy != nil {
 		if err := r.proxy.Reload(pc); err != nil { // opening a new listener can still fail
 			if delta > 0 {
-				runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) - delta)
+				r.o.AddProcs(-delta)
 			}
 			return fmt.Errorf("reload: %w", err)
 		}
 	}
 	if delta < 0 {
-		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)+delta, 1))
+		r.o.AddProcs(delta)
 	}
 	// Both were checked above: neither fails now.
 	if err := r.zones.Reload(ranges, cfg.Site.DefaultZone); err != nil {

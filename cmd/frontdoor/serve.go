@@ -81,7 +81,7 @@ Signals:
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
 			blocking := reserveUDPProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Node: n.Name, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, Drain: true, Version: versionString(), Rebind: rebind})
+				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, AddProcs: addProcs, Drain: true, Version: versionString(), Rebind: rebind})
 			if err != nil {
 				return err
 			}
@@ -212,5 +212,9 @@ func reserveUDPProcs(cfg *configs.Config, nodes ...string) bool {
 	if extra := node.UDPWorkers(cfg, nodes...); extra > 0 {
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + extra)
 	}
-	return true // udp listeners a reload adds get workers and Ps too
+	return true // udp listeners a reload adds get workers and Ps too (addProcs)
 }
+
+// addProcs is node.Options.AddProcs: a reload's blocking UDP workers keep one P each.
+// (Setting GOMAXPROCS also stops the runtime from following a changed CPU limit, as at start.)
+func addProcs(delta int) { runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)+delta, 1)) }

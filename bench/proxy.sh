@@ -14,6 +14,10 @@
 # Results go to bench/results/proxy.md (or $OUT). Usage: bench/proxy.sh [duration-seconds]
 # TESTS picks a subset (default "idle tcp conn udp flood"); TARGETS a subset of "direct frontdoor
 # frontdoor-nohc haproxy nginx nginx-hc" (the -nohc and -hc targets only run the conn test); e.g. TESTS=conn TARGETS="frontdoor haproxy" OUT=/dev/null for a quick look.
+# FD_B, a prebuilt bench proxy (go build ./bench/proxy of another revision), runs beside
+# frontdoor's TCP process as targets fd-b (tcp, conn) and fd-b-nohc (conn, half_close: false),
+# each placed right after its frontdoor counterpart in a round; the report adds per-round
+# paired ratios of fd-b to frontdoor and to the peers. FD_B_NAME labels it in the report.
 # FD_UDP_COALESCE (default: frontdoor's, 250us) and FD_BLOCKING_UDP (default true) set how
 # frontdoor reads UDP.
 set -euo pipefail
@@ -25,7 +29,11 @@ LOAD_CPU=${LOAD_CPU:-0}
 IDLE_CONNS=${IDLE_CONNS:-9900}
 ROUNDS=${ROUNDS:-3}
 TESTS=" ${TESTS:-idle tcp conn udp flood} "
-TARGETS=" ${TARGETS:-direct frontdoor frontdoor-nohc haproxy nginx nginx-hc} "
+FD_B=${FD_B:-}
+FD_B_NAME=${FD_B_NAME:-$FD_B}
+DEFAULT_TARGETS="direct frontdoor frontdoor-nohc haproxy nginx nginx-hc"
+[ -z "$FD_B" ] || DEFAULT_TARGETS="direct frontdoor fd-b frontdoor-nohc fd-b-nohc haproxy nginx nginx-hc"
+TARGETS=" ${TARGETS:-$DEFAULT_TARGETS} "
 want() { [[ "$TESTS" == *" $1 "* ]]; }
 
 . bench/lib.sh
@@ -86,6 +94,12 @@ start frontdoor "$PROXY_CPU" "$WORK/fdproxy" serve -defer-accept \
 	-tcp 127.0.0.1:16001=127.0.0.1:15201 \
 	-tcp 127.0.0.1:16002=127.0.0.1:18080 -tcp 127.0.0.1:16009=127.0.0.1:19000 \
 	-tcp-no-half-close 127.0.0.1:16012=127.0.0.1:18080
+b_ports=""
+if [ -n "$FD_B" ]; then
+	start fd-b "$PROXY_CPU" "$FD_B" serve -defer-accept -tcp 127.0.0.1:16101=127.0.0.1:15201 \
+		-tcp 127.0.0.1:16102=127.0.0.1:18080 -tcp-no-half-close 127.0.0.1:16112=127.0.0.1:18080
+	b_ports="16101 16102 16112"
+fi
 start frontdoor-udp "$PROXY_CPU" "$WORK/fdproxy" serve -udp 127.0.0.1:16001=127.0.0.1:15201 \
 	-udp 127.0.0.1:16011=127.0.0.1:15211 \
 	-blocking-udp="${FD_BLOCKING_UDP:-true}" ${FD_UDP_COALESCE:+-udp-coalesce="$FD_UDP_COALESCE"}
@@ -134,7 +148,7 @@ stream {
 }
 EOF
 start nginx "$PROXY_CPU" nginx -c "$WORK/stream.conf" -g 'daemon off; master_process off;'
-for p in 15201 18080 19000 16001 16002 16009 16012 17001 17002 17009 18001 18002 18009 18012; do wait_port $p; done
+for p in 15201 18080 19000 16001 16002 16009 16012 $b_ports 17001 17002 17009 18001 18002 18009 18012; do wait_port $p; done
 
 RES="$WORK/results.tsv"
 : >"$RES"
@@ -167,6 +181,7 @@ done
 # connection at the backend's FIN as nginx stream does by default (HAProxy half-closes, as
 # frontdoor does by default); it runs the connection-rate test only.
 targets=("direct:15201:18080:" "frontdoor:16001:16002:frontdoor" "frontdoor-nohc::16012:frontdoor" "haproxy:17001:17002:haproxy" "nginx:18001:18002:nginx" "nginx-hc::18012:nginx")
+[ -z "$FD_B" ] || targets=("direct:15201:18080:" "frontdoor:16001:16002:frontdoor" "fd-b:16101:16102:fd-b" "frontdoor-nohc::16012:frontdoor" "fd-b-nohc::16112:fd-b" "haproxy:17001:17002:haproxy" "nginx:18001:18002:nginx" "nginx-hc::18012:nginx")
 
 # measure TEST NAME PID CMD... — runs CMD, charging the proxy PID's CPU time to TEST.
 c0=0
@@ -274,11 +289,12 @@ done
 cmd=""
 [ "$ROUNDS" = 3 ] || cmd+="ROUNDS=$ROUNDS "
 [ "$TESTS" = " idle tcp conn udp flood " ] || cmd+="TESTS=\"$(echo $TESTS)\" "
-[ "$TARGETS" = " direct frontdoor frontdoor-nohc haproxy nginx nginx-hc " ] || cmd+="TARGETS=\"$(echo $TARGETS)\" "
+[ -z "$FD_B" ] || cmd+="FD_B=\"$FD_B_NAME\" "
+[ "$TARGETS" = " $DEFAULT_TARGETS " ] || cmd+="TARGETS=\"$(echo $TARGETS)\" "
 cmd+="bench/proxy.sh $DUR"
-python3 - "$RES" "$OUT" "$DUR" "$PROXY_CPU" "$LOAD_CPU" "$IDLE_CONNS" "$ROUNDS" "$(nproc)" "$(uname -r)" "$cmd" <<'PY'
+python3 - "$RES" "$OUT" "$DUR" "$PROXY_CPU" "$LOAD_CPU" "$IDLE_CONNS" "$ROUNDS" "$(nproc)" "$(uname -r)" "$cmd" "$FD_B_NAME" <<'PY'
 import sys, collections, statistics
-res, out, dur, pcpu, lcpu, idle, rounds, ncpu, kernel, cmd = sys.argv[1:]
+res, out, dur, pcpu, lcpu, idle, rounds, ncpu, kernel, cmd, fdb = sys.argv[1:]
 runs = collections.OrderedDict()
 for line in open(res):
     test, target, value, unit, cpu, work = line.rstrip("\n").split("\t")
@@ -349,32 +365,51 @@ for test, t in runs.items():
         ratio = f"{fdv/v:.2f}×" if fdv and target != "frontdoor" and v else ""
         L.append(f"| {target} | {fmt(v, unit)} | {per} | {allr}{extra} | {ratio} |")
     L.append("")
+    # Rounds are interleaved, so a round's targets shared the machine's state of the moment:
+    # the ratio within each round is steadier than the ratio of medians. b may be a tuple of
+    # targets: each round's best of them (its highest rate, and that target's CPU per unit).
+    def paired(a, b):
+        bs = b if isinstance(b, tuple) else (b,)
+        if a not in t or any(x not in t for x in bs):
+            return None
+        ys = [max(rs, key=lambda y: y[0]) for rs in zip(*(t[x] for x in bs))]
+        ra = [x[0] / y[0] for x, y in zip(t[a], ys) if y[0]]
+        ca = [(x[2] / x[3]) / (y[2] / y[3]) for x, y in zip(t[a], ys) if x[3] > 0 and y[3] > 0 and y[2] > 0]
+        if not ra:
+            return None
+        bn = b if isinstance(b, str) else "the better of " + " and ".join(bs)
+        unit = "connection" if test == "conn_rate" else "byte"
+        s = (f"{a} ÷ {bn}: rate {med(ra):.2f}× (rounds {min(ra):.2f}–{max(ra):.2f}, "
+             f"≥ 1 in {sum(r >= 1 for r in ra)} of {len(ra)})")
+        if ca:
+            s += (f", CPU per {unit} {med(ca):.2f}× (rounds {min(ca):.2f}–{max(ca):.2f}, "
+                  f"≤ 1 in {sum(c <= 1 for c in ca)} of {len(ca)})")
+        return s
+    pairs = ()
     if test == "conn_rate":
-        # Rounds are interleaved, so a round's targets shared the machine's state of the
-        # moment: the ratio within each round is steadier than the ratio of medians.
-        def paired(a, b):
-            ra = [x[0] / y[0] for x, y in zip(t[a], t[b]) if y[0]]
-            ca = [(x[2] / x[3]) / (y[2] / y[3]) for x, y in zip(t[a], t[b]) if x[3] > 0 and y[3] > 0 and y[2] > 0]
-            if not ra:
-                return None
-            s = (f"{a} ÷ {b}: rate {med(ra):.2f}× (rounds {min(ra):.2f}–{max(ra):.2f}, "
-                 f"≥ 1 in {sum(r >= 1 for r in ra)} of {len(ra)})")
-            if ca:
-                s += (f", CPU per connection {med(ca):.2f}× (rounds {min(ca):.2f}–{max(ca):.2f}, "
-                      f"≤ 1 in {sum(c <= 1 for c in ca)} of {len(ca)})")
-            return s
         L.append("Paired by round (median of the per-round ratios, and their range). Like for like: "
                  "frontdoor, HAProxy and nginx-hc (`proxy_half_close on`) pass a FIN on and keep the other "
                  "direction; frontdoor-nohc (`half_close: false`) and nginx (its default) end the connection "
                  "at the backend's FIN. nginx is fastest in its default, the second kind; HAProxy's tcp "
                  "mode always passes a FIN on.")
         L.append("")
-        for a, b in (("frontdoor", "haproxy"), ("frontdoor", "nginx-hc"), ("frontdoor-nohc", "nginx"),
-                     ("frontdoor-nohc", "haproxy"), ("frontdoor", "nginx")):
-            if a in t and b in t:
-                p = paired(a, b)
-                if p:
-                    L.append(f"- {p}")
+        pairs = (("frontdoor", "haproxy"), ("frontdoor", "nginx-hc"), ("frontdoor-nohc", "nginx"),
+                 ("frontdoor-nohc", "haproxy"), ("frontdoor", "nginx"),
+                 ("frontdoor-nohc", ("haproxy", "nginx")), ("frontdoor", ("haproxy", "nginx-hc")),
+                 ("fd-b", "frontdoor"), ("fd-b-nohc", "frontdoor-nohc"),
+                 ("fd-b", "haproxy"), ("fd-b", "nginx-hc"), ("fd-b-nohc", "nginx"), ("fd-b-nohc", "haproxy"),
+                 ("fd-b-nohc", ("haproxy", "nginx")), ("fd-b", ("haproxy", "nginx-hc")))
+    elif test.startswith("tcp"):
+        L.append("Paired by round (median of the per-round ratios, and their range).")
+        L.append("")
+        pairs = (("frontdoor", "haproxy"), ("frontdoor", "nginx"),
+                 ("fd-b", "frontdoor"), ("fd-b", "haproxy"), ("fd-b", "nginx"))
+    lines = [p for p in (paired(a, b) for a, b in pairs) if p]
+    if lines:
+        if fdb and any(l.startswith("fd-b") for l in lines):
+            L.append(f"fd-b is `{fdb}`.")
+            L.append("")
+        L.extend(f"- {p}" for p in lines)
         L.append("")
     if test.startswith("rudp"):
         kv = lambda r: dict(x.split("=") for x in r[1].split()[1:])

@@ -82,6 +82,19 @@ func (g *loginGuard) init() {
 	})
 }
 
+// sourceOf is the source a login is counted against: an IPv4 address, or the /64 of an IPv6
+// one (one host's usual share, as the listeners count connections), so that a guesser does
+// not get a fresh budget from each address of its /64.
+func sourceOf(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if a.Is6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.Addr()
+		}
+	}
+	return a
+}
+
 // limiter returns m's limiter of k, made full on first use; a full map drops the limiters
 // that are full again (nobody failed from there lately).
 func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int) *rate.Limiter {
@@ -109,6 +122,7 @@ func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int) *rate.Limiter 
 // suspect when either failed lately or has another comparison under way.
 func (g *loginGuard) admit(src netip.Addr, user string) (suspect bool, err error) {
 	g.init()
+	src = sourceOf(src)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := time.Now()
@@ -141,6 +155,7 @@ func (g *loginGuard) admit(src netip.Addr, user string) (suspect bool, err error
 // done ends a comparison that admit let in; a failed one costs src and user a token.
 func (g *loginGuard) done(src netip.Addr, user string, failed bool) {
 	g.init()
+	src = sourceOf(src)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	release(g.trySources, src)

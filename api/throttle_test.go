@@ -199,3 +199,23 @@ func TestSuspectComparisonsTakeTheirShare(t *testing.T) {
 			after.Sub(before), paid.Sub(before))
 	}
 }
+
+// The addresses of one IPv6 /64 share one budget of failed logins, as they share the
+// listeners' per-source connection cap; another /64 has its own.
+func TestIPv6LoginsCountPerSlash64(t *testing.T) {
+	var g loginGuard
+	for i := range failuresPerSource {
+		src := netip.MustParseAddr(fmt.Sprintf("2001:db8:1:2::%x", i+1))
+		if _, err := g.admit(src, fmt.Sprintf("user-%d", i)); err != nil {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+		g.done(src, fmt.Sprintf("user-%d", i), true)
+	}
+	var th throttledError
+	if _, err := g.admit(netip.MustParseAddr("2001:db8:1:2:ffff::1"), "another"); !errors.As(err, &th) {
+		t.Fatalf("another address of the same /64 after %d failures: %v, want throttled", failuresPerSource, err)
+	}
+	if _, err := g.admit(netip.MustParseAddr("2001:db8:1:3::1"), "another"); err != nil {
+		t.Fatalf("an address of another /64: %v", err)
+	}
+}

@@ -67,6 +67,9 @@ type AdminOptions struct {
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
 	Logger *slog.Logger
+	// Logins is the login throttle shared with the process's other APIs. Default: one of
+	// this API's own.
+	Logins *Logins
 	// Node names this front door in the audit log.
 	Node string
 	// Audit keeps every admin action (who, when, from where, what). Optional: without it
@@ -112,7 +115,7 @@ type Admin struct {
 	log   *slog.Logger
 
 	cache authCache
-	guard loginGuard
+	guard *loginGuard
 
 	console   consoleStore
 	streamsMu sync.Mutex // guards streams
@@ -127,7 +130,7 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	a := &Admin{o: o, users: map[string]configs.User{}, mux: http.NewServeMux(), log: o.Logger, modes: map[string]bool{}}
+	a := &Admin{o: o, users: map[string]configs.User{}, mux: http.NewServeMux(), log: o.Logger, modes: map[string]bool{}, guard: guardOf(o.Logins)}
 	for _, u := range o.Config.Users {
 		a.users[u.Name] = u
 	}
@@ -194,7 +197,7 @@ func (a *Admin) wrap(h http.HandlerFunc, read bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		u, viaConsole, err := a.consoleUser(r)
 		if !viaConsole {
-			u, err = authenticate(a.users, &a.cache, &a.guard, r)
+			u, err = authenticate(a.users, &a.cache, a.guard, r)
 		}
 		if err == nil && !u.Admin && !u.Monitor {
 			err = errNoLogin

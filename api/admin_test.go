@@ -113,3 +113,35 @@ func TestOversizedBodiesAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// APIs that share a Logins share its budget: guesses at the admin API leave the launch API
+// of the same process throttled for that address too.
+func TestAPIsShareTheirLoginThrottle(t *testing.T) {
+	cfg := &configs.Config{Users: []configs.User{{Name: "admin", Admin: true}}}
+	hash, err := bcrypt.GenerateFromPassword([]byte("lab"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Users[0].PasswordHash = string(hash)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logins := &Logins{}
+	a, err := NewAdmin(AdminOptions{Config: cfg, Logins: logins, Registry: prometheus.NewRegistry(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLaunch(LaunchOptions{Config: cfg, Logins: logins, Logger: quiet})
+	for range failuresPerSource {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.RemoteAddr = "192.0.2.7:40000"
+		req.SetBasicAuth("admin", "guess")
+		a.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/v1/sessions", nil)
+	req.RemoteAddr = "192.0.2.7:40001"
+	req.SetBasicAuth("admin", "lab")
+	rec := httptest.NewRecorder()
+	l.ServeHTTP(rec, req)
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("the launch API after %d wrong passwords at the admin API from the same address: %d, want 429", failuresPerSource, rec.Code)
+	}
+}

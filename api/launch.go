@@ -85,6 +85,9 @@ type Descriptor struct {
 type LaunchOptions struct {
 	// Config is the site configuration (users, machines, gateways, ticket lifetimes).
 	Config *configs.Config
+	// Logins is the login throttle shared with the process's other APIs. Default: one of
+	// this API's own.
+	Logins *Logins
 	// Broker answers launches.
 	Broker Broker
 	// Locate maps a client address to its user-location zone ("" when none).
@@ -114,7 +117,7 @@ type Launch struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	cache authCache
-	guard loginGuard
+	guard *loginGuard
 }
 
 // NewLaunch builds the launch API handler.
@@ -122,7 +125,8 @@ func NewLaunch(o LaunchOptions) *Launch {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	l := &Launch{o: o, users: map[string]configs.User{}, mach: map[string]configs.Machine{}, log: o.Logger, mux: http.NewServeMux()}
+	l := &Launch{o: o, users: map[string]configs.User{}, mach: map[string]configs.Machine{}, log: o.Logger, mux: http.NewServeMux(),
+		guard: guardOf(o.Logins)}
 	for _, u := range o.Config.Users {
 		l.users[u.Name] = u
 	}
@@ -254,7 +258,7 @@ func authenticate(users map[string]configs.User, cache *authCache, guard *loginG
 
 func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, configs.User)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, err := authenticate(l.users, &l.cache, &l.guard, r)
+		u, err := authenticate(l.users, &l.cache, l.guard, r)
 		if err != nil {
 			loginRefused(w, err, "frontdoor")
 			return

@@ -55,7 +55,20 @@ func (e throttledError) Error() string {
 	return fmt.Sprintf("too many failed logins; try again in %s", e.after.Round(time.Second))
 }
 
-// loginGuard holds the limiters and the comparison slots of one API.
+// Logins throttles the password logins and bounds the bcrypt comparisons of every API that
+// shares it (LaunchOptions.Logins, AdminOptions.Logins): one per process, so that the
+// launch and admin APIs of a node take turns on its CPUs. The zero value is ready.
+type Logins struct{ g loginGuard }
+
+// guardOf returns l's guard, or a guard of its own for an API given none.
+func guardOf(l *Logins) *loginGuard {
+	if l == nil {
+		return &loginGuard{}
+	}
+	return &l.g
+}
+
+// loginGuard holds the limiters and the comparison slots of the APIs that share it.
 type loginGuard struct {
 	mu      sync.Mutex // guards sources, users, trySources and tryUsers
 	sources map[netip.Addr]*rate.Limiter

@@ -503,7 +503,8 @@ func (r *Node) gatewaysFor(zone string) []api.GatewayEndpoint {
 func (r *Node) buildListeners() error {
 	n := r.spec
 	log := r.log.With("node", n.Name)
-	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
+	logins := &api.Logins{} // the launch and admin APIs take turns on the node's CPUs
+	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
 		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, Logger: log.With("component", "launch")})
 	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca, Verifier: r.verifier,
 		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Revoked: r.revokedMachines.at, Logger: log.With("component", "agents")})
@@ -515,7 +516,7 @@ func (r *Node) buildListeners() error {
 		case "launch":
 			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 		case "admin":
-			ao := api.AdminOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone,
+			ao := api.AdminOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Zone: n.Zone,
 				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
 				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, Signer: r.signer,
 				Override: func(gw, o string) (string, error) { return r.override(gw, o) }, RevokeMachine: r.RevokeMachine}

@@ -92,7 +92,7 @@ type Listener struct {
 	// bytes (TCP_DEFER_ACCEPT), which spares a wait for them and a wake-up per connection;
 	// for protocols where the client speaks first (TLS, HTTP, PCoIP, Blast). A client that
 	// sends nothing is accepted after about HandshakeTimeout. Linux only: elsewhere a
-	// connection is accepted at once. Default: false.
+	// listener with it does not open (an error names the key). Default: false.
 	DeferAccept bool
 	// SocketBuffer sets SO_RCVBUF and SO_SNDBUF of udp sockets (listener and per-flow
 	// backend sockets) in bytes; the kernel caps it at net.core.[rw]mem_max. Default: 4 MiB.

@@ -17,7 +17,8 @@ import (
 // through TCPConn.ReadFrom and elsewhere copies through a buffer. It is the engine on every
 // system but Linux, and on Linux the one tests and comparisons can pick (newStdEngine).
 //
-// What it does not do: DeferAccept (a Linux socket option) is ignored; a direction's
+// DeferAccept sets TCP_DEFER_ACCEPT on Linux, as the raw engine does; elsewhere a listener
+// with it is refused (deferaccept_other.go). What it does not do: a direction's
 // goroutine lives as long as its connection (nothing parks); bytes are counted, and the idle
 // timer reset, when a copy returns, which it does at least every stdWindow.
 type stdEngine struct{ s *Server }
@@ -39,9 +40,14 @@ func keepAliveConfig(d time.Duration) (time.Duration, net.KeepAliveConfig) {
 	return 0, net.KeepAliveConfig{Enable: true, Idle: d, Interval: 15 * time.Second, Count: 9}
 }
 
-func (e stdEngine) listen(addr netip.AddrPort, keepAlive, _ time.Duration) (tcpAcceptor, error) {
+func (e stdEngine) listen(addr netip.AddrPort, keepAlive, deferAccept time.Duration) (tcpAcceptor, error) {
 	var lc net.ListenConfig
 	lc.KeepAlive, lc.KeepAliveConfig = keepAliveConfig(keepAlive)
+	ctl, err := deferAcceptControl(deferAccept)
+	if err != nil {
+		return nil, err
+	}
+	lc.Control = ctl
 	// A wildcard address gets a dual-stack socket where the host has IPv6, as with the raw
 	// engine.
 	ln, err := lc.Listen(context.Background(), "tcp", addr.String())

@@ -94,9 +94,9 @@ func adminURL(t *testing.T, l *Lab) string {
 	return ""
 }
 
-// verdict returns gateway gw's health verdict (up, draining, down) as the lab's admin API
-// reports it.
-func verdict(t *testing.T, l *Lab, gw string) string {
+// adminStatus decodes the lab's admin status (GET /v1/admin/status, as the lab's admin)
+// into out.
+func adminStatus(t *testing.T, l *Lab, out any) {
 	t.Helper()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
 	req, _ := http.NewRequest(http.MethodGet, adminURL(t, l)+"/v1/admin/status", nil)
@@ -106,12 +106,19 @@ func verdict(t *testing.T, l *Lab, gw string) string {
 		t.Fatalf("admin status: %v", err)
 	}
 	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("admin status: %s, %v", resp.Status, err)
+	}
+}
+
+// verdict returns gateway gw's health verdict (up, draining, down) as the lab's admin API
+// reports it.
+func verdict(t *testing.T, l *Lab, gw string) string {
+	t.Helper()
 	var st struct {
 		Gateways map[string]string `json:"gateways"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("admin status: %s, %v", resp.Status, err)
-	}
+	adminStatus(t, l, &st)
 	v, _, _ := strings.Cut(st.Gateways[gw], " ")
 	return v
 }

@@ -1,9 +1,7 @@
 package lab
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,18 +94,8 @@ func TestOneLeaderPerZoneProbes(t *testing.T) {
 	}
 	get := func() status {
 		t.Helper()
-		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
-		req, _ := http.NewRequest(http.MethodGet, adminURL(t, l)+"/v1/admin/status", nil)
-		req.SetBasicAuth("admin", "lab")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var st status
-		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-			t.Fatal(err)
-		}
+		adminStatus(t, l, &st)
 		return st
 	}
 	st := get()

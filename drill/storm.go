@@ -350,12 +350,8 @@ func (r *run) finishStorm(ctx context.Context, res *Result) error {
 	if st == nil {
 		return errors.New("no launch storm ran")
 	}
-	select {
-	case <-st.finished:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(2 * time.Minute):
-		return errors.New("the launch storm did not end within 2 minutes")
+	if err := st.wait(ctx); err != nil {
+		return err
 	}
 	c, err := st.count(ctx)
 	if err != nil {
@@ -367,6 +363,18 @@ func (r *run) finishStorm(ctx context.Context, res *Result) error {
 		res.Pass = false
 	}
 	return nil
+}
+
+// wait waits until every launch of the storm has ended, at most 2 minutes.
+func (st *storm) wait(ctx context.Context) error {
+	select {
+	case <-st.finished:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return errors.New("the launch storm did not end within 2 minutes")
+	}
 }
 
 // count counts the storm's launches, the gateways' admissions of their tickets (from the

@@ -170,12 +170,8 @@ func (r *run) finishQuorum(ctx context.Context, res *Result) error {
 	if err := r.adminCall(ctx, http.MethodGet, "/v1/admin/status", nil, &during); err != nil {
 		return fmt.Errorf("the admin status in the outage: %w", err)
 	}
-	select {
-	case <-r.storm.finished:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(2 * time.Minute):
-		return errors.New("the launch storm did not end within 2 minutes")
+	if err := r.storm.wait(ctx); err != nil {
+		return err
 	}
 	errs := make([]error, len(r.stopped))
 	var wg sync.WaitGroup
@@ -312,12 +308,8 @@ func (r *run) zoneNodes(zone string) []string {
 // finishCut waits for the storm, mends the wire, waits until the cut zone's nodes have
 // written their outage back, and counts what the storm did in the site database.
 func (r *run) finishCut(ctx context.Context, res *Result) error {
-	select {
-	case <-r.storm.finished:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(2 * time.Minute):
-		return errors.New("the launch storm did not end within 2 minutes")
+	if err := r.storm.wait(ctx); err != nil {
+		return err
 	}
 	nodes := r.zoneNodes(r.cut)
 	var entered []string

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -333,11 +334,7 @@ func (st *Store) election(zone string) (Leader, bool, []Candidate) {
 func (st *Store) Leaders() map[string]Leader {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	out := make(map[string]Leader, len(st.leaders))
-	for z, l := range st.leaders {
-		out[z] = l
-	}
-	return out
+	return maps.Clone(st.leaders)
 }
 
 // Candidates returns the zones that have a live candidate, from the view.
@@ -426,11 +423,7 @@ func (st *Store) PutHealth(ctx context.Context, zone string, rev int64, records 
 func (st *Store) HealthRecords() map[string][]byte {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	out := make(map[string][]byte, len(st.healthRecs))
-	for k, v := range st.healthRecs {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(st.healthRecs)
 }
 
 // OnHealth calls fn, from the watch, with each health record written (deleted: nil).

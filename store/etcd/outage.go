@@ -176,32 +176,22 @@ func (st *Store) takeJournal() *journal {
 func (st *Store) mergeJournal(j *journal) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.out.journal == nil {
+		st.out.journal = newJournal()
+	}
 	cur := st.out.journal
-	if cur == nil {
-		cur = newJournal()
-		st.out.journal = cur
-	}
-	for k, v := range j.Sessions {
-		if _, newer := cur.Sessions[k]; !newer {
-			cur.Sessions[k] = v
-		}
-	}
-	for k, v := range j.Revoked {
-		if _, newer := cur.Revoked[k]; !newer {
-			cur.Revoked[k] = v
-		}
-	}
-	for k, v := range j.Superseded {
-		if _, newer := cur.Superseded[k]; !newer {
-			cur.Superseded[k] = v
-		}
-	}
-	for k, v := range j.Used {
-		cur.Used[k] = v
-	}
-	for k, v := range j.Flags {
-		if _, newer := cur.Flags[k]; !newer {
-			cur.Flags[k] = v
+	keepNewer(cur.Sessions, j.Sessions)
+	keepNewer(cur.Revoked, j.Revoked)
+	keepNewer(cur.Superseded, j.Superseded)
+	keepNewer(cur.Used, j.Used)
+	keepNewer(cur.Flags, j.Flags)
+}
+
+// keepNewer copies into dst the entries of old that dst does not have.
+func keepNewer[K comparable, V any](dst, old map[K]V) {
+	for k, v := range old {
+		if _, newer := dst[k]; !newer {
+			dst[k] = v
 		}
 	}
 }
@@ -430,21 +420,26 @@ func (st *Store) cutOffLocked(m string) (bool, []string) {
 	if !ok || len(p.Brokers) == 0 {
 		return false, nil
 	}
-	standing := map[string]bool{}
-	for _, cs := range st.candidates {
-		for n := range cs {
-			standing[n] = true
-		}
-	}
 	for _, b := range p.Brokers {
-		if standing[b] {
+		if st.standingLocked(b) {
 			return false, nil
 		}
 	}
-	if l, ok := st.loads[m]; ok && l.Node != "" && standing[l.Node] && !slices.Contains(p.Brokers, l.Node) {
+	if l, ok := st.loads[m]; ok && l.Node != "" && !slices.Contains(p.Brokers, l.Node) && st.standingLocked(l.Node) {
 		return false, nil
 	}
 	return true, p.Brokers
+}
+
+// standingLocked reports whether node stands in its zone's election (a few zones: no
+// allocation on the launch path).
+func (st *Store) standingLocked(node string) bool {
+	for _, cs := range st.candidates {
+		if _, ok := cs[node]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // createLocal books a slot this node owns and creates the session in the view.

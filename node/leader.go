@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 )
@@ -85,22 +84,8 @@ func (r *Node) probedZones() map[string]bool {
 	}
 	out[r.spec.Zone] = true
 	leaders, cands := r.shared.Leaders(), r.shared.Candidates()
-	zones := slices.Clone(r.cfg.Zones) // primary first, then in configuration order
-	slices.SortStableFunc(zones, func(a, b configs.Zone) int {
-		if a.Primary == b.Primary {
-			return 0
-		} else if a.Primary {
-			return -1
-		}
-		return 1
-	})
-	for _, z := range zones {
-		if l, ok := leaders[z.Name]; ok {
-			if l.Node != r.spec.Name {
-				return out // another zone's leader probes the zones without a node
-			}
-			break
-		}
+	if r.orphanProber(leaders) != r.spec.Name {
+		return out // another zone's leader probes the zones without a node
 	}
 	for _, z := range r.cfg.Zones {
 		if len(cands[z.Name]) == 0 {
@@ -109,6 +94,22 @@ func (r *Node) probedZones() map[string]bool {
 	}
 	out[""] = true // targets without a zone
 	return out
+}
+
+// orphanProber names the node that probes the zones without a live node: the leader of the
+// primary zone, else of the first zone in configuration order that has one.
+func (r *Node) orphanProber(leaders map[string]etcd.Leader) string {
+	for _, z := range r.cfg.Zones {
+		if l, ok := leaders[z.Name]; ok && z.Primary {
+			return l.Node
+		}
+	}
+	for _, z := range r.cfg.Zones {
+		if l, ok := leaders[z.Name]; ok {
+			return l.Node
+		}
+	}
+	return ""
 }
 
 // setProbing makes the Checker probe the targets of the zones this node probes now, and

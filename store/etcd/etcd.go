@@ -405,10 +405,7 @@ func (st *Store) opContext(ctx context.Context) (context.Context, context.Cancel
 // opContextD is opContext bounded by d.
 func (st *Store) opContextD(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, d)
-	st.mu.Lock()
-	up := st.out.upCtx
-	st.mu.Unlock()
-	stop := context.AfterFunc(up, cancel)
+	stop := context.AfterFunc(st.out.alive.Load().ctx, cancel)
 	return ctx, func() { stop(); cancel() }
 }
 
@@ -708,7 +705,7 @@ func (st *Store) watch(ctx context.Context) {
 		st.waitUp(ctx) // an outage's end reloads the view; the watch goes on from there
 		st.mu.Lock()
 		from := st.rev + 1
-		up := st.out.upCtx
+		up := st.out.alive.Load().ctx
 		st.mu.Unlock()
 		wctx, wcancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(up, wcancel) // an outage ends the watch

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
@@ -142,9 +143,8 @@ type outageState struct {
 	conflicts []Conflict
 	count     int
 	last      time.Duration
-	up        chan struct{}      // closed when etcd is back (replaced at each outage)
-	upCtx     context.Context    // canceled when an outage begins: operations in flight end
-	upCancel  context.CancelFunc //
+	up        chan struct{}         // closed when etcd is back (replaced at each outage)
+	alive     atomic.Pointer[alive] // canceled when an outage begins: operations in flight end
 	onChange  []func(bool)
 	local     []func() // changes made locally, to tell the followers in order; guarded by localMu
 	localMu   sync.Mutex
@@ -228,8 +228,20 @@ func (st *Store) Outage() OutageStatus {
 	return o
 }
 
+// alive is a context that lives until the next outage begins; read without a lock by every
+// operation (opContext) and the watch.
+type alive struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newAlive() *alive {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &alive{ctx, cancel}
+}
+
 func (st *Store) initOutage() {
-	st.out.upCtx, st.out.upCancel = context.WithCancel(context.Background())
+	st.out.alive.Store(newAlive())
 	st.out.up = make(chan struct{})
 	close(st.out.up)
 	st.out.localKick = make(chan struct{}, 1)
@@ -275,7 +287,7 @@ func (st *Store) enterOutage(cause error) {
 	}
 	st.out.up = make(chan struct{})
 	st.outage.Store(true)
-	st.out.upCancel() // operations in flight and the watch end now
+	st.out.alive.Load().cancel() // operations in flight and the watch end now
 	fns := slices.Clone(st.out.onChange)
 	rev := st.rev
 	st.mu.Unlock()
@@ -325,7 +337,7 @@ func (st *Store) leaveOutage(ctx context.Context) {
 	st.resync(ctx)
 	st.mu.Lock()
 	st.out.last = st.now().Sub(st.out.since)
-	st.out.upCtx, st.out.upCancel = context.WithCancel(context.Background())
+	st.out.alive.Store(newAlive())
 	st.outage.Store(false)
 	close(st.out.up)
 	fns := slices.Clone(st.out.onChange)

@@ -563,9 +563,7 @@ func (a *Admin) status(w http.ResponseWriter, r *http.Request) {
 	if a.o.Agents != nil {
 		st.Machines = a.o.Agents.Heartbeats()
 	}
-	for _, s := range a.o.Broker.Sessions() {
-		st.Sessions[string(s.State)]++
-	}
+	st.Sessions = a.sessionCounts()
 	if a.o.Health != nil {
 		st.Gateways = a.o.Health()
 	}

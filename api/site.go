@@ -25,13 +25,19 @@ type ZoneView struct {
 	Ranges  []string `json:"ranges"`
 }
 
+// sessionCounts counts the site's sessions by state (the status and the site view).
+func (a *Admin) sessionCounts() map[string]int {
+	out := map[string]int{}
+	for _, s := range a.o.Broker.Sessions() {
+		out[string(s.State)]++
+	}
+	return out
+}
+
 func (a *Admin) site(w http.ResponseWriter, r *http.Request) {
-	v := SiteView{Site: a.o.Config.Site.Name, Zone: a.o.Zone, Sessions: map[string]int{}}
+	v := SiteView{Site: a.o.Config.Site.Name, Zone: a.o.Zone, Sessions: a.sessionCounts()}
 	for _, z := range a.o.Config.Zones {
 		v.Zones = append(v.Zones, ZoneView{Name: z.Name, Primary: z.Primary, Ranges: z.Ranges})
-	}
-	for _, s := range a.o.Broker.Sessions() {
-		v.Sessions[string(s.State)]++
 	}
 	if a.o.Store != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)

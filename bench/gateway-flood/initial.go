@@ -22,49 +22,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/capture"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 )
-
-// captureConn is a net.PacketConn that keeps the first datagram written to it (as
-// bench/udp-ab's).
-type captureConn struct {
-	first  chan []byte
-	once   sync.Once
-	closed chan struct{}
-	cOnce  sync.Once
-}
-
-func newCaptureConn() *captureConn {
-	return &captureConn{first: make(chan []byte, 1), closed: make(chan struct{})}
-}
-func (c *captureConn) WriteTo(b []byte, _ net.Addr) (int, error) {
-	c.once.Do(func() { c.first <- append([]byte(nil), b...) })
-	return len(b), nil
-}
-func (c *captureConn) ReadFrom([]byte) (int, net.Addr, error) {
-	<-c.closed
-	return 0, nil, net.ErrClosed
-}
-func (c *captureConn) Close() error {
-	c.cOnce.Do(func() { close(c.closed) })
-	return nil
-}
-func (c *captureConn) LocalAddr() net.Addr {
-	return &net.UDPAddr{IP: net.IPv4(127, 200, 0, 1), Port: 40000}
-}
-func (c *captureConn) SetDeadline(time.Time) error      { return nil }
-func (c *captureConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *captureConn) SetWriteDeadline(time.Time) error { return nil }
 
 // firstInitial is the first datagram a quic-go client of the gateway's QUIC port sends: an
 // Initial with the whole ClientHello (X25519 only, so that it fits in one packet; with the
 // post-quantum key share it takes two and the first alone starts no handshake).
 func firstInitial(ra *net.UDPAddr) ([]byte, error) {
-	cc := newCaptureConn()
+	cc := capture.New(&net.UDPAddr{IP: net.IPv4(127, 200, 0, 1), Port: 40000})
 	tr := &quic.Transport{Conn: cc}
 	defer func() { cc.Close(); tr.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -73,7 +42,7 @@ func firstInitial(ra *net.UDPAddr) ([]byte, error) {
 		CurvePreferences: []tls.CurveID{tls.X25519}}
 	go tr.Dial(ctx, ra, tc, &quic.Config{EnableDatagrams: true})
 	select {
-	case b := <-cc.first:
+	case b := <-cc.First():
 		return b, nil
 	case <-ctx.Done():
 		return nil, errors.New("no first datagram from the quic-go client")

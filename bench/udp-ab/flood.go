@@ -17,52 +17,22 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 	mrand "math/rand/v2"
 	"net"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/capture"
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 	"github.com/pion/dtls/v3"
 	"github.com/quic-go/quic-go"
 )
 
-// captureConn is a net.PacketConn that keeps the first datagram written to it.
-type captureConn struct {
-	first  chan []byte
-	once   sync.Once
-	closed chan struct{}
-	cOnce  sync.Once
-}
-
-func newCaptureConn() *captureConn {
-	return &captureConn{first: make(chan []byte, 1), closed: make(chan struct{})}
-}
-func (c *captureConn) WriteTo(b []byte, _ net.Addr) (int, error) {
-	c.once.Do(func() { c.first <- append([]byte(nil), b...) })
-	return len(b), nil
-}
-func (c *captureConn) ReadFrom([]byte) (int, net.Addr, error) {
-	<-c.closed
-	return 0, nil, net.ErrClosed
-}
-func (c *captureConn) Close() error {
-	c.cOnce.Do(func() { close(c.closed) })
-	return nil
-}
-func (c *captureConn) LocalAddr() net.Addr {
-	return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
-}
-func (c *captureConn) SetDeadline(time.Time) error      { return nil }
-func (c *captureConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *captureConn) SetWriteDeadline(time.Time) error { return nil }
-
 // firstDatagram is the first datagram a client of proto sends to addr.
 func firstDatagram(proto string, ra *net.UDPAddr, c *certs) ([]byte, error) {
-	cc := newCaptureConn()
+	cc := capture.New(&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000})
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -84,7 +54,7 @@ func firstDatagram(proto string, ra *net.UDPAddr, c *certs) ([]byte, error) {
 		return nil, fmt.Errorf("unknown proto %q", proto)
 	}
 	select {
-	case b := <-cc.first:
+	case b := <-cc.First():
 		return b, nil
 	case <-ctx.Done():
 		return nil, errors.New("no first datagram")

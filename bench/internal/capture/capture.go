@@ -47,7 +47,11 @@ func (c *Conn) Close() error {
 // LocalAddr implements net.PacketConn.
 func (c *Conn) LocalAddr() net.Addr { return c.local }
 
-// SetDeadline, SetReadDeadline and SetWriteDeadline implement net.PacketConn; they do nothing.
-func (c *Conn) SetDeadline(time.Time) error      { return nil }
-func (c *Conn) SetReadDeadline(time.Time) error  { return nil }
+// SetDeadline implements net.PacketConn; it does nothing.
+func (c *Conn) SetDeadline(time.Time) error { return nil }
+
+// SetReadDeadline implements net.PacketConn; it does nothing.
+func (c *Conn) SetReadDeadline(time.Time) error { return nil }
+
+// SetWriteDeadline implements net.PacketConn; it does nothing.
 func (c *Conn) SetWriteDeadline(time.Time) error { return nil }

@@ -43,6 +43,11 @@ type Deps struct {
 	// Forward receives the failures reported (ReportFailure) on remote targets, for their
 	// prober (see SetProbed). Default: nil (they are recorded here, like a probed target's).
 	Forward func(target string, port PortID, err error)
+	// Starved says how long this process kept a runnable goroutine from a CPU since a
+	// time; a timed-out probe is held when it reached a quarter of the timeout (see
+	// starved.go). Default: the runtime's scheduling latencies with the system clock, and
+	// never starved with another Clock.
+	Starved StarvedFunc
 }
 
 // Checker probes targets, keeps their port states and verdicts, and tells subscribers when
@@ -55,6 +60,10 @@ type Checker struct {
 	rand  func() float64
 	fwd   func(string, PortID, error)
 	met   *metrics
+	// starved and mark measure this process's own lateness; mark (nil unless the
+	// runtime meter is used) snapshots it when probes start.
+	starved StarvedFunc
+	mark    func(time.Time)
 
 	mu      sync.Mutex // guards targets' states, sched, events, subs, nextSub, running, closed, cancel
 	targets map[string]*target
@@ -97,6 +106,7 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 		start:   deps.Start,
 		rand:    deps.Rand,
 		fwd:     deps.Forward,
+		starved: deps.Starved,
 		targets: make(map[string]*target, len(targets)),
 		subs:    map[int]func(Event){},
 		notify:  make(chan struct{}, 1),
@@ -104,6 +114,9 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 	}
 	if c.clock == nil {
 		c.clock = SystemClock()
+		if m := newSchedMeter(); c.starved == nil && m != nil {
+			c.starved, c.mark = m.longest, m.mark
+		}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -221,6 +234,9 @@ func (c *Checker) step(ctx context.Context, now time.Time) time.Time {
 		next = c.sched[0].at
 	}
 	c.mu.Unlock()
+	if len(due) > 0 && c.mark != nil {
+		c.mark(now)
+	}
 	for _, r := range due {
 		if c.inline != nil {
 			c.inline(r.tgt, r.ps, r.seq, now)
@@ -299,10 +315,38 @@ func (c *Checker) record(tg *target, ps *portState, seq uint64, err error, lat t
 		return
 	}
 	ps.seq = seq
+	if c.holdLocked(tg, ps, err, now.Add(-lat)) {
+		return
+	}
 	from := ps.state
 	if ps.observe(err, lat, now, &tg.t.Monitor) {
 		c.changedLocked(tg, ps, from, "probe", now)
 	}
+}
+
+// holdLocked says whether a probe result that started at start is held (counted neither
+// way): a timeout while this process was starved, if fewer than Fall were held in a row.
+func (c *Checker) holdLocked(tg *target, ps *portState, err error, start time.Time) bool {
+	if err == nil || !errors.Is(err, ErrTimeout) || c.starved == nil {
+		ps.held = 0
+		return false
+	}
+	m := &tg.t.Monitor
+	if ps.held >= m.Fall {
+		return false // held enough: timeouts count until a result is not held
+	}
+	late := c.starved(start)
+	if late < m.Timeout/4 {
+		ps.held = 0
+		return false
+	}
+	ps.held++
+	c.met.held(tg.t.Name)
+	if ps.held == 1 {
+		c.log.Info("health probe timed out while this process was starved; not counted",
+			"target", tg.t.Name, "port", ps.port.ID, "waited", late.Round(time.Millisecond))
+	}
+	return true
 }
 
 // changedLocked recomputes the verdict after a port of tg changed from state from, updates

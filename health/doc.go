@@ -71,6 +71,13 @@
 // Passive: Monitor.PassiveFailures reports (default 3) within PassiveWindow (default 5s)
 // mark the port down at once, before the next probe; only probes bring it back.
 //
+// A starved prober. A timeout counts only if this process was on time to see the answer:
+// when a runnable goroutine of it waited T/4 or more for a CPU while the probe ran (the
+// runtime's scheduling latencies; starved.go), the result is held, counted neither way, up
+// to F in a row. A node on a saturated core so does not read its own busy gateway as dead;
+// a target that dies while its prober is starved goes down after 2·F probes, at most
+// 2·F·I + T = 1750 ms. Held probes are counted in frontdoor_health_probes_held_total.
+//
 // For comparison, HAProxy starts the next check Interval after the previous one ends, so a
 // check that times out costs Interval + Timeout and a powered-off server needs up to
 // F·(I+T) = 1500 ms with the same settings. bench/failover.sh measures both.

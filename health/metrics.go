@@ -14,6 +14,7 @@ type metrics struct {
 	targetState *prometheus.GaugeVec     // target
 	transitions *prometheus.CounterVec   // target, to
 	passives    *prometheus.CounterVec   // target
+	helds       *prometheus.CounterVec   // target
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,11 +40,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "frontdoor_health_passive_failures_total",
 			Help: "Failures reported by consumers (ReportFailure), by target.",
 		}, []string{"target"}),
+		helds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "frontdoor_health_probes_held_total",
+			Help: "Probes that timed out while this process was starved for CPU, and were not counted, by target.",
+		}, []string{"target"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, col := range []prometheus.Collector{m.latency, m.portState, m.targetState, m.transitions, m.passives} {
+	for _, col := range []prometheus.Collector{m.latency, m.portState, m.targetState, m.transitions, m.passives, m.helds} {
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}
@@ -79,3 +84,5 @@ func (m *metrics) transition(target string, to State) {
 }
 
 func (m *metrics) passive(target string) { m.passives.WithLabelValues(target).Inc() }
+
+func (m *metrics) held(target string) { m.helds.WithLabelValues(target).Inc() }

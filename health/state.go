@@ -97,6 +97,7 @@ type portState struct {
 	state     State
 	successes int // consecutive successes since the last failure or drain
 	failures  int // consecutive failures since the last success
+	held      int // consecutive timeouts held because this process was starved
 	lastErr   error
 	latency   time.Duration
 	lastCheck time.Time

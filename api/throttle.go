@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/lowprio"
 )
 
 // Password logins are throttled: every failed one costs its source address and its user name
@@ -20,9 +22,10 @@ import (
 // bcrypt comparison; a comparison under way holds a token of each, so that logins sent at
 // once compare no more passwords than the tokens allow (the next is answered 503 with
 // Retry-After 1). At most one comparison runs at once per CPU the Go runtime runs on
-// (GOMAXPROCS): a comparison holds its CPU for tens of milliseconds, and each one more on a
-// CPU makes every request the CPU serves meanwhile wait another 10 ms scheduling slice at
-// each read it waits for (a second one at once bought nothing but that). A suspect login —
+// (PasswordSlots), each on a thread of its own at a low priority (internal/lowprio): a
+// comparison holds its CPU for tens of milliseconds, and on a goroutine it made every
+// request the CPU served meanwhile wait a 10 ms scheduling slice at each read it waited
+// for; the kernel preempts the low-priority thread instead. A suspect login —
 // its source or user failed lately, or has another comparison under way — also needs one
 // of half as many slots (at least one), and suspect comparisons take at most suspectShare
 // of the CPU time, however many guessers wait: on a node of one CPU the suspect slot alone
@@ -88,7 +91,7 @@ func (g *loginGuard) init() {
 	g.once.Do(func() {
 		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
-		cpus := runtime.GOMAXPROCS(0) // read, not set
+		cpus := PasswordSlots()
 		g.slots = make(chan struct{}, cpus)
 		g.suspects = make(chan struct{}, max(1, cpus/2))
 		g.suspectCPU.share = suspectShare * float64(cpus)
@@ -219,8 +222,15 @@ func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 	if suspect {
 		defer func() { g.suspectCPU.charge(start, time.Now()) }()
 	}
-	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass))
+	return lowprio.Run(func() error { return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) })
 }
+
+// PasswordSlots is how many bcrypt comparisons run at once: one per CPU the Go runtime
+// runs on (GOMAXPROCS, but no more than the CPUs), read when the first login comes. Each
+// runs on a thread of its own at a low priority (internal/lowprio), so a program that
+// keeps PasswordSlots() GOMAXPROCS slots beyond its CPUs (cmd/frontdoor serve does) lets
+// its requests preempt the comparisons.
+func PasswordSlots() int { return min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }
 
 // timeShare meters work to a share of the time: a piece of work may start once the work
 // charged before it is paid for, at share seconds of work a second (1: one CPU's worth).

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/frontdoor-vdi/frontdoor/store"
@@ -79,7 +80,7 @@ Signals:
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
-			blocking := reserveUDPProcs(cfg, n.Name)
+			blocking := reserveProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Node: n.Name, DataDir: data,
 				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, AddProcs: addProcs, Drain: true, Version: versionString(), Rebind: rebind})
 			if err != nil {
@@ -199,19 +200,20 @@ func servesSomething(cfg *configs.Config, n configs.Node) bool {
 	return false
 }
 
-// reserveUDPProcs adds to GOMAXPROCS one P for each blocking UDP worker of the named nodes
-// (node.UDPWorkers: DNS listeners and udp proxy listeners), and reports whether UDP sockets
-// are to be read by such workers: each holds its P while it waits in the kernel (see package
-// internal/rawudp), and the rest of the process keeps every CPU's P; a reload that adds udp
-// listeners adds their Ps too. An explicit GOMAXPROCS is left alone, and the UDP sockets are
-// then read through the Go poller.
-func reserveUDPProcs(cfg *configs.Config, nodes ...string) bool {
+// reserveProcs adds to GOMAXPROCS one P for each blocking UDP worker of the named nodes
+// (node.UDPWorkers: DNS listeners and udp proxy listeners) and one for each password
+// comparison that may run at once (api.PasswordSlots), and reports whether UDP sockets are
+// to be read by such workers. Each of them holds its P while it waits in the kernel (see
+// package internal/rawudp) or computes at a low priority (internal/lowprio), and the rest
+// of the process keeps every CPU's P; a reload that adds udp listeners adds their Ps too.
+// An explicit GOMAXPROCS is left alone, and the UDP sockets are then read through the Go
+// poller.
+func reserveProcs(cfg *configs.Config, nodes ...string) bool {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return false
 	}
-	if extra := node.UDPWorkers(cfg, nodes...); extra > 0 {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + extra)
-	}
+	extra := node.UDPWorkers(cfg, nodes...) + api.PasswordSlots()
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + extra)
 	return true // udp listeners a reload adds get workers and Ps too (addProcs)
 }
 

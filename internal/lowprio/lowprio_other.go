@@ -1,0 +1,6 @@
+//go:build !linux
+
+package lowprio
+
+// lower does nothing: the work runs at the normal priority.
+func lower() {}

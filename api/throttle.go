@@ -21,18 +21,20 @@ import (
 // a token, and a source or a user without a token is answered 429 with Retry-After, without a
 // bcrypt comparison; a comparison under way holds a token of each, so that logins sent at
 // once compare no more passwords than the tokens allow (the next is answered 503 with
-// Retry-After 1). At most one comparison runs at once per CPU the Go runtime runs on
-// (PasswordSlots), each on a thread of its own at a low priority (internal/lowprio): a
-// comparison holds its CPU for tens of milliseconds, and on a goroutine it made every
-// request the CPU served meanwhile wait a 10 ms scheduling slice at each read it waited
-// for; the kernel preempts the low-priority thread instead. A suspect login —
-// its source or user failed lately, or has another comparison under way — also needs one
-// of half as many slots (at least one), and suspect comparisons take at most suspectShare
-// of the CPU time, however many guessers wait: on a node of one CPU the suspect slot alone
-// let them keep the CPU busy while they had tokens. So guessers leave most of the CPU to the logins of users
-// who have not failed (honest first logins) and to everything else the node serves. Behind
-// a load balancer the source is the client only when the listener reads its PROXY header
-// (proxy_protocol_from); else every client shares its address.
+// Retry-After 1). Each comparison runs on a thread of its own at a low priority
+// (internal/lowprio): it holds a CPU for tens of milliseconds, and on a goroutine it made
+// every request the CPU served meanwhile wait a 10 ms scheduling slice at each read it
+// waited for; the kernel preempts the low-priority thread instead. At most one clean
+// comparison runs at once per CPU the Go runtime runs on, at lowprio.Low. A suspect login —
+// its source or user failed lately, or has another comparison under way — takes one of
+// half as many suspect slots instead (at least one), runs at lowprio.Lowest, and suspect
+// comparisons take at most suspectShare of the wall time, however many guessers wait. So
+// a guesser never holds the slot an honest first login waits for, gets a CPU only when
+// the node's requests and clean logins leave it one, and is answered 503 past bcryptWait;
+// guessers leave the CPU to the logins of users who have not failed (honest first logins)
+// and to everything else the node serves. Behind a load balancer the source is the
+// client only when the listener reads its PROXY header (proxy_protocol_from); else every
+// client shares its address.
 const (
 	failuresPerSource = 10               // failed logins a source address may make at once
 	failuresPerUser   = 20               // failed logins of one user name at once, from anywhere
@@ -81,8 +83,8 @@ type loginGuard struct {
 	// more passwords than the tokens allow.
 	trySources map[netip.Addr]int
 	tryUsers   map[string]int
-	slots      chan struct{} // one per CPU
-	suspects   chan struct{} // the slots suspect logins need besides
+	slots      chan struct{} // clean comparisons: one per CPU
+	suspects   chan struct{} // suspect comparisons: half as many
 	suspectCPU timeShare     // the suspect comparisons' share of the CPU time
 	once       sync.Once
 }
@@ -91,9 +93,9 @@ func (g *loginGuard) init() {
 	g.once.Do(func() {
 		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
-		cpus := PasswordSlots()
+		cpus := passwordCPUs()
 		g.slots = make(chan struct{}, cpus)
-		g.suspects = make(chan struct{}, max(1, cpus/2))
+		g.suspects = make(chan struct{}, suspectSlots(cpus))
 		g.suspectCPU.share = suspectShare * float64(cpus)
 	})
 }
@@ -192,45 +194,47 @@ func release[K comparable](m map[K]int, k K) {
 }
 
 // compare runs a bcrypt comparison in one of the slots, a suspect one in a suspect slot
-// too and in its turn of suspectShare; errLoginBusy when none frees within bcryptWait, or
+// instead and in its turn of suspectShare; errLoginBusy when none frees within bcryptWait, or
 // when a suspect comparison's turn comes later.
 func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 	g.init()
 	deadline := time.Now().Add(bcryptWait)
 	t := time.NewTimer(bcryptWait)
 	defer t.Stop()
+	slots, nice := g.slots, lowprio.Low
 	if suspect {
-		select {
-		case g.suspects <- struct{}{}:
-		case <-t.C:
-			return errLoginBusy
-		}
-		defer func() { <-g.suspects }()
+		slots, nice = g.suspects, lowprio.Lowest
+	}
+	select {
+	case slots <- struct{}{}:
+	case <-t.C:
+		return errLoginBusy
+	}
+	defer func() { <-slots }()
+	if suspect {
 		turn := g.suspectCPU.next(time.Now())
 		if turn.After(deadline) {
 			return errLoginBusy
 		}
 		time.Sleep(time.Until(turn))
-	}
-	select {
-	case g.slots <- struct{}{}:
-	case <-t.C:
-		return errLoginBusy
-	}
-	defer func() { <-g.slots }()
-	start := time.Now()
-	if suspect {
+		start := time.Now()
 		defer func() { g.suspectCPU.charge(start, time.Now()) }()
 	}
-	return lowprio.Run(func() error { return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) })
+	return lowprio.Run(nice, func() error { return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) })
 }
 
-// PasswordSlots is how many bcrypt comparisons run at once: one per CPU the Go runtime
-// runs on (GOMAXPROCS, but no more than the CPUs), read when the first login comes. Each
-// runs on a thread of its own at a low priority (internal/lowprio), so a program that
-// keeps PasswordSlots() GOMAXPROCS slots beyond its CPUs (cmd/frontdoor serve does) lets
-// its requests preempt the comparisons.
-func PasswordSlots() int { return min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }
+// PasswordSlots is how many bcrypt comparisons may run at once, clean and suspect: one
+// clean per CPU the Go runtime runs on (GOMAXPROCS, but no more than the CPUs, read when the
+// first login comes) and half as many suspect ones. Each runs on a thread of its own at a
+// low priority (internal/lowprio), so a program that keeps PasswordSlots() GOMAXPROCS slots
+// beyond its CPUs (cmd/frontdoor serve does) lets its requests preempt the comparisons.
+func PasswordSlots() int { c := passwordCPUs(); return c + suspectSlots(c) }
+
+// passwordCPUs is the number of clean comparisons at once.
+func passwordCPUs() int { return min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }
+
+// suspectSlots is the number of suspect comparisons at once beside cpus clean ones.
+func suspectSlots(cpus int) int { return max(1, cpus/2) }
 
 // timeShare meters work to a share of the time: a piece of work may start once the work
 // charged before it is paid for, at share seconds of work a second (1: one CPU's worth).

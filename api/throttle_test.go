@@ -69,8 +69,9 @@ func TestLoginsAtOnceHoldTheirTokens(t *testing.T) {
 	})
 }
 
-// A suspect login — its source failed lately, or has another comparison under way — needs
-// one of the few suspect slots too: guessers that hold them all keep no clean login waiting.
+// A suspect login — its source failed lately, or has another comparison under way — takes
+// one of the few suspect slots instead of a clean one: guessers that hold them all keep no
+// clean login waiting.
 func TestSuspectLoginsShareFewSlots(t *testing.T) {
 	var g loginGuard
 	g.init()
@@ -155,14 +156,14 @@ func TestTimeShare(t *testing.T) {
 	})
 }
 
-// Comparisons run one per CPU at once; suspect ones, besides, in their turn of the CPU
+// Clean comparisons run one per CPU at once; suspect ones in slots of their own and in their turn of the CPU
 // time: one whose turn comes after bcryptWait is answered busy at once, one whose turn comes
 // sooner waits for it, and each is charged what it took. Clean logins do not wait for the
 // suspects' turns.
 func TestSuspectComparisonsTakeTheirShare(t *testing.T) {
 	var g loginGuard
 	g.init()
-	if cpus := runtime.GOMAXPROCS(0); cap(g.slots) != cpus || cap(g.suspects) != max(1, cpus/2) {
+	if cpus := min(runtime.NumCPU(), runtime.GOMAXPROCS(0)); cap(g.slots) != cpus || cap(g.suspects) != max(1, cpus/2) {
 		t.Fatalf("%d slots and %d suspect slots on %d CPUs, want %d and %d", cap(g.slots), cap(g.suspects), cpus, cpus, max(1, cpus/2))
 	}
 	g.suspectCPU.share = suspectShare

@@ -11,26 +11,32 @@
 // the work takes a P from the goroutines it was meant to yield to (as a goroutine would).
 // Setting GOMAXPROCS is the program's business (cmd/frontdoor serve), not this package's.
 //
-// On Linux the thread gets the nice value Nice; elsewhere the work runs on a goroutine at
+// On Linux the thread gets a nice value (Low, Lowest); elsewhere the work runs on a goroutine at
 // the normal priority.
 package lowprio
 
 import "runtime"
 
-// Nice is the nice value of the threads on Linux: 10, about a tenth of a normal thread's
-// share of a CPU that both want, so hashing still progresses on a saturated node (19 left
-// it 1 comparison in 5 s there against 20, and 10 left it 8), and yields at once to a
-// thread that wakes.
-const Nice = 10
+// The nice values of the threads on Linux.
+const (
+	// Low is about a tenth of a normal thread's share of a CPU that both want, so the work
+	// still progresses on a saturated node (on one CPU, cost-10 comparisons beside a busy
+	// loop: 8 in 5 s at 10, against 20 at the normal priority and 1 at 19), and it yields
+	// at once to a thread that wakes.
+	Low = 10
+	// Lowest is the least share the kernel gives: the work runs on an idle CPU, and barely
+	// while a thread at Low or above wants it (about 12% of what a Low thread gets).
+	Lowest = 19
+)
 
-// Run runs fn on a new thread at a low priority and returns what it returns. The thread
-// ends with fn: it is locked and never unlocked, so the runtime does not reuse it at the
-// lowered priority.
-func Run[T any](fn func() T) T {
+// Run runs fn on a new thread at nice value nice (Low or Lowest) and returns what it
+// returns. The thread ends with fn: it is locked and never unlocked, so the runtime does
+// not reuse it at the lowered priority.
+func Run[T any](nice int, fn func() T) T {
 	ch := make(chan T, 1)
 	go func() {
 		runtime.LockOSThread()
-		lower()
+		lower(nice)
 		ch <- fn()
 	}()
 	return <-ch

@@ -2,6 +2,6 @@ package lowprio
 
 import "golang.org/x/sys/unix"
 
-// lower sets the calling thread's nice value to Nice. It may fail only for a thread that
-// is already lower, which is fine.
-func lower() { _ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), Nice) }
+// lower sets the calling thread's nice value. Raising it is always allowed; a failure
+// leaves the thread at its priority, which costs latency, not correctness.
+func lower(nice int) { _ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), nice) }

@@ -6,7 +6,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestRunLowersOnlyItsOwnThread: fn runs at Nice, and the thread that called Run does not.
+// TestRunLowersOnlyItsOwnThread: fn runs at the nice value asked for, and the thread that
+// called Run does not.
 func TestRunLowersOnlyItsOwnThread(t *testing.T) {
 	niceOf := func() int {
 		// getpriority returns 20 - nice for PRIO_PROCESS of a thread id.
@@ -17,12 +18,13 @@ func TestRunLowersOnlyItsOwnThread(t *testing.T) {
 		return 20 - p
 	}
 	before := niceOf()
-	got := Run(niceOf)
-	if got != Nice {
-		t.Fatalf("nice inside Run: %d, want %d", got, Nice)
+	for _, nice := range []int{Low, Lowest} {
+		if got := Run(nice, niceOf); got != nice {
+			t.Fatalf("nice inside Run(%d): %d", nice, got)
+		}
 	}
 	for range 100 { // the runtime may hand the caller another thread: none of them lowered
-		Run(func() int { return 0 })
+		Run(Low, func() int { return 0 })
 	}
 	if after := niceOf(); after != before {
 		t.Fatalf("nice of the caller's thread: %d after Run, %d before", after, before)

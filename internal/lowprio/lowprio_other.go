@@ -3,4 +3,4 @@
 package lowprio
 
 // lower does nothing: the work runs at the normal priority.
-func lower() {}
+func lower(int) {}

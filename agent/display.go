@@ -105,11 +105,10 @@ type ticketOf struct {
 // configuration; the caller adds the verifier and the rest.
 func ForMachine(m configs.Machine) (DisplayOptions, error) {
 	o := DisplayOptions{Machine: m.Name}
-	a, err := netip.ParseAddr(m.Address)
-	if err != nil {
-		return o, fmt.Errorf("machine %s: %w", m.Name, err)
+	if !m.Address.IsValid() {
+		return o, fmt.Errorf("machine %s: no address", m.Name)
 	}
-	o.Address = a
+	o.Address = m.Address
 	for _, p := range m.DisplayPorts {
 		port, proto, err := configs.ParsePortSpec(p)
 		if err != nil {

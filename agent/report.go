@@ -59,7 +59,7 @@ func Candidates(cfg *configs.Config, machine string) ([]FrontDoor, error) {
 			if l.Kind != "launch" {
 				continue
 			}
-			fd := FrontDoor{Node: n.Name, Zone: n.Zone, URL: "https://" + l.Address}
+			fd := FrontDoor{Node: n.Name, Zone: n.Zone, URL: "https://" + l.Address.String()}
 			switch n.Zone {
 			case zone:
 				own = append(own, fd)

@@ -322,8 +322,8 @@ func (a *Agents) certificate(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	addr, err := netip.ParseAddr(a.mach[req.Machine].Address)
-	if _, known := a.mach[req.Machine]; known && err != nil {
+	addr := a.mach[req.Machine].Address
+	if _, known := a.mach[req.Machine]; known && !addr.IsValid() {
 		httpError(w, http.StatusInternalServerError, "the machine has no address in the config")
 		return
 	}

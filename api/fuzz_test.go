@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func FuzzJSONHandlers(f *testing.F) {
 	agentKey := []byte("agent-key")
 	launch := NewLaunch(LaunchOptions{Config: cfg, Broker: br, Signer: signer, Verifier: verifier, Logger: quiet,
 		Gateways: func(zone string) []GatewayEndpoint {
-			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []string{"127.0.0.1"}}}
+			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
 		}})
 	agents := NewAgents(AgentsOptions{Config: cfg, Broker: br, Key: agentKey, Verifier: verifier, SitePublicKey: pub, Logger: quiet})
 	admin, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Signer: signer, Logger: quiet, DrillDir: f.TempDir(),

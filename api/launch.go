@@ -47,7 +47,7 @@ var _ Broker = (*broker.Broker)(nil)
 type GatewayEndpoint struct {
 	Name      string   `json:"name"`
 	Zone      string   `json:"zone"`
-	Addresses []string `json:"addresses"`
+	Addresses []netip.Addr `json:"addresses"`
 	// QUICPort is the gateway's QUIC port, where clients carry their UDP channels
 	// encrypted; 0 when it has none.
 	QUICPort uint16 `json:"quic_port,omitempty"`
@@ -389,7 +389,7 @@ func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, time.Time
 	}
 	if d.Mode != "gateway" {
 		// Direct: the client talks to the machine, whose agent checks the same tickets.
-		desc.Address = m.Address
+		desc.Address = m.Address.String()
 	} else {
 		if l.o.Gateways != nil {
 			desc.Gateways = l.o.Gateways(d.Zone)

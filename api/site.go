@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"time"
 )
 
@@ -20,9 +21,9 @@ type SiteView struct {
 
 // ZoneView is one zone of the site.
 type ZoneView struct {
-	Name    string   `json:"name"`
-	Primary bool     `json:"primary"`
-	Ranges  []string `json:"ranges"`
+	Name    string         `json:"name"`
+	Primary bool           `json:"primary"`
+	Ranges  []netip.Prefix `json:"ranges"`
 }
 
 // sessionCounts counts the site's sessions by state (the status and the site view).

@@ -295,15 +295,15 @@ func CertNames(cfg *configs.Config, nodes []configs.Node) []string {
 		set[strings.TrimSuffix(n.Name, ".")] = true
 	}
 	for _, g := range cfg.Gateways {
-		set[g.Address] = true
+		set[g.Address.String()] = true
 		for _, a := range g.PublicAddresses {
-			set[a] = true
+			set[a.String()] = true
 		}
 	}
 	for _, n := range nodes {
 		for _, l := range n.Listeners {
-			if ap, err := netip.ParseAddrPort(l.Address); err == nil && !ap.Addr().IsUnspecified() {
-				set[ap.Addr().String()] = true
+			if a := l.Address.Addr(); a.IsValid() && !a.IsUnspecified() {
+				set[a.String()] = true
 			}
 		}
 	}

@@ -46,12 +46,12 @@ func TestInternalCAServesTrustedCertificates(t *testing.T) {
 // addresses, specific listener addresses, localhost; not an unspecified address.
 func TestCertNamesCoverWhatClientsDial(t *testing.T) {
 	cfg := &configs.Config{
-		Gateways: []configs.Gateway{{Name: "gw", Address: "127.1.0.11", PublicAddresses: []string{"gw.example.com"}}},
+		Gateways: []configs.Gateway{{Name: "gw", Address: netip.MustParseAddr("127.1.0.11"), PublicAddresses: []netip.Addr{netip.MustParseAddr("127.1.0.12")}}},
 		GSLB:     configs.GSLB{Names: []configs.GSLBName{{Name: "desktop.example.com."}}},
 	}
-	nodes := []configs.Node{{Name: "fd", Listeners: []configs.Listener{{Kind: "launch", Address: "127.1.0.1:9443"}, {Kind: "admin", Address: "0.0.0.0:9090"}}}}
+	nodes := []configs.Node{{Name: "fd", Listeners: []configs.Listener{{Kind: "launch", Address: netip.MustParseAddrPort("127.1.0.1:9443")}, {Kind: "admin", Address: netip.MustParseAddrPort("0.0.0.0:9090")}}}}
 	got := CertNames(cfg, nodes)
-	want := []string{"127.1.0.1", "127.1.0.11", "desktop.example.com", "gw.example.com", "localhost"}
+	want := []string{"127.1.0.1", "127.1.0.11", "127.1.0.12", "desktop.example.com", "localhost"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("CertNames = %v, want %v", got, want)
 	}

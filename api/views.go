@@ -99,7 +99,7 @@ func (a *Admin) gateways(w http.ResponseWriter, _ *http.Request) {
 		if !ok {
 			continue
 		}
-		v := GatewayView{Name: g.Name, Zone: g.Zone, Node: g.Node, Address: g.Address, Verdict: st.Verdict.String(),
+		v := GatewayView{Name: g.Name, Zone: g.Zone, Node: g.Node, Address: g.Address.String(), Verdict: st.Verdict.String(),
 			Probed: st.Probed.String(), Override: st.Override.String(), Ports: []GatewayPort{}, Transitions: []GatewayTransition{}}
 		for _, p := range st.Ports {
 			gp := GatewayPort{Port: p.ID.String(), Kind: string(p.Kind), Optional: p.Optional, State: p.State.String(),

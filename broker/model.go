@@ -180,7 +180,7 @@ func newModel(cfg *configs.Config) (*model, error) {
 		if !m.zones[mc.Zone] {
 			return nil, fmt.Errorf("machine %q: zone %q is not defined", mc.Name, mc.Zone)
 		}
-		mx := &machine{name: mc.Name, addr: mc.Address, zone: mc.Zone, group: g,
+		mx := &machine{name: mc.Name, addr: mc.Address.String(), zone: mc.Zone, group: g,
 			max: max(mc.MaxSessions, 1), assignedUser: mc.AssignedUser,
 			cfgMaintenance: mc.Maintenance, maintenance: mc.Maintenance, tie: tieHash(mc.Name)}
 		m.machines[mx.name] = mx

@@ -7,6 +7,8 @@
 // groups, users, ports, durations). Load does all three and is what callers use.
 package configs
 
+import "net/netip"
+
 // Config is one frontdoor site: everything one store (one bolt file or one etcd cluster) holds.
 type Config struct {
 	// Site holds site-wide settings. Default: see Site.
@@ -161,7 +163,7 @@ type Zone struct {
 	Primary bool `yaml:"primary"`
 	// Ranges are the client address ranges (CIDR, IPv4 or IPv6) whose user-location zone is
 	// this zone; the longest prefix wins across zones. Default: none.
-	Ranges []string `yaml:"ranges"`
+	Ranges []netip.Prefix `yaml:"ranges"`
 }
 
 // Node is one frontdoor process and what it listens on.
@@ -182,8 +184,8 @@ type Listener struct {
 	// Kind is dns, launch (HTTPS launch API), admin (admin API, dashboard, /metrics) or
 	// gateway (display traffic on 443/4172/8443). Required.
 	Kind string `yaml:"kind"`
-	// Address is host:port to listen on. Required.
-	Address string `yaml:"address"`
+	// Address is ip:port to listen on. Required.
+	Address netip.AddrPort `yaml:"address"`
 	// Protocols are tcp and/or udp. Default: [udp, tcp] for dns, [tcp, udp] for gateway,
 	// [tcp] for launch and admin.
 	Protocols []string `yaml:"protocols"`
@@ -191,7 +193,7 @@ type Listener struct {
 	// or admin listener start with a PROXY protocol header (v1 or v2); the header's source
 	// address is then the client's, for its user-location zone. Default: none (headers are
 	// never read).
-	ProxyProtocolFrom []string `yaml:"proxy_protocol_from"`
+	ProxyProtocolFrom []netip.Prefix `yaml:"proxy_protocol_from"`
 	// UDPCoalesce (dns listeners) is how long the UDP worker lets queries gather after it
 	// answered a partial batch, so that one wake-up takes them all: the CPU cost per answer
 	// under load falls by about half, and an answer may wait up to this long. A query that
@@ -210,10 +212,10 @@ type Gateway struct {
 	// Zone is the zone the gateway serves. Required.
 	Zone string `yaml:"zone"`
 	// Address is the host (IP address) probed and tunnelled to. Required.
-	Address string `yaml:"address"`
+	Address netip.Addr `yaml:"address"`
 	// PublicAddresses are the addresses clients are given for this gateway (IPv4 and IPv6).
 	// Default: [Address].
-	PublicAddresses []string `yaml:"public_addresses"`
+	PublicAddresses []netip.Addr `yaml:"public_addresses"`
 	// Node is the frontdoor node that is this gateway, if any. Default: "" (a foreign server).
 	Node string `yaml:"node"`
 	// Ports are the gateway's service ports and how each is checked. Default: 443/tcp (HTTPS
@@ -302,7 +304,7 @@ type Machine struct {
 	// Name names the machine. Required.
 	Name string `yaml:"name"`
 	// Address is the machine's IP address. Required.
-	Address string `yaml:"address"`
+	Address netip.Addr `yaml:"address"`
 	// Zone is the machine's zone. Required.
 	Zone string `yaml:"zone"`
 	// Group is the machine's delivery group. Required.
@@ -587,8 +589,8 @@ type ProxyListener struct {
 	Name string `yaml:"name"`
 	// Node is the node that runs the listener. Required.
 	Node string `yaml:"node"`
-	// Address is host:port to listen on. Required.
-	Address string `yaml:"address"`
+	// Address is ip:port to listen on. Required.
+	Address netip.AddrPort `yaml:"address"`
 	// Protocol is tcp, tls (routed by SNI without terminating TLS) or udp. Default: tcp.
 	Protocol string `yaml:"protocol"`
 	// Pool is the pool for connections no route matches. Required unless routes cover all.
@@ -597,7 +599,7 @@ type ProxyListener struct {
 	Routes []ProxyRoute `yaml:"routes"`
 	// ProxyProtocolFrom are the CIDR ranges of peers whose connections start with a PROXY
 	// header (tcp and tls). Default: none.
-	ProxyProtocolFrom []string `yaml:"proxy_protocol_from"`
+	ProxyProtocolFrom []netip.Prefix `yaml:"proxy_protocol_from"`
 	// IdleTimeout ends a connection or flow idle this long. Default: 1h (tcp, tls), 60s (udp).
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	// MaxConns bounds this listener's connections or flows; 0 is no bound of its own.
@@ -661,8 +663,8 @@ type ProxyBackend struct {
 	// Port is the gateway's port; required with Gateway.
 	Port int `yaml:"port"`
 	// Address is ip:port of a backend that is no configured gateway (not health-checked).
-	// Default: "".
-	Address string `yaml:"address"`
+	// Default: none.
+	Address netip.AddrPort `yaml:"address"`
 	// Weight is the backend's share, 1..1000. Default: 1.
 	Weight int `yaml:"weight"`
 }

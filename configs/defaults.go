@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -117,8 +118,8 @@ func (c *Config) SetDefaults() {
 	}
 	for i := range c.Gateways {
 		g := &c.Gateways[i]
-		if len(g.PublicAddresses) == 0 && g.Address != "" {
-			g.PublicAddresses = []string{g.Address}
+		if len(g.PublicAddresses) == 0 && g.Address.IsValid() {
+			g.PublicAddresses = []netip.Addr{g.Address}
 		}
 		if len(g.Ports) == 0 {
 			g.Ports = DefaultGatewayPorts()
@@ -220,7 +221,7 @@ func (c *Config) SetDefaults() {
 			setDur(&d.Records[j].TTL, 5*time.Minute)
 		}
 	}
-	c.Proxy.setDefaults()
+	c.Proxy.SetDefaults()
 	for i := range c.GSLB.Names {
 		n := &c.GSLB.Names[i]
 		n.Name = fqdn(n.Name)
@@ -238,7 +239,9 @@ func (c *Config) SetDefaults() {
 	}
 }
 
-func (p *Proxy) setDefaults() {
+// SetDefaults fills the proxy section's fields left at their zero value. It is the one
+// home of these defaults: package proxy takes its own from here.
+func (p *Proxy) SetDefaults() {
 	setDur(&p.AffinityTTL, 30*time.Minute)
 	setInt(&p.MaxConns, 50000)
 	setInt(&p.MaxFlows, 65536)
@@ -249,6 +252,11 @@ func (p *Proxy) setDefaults() {
 	for i := range p.Listeners {
 		l := &p.Listeners[i]
 		setStr(&l.Protocol, "tcp")
+		if l.Protocol == "udp" {
+			setDur(&l.IdleTimeout, 60*time.Second)
+		} else {
+			setDur(&l.IdleTimeout, time.Hour)
+		}
 		if l.Protocol == "udp" && l.UDPCoalesce == nil {
 			d := Duration(DefaultUDPCoalesce)
 			l.UDPCoalesce = &d

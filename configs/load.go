@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -136,6 +137,9 @@ func Parse(file string, b []byte) (*Config, error) {
 	c.lines = map[string]int{}
 	values := map[string]string{}
 	index(root.Content[0], "", c.lines, values)
+	if es := textErrors(file, root.Content[0], reflect.TypeFor[Config](), ""); len(es) > 0 {
+		return nil, es
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	err := dec.Decode(c)

@@ -26,7 +26,7 @@ func (c *Config) Summary() string {
 		if z.Primary {
 			role = "primary"
 		}
-		line("  %s\t%s\tranges %s", z.Name, role, listOr(z.Ranges, "none"))
+		line("  %s\t%s\tranges %s", z.Name, role, listOr(strs(z.Ranges), "none"))
 	}
 	if s.DefaultZone != "" {
 		line("  clients in no range: zone %s", s.DefaultZone)
@@ -208,7 +208,7 @@ func (c *Config) Summary() string {
 				if be.Gateway != "" {
 					bs = append(bs, fmt.Sprintf("%s:%d", be.Gateway, be.Port))
 				} else {
-					bs = append(bs, be.Address)
+					bs = append(bs, be.Address.String())
 				}
 			}
 			aff := ""
@@ -278,6 +278,15 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// strs formats each of l.
+func strs[T fmt.Stringer](l []T) []string {
+	s := make([]string, len(l))
+	for i, v := range l {
+		s[i] = v.String()
+	}
+	return s
 }
 
 func listOr(l []string, none string) string {

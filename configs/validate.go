@@ -63,19 +63,29 @@ func (k *checker) port(path string, p int) {
 	}
 }
 
-func (k *checker) addr(path, s string) {
-	if _, err := netip.ParseAddr(s); err != nil {
-		k.errf(path, "%q is not an IP address", s)
+// addr refuses a missing address (a bad one is refused by Parse, with its line).
+func (k *checker) addr(path string, a netip.Addr) {
+	if !a.IsValid() {
+		k.errf(path, "an IP address is required")
 	}
 }
 
-func (k *checker) hostPort(path, s string) {
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		k.errf(path, "%q is not an address:port (e.g. 127.0.0.1:443 or [::1]:443)", s)
+// hostPort refuses a missing address:port or port 0.
+func (k *checker) hostPort(path string, ap netip.AddrPort) {
+	if !ap.IsValid() {
+		k.errf(path, "an address:port is required (e.g. 127.0.0.1:443 or [::1]:443)")
 		return
 	}
 	k.port(path, int(ap.Port()))
+}
+
+// cidr refuses a range with host bits set, which is almost always a typo.
+func (k *checker) cidr(path string, p netip.Prefix) bool {
+	if p.IsValid() && p != p.Masked() {
+		k.errf(path, "%q has host bits set; did you mean %s?", p.String(), p.Masked())
+		return false
+	}
+	return p.IsValid()
 }
 
 // bcryptRE is a bcrypt hash in its modular crypt form: $2, a minor version, $, the two-digit
@@ -204,13 +214,8 @@ func (k *checker) validateZones() map[string]int {
 		}
 		for j, r := range z.Ranges {
 			p := fmt.Sprintf("zones[%d].ranges[%d]", i, j)
-			pfx, err := netip.ParsePrefix(r)
-			if err != nil {
-				k.errf(p, "%q is not a CIDR range (e.g. 10.1.0.0/16, 2001:db8::/32)", r)
-				continue
-			}
-			if pfx != pfx.Masked() {
-				k.errf(p, "%q has host bits set; did you mean %s?", r, pfx.Masked())
+			pfx := r
+			if !k.cidr(p, pfx) {
 				continue
 			}
 			if other, dup := cidrs[pfx]; dup {
@@ -246,8 +251,8 @@ func (k *checker) validateNodes(zones map[string]int) map[string]int {
 				pp := fmt.Sprintf("%s.proxy_protocol_from[%d]", lp, x)
 				if l.Kind != "launch" && l.Kind != "admin" {
 					k.errf(pp, "PROXY headers are read on launch and admin listeners only")
-				} else if pfx, err := netip.ParsePrefix(r); err != nil || pfx != pfx.Masked() {
-					k.errf(pp, "%q is not a CIDR range", r)
+				} else {
+					k.cidr(pp, r)
 				}
 			}
 			if l.UDPCoalesce != nil {
@@ -262,7 +267,7 @@ func (k *checker) validateNodes(zones map[string]int) map[string]int {
 				if (l.Kind == "launch" || l.Kind == "admin") && proto == "udp" {
 					k.errf(fmt.Sprintf("%s.protocols[%d]", lp, x), "%s listeners are tcp only", l.Kind)
 				}
-				key := proto + " " + l.Address
+				key := proto + " " + l.Address.String()
 				if other, dup := bound[key]; dup {
 					k.errf(lp+".address", "%s %s is already used by %s", proto, l.Address, other)
 					continue
@@ -581,9 +586,7 @@ func (k *checker) validateProxy(nodes, gws map[string]int) {
 			}
 		}
 		for j, r := range l.ProxyProtocolFrom {
-			if pfx, err := netip.ParsePrefix(r); err != nil || pfx != pfx.Masked() {
-				k.errf(fmt.Sprintf("%s.proxy_protocol_from[%d]", lp, j), "%q is not a CIDR range", r)
-			}
+			k.cidr(fmt.Sprintf("%s.proxy_protocol_from[%d]", lp, j), r)
 		}
 		if l.HalfClose != nil && l.Protocol == "udp" {
 			k.errf(lp+".half_close", "udp listeners have no connections to half-close")
@@ -609,12 +612,12 @@ func (k *checker) validateProxy(nodes, gws map[string]int) {
 		for j, b := range pl.Backends {
 			bp := fmt.Sprintf("%s.backends[%d]", pp, j)
 			switch {
-			case b.Gateway != "" && b.Address != "":
+			case b.Gateway != "" && b.Address.IsValid():
 				k.errf(bp, "a backend is a gateway or an address, not both")
 			case b.Gateway != "":
 				k.ref(bp+".gateway", "gateway", b.Gateway, gws)
 				k.port(bp+".port", b.Port)
-			case b.Address != "":
+			case b.Address.IsValid():
 				k.hostPort(bp+".address", b.Address)
 			default:
 				k.errf(bp, "a backend needs a gateway and port, or an address")

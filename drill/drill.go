@@ -468,12 +468,11 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	r := &run{o: o, mode: mode, cfg: cfg, doors: map[string]*frontDoor{}}
 	public := map[netip.Addr]bool{}
 	for _, g := range cfg.Gateways {
-		a, _ := netip.ParseAddr(g.Address)
-		public[a] = true
+		public[g.Address] = true
 	}
 	// The wires come up first, on the public addresses; the node processes bind the inner ones.
 	for _, g := range cfg.Gateways {
-		a, _ := netip.ParseAddr(g.Address)
+		a := g.Address
 		fd := &frontDoor{node: g.Node, gateway: g.Name, public: a}
 		if g.QUICPort != 0 {
 			fd.udp = append(fd.udp, uint16(g.QUICPort))
@@ -488,8 +487,8 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 		tcp := slices.Clone(fd.tcp)
 		for _, n := range cfg.Nodes {
 			for _, l := range n.Listeners {
-				if ap, err := netip.ParseAddrPort(l.Address); err == nil && ap.Addr() == a && n.Name == g.Node {
-					tcp = append(tcp, ap.Port())
+				if l.Address.Addr() == a && n.Name == g.Node {
+					tcp = append(tcp, l.Address.Port())
 				}
 			}
 		}
@@ -506,10 +505,10 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 		for _, li := range n.Listeners {
 			switch li.Kind {
 			case "dns":
-				r.dns = append(r.dns, li.Address)
+				r.dns = append(r.dns, li.Address.String())
 			case "admin":
 				if r.admin == "" {
-					r.admin = li.Address
+					r.admin = li.Address.String()
 				}
 			}
 		}
@@ -729,7 +728,7 @@ func (r *run) waitGateways(ctx context.Context, d time.Duration) error {
 func (r *run) dnsWant() map[netip.Prefix][]netip.Addr {
 	addr := map[string]netip.Addr{}
 	for _, g := range r.cfg.Gateways {
-		addr[g.Name], _ = netip.ParseAddr(g.Address)
+		addr[g.Name] = g.Address
 	}
 	want := map[netip.Prefix][]netip.Addr{}
 	if len(r.cfg.GSLB.Names) == 0 {
@@ -739,10 +738,7 @@ func (r *run) dnsWant() map[netip.Prefix][]netip.Addr {
 		if len(z.Ranges) == 0 {
 			continue
 		}
-		p, err := netip.ParsePrefix(z.Ranges[0])
-		if err != nil {
-			continue
-		}
+		p := z.Ranges[0]
 		for _, site := range r.cfg.GSLB.Names[0].Sites {
 			if site.Zone == z.Name {
 				for _, g := range site.Gateways {

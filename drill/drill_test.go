@@ -153,7 +153,7 @@ func TestDrillSource(t *testing.T) {
 	if d := c.Proxy.DrainTimeout.D(); d != drainTimeout {
 		t.Errorf("drain_timeout %s, want %s", d, drainTimeout)
 	}
-	if c.Gateways[0].Address != "127.61.0.11" {
+	if c.Gateways[0].Address != netip.MustParseAddr("127.61.0.11") {
 		t.Errorf("first gateway at %s, want the lab's moved to 127.61", c.Gateways[0].Address)
 	}
 }

@@ -169,7 +169,7 @@ func (r *run) startStormIn(ctx context.Context, n, workers int, victim, zone str
 		}
 		for _, li := range nd.Listeners {
 			if li.Kind == "launch" {
-				st.doors = append(st.doors, door{node: nd.Name, url: "https://" + li.Address})
+				st.doors = append(st.doors, door{node: nd.Name, url: "https://" + li.Address.String()})
 			}
 		}
 	}

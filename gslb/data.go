@@ -218,14 +218,10 @@ func buildName(nc configs.GSLBName, gws map[string]configs.Gateway) (*gname, err
 			}
 			gw := gateway{name: gwName}
 			addrs := gc.PublicAddresses
-			if len(addrs) == 0 && gc.Address != "" {
-				addrs = []string{gc.Address}
+			if len(addrs) == 0 && gc.Address.IsValid() {
+				addrs = []netip.Addr{gc.Address}
 			}
-			for _, as := range addrs {
-				a, err := netip.ParseAddr(as)
-				if err != nil {
-					return nil, fmt.Errorf("gateway %s public address: %w", gwName, err)
-				}
+			for _, a := range addrs {
 				a = a.Unmap()
 				if a.Is4() {
 					gw.v4 = append(gw.v4, net.IP(a.AsSlice()))

@@ -2,7 +2,6 @@ package health
 
 import (
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -27,11 +26,10 @@ func TargetsFromConfig(cfg *configs.Config) ([]Target, error) {
 		return nil
 	}
 	for _, g := range cfg.Gateways {
-		addr, err := netip.ParseAddr(g.Address)
-		if err != nil {
-			return nil, fmt.Errorf("gateway %s: address %q: %w", g.Name, g.Address, ErrInvalidTarget)
+		if !g.Address.IsValid() {
+			return nil, fmt.Errorf("gateway %s: no address: %w", g.Name, ErrInvalidTarget)
 		}
-		t := Target{Name: g.Name, Kind: "gateway", Zone: g.Zone, Addr: addr.Unmap(), Monitor: MonitorFromConfig(g.Monitor)}
+		t := Target{Name: g.Name, Kind: "gateway", Zone: g.Zone, Addr: g.Address.Unmap(), Monitor: MonitorFromConfig(g.Monitor)}
 		ports := g.Ports
 		if len(ports) == 0 {
 			ports = configs.DefaultGatewayPorts()
@@ -49,11 +47,10 @@ func TargetsFromConfig(cfg *configs.Config) ([]Target, error) {
 		}
 	}
 	for _, m := range cfg.Machines {
-		addr, err := netip.ParseAddr(m.Address)
-		if err != nil {
-			return nil, fmt.Errorf("machine %s: address %q: %w", m.Name, m.Address, ErrInvalidTarget)
+		if !m.Address.IsValid() {
+			return nil, fmt.Errorf("machine %s: no address: %w", m.Name, ErrInvalidTarget)
 		}
-		t := Target{Name: m.Name, Kind: "machine", Zone: m.Zone, Addr: addr.Unmap(), Monitor: DefaultMonitor()}
+		t := Target{Name: m.Name, Kind: "machine", Zone: m.Zone, Addr: m.Address.Unmap(), Monitor: DefaultMonitor()}
 		specs := m.DisplayPorts
 		if len(specs) == 0 {
 			specs = configs.DefaultDisplayPorts

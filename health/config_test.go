@@ -2,6 +2,7 @@ package health
 
 import (
 	"errors"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
@@ -76,8 +77,8 @@ func TestMonitorFromConfig(t *testing.T) {
 
 func TestTargetsFromConfigRejectsNameCollisions(t *testing.T) {
 	cfg := &configs.Config{
-		Gateways: []configs.Gateway{{Name: "x", Address: "127.0.0.1"}},
-		Machines: []configs.Machine{{Name: "x", Address: "127.0.0.2"}},
+		Gateways: []configs.Gateway{{Name: "x", Address: netip.MustParseAddr("127.0.0.1")}},
+		Machines: []configs.Machine{{Name: "x", Address: netip.MustParseAddr("127.0.0.2")}},
 	}
 	if _, err := TargetsFromConfig(cfg); !errors.Is(err, ErrInvalidTarget) {
 		t.Errorf("got %v, want ErrInvalidTarget", err)

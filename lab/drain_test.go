@@ -245,7 +245,7 @@ func gatewayHealth(t *testing.T, l *Lab, name string) int {
 	var addr string
 	for _, g := range l.Config.Gateways {
 		if g.Name == name {
-			addr = net.JoinHostPort(g.Address, fmt.Sprint(g.Ports[0].Port))
+			addr = net.JoinHostPort(g.Address.String(), fmt.Sprint(g.Ports[0].Port))
 		}
 	}
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}

@@ -102,7 +102,7 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	var node string
 	for _, n := range l.Config.Nodes {
 		for _, li := range n.Listeners {
-			if li.Kind == "launch" && strings.HasPrefix(li.Address, fd2.String()+":") {
+			if li.Kind == "launch" && li.Address.Addr() == fd2 {
 				node = n.Name
 			}
 		}

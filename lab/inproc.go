@@ -70,10 +70,7 @@ func (l *Lab) WaitReady(ctx context.Context) error {
 			if li.Kind != "launch" {
 				continue
 			}
-			ap, err := netip.ParseAddrPort(li.Address)
-			if err != nil {
-				return fmt.Errorf("node %s: launch listener %q: %w", n.Name, li.Address, err)
-			}
+			ap := li.Address
 			inner := ap
 			if l.o.Rebind != nil {
 				inner = netip.AddrPortFrom(l.o.Rebind(ap.Addr()), ap.Port())

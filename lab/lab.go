@@ -387,7 +387,7 @@ func (l *Lab) Describe() string {
 		if z.Primary {
 			role = "primary"
 		}
-		fmt.Fprintf(&b, "zone %s (%s, clients from %s)\n", z.Name, role, strings.Join(z.Ranges, ", "))
+		fmt.Fprintf(&b, "zone %s (%s, clients from %s)\n", z.Name, role, joinStrings(z.Ranges, ", "))
 		for _, n := range c.Nodes {
 			if n.Zone != z.Name {
 				continue
@@ -407,7 +407,7 @@ func (l *Lab) Describe() string {
 		var gws, ms []string
 		for _, g := range c.Gateways {
 			if g.Zone == z.Name {
-				gws = append(gws, g.Name+" "+g.Address)
+				gws = append(gws, g.Name+" "+g.Address.String())
 			}
 		}
 		for _, m := range c.Machines {
@@ -430,11 +430,20 @@ func (l *Lab) Describe() string {
 	return b.String()
 }
 
+// joinStrings joins the text of each of l with sep.
+func joinStrings[T fmt.Stringer](l []T, sep string) string {
+	s := make([]string, len(l))
+	for i, v := range l {
+		s[i] = v.String()
+	}
+	return strings.Join(s, sep)
+}
+
 func (l *Lab) firstDNS() string {
 	for _, n := range l.Config.Nodes {
 		for _, li := range n.Listeners {
 			if li.Kind == "dns" {
-				return li.Address
+				return li.Address.String()
 			}
 		}
 	}

@@ -86,7 +86,7 @@ func adminURL(t *testing.T, l *Lab) string {
 	for _, n := range l.Config.Nodes {
 		for _, li := range n.Listeners {
 			if li.Kind == "admin" {
-				return "https://" + li.Address
+				return "https://" + li.Address.String()
 			}
 		}
 	}

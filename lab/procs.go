@@ -230,16 +230,8 @@ func rebindArgs(cfg *configs.Config, rebind func(netip.Addr) netip.Addr) []strin
 	}
 	seen := map[netip.Addr]bool{}
 	var args []string
-	add := func(s string) {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			ap, err := netip.ParseAddrPort(s)
-			if err != nil {
-				return
-			}
-			a = ap.Addr()
-		}
-		if seen[a] {
+	add := func(a netip.Addr) {
+		if !a.IsValid() || seen[a] {
 			return
 		}
 		seen[a] = true
@@ -249,7 +241,7 @@ func rebindArgs(cfg *configs.Config, rebind func(netip.Addr) netip.Addr) []strin
 	}
 	for _, n := range cfg.Nodes {
 		for _, li := range n.Listeners {
-			add(li.Address)
+			add(li.Address.Addr())
 		}
 	}
 	for _, g := range cfg.Gateways {
@@ -259,7 +251,7 @@ func rebindArgs(cfg *configs.Config, rebind func(netip.Addr) netip.Addr) []strin
 		}
 	}
 	for _, li := range cfg.Proxy.Listeners {
-		add(li.Address)
+		add(li.Address.Addr())
 	}
 	return args
 }
@@ -329,8 +321,8 @@ func (l *Lab) listening() map[string]etcd.NodeInfo {
 		}
 		up := true
 		for _, li := range n.Listeners {
-			ap, err := netip.ParseAddrPort(li.Address)
-			if err != nil || (li.Kind != "launch" && li.Kind != "admin") {
+			ap := li.Address
+			if li.Kind != "launch" && li.Kind != "admin" {
 				continue
 			}
 			if l.o.Rebind != nil {

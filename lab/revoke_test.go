@@ -32,7 +32,7 @@ func TestRevokingAMachine(t *testing.T) {
 	for _, n := range l.Config.Nodes {
 		for _, li := range n.Listeners {
 			if n.Zone == desc.Zone && li.Kind == "launch" && agentAPI == "" {
-				agentAPI = "https://" + li.Address
+				agentAPI = "https://" + li.Address.String()
 			}
 		}
 	}

@@ -311,13 +311,9 @@ func (r *Node) rebind(a netip.Addr) netip.Addr {
 	return r.o.Rebind(a)
 }
 
-// rebindAddrPort rebinds the address of "host:port".
-func (r *Node) rebindAddrPort(s string) string {
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil || r.o.Rebind == nil {
-		return s
-	}
-	return netip.AddrPortFrom(r.o.Rebind(ap.Addr()), ap.Port()).String()
+// rebindAddrPort rebinds the address of ap.
+func (r *Node) rebindAddrPort(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(r.rebind(ap.Addr()), ap.Port())
 }
 
 // certNames are the names and addresses the node's certificates cover.
@@ -404,7 +400,7 @@ func (r *Node) carried(session string) bool {
 
 func (r *Node) buildGateways() error {
 	for _, m := range r.cfg.Machines {
-		r.machines[m.Name], _ = netip.ParseAddr(m.Address)
+		r.machines[m.Name] = m.Address
 	}
 	tr := gateway.NewTracker(sessions{r.broker, r.log})
 	r.tracker = tr
@@ -414,7 +410,7 @@ func (r *Node) buildGateways() error {
 		}
 		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue, Carried: r.carried,
 			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")}
-		o.Address, _ = netip.ParseAddr(g.Address)
+		o.Address = g.Address
 		o.MachineTLS = r.refuseRevokedMachines(r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS())
 		r.machineTLS[g.Name] = o.MachineTLS
 		o.Address = r.rebind(o.Address)
@@ -512,7 +508,7 @@ func (r *Node) buildListeners() error {
 	for _, l := range n.Listeners {
 		switch l.Kind {
 		case "dns":
-			r.dnsServers = append(r.dnsServers, gslb.NewServer(r.dns, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingUDP, UDPCoalesce: coalesce(l)}))
+			r.dnsServers = append(r.dnsServers, gslb.NewServer(r.dns, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address).String(), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingUDP, UDPCoalesce: coalesce(l)}))
 		case "launch":
 			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 		case "admin":
@@ -536,13 +532,7 @@ func (r *Node) buildListeners() error {
 }
 
 func (r *Node) httpServer(node string, l configs.Listener, h http.Handler, log *slog.Logger) *httpsListener {
-	var trusted []netip.Prefix
-	for _, s := range l.ProxyProtocolFrom {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			trusted = append(trusted, p)
-		}
-	}
-	return &httpsListener{node: node, kind: l.Kind, address: r.rebindAddrPort(l.Address), trusted: trusted, srv: &http.Server{Handler: h, TLSConfig: r.serverTLS(),
+	return &httpsListener{node: node, kind: l.Kind, address: r.rebindAddrPort(l.Address).String(), trusted: l.ProxyProtocolFrom, srv: &http.Server{Handler: h, TLSConfig: r.serverTLS(),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 }
@@ -671,8 +661,7 @@ func (r *Node) Endpoints() []Endpoint {
 	}
 	for _, g := range r.cfg.Gateways {
 		if r.gateways[g.Name] != nil {
-			a, _ := netip.ParseAddr(g.Address)
-			out = append(out, Endpoint{Kind: "gateway", Name: g.Name, Address: r.rebind(a).String()})
+			out = append(out, Endpoint{Kind: "gateway", Name: g.Name, Address: r.rebind(g.Address).String()})
 		}
 	}
 	return out
@@ -719,8 +708,7 @@ func (r *Node) Listen() error {
 		if r.gateways[g.Name] == nil || g.QUICPort == 0 {
 			continue
 		}
-		a, _ := netip.ParseAddr(g.Address)
-		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(a), uint16(g.QUICPort)).String(),
+		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(g.Address), uint16(g.QUICPort)).String(),
 			TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker, Reissue: r.reissue, Carried: r.carried,
 			Machine: r.machineAddr, MachineTLS: r.machineTLS[g.Name], Logger: r.log.With("component", "gateway")})
 		if err != nil {
@@ -936,10 +924,7 @@ func UDPWorkers(cfg *configs.Config, nodes ...string) int {
 	if !rawudp.Supported {
 		return 0
 	}
-	usable := func(addr string) bool {
-		ap, err := netip.ParseAddrPort(addr)
-		return err == nil && rawudp.Usable(ap)
-	}
+	usable := func(ap netip.AddrPort) bool { return ap.IsValid() && rawudp.Usable(ap) }
 	n := 0
 	for _, nd := range cfg.Nodes {
 		if !slices.Contains(nodes, nd.Name) {

@@ -24,11 +24,7 @@ func (r *Node) proxyConfig(cfg *configs.Config) (proxy.Config, error) {
 		if l.Node != r.spec.Name {
 			continue
 		}
-		ap, err := netip.ParseAddrPort(r.rebindAddrPort(l.Address))
-		if err != nil {
-			return pc, fmt.Errorf("proxy listener %s: %w", l.Name, err)
-		}
-		pl := proxy.Listener{Name: l.Name, Address: ap, Protocol: l.Protocol, Pool: l.Pool, IdleTimeout: l.IdleTimeout.D(), MaxConns: l.MaxConns}
+		pl := proxy.Listener{Name: l.Name, Address: r.rebindAddrPort(l.Address), Protocol: l.Protocol, Pool: l.Pool, IdleTimeout: l.IdleTimeout.D(), MaxConns: l.MaxConns}
 		if l.HalfClose != nil {
 			pl.NoHalfClose = !*l.HalfClose
 		}
@@ -41,11 +37,7 @@ func (r *Node) proxyConfig(cfg *configs.Config) (proxy.Config, error) {
 		for _, rt := range l.Routes {
 			pl.Routes = append(pl.Routes, proxy.Route{ServerNames: rt.ServerNames, Pool: rt.Pool})
 		}
-		for _, s := range l.ProxyProtocolFrom {
-			if pfx, err := netip.ParsePrefix(s); err == nil {
-				pl.ProxyTrusted = append(pl.ProxyTrusted, pfx)
-			}
-		}
+		pl.ProxyTrusted = l.ProxyProtocolFrom
 		pc.Listeners = append(pc.Listeners, pl)
 	}
 	for _, pool := range p.Pools {
@@ -53,17 +45,13 @@ func (r *Node) proxyConfig(cfg *configs.Config) (proxy.Config, error) {
 		for _, b := range pool.Backends {
 			be := proxy.Backend{Weight: b.Weight}
 			if b.Gateway != "" {
-				a, err := netip.ParseAddr(gws[b.Gateway].Address)
-				if err != nil {
-					return pc, fmt.Errorf("proxy pool %s: gateway %s: %w", pool.Name, b.Gateway, err)
+				gw, ok := gws[b.Gateway]
+				if !ok || !gw.Address.IsValid() {
+					return pc, fmt.Errorf("proxy pool %s: gateway %s has no address", pool.Name, b.Gateway)
 				}
-				be.Name, be.Address = b.Gateway, netip.AddrPortFrom(a, uint16(b.Port))
+				be.Name, be.Address = b.Gateway, netip.AddrPortFrom(gw.Address, uint16(b.Port))
 			} else {
-				ap, err := netip.ParseAddrPort(b.Address)
-				if err != nil {
-					return pc, fmt.Errorf("proxy pool %s: %w", pool.Name, err)
-				}
-				be.Name, be.Address = ap.String(), ap
+				be.Name, be.Address = b.Address.String(), b.Address
 			}
 			pp.Backends = append(pp.Backends, be)
 		}

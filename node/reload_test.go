@@ -119,7 +119,7 @@ func TestReloadAppliesZoneRanges(t *testing.T) {
 		t.Fatalf("10.9.0.1 in %q before the reload", z)
 	}
 	moved := loadSite(t, tcpPort, "")
-	moved.Zones[0].Ranges = append(moved.Zones[0].Ranges, "10.9.0.0/16")
+	moved.Zones[0].Ranges = append(moved.Zones[0].Ranges, netip.MustParsePrefix("10.9.0.0/16"))
 	if err := r.Reload(moved); err != nil {
 		t.Fatal(err)
 	}
@@ -149,9 +149,9 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 	// cannot open: none of it may stay.
 	busy := loadSite(t, tcpPort, fmt.Sprintf("    - {name: b, node: fd, address: %q, protocol: tcp, pool: p}\n"+
 		"    - {name: u, node: fd, address: \"127.0.0.1:%d\", protocol: udp, pool: p}", taken.Addr().String(), freeUDPPort(t)))
-	busy.Zones[0].Ranges = []string{"127.0.0.0/16"}
+	busy.Zones[0].Ranges = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/16")}
 	badRange := loadSite(t, tcpPort, "")
-	badRange.Zones[0].Ranges = []string{"127.0.0.1/8"}
+	badRange.Zones[0].Ranges = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}
 	renamed := loadSite(t, tcpPort, "")
 	renamed.GSLB.Names = []configs.GSLBName{{Name: "desktop.example.test."}}
 	sampled := loadSite(t, tcpPort, "")

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -14,20 +15,20 @@ func TestUDPWorkersCountsOnlyBlockingSockets(t *testing.T) {
 	cfg := &configs.Config{
 		Nodes: []configs.Node{
 			{Name: "a", Listeners: []configs.Listener{
-				{Kind: "dns", Address: "10.0.0.1:53", Protocols: []string{"udp", "tcp"}},
-				{Kind: "dns", Address: "0.0.0.0:5353", Protocols: []string{"udp"}}, // wildcard: poller
-				{Kind: "dns", Address: "10.0.0.1:54", Protocols: []string{"tcp"}},  // no udp
-				{Kind: "launch", Address: "10.0.0.1:443", Protocols: []string{"tcp"}},
+				{Kind: "dns", Address: netip.MustParseAddrPort("10.0.0.1:53"), Protocols: []string{"udp", "tcp"}},
+				{Kind: "dns", Address: netip.MustParseAddrPort("0.0.0.0:5353"), Protocols: []string{"udp"}}, // wildcard: poller
+				{Kind: "dns", Address: netip.MustParseAddrPort("10.0.0.1:54"), Protocols: []string{"tcp"}},  // no udp
+				{Kind: "launch", Address: netip.MustParseAddrPort("10.0.0.1:443"), Protocols: []string{"tcp"}},
 			}},
 			{Name: "b", Listeners: []configs.Listener{
-				{Kind: "dns", Address: "10.0.0.2:53", Protocols: []string{"udp"}},
+				{Kind: "dns", Address: netip.MustParseAddrPort("10.0.0.2:53"), Protocols: []string{"udp"}},
 			}},
 		},
 		Proxy: configs.Proxy{Listeners: []configs.ProxyListener{
-			{Name: "u", Node: "a", Address: "10.0.0.1:4172", Protocol: "udp"},
-			{Name: "u6", Node: "a", Address: "[::]:4172", Protocol: "udp"}, // wildcard: poller
-			{Name: "t", Node: "a", Address: "10.0.0.1:8443", Protocol: "tcp"},
-			{Name: "ub", Node: "b", Address: "10.0.0.2:4172", Protocol: "udp"},
+			{Name: "u", Node: "a", Address: netip.MustParseAddrPort("10.0.0.1:4172"), Protocol: "udp"},
+			{Name: "u6", Node: "a", Address: netip.MustParseAddrPort("[::]:4172"), Protocol: "udp"}, // wildcard: poller
+			{Name: "t", Node: "a", Address: netip.MustParseAddrPort("10.0.0.1:8443"), Protocol: "tcp"},
+			{Name: "ub", Node: "b", Address: netip.MustParseAddrPort("10.0.0.2:4172"), Protocol: "udp"},
 		}},
 	}
 	want := map[string]int{"a": 3, "b": 3, "a,b": 6}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -41,7 +42,7 @@ func benchConfig(tb testing.TB, machines int) *configs.Config {
 	perMachine := max(2*benchSessions/machines, 4)
 	for i := 0; i < machines; i++ {
 		cfg.Machines = append(cfg.Machines, configs.Machine{Name: fmt.Sprintf("m%06d", i),
-			Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Zone: fmt.Sprintf("z%02d", (i/benchGroups)%benchZones),
+			Address: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), Zone: fmt.Sprintf("z%02d", (i/benchGroups)%benchZones),
 			Group: fmt.Sprintf("g%d", i%benchGroups), MaxSessions: perMachine})
 	}
 	for u := 0; u < benchUsers; u++ {

@@ -67,11 +67,21 @@ func ParseRange(s string) (netip.Prefix, error) {
 		}
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
+	p, err := CheckRange(p)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("parsing range %q: %w", s, err)
+	}
+	return p, nil
+}
+
+// CheckRange returns the range p means, as ParseRange does for a prefix it parsed: an
+// error for a zone or host bits, the IPv4 range for an IPv4-mapped one.
+func CheckRange(p netip.Prefix) (netip.Prefix, error) {
 	if p.Addr().Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("parsing range %q: %w", s, ErrZoneID)
+		return netip.Prefix{}, ErrZoneID
 	}
 	if p.Masked() != p {
-		return netip.Prefix{}, fmt.Errorf("parsing range %q: %w (did you mean %s?)", s, ErrHostBits, p.Masked())
+		return netip.Prefix{}, fmt.Errorf("%w (did you mean %s?)", ErrHostBits, p.Masked())
 	}
 	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
@@ -83,10 +93,10 @@ func ParseRange(s string) (netip.Prefix, error) {
 func RangesFromConfig(cfg *configs.Config) ([]Range, error) {
 	var out []Range
 	for _, z := range cfg.Zones {
-		for _, s := range z.Ranges {
-			p, err := ParseRange(s)
+		for _, r := range z.Ranges {
+			p, err := CheckRange(r)
 			if err != nil {
-				return nil, fmt.Errorf("zone %s: %w", z.Name, err)
+				return nil, fmt.Errorf("zone %s: range %s: %w", z.Name, r, err)
 			}
 			out = append(out, Range{Prefix: p, Zone: z.Name})
 		}

@@ -142,7 +142,7 @@ func TestFromConfig(t *testing.T) {
 			t.Errorf("Zone(%s) = %q, want %q", addr, got, zone)
 		}
 	}
-	cfg.Zones[0].Ranges = append(cfg.Zones[0].Ranges, "10.1.2.3/8")
+	cfg.Zones[0].Ranges = append(cfg.Zones[0].Ranges, netip.MustParsePrefix("10.1.2.3/8"))
 	if err := m.ReloadConfig(cfg); !errors.Is(err, ErrHostBits) {
 		t.Fatalf("ReloadConfig of a bad range: got %v, want %v", err, ErrHostBits)
 	}

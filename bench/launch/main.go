@@ -169,7 +169,7 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 	for _, n := range l.Config.Nodes {
 		for _, li := range n.Listeners {
 			if li.Kind == "launch" {
-				urls = append(urls, "https://"+li.Address)
+				urls = append(urls, "https://"+li.Address.String())
 			}
 		}
 	}
@@ -383,7 +383,7 @@ func counters(tc *tls.Config, l *lab.Lab) map[string]float64 {
 				continue
 			}
 			hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
-			req, _ := http.NewRequest(http.MethodGet, "https://"+li.Address+"/metrics", nil)
+			req, _ := http.NewRequest(http.MethodGet, "https://"+li.Address.String()+"/metrics", nil)
 			req.SetBasicAuth("admin", "lab") // the lab's admin
 			resp, err := hc.Do(req)
 			if err != nil {

@@ -309,8 +309,8 @@ func TestServeDrainsTheProxyAndTheGatewaysOnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw := cfg.Gateways[0]
-	health := net.JoinHostPort(gw.Address, fmt.Sprint(gw.Ports[0].Port))
-	channels := net.JoinHostPort(gw.Address, fmt.Sprint(gw.Ports[1].Port))
+	health := net.JoinHostPort(gw.Address.String(), fmt.Sprint(gw.Ports[0].Port))
+	channels := net.JoinHostPort(gw.Address.String(), fmt.Sprint(gw.Ports[1].Port))
 	if st, err := gatewayHealth(sv, health); st != http.StatusOK {
 		t.Fatalf("gateway health before the drain: %d, %v", st, err)
 	}

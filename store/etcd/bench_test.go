@@ -37,6 +37,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -309,7 +310,7 @@ func siteConfig(tb testing.TB, sh siteShape) *configs.Config {
 		cfg.Resources = append(cfg.Resources, res(fmt.Sprintf("desk%d", r)))
 	}
 	for i := 0; i < sh.machines; i++ {
-		cfg.Machines = append(cfg.Machines, configs.Machine{Name: machineName(i), Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255),
+		cfg.Machines = append(cfg.Machines, configs.Machine{Name: machineName(i), Address: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}),
 			Zone: fmt.Sprintf("z%d", i%3+1), Group: "g", MaxSessions: sh.maxSessions})
 	}
 	for u := 0; u < sh.users; u++ {

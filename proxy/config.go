@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
 // Balance policies of a pool.
@@ -169,33 +171,33 @@ type Limits struct {
 	MaxFlowsPerClient int
 }
 
-// SetDefaults fills the fields left at their zero value.
+// SetDefaults fills the fields left at their zero value. Those a config file sets (the
+// proxy section) take the defaults of configs.Proxy.SetDefaults, their one home; the rest
+// are the proxy's own.
 func (c *Config) SetDefaults() {
+	d := c.fileDefaults()
 	if c.AffinityTTL == 0 {
-		c.AffinityTTL = 30 * time.Minute
+		c.AffinityTTL = d.AffinityTTL.D()
 	}
 	if c.AffinityMax == 0 {
 		c.AffinityMax = 100000
 	}
 	if c.Limits.MaxConns == 0 {
-		c.Limits.MaxConns = 50000
+		c.Limits.MaxConns = d.MaxConns
 	}
 	if c.Limits.MaxFlows == 0 {
-		c.Limits.MaxFlows = 65536
+		c.Limits.MaxFlows = d.MaxFlows
 	}
 	for i := range c.Listeners {
 		l := &c.Listeners[i]
 		if l.Protocol == "" {
-			l.Protocol = TCP
+			l.Protocol = d.Listeners[i].Protocol
 		}
 		if l.Name == "" {
 			l.Name = l.Protocol + "/" + l.Address.String()
 		}
 		if l.IdleTimeout == 0 {
-			l.IdleTimeout = time.Hour
-			if l.Protocol == UDP {
-				l.IdleTimeout = 60 * time.Second
-			}
+			l.IdleTimeout = d.Listeners[i].IdleTimeout.D()
 		}
 		if l.HandshakeTimeout == 0 {
 			l.HandshakeTimeout = 5 * time.Second
@@ -216,10 +218,10 @@ func (c *Config) SetDefaults() {
 	for i := range c.Pools {
 		p := &c.Pools[i]
 		if p.Balance == "" {
-			p.Balance = LeastConn
+			p.Balance = d.Pools[i].Balance
 		}
 		if p.ConnectTimeout == 0 {
-			p.ConnectTimeout = 3 * time.Second
+			p.ConnectTimeout = d.Pools[i].ConnectTimeout.D()
 		}
 		if p.Retries == 0 {
 			p.Retries = 2
@@ -230,10 +232,24 @@ func (c *Config) SetDefaults() {
 				b.Name = b.Address.String()
 			}
 			if b.Weight == 0 {
-				b.Weight = 1
+				b.Weight = d.Pools[i].Backends[j].Weight
 			}
 		}
 	}
+}
+
+// fileDefaults returns what configs makes of a proxy section shaped like c with every
+// key left out.
+func (c *Config) fileDefaults() configs.Proxy {
+	d := configs.Proxy{Listeners: make([]configs.ProxyListener, len(c.Listeners)), Pools: make([]configs.ProxyPool, len(c.Pools))}
+	for i, l := range c.Listeners {
+		d.Listeners[i].Protocol = l.Protocol
+	}
+	for i, p := range c.Pools {
+		d.Pools[i].Backends = make([]configs.ProxyBackend, len(p.Backends))
+	}
+	d.SetDefaults()
+	return d
 }
 
 // Validate checks a Config after SetDefaults.

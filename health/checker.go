@@ -34,8 +34,8 @@ type Deps struct {
 	Registry prometheus.Registerer
 	// Probe runs one probe on a goroutine of its own. Default: (&NetProber{}).Probe.
 	Probe ProbeFunc
-	// Start starts one probe without a goroutine; when set, it is used instead of Probe.
-	// Default: NetProber.Start of the default NetProber when Probe is nil too, else nil.
+	// Start starts one probe and returns at once; when set, it is used instead of Probe.
+	// Default: nil.
 	Start StartFunc
 	// Rand returns a number in [0,1) for the ports' phases and jitter. Default:
 	// math/rand/v2.Float64.
@@ -122,8 +122,7 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.probe == nil && c.start == nil {
-		np := &NetProber{}
-		c.probe, c.start = np.Probe, np.Start
+		c.probe = (&NetProber{}).Probe
 	}
 	if c.rand == nil {
 		c.rand = rand.Float64

@@ -26,7 +26,6 @@ type NetProber struct {
 	once     sync.Once
 	sessions tls.ClientSessionCache // TLS resumption for HTTPS probes, which read the tickets
 	hellos   helloCache             // ClientHello records of hello checks, by server name
-	poll     poller                 // runs tcp, hello and udp probes on Linux
 }
 
 var (
@@ -36,21 +35,6 @@ var (
 
 // Probe probes addr once with check c; see ProbeFunc.
 func (p *NetProber) Probe(ctx context.Context, addr netip.AddrPort, c *Check) error {
-	if kind, ok := polled(addr, c); ok {
-		dl, _ := ctx.Deadline()
-		res := make(chan error, 1)
-		op, err := p.start(kind, addr, c, dl, func(err error) { res <- err })
-		if err != nil {
-			return err
-		}
-		select {
-		case err := <-res:
-			return asTimeout(ctx, err)
-		case <-ctx.Done():
-			p.poll.cancel(op, fmt.Errorf("probing %s: %w", addr, ctx.Err()))
-			return asTimeout(ctx, <-res)
-		}
-	}
 	switch c.Kind {
 	case KindUDP:
 		return asTimeout(ctx, probeUDP(ctx, addr, c))
@@ -61,49 +45,13 @@ func (p *NetProber) Probe(ctx context.Context, addr netip.AddrPort, c *Check) er
 }
 
 // Start starts one probe of addr with check c that ends by deadline and returns at once; see
-// StartFunc. On Linux, tcp, tls hello and udp probes run on one epoll loop for all probes;
-// other probes (and all of them elsewhere) run Probe on a goroutine.
+// StartFunc. It runs Probe on a goroutine.
 func (p *NetProber) Start(addr netip.AddrPort, c *Check, deadline time.Time, done func(error)) {
-	if kind, ok := polled(addr, c); ok {
-		if _, err := p.start(kind, addr, c, deadline, done); err != nil {
-			done(err)
-		}
-		return
-	}
 	go func() {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		defer cancel()
 		done(asTimeout(ctx, p.Probe(ctx, addr, c)))
 	}()
-}
-
-// polled says whether the poller runs check c of addr, and as what.
-func polled(addr netip.AddrPort, c *Check) (pollKind, bool) {
-	if !havePoller || addr.Addr().Zone() != "" {
-		return 0, false
-	}
-	switch {
-	case c.Kind == KindTCP:
-		return pollTCP, true
-	case c.Kind == KindTLS && !c.VerifyName:
-		return pollHello, true
-	case c.Kind == KindUDP:
-		return pollUDP, true
-	}
-	return 0, false
-}
-
-// start starts a probe on the poller; the op is nil when it ended at once.
-func (p *NetProber) start(kind pollKind, addr netip.AddrPort, c *Check, deadline time.Time, done func(error)) (*pollOp, error) {
-	out := c.Send
-	if kind == pollHello {
-		hello, err := p.hellos.get(c.ServerName)
-		if err != nil {
-			return nil, err
-		}
-		out = hello
-	}
-	return p.poll.start(kind, addr, out, c.Expect, deadline, done), nil
 }
 
 // asTimeout wraps err with ErrTimeout when it comes from a deadline: the socket's (which

@@ -26,6 +26,7 @@ type NetProber struct {
 	once     sync.Once
 	sessions tls.ClientSessionCache // TLS resumption for HTTPS probes, which read the tickets
 	hellos   helloCache             // ClientHello records of hello checks, by server name
+	udp      udpSockets             // the UDP probes' sockets, kept between probes
 }
 
 var (
@@ -37,7 +38,7 @@ var (
 func (p *NetProber) Probe(ctx context.Context, addr netip.AddrPort, c *Check) error {
 	switch c.Kind {
 	case KindUDP:
-		return asTimeout(ctx, probeUDP(ctx, addr, c))
+		return asTimeout(ctx, p.probeUDP(ctx, addr, c))
 	case KindTCP, KindTLS, KindHTTP, KindHTTPS:
 		return asTimeout(ctx, p.probeTCP(ctx, addr, c))
 	}
@@ -175,30 +176,93 @@ func probeHTTP(conn net.Conn, addr netip.AddrPort, c *Check) error {
 }
 
 // probeUDP sends c.Send on a connected socket and waits for a reply. A connected socket
-// sees the ICMP port-unreachable of a closed port as ECONNREFUSED.
-func probeUDP(ctx context.Context, addr netip.AddrPort, c *Check) error {
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+// sees the ICMP port-unreachable of a closed port as ECONNREFUSED. The socket is kept for the
+// port's next probe when it got the reply it wanted (udpSockets).
+func (p *NetProber) probeUDP(ctx context.Context, addr netip.AddrPort, c *Check) error {
+	conn, err := p.udp.get(addr)
 	if err != nil {
 		return fmt.Errorf("opening UDP socket to %s: %w", addr, err)
 	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
+	keep := false
+	defer func() {
+		if !keep || !p.udp.put(addr, conn) {
+			conn.Close()
+		}
+	}()
+	dl, _ := ctx.Deadline() // none: the zero time clears a kept socket's last deadline
+	conn.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if _, err := conn.Write(c.Send); err != nil {
 		return udpErr(addr, err)
 	}
-	buf := make([]byte, 1500)
-	n, err := conn.Read(buf)
+	var buf [1500]byte
+	n, err := conn.Read(buf[:])
 	if err != nil {
 		return udpErr(addr, err)
 	}
 	if !bytes.HasPrefix(buf[:n], c.Expect) {
 		return fmt.Errorf("UDP reply from %s does not start with %q: %w", addr, c.Expect, ErrBadReply)
 	}
+	keep = stop() // a probe cancelled meanwhile leaves the socket's deadline in the past
 	return nil
+}
+
+// udpSockets keeps the connected UDP socket of each probed port between its probes:
+// opening, connecting and closing one per probe cost about twice what the probe does. Only
+// a socket whose probe got its reply is kept, so a late reply can never pass for the answer
+// to a later probe; two probes of one port at once use two sockets. Sockets idle for
+// udpIdle are closed on a later put; at most maxIdleUDP are kept.
+type udpSockets struct {
+	mu   sync.Mutex // guards idle and puts
+	idle map[netip.AddrPort]idleUDP
+	puts int
+}
+
+type idleUDP struct {
+	conn *net.UDPConn
+	at   time.Time
+}
+
+const (
+	maxIdleUDP = 4096
+	udpIdle    = 10 * time.Second
+)
+
+// get returns the kept socket of addr, or a new one.
+func (u *udpSockets) get(addr netip.AddrPort) (*net.UDPConn, error) {
+	u.mu.Lock()
+	s, ok := u.idle[addr]
+	delete(u.idle, addr)
+	u.mu.Unlock()
+	if ok {
+		return s.conn, nil
+	}
+	return net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+}
+
+// put keeps conn for addr's next probe and reports whether it did; the caller closes a
+// socket it did not keep.
+func (u *udpSockets) put(addr netip.AddrPort, conn *net.UDPConn) bool {
+	now := time.Now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.idle == nil {
+		u.idle = map[netip.AddrPort]idleUDP{}
+	}
+	if u.puts++; u.puts%1024 == 0 {
+		for a, s := range u.idle {
+			if now.Sub(s.at) > udpIdle {
+				s.conn.Close()
+				delete(u.idle, a)
+			}
+		}
+	}
+	if _, dup := u.idle[addr]; dup || len(u.idle) >= maxIdleUDP {
+		return false
+	}
+	u.idle[addr] = idleUDP{conn, now}
+	return true
 }
 
 func udpErr(addr netip.AddrPort, err error) error {

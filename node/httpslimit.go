@@ -2,6 +2,7 @@ package node
 
 import (
 	"net"
+	"runtime"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,16 @@ import (
 // honest new connections waited behind them past the client's 3 s TLS timeout.
 const perSourceHTTPSConns = 64
 
+// busyHTTPSSource is how many connections a source holds at an HTTPS listener before the
+// TLS handshakes of its next ones take turns, busyHTTPSSlots at once (package connlimit's
+// BusySource): at the onset of an abuse 512 full handshakes from 8 sources became runnable
+// at once, about a quarter of a second of CPU queued in the Go scheduler ahead of every
+// honest request; an honest client holds one or two connections and never waits.
+const busyHTTPSSource = 8
+
+// busyHTTPSSlots is how many gated handshakes run at once: half the CPUs, at least one.
+func busyHTTPSSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
 // limitHTTPS bounds the connections of h's listener ln: maxHTTPSConns at once, the oldest
 // one waiting for a request closed for a new one when all are taken (package connlimit), and
 // perSourceHTTPSConns a source. Behind a trusted load balancer the source is the client of
@@ -24,7 +35,8 @@ const perSourceHTTPSConns = 64
 // many clients and the balancer has limits of its own. The listener's counts are exported
 // with the listener's kind and address.
 func (r *Node) limitHTTPS(h *httpsListener, ln net.Listener) error {
-	l := connlimit.New(ln, connlimit.Options{Max: maxHTTPSConns, PerSource: perSourceHTTPSConns, Exempt: h.trusted})
+	l := connlimit.New(ln, connlimit.Options{Max: maxHTTPSConns, PerSource: perSourceHTTPSConns, Exempt: h.trusted,
+		BusySource: busyHTTPSSource, BusySlots: busyHTTPSSlots()})
 	if err := l.Register(r.o.Registry, prometheus.Labels{"listener": h.kind, "address": h.address}); err != nil {
 		l.Close()
 		return err

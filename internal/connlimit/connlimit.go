@@ -19,10 +19,13 @@ package connlimit
 import (
 	"container/list"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,6 +42,20 @@ type Options struct {
 	// whose connections carry many clients. Connections whose source is not an IP address
 	// are not bounded per source either. Default: none.
 	Exempt []netip.Prefix
+	// BusySource is how many connections a source may hold open before its next ones are
+	// gated: the work a gated connection starts once its first bytes arrive (a TLS server's
+	// key exchange and signature, about half a millisecond of CPU, done before it writes)
+	// waits for one of BusySlots, taken when the first read returns and given back at the
+	// first write or close. A source that holds many connections at once is an office
+	// behind one NAT or an abuser; either way its handshakes no longer all become runnable
+	// at once, hundreds of them queued in the Go scheduler ahead of the requests of every
+	// other client. A connection that sends nothing takes no slot. Default 0: no gate.
+	BusySource int
+	// BusySlots is how many gated connections do that work at once. Default: 1.
+	BusySlots int
+	// BusyWait bounds a gated connection's wait for a slot; past it, its first read fails
+	// and its server closes it. Default: 5s.
+	BusyWait time.Duration
 }
 
 // Listener is a net.Listener that enforces Options. Set its ConnState as the http.Server's
@@ -48,6 +65,9 @@ type Listener struct {
 	net.Listener
 	max, perSource int
 	exempt         []netip.Prefix
+	busySource     int
+	busy           chan struct{} // the gated connections' slots
+	busyWait       time.Duration
 
 	mu   sync.Mutex // guards the fields below
 	room sync.Cond  // signalled when a connection is released or starts waiting; L is &mu
@@ -60,6 +80,7 @@ type Listener struct {
 	accepted uint64 // connections handed on
 	refused  uint64 // connections closed at accept past PerSource
 	shed     uint64 // connections closed to make room
+	gated    uint64 // connections gated (BusySource)
 }
 
 // New wraps l.
@@ -67,7 +88,14 @@ func New(l net.Listener, o Options) *Listener {
 	if o.Max < 1 {
 		o.Max = 1
 	}
-	cl := &Listener{Listener: l, max: o.Max, perSource: o.PerSource, exempt: o.Exempt, bySource: map[netip.Prefix]int{}}
+	cl := &Listener{Listener: l, max: o.Max, perSource: o.PerSource, exempt: o.Exempt, bySource: map[netip.Prefix]int{},
+		busySource: o.BusySource, busyWait: o.BusyWait}
+	if cl.busySource > 0 {
+		cl.busy = make(chan struct{}, max(o.BusySlots, 1))
+		if cl.busyWait <= 0 {
+			cl.busyWait = 5 * time.Second
+		}
+	}
 	cl.room.L = &cl.mu
 	return cl
 }
@@ -114,6 +142,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		l.accepted++
 		if bounded {
 			l.bySource[src]++
+			if l.busy != nil && l.bySource[src] > l.busySource {
+				c.gate.Store(gateWaiting)
+				l.gated++
+			}
 		}
 		c.elem = l.waiting.PushBack(c)
 		l.mu.Unlock()
@@ -232,15 +264,16 @@ type Stats struct {
 	// Open is the connections open now; Waiting those of them that wait for a request.
 	Open, Waiting int
 	// Accepted counts the connections handed on; Refused those closed at accept past their
-	// source's bound; Shed those closed to make room for a new one.
-	Accepted, Refused, Shed uint64
+	// source's bound; Shed those closed to make room for a new one; Gated those whose first
+	// work waited for a slot (BusySource).
+	Accepted, Refused, Shed, Gated uint64
 }
 
 // Stats returns the listener's counts.
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Open: l.open, Waiting: l.waiting.Len(), Accepted: l.accepted, Refused: l.refused, Shed: l.shed}
+	return Stats{Open: l.open, Waiting: l.waiting.Len(), Accepted: l.accepted, Refused: l.refused, Shed: l.shed, Gated: l.gated}
 }
 
 // Register adds the listener's gauge of open connections and its counters of refused and
@@ -253,6 +286,8 @@ func (l *Listener) Register(reg prometheus.Registerer, labels prometheus.Labels)
 			Help: "Connections closed at accept because their source held as many as it may."}, func() float64 { return float64(l.Stats().Refused) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "frontdoor_listener_connections_shed_total", ConstLabels: labels,
 			Help: "Connections waiting for a request closed to make room for a new one while the listener was full."}, func() float64 { return float64(l.Stats().Shed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "frontdoor_listener_connections_gated_total", ConstLabels: labels,
+			Help: "Connections from a source holding many whose first work (the TLS handshake) waited for a slot."}, func() float64 { return float64(l.Stats().Gated) }),
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -271,10 +306,55 @@ type conn struct {
 	// its place was given back. Both guarded by l.mu.
 	elem     *list.Element
 	released bool
+	gate     atomic.Int32 // gateNone, gateWaiting or gateHeld
 }
 
-// Close closes the connection and gives its place back.
+// The states of a gated connection (conn.gate).
+const (
+	gateNone    int32 = iota // not gated, or done with its slot
+	gateWaiting              // gated: takes a slot when its first read returns
+	gateHeld                 // holds a slot until its first write or close
+)
+
+// errBusyWait is the read error of a gated connection that waited BusyWait for a slot.
+var errBusyWait = errors.New("connlimit: source busy, no slot within the wait")
+
+// Read reads; the first read of a gated connection that returns bytes takes a slot
+// before it returns them.
+func (c *conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.gate.Load() == gateWaiting {
+		t := time.NewTimer(c.l.busyWait)
+		defer t.Stop()
+		select {
+		case c.l.busy <- struct{}{}:
+			if !c.gate.CompareAndSwap(gateWaiting, gateHeld) {
+				<-c.l.busy // closed meanwhile
+			}
+		case <-t.C:
+			c.gate.Store(gateNone)
+			return 0, errBusyWait
+		}
+	}
+	return n, err
+}
+
+// Write gives back a held slot, then writes.
+func (c *conn) Write(b []byte) (int, error) {
+	c.freeSlot()
+	return c.Conn.Write(b)
+}
+
+// freeSlot gives back c's slot if it holds one, and ends its gate.
+func (c *conn) freeSlot() {
+	if c.gate.Swap(gateNone) == gateHeld {
+		<-c.l.busy
+	}
+}
+
+// Close closes the connection and gives its place (and a held slot) back.
 func (c *conn) Close() error {
+	c.freeSlot()
 	c.l.mu.Lock()
 	c.l.releaseLocked(c)
 	c.l.mu.Unlock()

@@ -388,3 +388,104 @@ frontdoor_listener_connections_refused_total{listener="launch"} 1
 		t.Fatal(err)
 	}
 }
+
+// pipeConn is one end of a net.Pipe that says it comes from remote.
+type pipeConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c *pipeConn) RemoteAddr() net.Addr { return c.remote }
+
+// gatedPair accepts a connection from src through l and returns it with the client's end.
+func gatedPair(t *testing.T, l *Listener, f *fakeListener, src string) (server net.Conn, client net.Conn) {
+	t.Helper()
+	s, c := net.Pipe()
+	t.Cleanup(func() { s.Close(); c.Close() })
+	remote := net.TCPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(src), 40000))
+	got := make(chan net.Conn, 1)
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			t.Error(err)
+		}
+		got <- nc
+	}()
+	f.conns <- &pipeConn{Conn: s, remote: remote}
+	return <-got, c
+}
+
+// readAsync reads once from c and reports the result on the channel.
+func readAsync(c net.Conn) chan error {
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 16)
+		_, err := c.Read(buf)
+		done <- err
+	}()
+	return done
+}
+
+// A source past BusySource has its connections' first work gated: the first read that
+// returns bytes waits for a slot, the first write gives it back; other sources' connections
+// never wait; a connection that sends nothing takes no slot; a wait past BusyWait fails.
+func TestBusySourceGatesFirstWork(t *testing.T) {
+	f := newFake()
+	l := New(f, Options{Max: 100, PerSource: 100, BusySource: 1, BusySlots: 1, BusyWait: 300 * time.Millisecond})
+	defer l.Close()
+	first, firstC := gatedPair(t, l, f, "192.0.2.1")    // the source's first: not gated
+	silent, _ := gatedPair(t, l, f, "192.0.2.1")        // gated, sends nothing
+	a, aC := gatedPair(t, l, f, "192.0.2.1")            // gated
+	b, bC := gatedPair(t, l, f, "192.0.2.1")            // gated
+	other, otherC := gatedPair(t, l, f, "198.51.100.1") // another source's first
+	if st := l.Stats(); st.Gated != 3 {
+		t.Fatalf("%d connections gated, want 3", st.Gated)
+	}
+	_ = silent
+	send := func(c net.Conn) { go c.Write([]byte("hello")) }
+
+	send(aC)
+	if err := <-readAsync(a); err != nil {
+		t.Fatalf("the first gated read, with the slot free: %v", err)
+	}
+	send(bC)
+	bRead := readAsync(b)
+	select {
+	case err := <-bRead:
+		t.Fatalf("a second gated read returned (%v) while the first holds the slot", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	send(firstC)
+	send(otherC)
+	for name, c := range map[string]net.Conn{"the source's first connection": first, "another source's": other} {
+		select {
+		case err := <-readAsync(c):
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s waited for the slot", name)
+		}
+	}
+	go func() { buf := make([]byte, 16); aC.Read(buf) }()
+	a.Write([]byte("answer")) // gives the slot back
+	if err := <-bRead; err != nil {
+		t.Fatalf("the second gated read once the slot was free: %v", err)
+	}
+
+	c, cC := gatedPair(t, l, f, "192.0.2.1") // gated, while b holds the slot
+	send(cC)
+	start := time.Now()
+	if err := <-readAsync(c); !errors.Is(err, errBusyWait) {
+		t.Fatalf("a gated read with the slot held past BusyWait: %v, want %v", err, errBusyWait)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("it failed after %v, before BusyWait", d)
+	}
+	b.Close() // gives the slot back too
+	d, dC := gatedPair(t, l, f, "192.0.2.1")
+	send(dC)
+	if err := <-readAsync(d); err != nil {
+		t.Fatalf("a gated read after the holder closed: %v", err)
+	}
+}

@@ -52,6 +52,7 @@ func (a *Admin) explain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var pre []string
+	var client netip.Addr
 	loc := req.LocationZone
 	if req.ClientIP != "" {
 		addr, err := netip.ParseAddr(req.ClientIP)
@@ -63,11 +64,12 @@ func (a *Admin) explain(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusNotImplemented, "this front door has no zone map: give a location_zone")
 			return
 		}
-		res := a.o.Locate(addr.Unmap())
+		client = addr.Unmap()
+		res := a.o.Locate(client)
 		loc = res.Zone
 		pre = append(pre, res.Describe(addr))
 	}
-	d := a.o.Broker.Decide(broker.LaunchRequest{User: req.User, Resource: req.Resource, LocationZone: loc, Endpoint: req.Endpoint, Site: req.Site})
+	d := a.o.Broker.Decide(broker.LaunchRequest{User: req.User, Resource: req.Resource, LocationZone: loc, Endpoint: req.Endpoint, Site: req.Site, Client: client})
 	d.Trace = append(pre, d.Trace...)
 	if d.Trace == nil {
 		d.Trace = []string{}

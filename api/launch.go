@@ -317,7 +317,7 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) 
 	if l.o.Locate != nil && client.IsValid() {
 		zone = l.o.Locate(client)
 	}
-	d, err := l.o.Broker.Launch(r.Context(), broker.LaunchRequest{User: u.Name, Resource: req.Resource, LocationZone: zone, Endpoint: req.Endpoint})
+	d, err := l.o.Broker.Launch(r.Context(), broker.LaunchRequest{User: u.Name, Resource: req.Resource, LocationZone: zone, Endpoint: req.Endpoint, Client: client})
 	if err != nil {
 		l.log.Error("launch failed", "user", u.Name, "resource", req.Resource, "err", err)
 		httpError(w, http.StatusServiceUnavailable, "launch failed")

@@ -12,6 +12,9 @@ var (
 	ErrUnknownResource = errors.New("unknown resource")
 	// ErrNotEntitled denies a launch by a user the resource does not entitle.
 	ErrNotEntitled = errors.New("user not entitled")
+	// ErrAccessDenied denies a launch that an access rule (access_rules) denies; the
+	// Reason names the rule.
+	ErrAccessDenied = errors.New("access denied")
 	// ErrNoMachines denies a launch of a resource whose groups hold no machine (for assigned
 	// desktops: no machine assigned to the user).
 	ErrNoMachines = errors.New("no machines")

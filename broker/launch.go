@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -21,6 +22,9 @@ type LaunchRequest struct {
 	// Site is the connecting federation site for global resources; "" means the site of
 	// LocationZone.
 	Site string
+	// Client is the client's address, for access rules' client ranges; the zero Addr is in
+	// none of them.
+	Client netip.Addr
 }
 
 // Outcome is what a launch decided.
@@ -280,6 +284,9 @@ func (l *launch) decide() choice {
 	}
 	if !r.entitled(u) {
 		return choice{deny: ErrNotEntitled, reason: fmt.Sprintf("user %q is not entitled to %q", u.name, r.name)}
+	}
+	if c, ok := l.access(u, r); !ok {
+		return c
 	}
 	gs := make([]string, len(r.groups))
 	for i, g := range r.groups {

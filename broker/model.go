@@ -90,6 +90,7 @@ type model struct {
 	siteByName     map[string]*site
 	siteOfZone     map[string]*site
 	pendingTimeout configs.Duration
+	access         []*accessRule // in config order
 }
 
 func tieHash(s string) uint64 {
@@ -109,6 +110,10 @@ func newModel(cfg *configs.Config) (*model, error) {
 		siteByName:     map[string]*site{},
 		siteOfZone:     map[string]*site{},
 		pendingTimeout: cfg.Site.Sessions.PendingTimeout,
+	}
+	var err error
+	if m.access, err = newAccessRules(cfg); err != nil {
+		return nil, err
 	}
 	for _, z := range cfg.Zones {
 		m.zones[z.Name] = true

@@ -39,6 +39,12 @@ type Config struct {
 	// Proxy configures the L4 load balancer that nodes run in front of gateways or other
 	// servers (the NetScaler / F5 role). Default: none.
 	Proxy Proxy `yaml:"proxy"`
+	// AccessRules say who may launch what, from where and when, beyond the resources'
+	// entitlements (like RD Gateway's connection and resource authorization policies). At
+	// each launch and reconnect the first rule that matches decides, allow or deny; when
+	// none matches the launch is allowed (end the list with a rule for everyone to deny by
+	// default). Default: none.
+	AccessRules []AccessRule `yaml:"access_rules"`
 
 	// File is the file the configuration was loaded from ("" when parsed from bytes); not
 	// part of the YAML.
@@ -419,6 +425,36 @@ type Entitlement struct {
 	Users []string `yaml:"users"`
 	// UserGroups are user groups. Default: none.
 	UserGroups []string `yaml:"user_groups"`
+}
+
+// AccessRule is one rule of access_rules. A rule matches a launch when every condition it
+// sets holds: one of its users or user groups (or everyone), one of its resources, one of
+// its zones or client ranges, and its days and hours.
+type AccessRule struct {
+	// Name names the rule in traces, explain and denials. Required.
+	Name string `yaml:"name"`
+	// Action is allow or deny. Required.
+	Action string `yaml:"action"`
+	// Entitlement says who the rule is for (everyone, users, user_groups). At least one of
+	// them is required.
+	Entitlement `yaml:",inline"`
+	// Resources are the resources it covers. Default: none (every resource).
+	Resources []string `yaml:"resources"`
+	// Zones are the user-location zones it covers. Default: none (any zone, and clients in
+	// none).
+	Zones []string `yaml:"zones"`
+	// ClientRanges are the client addresses it covers (CIDR). With Zones too, a client in
+	// either matches. Default: none (any address).
+	ClientRanges []netip.Prefix `yaml:"client_ranges"`
+	// Days are the days of the week it covers in TimeZone: mon, tue, wed, thu, fri, sat,
+	// sun. Default: none (every day).
+	Days []string `yaml:"days"`
+	// Hours is the time of day it covers in TimeZone, "HH:MM-HH:MM", start included, end
+	// excluded; a window past midnight ("22:00-06:00") counts on the day it starts and the
+	// next morning. Default: "" (all day).
+	Hours string `yaml:"hours"`
+	// TimeZone is the IANA time zone of Days and Hours. Default: UTC.
+	TimeZone string `yaml:"time_zone"`
 }
 
 // FederationSite is a site of a federation (a Horizon CPA site) made of zones.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // checker collects validation errors with their lines.
@@ -152,6 +153,7 @@ func (c *Config) Validate() error {
 	k.validateResources(zones, groups, users, ugroups)
 	k.validateGSLB(zones, gws)
 	k.validateProxy(nodes, gws)
+	k.validateAccessRules(zones, users, ugroups)
 	if len(k.errs) == 0 {
 		return nil
 	}
@@ -625,6 +627,50 @@ func (k *checker) validateProxy(nodes, gws map[string]int) {
 			if b.Weight < 1 || b.Weight > 1000 {
 				k.errf(bp+".weight", "weight %d is outside 1..1000", b.Weight)
 			}
+		}
+	}
+}
+
+func (k *checker) validateAccessRules(zones, users, ugroups map[string]int) {
+	c := k.c
+	names := make([]string, len(c.AccessRules))
+	for i, r := range c.AccessRules {
+		names[i] = r.Name
+	}
+	k.names("access rule", "access_rules", names)
+	resources := map[string]int{}
+	for i, r := range c.Resources {
+		resources[r.Name] = i
+	}
+	for i, r := range c.AccessRules {
+		p := fmt.Sprintf("access_rules[%d]", i)
+		k.oneOf(p+".action", r.Action, "allow", "deny")
+		if !r.Everyone && len(r.Users) == 0 && len(r.UserGroups) == 0 {
+			k.errf(p, "access rule %q is for nobody: set everyone, users or user_groups", r.Name)
+		}
+		for j, u := range r.Users {
+			k.ref(fmt.Sprintf("%s.users[%d]", p, j), "user", u, users)
+		}
+		for j, g := range r.UserGroups {
+			k.ref(fmt.Sprintf("%s.user_groups[%d]", p, j), "user group", g, ugroups)
+		}
+		for j, res := range r.Resources {
+			k.ref(fmt.Sprintf("%s.resources[%d]", p, j), "resource", res, resources)
+		}
+		for j, z := range r.Zones {
+			k.ref(fmt.Sprintf("%s.zones[%d]", p, j), "zone", z, zones)
+		}
+		for j, cr := range r.ClientRanges {
+			k.cidr(fmt.Sprintf("%s.client_ranges[%d]", p, j), cr)
+		}
+		if _, err := ParseDays(r.Days); err != nil {
+			k.errf(p+".days", "%v", err)
+		}
+		if _, err := ParseHours(r.Hours); err != nil {
+			k.errf(p+".hours", "%v", err)
+		}
+		if _, err := time.LoadLocation(r.TimeZone); err != nil {
+			k.errf(p+".time_zone", "%q is not a time zone (an IANA name such as Europe/Berlin): %v", r.TimeZone, err)
 		}
 	}
 }

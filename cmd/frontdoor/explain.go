@@ -97,6 +97,7 @@ func runExplain(w io.Writer, o explainOpts) error {
 		st.Now = time.Now().UTC()
 	}
 	var pre []string
+	var client netip.Addr
 	loc := o.zone
 	if o.clientIP != "" {
 		addr, err := netip.ParseAddr(o.clientIP)
@@ -107,7 +108,8 @@ func runExplain(w io.Writer, o explainOpts) error {
 		if err != nil {
 			return err
 		}
-		r := zm.Lookup(addr.Unmap())
+		client = addr.Unmap()
+		r := zm.Lookup(client)
 		loc = r.Zone
 		pre = append(pre, r.Describe(addr))
 	}
@@ -115,7 +117,7 @@ func runExplain(w io.Writer, o explainOpts) error {
 	if err != nil {
 		return err
 	}
-	d := b.Decide(broker.LaunchRequest{User: o.user, Resource: o.resource, LocationZone: loc, Endpoint: o.endpoint, Site: o.site})
+	d := b.Decide(broker.LaunchRequest{User: o.user, Resource: o.resource, LocationZone: loc, Endpoint: o.endpoint, Site: o.site, Client: client})
 	d.Trace = append(pre, d.Trace...)
 	if o.json {
 		enc := json.NewEncoder(w)

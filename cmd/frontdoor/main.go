@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // access rules' time zones, also on hosts without a zoneinfo database
 
 	"github.com/spf13/cobra"
 )

@@ -1,0 +1,74 @@
+package configs
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Weekdays are the names of Days in access rules, Sunday first as time.Weekday counts.
+var Weekdays = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
+
+// Window is the parsed Hours of an access rule: minutes after midnight, start included,
+// end excluded. All is set when the rule sets no hours.
+type Window struct {
+	All        bool
+	Start, End int
+}
+
+// ParseHours parses "HH:MM-HH:MM" ("" is all day).
+func ParseHours(s string) (Window, error) {
+	if s == "" {
+		return Window{All: true}, nil
+	}
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return Window{}, fmt.Errorf("hours %q: want HH:MM-HH:MM, e.g. 08:00-18:00", s)
+	}
+	start, err1 := time.Parse("15:04", strings.TrimSpace(a))
+	end, err2 := time.Parse("15:04", strings.TrimSpace(b))
+	if err1 != nil || err2 != nil {
+		return Window{}, fmt.Errorf("hours %q: want HH:MM-HH:MM, e.g. 08:00-18:00", s)
+	}
+	w := Window{Start: start.Hour()*60 + start.Minute(), End: end.Hour()*60 + end.Minute()}
+	if w.Start == w.End {
+		return Window{}, fmt.Errorf("hours %q: the window is empty (for all day, leave hours out)", s)
+	}
+	return w, nil
+}
+
+// Covers says whether the window holds at t's local time of day on a day in days (a set
+// of time.Weekday; empty is every day). A window past midnight counts on the day it
+// starts: the small hours count for the day before.
+func (w Window) Covers(t time.Time, days []time.Weekday) bool {
+	day := t.Weekday()
+	in := func(d time.Weekday) bool { return len(days) == 0 || slices.Contains(days, d) }
+	if w.All {
+		return in(day)
+	}
+	m := t.Hour()*60 + t.Minute()
+	if w.Start < w.End {
+		return m >= w.Start && m < w.End && in(day)
+	}
+	switch {
+	case m >= w.Start:
+		return in(day)
+	case m < w.End:
+		return in((day + 6) % 7) // the window began the day before
+	}
+	return false
+}
+
+// ParseDays returns the weekdays of an access rule's Days.
+func ParseDays(days []string) ([]time.Weekday, error) {
+	var out []time.Weekday
+	for _, d := range days {
+		i := slices.Index(Weekdays, strings.ToLower(d))
+		if i < 0 {
+			return nil, fmt.Errorf("day %q is not one of %s", d, strings.Join(Weekdays, ", "))
+		}
+		out = append(out, time.Weekday(i))
+	}
+	return out, nil
+}

@@ -45,8 +45,8 @@ var _ Broker = (*broker.Broker)(nil)
 
 // GatewayEndpoint is one gateway a client may use, as the launch descriptor lists it.
 type GatewayEndpoint struct {
-	Name      string   `json:"name"`
-	Zone      string   `json:"zone"`
+	Name      string       `json:"name"`
+	Zone      string       `json:"zone"`
 	Addresses []netip.Addr `json:"addresses"`
 	// QUICPort is the gateway's QUIC port, where clients carry their UDP channels
 	// encrypted; 0 when it has none.

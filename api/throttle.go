@@ -21,13 +21,13 @@ import (
 // a token, and a source or a user without a token is answered 429 with Retry-After, without a
 // bcrypt comparison; a comparison under way holds a token of each, so that logins sent at
 // once compare no more passwords than the tokens allow (the next is answered 503 with
-// Retry-After 1). Each comparison runs on a thread of its own at a low priority
-// (internal/lowprio): it holds a CPU for tens of milliseconds, and on a goroutine it made
-// every request the CPU served meanwhile wait a 10 ms scheduling slice at each read it
-// waited for; the kernel preempts the low-priority thread instead. At most one clean
-// comparison runs at once per CPU the Go runtime runs on, at lowprio.Low. A suspect login —
+// Retry-After 1). Each comparison runs on a thread of its own (internal/lowprio): it holds
+// a CPU for tens of milliseconds, and on a goroutine it made every request the CPU served
+// meanwhile wait a 10 ms scheduling slice at each read it waited for; the kernel preempts
+// the thread instead. At most one clean comparison runs at once per CPU the Go runtime runs
+// on, at the normal priority. A suspect login —
 // its source or user failed lately, or has another comparison under way — takes one of
-// half as many suspect slots instead (at least one), runs at lowprio.Lowest, and suspect
+// half as many suspect slots instead (at least one), runs at lowprio.Low, and suspect
 // comparisons take at most suspectShare of the wall time, however many guessers wait. So
 // a guesser never holds the slot an honest first login waits for, gets a CPU only when
 // the node's requests and clean logins leave it one, and is answered 503 past bcryptWait;
@@ -201,9 +201,9 @@ func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 	deadline := time.Now().Add(bcryptWait)
 	t := time.NewTimer(bcryptWait)
 	defer t.Stop()
-	slots, nice := g.slots, lowprio.Low
+	slots, nice := g.slots, lowprio.Normal
 	if suspect {
-		slots, nice = g.suspects, lowprio.Lowest
+		slots, nice = g.suspects, lowprio.Low
 	}
 	select {
 	case slots <- struct{}{}:
@@ -225,8 +225,8 @@ func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 
 // PasswordSlots is how many bcrypt comparisons may run at once, clean and suspect: one
 // clean per CPU the Go runtime runs on (GOMAXPROCS, but no more than the CPUs, read when the
-// first login comes) and half as many suspect ones. Each runs on a thread of its own at a
-// low priority (internal/lowprio), so a program that keeps PasswordSlots() GOMAXPROCS slots
+// first login comes) and half as many suspect ones. Each runs on a thread of its own
+// (internal/lowprio), so a program that keeps PasswordSlots() GOMAXPROCS slots
 // beyond its CPUs (cmd/frontdoor serve does) lets its requests preempt the comparisons.
 func PasswordSlots() int { c := passwordCPUs(); return c + suspectSlots(c) }
 

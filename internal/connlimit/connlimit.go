@@ -307,6 +307,10 @@ type conn struct {
 	elem     *list.Element
 	released bool
 	gate     atomic.Int32 // gateNone, gateWaiting or gateHeld
+	// head, seen and need follow a gated connection's first message (firstMessage); only
+	// its reads touch them.
+	head       [5]byte
+	seen, need int
 }
 
 // The states of a gated connection (conn.gate).
@@ -319,11 +323,13 @@ const (
 // errBusyWait is the read error of a gated connection that waited BusyWait for a slot.
 var errBusyWait = errors.New("connlimit: source busy, no slot within the wait")
 
-// Read reads; the first read of a gated connection that returns bytes takes a slot
-// before it returns them.
+// Read reads; a gated connection takes a slot once its first message has arrived whole,
+// before it returns the last of it: the first TLS record when the bytes start one (a
+// ClientHello that a slow or stalled client sends in pieces holds no slot meanwhile), else
+// the first bytes.
 func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 && c.gate.Load() == gateWaiting {
+	if n > 0 && c.gate.Load() == gateWaiting && c.firstMessage(b[:n]) {
 		t := time.NewTimer(c.l.busyWait)
 		defer t.Stop()
 		select {
@@ -337,6 +343,25 @@ func (c *conn) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// firstMessage adds b to the bytes a gated connection has read and reports whether its
+// first message is now whole: a TLS record (type 22, handshake) of the length its header
+// gives, or any first bytes that do not start one.
+func (c *conn) firstMessage(b []byte) bool {
+	if c.need == 0 {
+		k := copy(c.head[c.seen:], b)
+		if c.seen+k < len(c.head) {
+			c.seen += k
+			return false // not yet a record header
+		}
+		c.need = c.seen + len(b) // not TLS: these bytes are the message
+		if c.head[0] == 22 {
+			c.need = len(c.head) + (int(c.head[3])<<8 | int(c.head[4]))
+		}
+	}
+	c.seen += len(b)
+	return c.seen >= c.need
 }
 
 // Write gives back a held slot, then writes.

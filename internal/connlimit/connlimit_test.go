@@ -419,7 +419,7 @@ func gatedPair(t *testing.T, l *Listener, f *fakeListener, src string) (server n
 func readAsync(c net.Conn) chan error {
 	done := make(chan error, 1)
 	go func() {
-		buf := make([]byte, 16)
+		buf := make([]byte, 512)
 		_, err := c.Read(buf)
 		done <- err
 	}()
@@ -487,5 +487,43 @@ func TestBusySourceGatesFirstWork(t *testing.T) {
 	send(dC)
 	if err := <-readAsync(d); err != nil {
 		t.Fatalf("a gated read after the holder closed: %v", err)
+	}
+}
+
+// A gated connection whose first TLS record arrives in pieces takes its slot only with the
+// last piece: a client that stalls halfway through its ClientHello holds no slot.
+func TestBusySourceWaitsForTheWholeFirstRecord(t *testing.T) {
+	f := newFake()
+	l := New(f, Options{Max: 100, PerSource: 100, BusySource: 1, BusySlots: 1, BusyWait: 5 * time.Second})
+	defer l.Close()
+	gatedPair(t, l, f, "192.0.2.1") // the source's first: not gated
+	stalled, stalledC := gatedPair(t, l, f, "192.0.2.1")
+	other, otherC := gatedPair(t, l, f, "192.0.2.1")
+	record := append([]byte{22, 3, 1, 0, 100}, make([]byte, 100)...)
+	go stalledC.Write(record[:40]) // the header and part of the body, then nothing
+	buf := make([]byte, 200)
+	if n, err := stalled.Read(buf); err != nil || n != 40 {
+		t.Fatalf("the stalled connection's first piece: %d, %v", n, err)
+	}
+	go otherC.Write(record) // a whole record: it needs the slot the stalled one does not hold
+	select {
+	case err := <-readAsync(other):
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a whole first record waited behind a connection that sent part of its own")
+	}
+	go stalledC.Write(record[40:]) // the rest: now it waits for the slot other holds
+	rest := readAsync(stalled)
+	select {
+	case err := <-rest:
+		t.Fatalf("the rest of the stalled record was returned (%v) while the slot is held", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	go func() { b := make([]byte, 16); otherC.Read(b) }()
+	other.Write([]byte("server hello"))
+	if err := <-rest; err != nil {
+		t.Fatalf("the rest once the slot was free: %v", err)
 	}
 }

@@ -146,6 +146,10 @@ EOF
 FD0_PORT=$((BASE_PORT + 4))
 sed -e "s|address: \"127.0.0.1:$FD_PORT\"}|address: \"127.0.0.1:$FD0_PORT\", udp_coalesce: 0s}|" "$WORK/frontdoor.yaml" >"$WORK/frontdoor-0.yaml"
 grep -q "udp_coalesce: 0s" "$WORK/frontdoor-0.yaml" || { log "frontdoor-0.yaml: the listener line did not match"; exit 1; }
+# The same again, read through Go's poller (x/net batches) instead of a blocking worker: an
+# explicit GOMAXPROCS makes serve leave the UDP sockets to the poller (the portable path).
+FDS_PORT=$((BASE_PORT + 5))
+sed -e "s|127.0.0.1:$FD0_PORT|127.0.0.1:$FDS_PORT|" "$WORK/frontdoor-0.yaml" >"$WORK/frontdoor-std.yaml"
 
 # --- gdnsd ---------------------------------------------------------------------------------
 GDNSD_PORT=$((BASE_PORT + 1))
@@ -286,9 +290,10 @@ measure() {
 
 median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR+1)/2]; else printf "%.2f", (v[NR/2] + v[NR/2+1]) / 2 }'; }
 
-SERVERS=(frontdoor frontdoor-0 gdnsd pdns knot)
+SERVERS=(frontdoor frontdoor-0 frontdoor-std gdnsd pdns knot)
 start_server frontdoor "$FD_PORT" "$WORK/frontdoor" serve --config "$WORK/frontdoor.yaml" --data "$WORK/fd-data"
 start_server frontdoor-0 "$FD0_PORT" "$WORK/frontdoor" serve --config "$WORK/frontdoor-0.yaml" --data "$WORK/fd0-data"
+start_server frontdoor-std "$FDS_PORT" env GOMAXPROCS=1 "$WORK/frontdoor" serve --config "$WORK/frontdoor-std.yaml" --data "$WORK/fds-data"
 start_server gdnsd "$GDNSD_PORT" gdnsd -c "$WORK/gdnsd" start
 start_server pdns "$PDNS_PORT" pdns_server --config-dir="$WORK/pdns"
 start_server knot "$KNOT_PORT" knotd -c "$WORK/knot/knot.conf"
@@ -334,7 +339,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 	echo "also counts the server's task-clock over ${PERF_WINDOW}s of each fixed-rate run; context switches are those of all the server's threads (/proc/PID/task/*/status) over the fixed-rate run."
 	echo
 	echo "frontdoor runs with its default udp_coalesce (250us: under load, queries gather up to 250 µs so"
-	echo "that one wake-up answers them all); frontdoor-0 is the same site with udp_coalesce: 0s. The"
+	echo "that one wake-up answers them all); frontdoor-0 is the same site with udp_coalesce: 0s;"
+	echo "frontdoor-std is frontdoor-0 read through Go's poller (x/net batch reads and writes, GOMAXPROCS=1),"
+	echo "the portable path, instead of the blocking worker of internal/rawudp. The"
 	echo "latency column is dnsperf's average at the fixed rate: it shows what the coalescing costs."
 	echo
 	echo "| server | what it answers | answer | saturated qps | frontdoor / server (qps) | CPU µs per query at $RATE qps | server / frontdoor (CPU) | perf task-clock µs per query | context switches per query | average latency at $RATE qps (µs) |"
@@ -343,6 +350,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 		case $s in
 		frontdoor) what="GSLB: zone map + failover sites, tcp connect health (250 ms)" ;;
 		frontdoor-0) what="the same, udp_coalesce: 0s" ;;
+		frontdoor-std) what="the same, udp_coalesce: 0s, through Go's poller (x/net batches)" ;;
 		gdnsd) what="GSLB: geoip nets map + multifo, tcp_connect health" ;;
 		pdns) what="LUA ifportup over the gateway listeners" ;;
 		knot) what="static A (ceiling)" ;;

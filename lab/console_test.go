@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -106,9 +107,24 @@ func fetchStatus(t *testing.T, ctx context.Context, js string) int {
 // confirm clicks an action's button and confirms it in the dialog.
 func confirm(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
-		chromedp.Click(chromedp.CSS(sel)),
+		chromedp.WaitVisible(chromedp.CSS(sel)),
+		clickNow(sel),
 		chromedp.WaitVisible(chromedp.ID("confirm-ok")),
-		chromedp.Click(chromedp.ID("confirm-ok")))
+		clickNow("#confirm-ok"))
+}
+
+// clickNow clicks the element sel selects, found and clicked by one script in the page: the
+// console redraws a table when a live event comes, and a redraw between chromedp's query
+// and its click left it clicking a node that was gone ("Could not find node with given id").
+func clickNow(sel string) chromedp.Action[chromedp.Void] {
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true })()`, sel)
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		ok, err := chromedp.Evaluate[bool](js)(ctx, t)
+		if err == nil && !ok {
+			err = fmt.Errorf("no element %s to click", sel)
+		}
+		return chromedp.Void{}, err
+	}
 }
 
 // TestConsoleInABrowser drives the operator's console in Chromium against the lab: an admin

@@ -8,8 +8,9 @@
 // with a thread of its own at nice 0 (max 4.1 ms) and 0.07–0.10 ms at nice 10 (max 0.5 ms).
 // The thread of its own is what matters; a lowered priority buys the last few
 // milliseconds at a price: at nice 10 the work got 8 comparisons in 5 s beside a busy loop
-// (20 at nice 0, 1 at 19), and it yields to every other process on the host too, so a CI
-// host busy with other tests left a node's admin logins waiting past a 10 s timeout.
+// (20 at nice 0, 1 at 19), and it yields to every other process on the host too, which a
+// node sharing its host with others (or a CI machine running many tests) would feel in its
+// logins.
 //
 // The thread needs a P of the Go runtime while it runs: a process that runs work here
 // should keep one GOMAXPROCS slot beyond its CPUs for each piece that may run at once, or

@@ -25,9 +25,9 @@ import (
 // a CPU for tens of milliseconds, and on a goroutine it made every request the CPU served
 // meanwhile wait a 10 ms scheduling slice at each read it waited for; the kernel preempts
 // the thread instead. At most one clean comparison runs at once per CPU the Go runtime runs
-// on, at the normal priority. A suspect login —
+// on, at lowprio.Low. A suspect login —
 // its source or user failed lately, or has another comparison under way — takes one of
-// half as many suspect slots instead (at least one), runs at lowprio.Low, and suspect
+// half as many suspect slots instead (at least one), runs at lowprio.Lowest, and suspect
 // comparisons take at most suspectShare of the wall time, however many guessers wait. So
 // a guesser never holds the slot an honest first login waits for, gets a CPU only when
 // the node's requests and clean logins leave it one, and is answered 503 past bcryptWait;
@@ -201,9 +201,9 @@ func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 	deadline := time.Now().Add(bcryptWait)
 	t := time.NewTimer(bcryptWait)
 	defer t.Stop()
-	slots, nice := g.slots, lowprio.Normal
+	slots, nice := g.slots, lowprio.Low
 	if suspect {
-		slots, nice = g.suspects, lowprio.Low
+		slots, nice = g.suspects, lowprio.Lowest
 	}
 	select {
 	case slots <- struct{}{}:

@@ -18,13 +18,13 @@ func TestRunLowersOnlyItsOwnThread(t *testing.T) {
 		return 20 - p
 	}
 	before := niceOf()
-	for _, nice := range []int{Normal, Low} {
+	for _, nice := range []int{Low, Lowest} {
 		if got := Run(nice, niceOf); got != nice {
 			t.Fatalf("nice inside Run(%d): %d", nice, got)
 		}
 	}
 	for range 100 { // the runtime may hand the caller another thread: none of them lowered
-		Run(Normal, func() int { return 0 })
+		Run(Low, func() int { return 0 })
 	}
 	if after := niceOf(); after != before {
 		t.Fatalf("nice of the caller's thread: %d after Run, %d before", after, before)

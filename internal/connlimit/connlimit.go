@@ -144,6 +144,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.bySource[src]++
 			if l.busy != nil && l.bySource[src] > l.busySource {
 				c.gate.Store(gateWaiting)
+				c.closing = make(chan struct{})
 				l.gated++
 			}
 		}
@@ -311,6 +312,9 @@ type conn struct {
 	// its reads touch them.
 	head       [5]byte
 	seen, need int
+	// closing is closed by Close, for a read waiting for a slot; nil unless gated.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // The states of a gated connection (conn.gate).
@@ -323,11 +327,17 @@ const (
 // errBusyWait is the read error of a gated connection that waited BusyWait for a slot.
 var errBusyWait = errors.New("connlimit: source busy, no slot within the wait")
 
-// Read reads; a gated connection takes a slot once its first message has arrived whole,
-// before it returns the last of it: the first TLS record when the bytes start one (a
-// ClientHello that a slow or stalled client sends in pieces holds no slot meanwhile), else
-// the first bytes.
+// Read reads; a gated connection takes a slot once a message has arrived whole, before it
+// returns the last of it: a TLS record when the bytes start one (a ClientHello that a slow
+// or stalled client sends in pieces holds no slot meanwhile), else the bytes of one read.
+// Until its first write, a gated connection that reads again gives its slot back first:
+// its server waits on the client again (a client that sent a tiny first record and
+// stalled would otherwise hold the slot), and the next whole record takes one again.
 func (c *conn) Read(b []byte) (int, error) {
+	if c.gate.CompareAndSwap(gateHeld, gateWaiting) {
+		<-c.l.busy
+		c.seen, c.need = 0, 0
+	}
 	n, err := c.Conn.Read(b)
 	if n > 0 && c.gate.Load() == gateWaiting && c.firstMessage(b[:n]) {
 		t := time.NewTimer(c.l.busyWait)
@@ -337,6 +347,8 @@ func (c *conn) Read(b []byte) (int, error) {
 			if !c.gate.CompareAndSwap(gateWaiting, gateHeld) {
 				<-c.l.busy // closed meanwhile
 			}
+		case <-c.closing:
+			return 0, net.ErrClosed
 		case <-t.C:
 			c.gate.Store(gateNone)
 			return 0, errBusyWait
@@ -345,8 +357,8 @@ func (c *conn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// firstMessage adds b to the bytes a gated connection has read and reports whether its
-// first message is now whole: a TLS record (type 22, handshake) of the length its header
+// firstMessage adds b to the bytes a gated connection has read since it last held a slot
+// and reports whether a message is now whole: a TLS record (type 22, handshake) of the length its header
 // gives, or any first bytes that do not start one.
 func (c *conn) firstMessage(b []byte) bool {
 	if c.need == 0 {
@@ -377,8 +389,12 @@ func (c *conn) freeSlot() {
 	}
 }
 
-// Close closes the connection and gives its place (and a held slot) back.
+// Close closes the connection and gives its place (and a held slot) back; a read waiting
+// for a slot returns.
 func (c *conn) Close() error {
+	if c.closing != nil {
+		c.closeOnce.Do(func() { close(c.closing) })
+	}
 	c.freeSlot()
 	c.l.mu.Lock()
 	c.l.releaseLocked(c)

@@ -527,3 +527,28 @@ func TestBusySourceWaitsForTheWholeFirstRecord(t *testing.T) {
 		t.Fatalf("the rest once the slot was free: %v", err)
 	}
 }
+
+// A gated connection that reads again before it writes gives its slot back: a client that
+// sends a tiny first record and then stalls holds nothing while its server waits.
+func TestBusySourceSlotGoesBackAtTheNextRead(t *testing.T) {
+	f := newFake()
+	l := New(f, Options{Max: 100, PerSource: 100, BusySource: 1, BusySlots: 1, BusyWait: 5 * time.Second})
+	defer l.Close()
+	gatedPair(t, l, f, "192.0.2.1") // the source's first: not gated
+	tiny, tinyC := gatedPair(t, l, f, "192.0.2.1")
+	other, otherC := gatedPair(t, l, f, "192.0.2.1")
+	go tinyC.Write([]byte{22, 3, 1, 0, 1, 1}) // a whole record of one byte
+	if err := <-readAsync(tiny); err != nil {
+		t.Fatal(err)
+	}
+	readAsync(tiny) // its server reads on; the client stalls
+	go otherC.Write(append([]byte{22, 3, 1, 0, 10}, make([]byte, 10)...))
+	select {
+	case err := <-readAsync(other):
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("a whole record waited for the slot of a connection whose server reads on")
+	}
+}

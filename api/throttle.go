@@ -63,13 +63,21 @@ func (e throttledError) Error() string {
 // Logins throttles the password logins and bounds the bcrypt comparisons of every API that
 // shares it (LaunchOptions.Logins, AdminOptions.Logins): one per process, so that the
 // launch and admin APIs of a node take turns on its CPUs. The zero value is ready.
-type Logins struct{ g loginGuard }
+type Logins struct {
+	// CPUs is how many CPUs the comparisons may use at once (one clean comparison each,
+	// and half as many suspect ones). Default: GOMAXPROCS when the first login comes;
+	// a program that raises GOMAXPROCS for workers of its own (cmd/frontdoor serve) sets
+	// it to the count from before.
+	CPUs int
+	g    loginGuard
+}
 
 // guardOf returns l's guard, or a guard of its own for an API given none.
 func guardOf(l *Logins) *loginGuard {
 	if l == nil {
 		return &loginGuard{}
 	}
+	l.g.cpus = l.CPUs
 	return &l.g
 }
 
@@ -86,6 +94,7 @@ type loginGuard struct {
 	slots      chan struct{} // clean comparisons: one per CPU
 	suspects   chan struct{} // suspect comparisons: half as many
 	suspectCPU timeShare     // the suspect comparisons' share of the CPU time
+	cpus       int           // Logins.CPUs; 0: GOMAXPROCS at init
 	once       sync.Once
 }
 
@@ -93,7 +102,10 @@ func (g *loginGuard) init() {
 	g.once.Do(func() {
 		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
-		cpus := passwordCPUs()
+		cpus := g.cpus
+		if cpus <= 0 {
+			cpus = runtime.GOMAXPROCS(0) // read, not set
+		}
 		g.slots = make(chan struct{}, cpus)
 		g.suspects = make(chan struct{}, suspectSlots(cpus))
 		g.suspectCPU.share = suspectShare * float64(cpus)
@@ -223,15 +235,12 @@ func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 	return lowprio.Run(nice, func() error { return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) })
 }
 
-// PasswordSlots is how many bcrypt comparisons may run at once, clean and suspect: one
-// clean per CPU the Go runtime runs on (GOMAXPROCS, but no more than the CPUs, read when the
-// first login comes) and half as many suspect ones. Each runs on a thread of its own
-// (internal/lowprio), so a program that keeps PasswordSlots() GOMAXPROCS slots
-// beyond its CPUs (cmd/frontdoor serve does) lets its requests preempt the comparisons.
-func PasswordSlots() int { c := passwordCPUs(); return c + suspectSlots(c) }
-
-// passwordCPUs is the number of clean comparisons at once.
-func passwordCPUs() int { return min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) }
+// PasswordSlots is how many bcrypt comparisons may run at once on cpus CPUs (Logins.CPUs),
+// clean and suspect: one clean per CPU and half as many suspect ones. Each runs on a
+// thread of its own (internal/lowprio), so a program that keeps PasswordSlots(cpus)
+// GOMAXPROCS slots beyond its CPUs (cmd/frontdoor serve does) lets its requests preempt the
+// comparisons.
+func PasswordSlots(cpus int) int { return cpus + suspectSlots(cpus) }
 
 // suspectSlots is the number of suspect comparisons at once beside cpus clean ones.
 func suspectSlots(cpus int) int { return max(1, cpus/2) }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"net"
-	"runtime"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,8 +23,8 @@ const perSourceHTTPSConns = 64
 // honest request; an honest client holds one or two connections and never waits.
 const busyHTTPSSource = 8
 
-// busyHTTPSSlots is how many gated handshakes run at once: half the CPUs, at least one.
-func busyHTTPSSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+// busyHTTPSSlots is how many gated handshakes run at once on cpus CPUs: half, at least one.
+func busyHTTPSSlots(cpus int) int { return max(1, cpus/2) }
 
 // limitHTTPS bounds the connections of h's listener ln: maxHTTPSConns at once, the oldest
 // one waiting for a request closed for a new one when all are taken (package connlimit), and
@@ -36,7 +35,7 @@ func busyHTTPSSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 // with the listener's kind and address.
 func (r *Node) limitHTTPS(h *httpsListener, ln net.Listener) error {
 	l := connlimit.New(ln, connlimit.Options{Max: maxHTTPSConns, PerSource: perSourceHTTPSConns, Exempt: h.trusted,
-		BusySource: busyHTTPSSource, BusySlots: busyHTTPSSlots()})
+		BusySource: busyHTTPSSource, BusySlots: busyHTTPSSlots(r.cpus())})
 	if err := l.Register(r.o.Registry, prometheus.Labels{"listener": h.kind, "address": h.address}); err != nil {
 		l.Close()
 		return err

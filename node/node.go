@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -70,6 +71,11 @@ type Options struct {
 	// need after a reload changed their number (BlockingUDP); `frontdoor serve` adds them to
 	// GOMAXPROCS, as it does at start. The node never changes GOMAXPROCS itself. Default: nil.
 	AddProcs func(delta int)
+	// CPUs is how many CPUs the node's own work may use: GOMAXPROCS as it was before the
+	// program added Ps for blocking UDP workers and password comparisons. It sizes the
+	// comparisons at once (api.Logins.CPUs) and the HTTPS listeners' handshake slots.
+	// Default: GOMAXPROCS when New runs.
+	CPUs int
 	// Drain makes Serve drain the proxy and the gateways when ctx ends: the proxy takes no
 	// new connections or flows, the gateways no new sessions (their health ports answer 503),
 	// and what is established may finish for proxy.drain_timeout of the config last applied,
@@ -88,6 +94,7 @@ type Node struct {
 	broker   *broker.Broker
 	zones    *zonemap.Map
 	health   *health.Checker
+	prober   *health.NetProber // the Checker's probes; closed after it
 	dns      *gslb.Handler
 	ca       *api.CA
 	certs    *api.Certs
@@ -234,6 +241,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return fail(err)
 	}
 	prober := &health.NetProber{RootCAs: r.ca.Pool()}
+	r.prober = prober
 	acme := cfg.Site.TLS.Issuer == "acme"
 	if acme {
 		prober.RootCAs = nil // publicly trusted certificates: the system roots
@@ -302,6 +310,14 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	r.built.Store(true)
 	return r, nil
+}
+
+// cpus is Options.CPUs, or GOMAXPROCS.
+func (r *Node) cpus() int {
+	if r.o.CPUs > 0 {
+		return r.o.CPUs
+	}
+	return runtime.GOMAXPROCS(0) // read, not set
 }
 
 func (r *Node) rebind(a netip.Addr) netip.Addr {
@@ -499,7 +515,7 @@ func (r *Node) gatewaysFor(zone string) []api.GatewayEndpoint {
 func (r *Node) buildListeners() error {
 	n := r.spec
 	log := r.log.With("node", n.Name)
-	logins := &api.Logins{} // the launch and admin APIs take turns on the node's CPUs
+	logins := &api.Logins{CPUs: r.cpus()} // the launch and admin APIs take turns on the node's CPUs
 	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
 		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, Logger: log.With("component", "launch")})
 	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca, Verifier: r.verifier,
@@ -896,6 +912,9 @@ func (r *Node) Close() error {
 	}
 	if r.health != nil {
 		r.health.Close()
+	}
+	if r.prober != nil {
+		r.prober.Close()
 	}
 	if r.certs != nil {
 		r.certs.Close()

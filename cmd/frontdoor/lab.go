@@ -67,7 +67,7 @@ func newLabCmd() *cobra.Command {
 			}
 			blocking := false
 			if single {
-				blocking = reserveProcs(cfg, names...)
+				blocking, _ = reserveProcs(cfg, names...)
 			}
 			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, Source: src, Processes: !single, DataDir: data, BlockingUDP: blocking,
 				Logger:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level})),

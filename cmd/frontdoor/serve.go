@@ -80,9 +80,9 @@ Signals:
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
-			blocking := reserveProcs(cfg, n.Name)
+			blocking, cpus := reserveProcs(cfg, n.Name)
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Node: n.Name, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, AddProcs: addProcs, Drain: true, Version: versionString(), Rebind: rebind})
+				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, AddProcs: addProcs, CPUs: cpus, Drain: true, Version: versionString(), Rebind: rebind})
 			if err != nil {
 				return err
 			}
@@ -202,19 +202,20 @@ func servesSomething(cfg *configs.Config, n configs.Node) bool {
 
 // reserveProcs adds to GOMAXPROCS one P for each blocking UDP worker of the named nodes
 // (node.UDPWorkers: DNS listeners and udp proxy listeners) and one for each password
-// comparison that may run at once (api.PasswordSlots), and reports whether UDP sockets are
-// to be read by such workers. Each of them holds its P while it waits in the kernel (see
+// comparison that may run at once (api.PasswordSlots), and returns whether UDP sockets are
+// to be read by such workers and the CPUs from before (node.Options.CPUs). Each of them holds its P while it waits in the kernel (see
 // package internal/rawudp) or computes at a low priority (internal/lowprio), and the rest
 // of the process keeps every CPU's P; a reload that adds udp listeners adds their Ps too.
 // An explicit GOMAXPROCS is left alone, and the UDP sockets are then read through the Go
-// poller.
-func reserveProcs(cfg *configs.Config, nodes ...string) bool {
+// poller. Setting GOMAXPROCS stops the runtime from following a changed CPU limit.
+func reserveProcs(cfg *configs.Config, nodes ...string) (blocking bool, cpus int) {
+	cpus = runtime.GOMAXPROCS(0)
 	if os.Getenv("GOMAXPROCS") != "" {
-		return false
+		return false, cpus
 	}
-	extra := node.UDPWorkers(cfg, nodes...) + api.PasswordSlots()
-	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + extra)
-	return true // udp listeners a reload adds get workers and Ps too (addProcs)
+	extra := node.UDPWorkers(cfg, nodes...) + api.PasswordSlots(cpus)
+	runtime.GOMAXPROCS(cpus + extra)
+	return true, cpus // udp listeners a reload adds get workers and Ps too (addProcs)
 }
 
 // addProcs is node.Options.AddProcs: a reload's blocking UDP workers keep one P each.

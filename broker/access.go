@@ -45,8 +45,12 @@ func newAccessRules(cfg *configs.Config) ([]*accessRule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("access rule %q: time zone: %w", r.Name, err)
 		}
+		ranges := make([]netip.Prefix, len(r.ClientRanges))
+		for i, p := range r.ClientRanges {
+			ranges[i] = configs.UnmapRange(p)
+		}
 		out = append(out, &accessRule{name: r.Name, allow: r.Action == "allow", who: r.Entitlement, resources: r.Resources,
-			zones: r.Zones, ranges: r.ClientRanges, days: days, window: w, hours: r.Hours, loc: loc})
+			zones: r.Zones, ranges: ranges, days: days, window: w, hours: r.Hours, loc: loc})
 	}
 	return out, nil
 }

@@ -29,7 +29,7 @@ resources:
 access_rules:
   - {name: contractors-office-hours, action: allow, user_groups: [contractors], days: [mon, tue, wed, thu, fri], hours: "08:00-18:00", time_zone: Europe/Berlin}
   - {name: contractors-otherwise, action: deny, user_groups: [contractors]}
-  - {name: no-browser-from-z3, action: deny, everyone: true, resources: [browser], zones: [z3], client_ranges: [198.51.100.0/24]}
+  - {name: no-browser-from-z3, action: deny, everyone: true, resources: [browser], zones: [z3], client_ranges: [198.51.100.0/24, "::ffff:203.0.113.0/120"]}
 `)
 
 // The first access rule that matches decides; none matching allows; the trace or the
@@ -53,6 +53,7 @@ func TestAccessRules(t *testing.T) {
 		{"staff may not launch the browser from zone z3", "alice", "browser", "z3", "", 9 * time.Hour, true, "no-browser-from-z3"},
 		{"nor from a client range of the rule, whatever its zone", "alice", "browser", "", "198.51.100.7", 9 * time.Hour, true, "no-browser-from-z3"},
 		{"an IPv4-mapped client address is its IPv4 address", "alice", "browser", "", "::ffff:198.51.100.7", 9 * time.Hour, true, "no-browser-from-z3"},
+		{"an IPv4-mapped range is the IPv4 range it means", "alice", "browser", "", "203.0.113.9", 9 * time.Hour, true, "no-browser-from-z3"},
 		{"staff launch the browser from z1: no rule matches", "alice", "browser", "z1", "192.0.2.1", 9 * time.Hour, false, "no access rule matched"},
 		{"staff launch the desktop from z3: the rule is for the browser only", "alice", "desktop", "z3", "", 9 * time.Hour, false, "no access rule matched"},
 	}

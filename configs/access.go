@@ -2,10 +2,21 @@ package configs
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
 )
+
+// UnmapRange returns the IPv4 range an IPv4-mapped IPv6 range of length 96 or more means
+// (::ffff:10.0.0.0/104 is 10.0.0.0/8), and any other range as it is: clients' addresses
+// are matched unmapped.
+func UnmapRange(p netip.Prefix) netip.Prefix {
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p
+}
 
 // Weekdays are the names of Days in access rules, Sunday first as time.Weekday counts.
 var Weekdays = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}

@@ -41,9 +41,10 @@ type Config struct {
 	Proxy Proxy `yaml:"proxy"`
 	// AccessRules say who may launch what, from where and when, beyond the resources'
 	// entitlements (like RD Gateway's connection and resource authorization policies). At
-	// each launch and reconnect the first rule that matches decides, allow or deny; when
-	// none matches the launch is allowed (end the list with a rule for everyone to deny by
-	// default). Default: none.
+	// each launch (a reconnect through the launch API included; not a gateway's reconnect
+	// ticket) the first rule that matches decides, allow or deny; when none matches the
+	// launch is allowed (end the list with a rule for everyone to deny by default).
+	// Default: none.
 	AccessRules []AccessRule `yaml:"access_rules"`
 
 	// File is the file the configuration was loaded from ("" when parsed from bytes); not

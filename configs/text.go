@@ -62,11 +62,18 @@ func textErrors(file string, n *yaml.Node, t reflect.Type, path string) Errors {
 	return es
 }
 
-// fieldOf returns the field of struct type t that YAML key k decodes into.
+// fieldOf returns the field of struct type t that YAML key k decodes into, also through
+// an ",inline" struct.
 func fieldOf(t reflect.Type, k string) (reflect.StructField, bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" && f.Type.Kind() == reflect.Struct {
+			if in, ok := fieldOf(f.Type, k); ok {
+				return in, true
+			}
+			continue
+		}
 		if name == k && f.IsExported() {
 			return f, true
 		}

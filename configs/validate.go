@@ -80,13 +80,18 @@ func (k *checker) hostPort(path string, ap netip.AddrPort) {
 	k.port(path, int(ap.Port()))
 }
 
-// cidr refuses a range with host bits set, which is almost always a typo.
+// cidr refuses a missing range ("") and one with host bits set, which is almost always a
+// typo.
 func (k *checker) cidr(path string, p netip.Prefix) bool {
-	if p.IsValid() && p != p.Masked() {
+	switch {
+	case !p.IsValid():
+		k.errf(path, "a CIDR range is required (e.g. 10.1.0.0/16, 2001:db8::/32)")
+		return false
+	case p != p.Masked():
 		k.errf(path, "%q has host bits set; did you mean %s?", p.String(), p.Masked())
 		return false
 	}
-	return p.IsValid()
+	return true
 }
 
 // bcryptRE is a bcrypt hash in its modular crypt form: $2, a minor version, $, the two-digit

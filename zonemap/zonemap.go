@@ -83,10 +83,7 @@ func CheckRange(p netip.Prefix) (netip.Prefix, error) {
 	if p.Masked() != p {
 		return netip.Prefix{}, fmt.Errorf("%w (did you mean %s?)", ErrHostBits, p.Masked())
 	}
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-	}
-	return p, nil
+	return configs.UnmapRange(p), nil
 }
 
 // RangesFromConfig returns the ranges of every zone of cfg, in config order.

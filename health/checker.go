@@ -340,6 +340,7 @@ func (c *Checker) holdLocked(tg *target, ps *portState, err error, start time.Ti
 		return false
 	}
 	ps.held++
+	ps.successes = 0 // a held timeout may have been real: it breaks a rise streak
 	c.met.held(tg.t.Name)
 	if ps.held == 1 {
 		c.log.Info("health probe timed out while this process was starved; not counted",

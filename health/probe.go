@@ -45,6 +45,12 @@ func (p *NetProber) Probe(ctx context.Context, addr netip.AddrPort, c *Check) er
 	return fmt.Errorf("probing %s: check kind %q: %w", addr, c.Kind, ErrInvalidTarget)
 }
 
+// Close closes the sockets the prober keeps between probes; it may go on probing after.
+func (p *NetProber) Close() error {
+	p.udp.close()
+	return nil
+}
+
 // Start starts one probe of addr with check c that ends by deadline and returns at once; see
 // StartFunc. It runs Probe on a goroutine.
 func (p *NetProber) Start(addr netip.AddrPort, c *Check, deadline time.Time, done func(error)) {
@@ -179,9 +185,12 @@ func probeHTTP(conn net.Conn, addr netip.AddrPort, c *Check) error {
 // sees the ICMP port-unreachable of a closed port as ECONNREFUSED. The socket is kept for the
 // port's next probe when it got the reply it wanted (udpSockets).
 func (p *NetProber) probeUDP(ctx context.Context, addr netip.AddrPort, c *Check) error {
-	conn, err := p.udp.get(addr)
+	conn, kept, err := p.udp.get(addr)
 	if err != nil {
 		return fmt.Errorf("opening UDP socket to %s: %w", addr, err)
+	}
+	if kept {
+		drainUDP(conn)
 	}
 	keep := false
 	defer func() {
@@ -208,11 +217,26 @@ func (p *NetProber) probeUDP(ctx context.Context, addr netip.AddrPort, c *Check)
 	return nil
 }
 
+// drainUDP reads and drops what a kept socket received since its last probe (a duplicate
+// or second datagram of the last answer), so that it cannot pass for this probe's reply:
+// each read waits a microsecond at most, and at most 8 are dropped (a service that floods
+// the socket fails its probe on a closed one later, when the socket is not kept).
+func drainUDP(conn *net.UDPConn) {
+	var buf [1500]byte
+	for range 8 {
+		conn.SetReadDeadline(time.Now().Add(time.Microsecond))
+		if _, err := conn.Read(buf[:]); err != nil {
+			return
+		}
+	}
+}
+
 // udpSockets keeps the connected UDP socket of each probed port between its probes:
-// opening, connecting and closing one per probe cost about twice what the probe does. Only
-// a socket whose probe got its reply is kept, so a late reply can never pass for the answer
-// to a later probe; two probes of one port at once use two sockets. Sockets idle for
-// udpIdle are closed on a later put; at most maxIdleUDP are kept.
+// opening, connecting and closing one per probe cost more than the rest of the probe. Only
+// a socket whose probe got its reply is kept, and a kept one is drained before its next
+// probe (drainUDP), so a late reply cannot pass for the answer to a later probe; two probes
+// of one port at once use two sockets. Sockets idle for udpIdle are closed on a later put
+// and by Close; at most maxIdleUDP are kept.
 type udpSockets struct {
 	mu   sync.Mutex // guards idle and puts
 	idle map[netip.AddrPort]idleUDP
@@ -229,16 +253,27 @@ const (
 	udpIdle    = 10 * time.Second
 )
 
-// get returns the kept socket of addr, or a new one.
-func (u *udpSockets) get(addr netip.AddrPort) (*net.UDPConn, error) {
+// get returns the kept socket of addr (kept true), or a new one.
+func (u *udpSockets) get(addr netip.AddrPort) (conn *net.UDPConn, kept bool, err error) {
 	u.mu.Lock()
 	s, ok := u.idle[addr]
 	delete(u.idle, addr)
 	u.mu.Unlock()
 	if ok {
-		return s.conn, nil
+		return s.conn, true, nil
 	}
-	return net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	return conn, false, err
+}
+
+// close closes every kept socket.
+func (u *udpSockets) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for a, s := range u.idle {
+		s.conn.Close()
+		delete(u.idle, a)
+	}
 }
 
 // put keeps conn for addr's next probe and reports whether it did; the caller closes a

@@ -98,7 +98,9 @@ func adminURL(t *testing.T, l *Lab) string {
 // into out.
 func adminStatus(t *testing.T, l *Lab, out any) {
 	t.Helper()
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
+	// Generous: a status under a CI host's load may wait seconds, and the test is not a
+	// benchmark; a node that does not answer at all still fails it.
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
 	req, _ := http.NewRequest(http.MethodGet, adminURL(t, l)+"/v1/admin/status", nil)
 	req.SetBasicAuth("admin", "lab")
 	resp, err := hc.Do(req)

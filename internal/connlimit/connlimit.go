@@ -334,12 +334,13 @@ var errBusyWait = errors.New("connlimit: source busy, no slot within the wait")
 // its server waits on the client again (a client that sent a tiny first record and
 // stalled would otherwise hold the slot), and the next whole record takes one again.
 func (c *conn) Read(b []byte) (int, error) {
-	if c.gate.CompareAndSwap(gateHeld, gateWaiting) {
+	g := c.gate.Load() // gateNone on every read of an ungated or settled connection
+	if g == gateHeld && c.gate.CompareAndSwap(gateHeld, gateWaiting) {
 		<-c.l.busy
-		c.seen, c.need = 0, 0
+		c.seen, c.need, g = 0, 0, gateWaiting
 	}
 	n, err := c.Conn.Read(b)
-	if n > 0 && c.gate.Load() == gateWaiting && c.firstMessage(b[:n]) {
+	if n > 0 && g == gateWaiting && c.gate.Load() == gateWaiting && c.firstMessage(b[:n]) {
 		t := time.NewTimer(c.l.busyWait)
 		defer t.Stop()
 		select {

@@ -26,7 +26,6 @@ type NetProber struct {
 	once     sync.Once
 	sessions tls.ClientSessionCache // TLS resumption for HTTPS probes, which read the tickets
 	hellos   helloCache             // ClientHello records of hello checks, by server name
-	udp      udpSockets             // the UDP probes' sockets, kept between probes
 }
 
 var (
@@ -38,17 +37,11 @@ var (
 func (p *NetProber) Probe(ctx context.Context, addr netip.AddrPort, c *Check) error {
 	switch c.Kind {
 	case KindUDP:
-		return asTimeout(ctx, p.probeUDP(ctx, addr, c))
+		return asTimeout(ctx, probeUDP(ctx, addr, c))
 	case KindTCP, KindTLS, KindHTTP, KindHTTPS:
 		return asTimeout(ctx, p.probeTCP(ctx, addr, c))
 	}
 	return fmt.Errorf("probing %s: check kind %q: %w", addr, c.Kind, ErrInvalidTarget)
-}
-
-// Close closes the sockets the prober keeps between probes; it may go on probing after.
-func (p *NetProber) Close() error {
-	p.udp.close()
-	return nil
 }
 
 // Start starts one probe of addr with check c that ends by deadline and returns at once; see
@@ -182,24 +175,17 @@ func probeHTTP(conn net.Conn, addr netip.AddrPort, c *Check) error {
 }
 
 // probeUDP sends c.Send on a connected socket and waits for a reply. A connected socket
-// sees the ICMP port-unreachable of a closed port as ECONNREFUSED. The socket is kept for the
-// port's next probe when it got the reply it wanted (udpSockets).
-func (p *NetProber) probeUDP(ctx context.Context, addr netip.AddrPort, c *Check) error {
-	conn, kept, err := p.udp.get(addr)
+// sees the ICMP port-unreachable of a closed port as ECONNREFUSED. Each probe opens its own
+// socket, so that a late reply can never pass for the answer to a later probe.
+func probeUDP(ctx context.Context, addr netip.AddrPort, c *Check) error {
+	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
 	if err != nil {
 		return fmt.Errorf("opening UDP socket to %s: %w", addr, err)
 	}
-	if kept {
-		drainUDP(conn)
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
 	}
-	keep := false
-	defer func() {
-		if !keep || !p.udp.put(addr, conn) {
-			conn.Close()
-		}
-	}()
-	dl, _ := ctx.Deadline() // none: the zero time clears a kept socket's last deadline
-	conn.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if _, err := conn.Write(c.Send); err != nil {
@@ -213,91 +199,7 @@ func (p *NetProber) probeUDP(ctx context.Context, addr netip.AddrPort, c *Check)
 	if !bytes.HasPrefix(buf[:n], c.Expect) {
 		return fmt.Errorf("UDP reply from %s does not start with %q: %w", addr, c.Expect, ErrBadReply)
 	}
-	keep = stop() // a probe cancelled meanwhile leaves the socket's deadline in the past
 	return nil
-}
-
-// drainUDP reads and drops what a kept socket received since its last probe (a duplicate
-// or second datagram of the last answer), so that it cannot pass for this probe's reply:
-// each read waits a microsecond at most, and at most 8 are dropped (a service that floods
-// the socket fails its probe on a closed one later, when the socket is not kept).
-func drainUDP(conn *net.UDPConn) {
-	var buf [1500]byte
-	for range 8 {
-		conn.SetReadDeadline(time.Now().Add(time.Microsecond))
-		if _, err := conn.Read(buf[:]); err != nil {
-			return
-		}
-	}
-}
-
-// udpSockets keeps the connected UDP socket of each probed port between its probes:
-// opening, connecting and closing one per probe cost more than the rest of the probe. Only
-// a socket whose probe got its reply is kept, and a kept one is drained before its next
-// probe (drainUDP), so a late reply cannot pass for the answer to a later probe; two probes
-// of one port at once use two sockets. Sockets idle for udpIdle are closed on a later put
-// and by Close; at most maxIdleUDP are kept.
-type udpSockets struct {
-	mu   sync.Mutex // guards idle and puts
-	idle map[netip.AddrPort]idleUDP
-	puts int
-}
-
-type idleUDP struct {
-	conn *net.UDPConn
-	at   time.Time
-}
-
-const (
-	maxIdleUDP = 4096
-	udpIdle    = 10 * time.Second
-)
-
-// get returns the kept socket of addr (kept true), or a new one.
-func (u *udpSockets) get(addr netip.AddrPort) (conn *net.UDPConn, kept bool, err error) {
-	u.mu.Lock()
-	s, ok := u.idle[addr]
-	delete(u.idle, addr)
-	u.mu.Unlock()
-	if ok {
-		return s.conn, true, nil
-	}
-	conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
-	return conn, false, err
-}
-
-// close closes every kept socket.
-func (u *udpSockets) close() {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for a, s := range u.idle {
-		s.conn.Close()
-		delete(u.idle, a)
-	}
-}
-
-// put keeps conn for addr's next probe and reports whether it did; the caller closes a
-// socket it did not keep.
-func (u *udpSockets) put(addr netip.AddrPort, conn *net.UDPConn) bool {
-	now := time.Now()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.idle == nil {
-		u.idle = map[netip.AddrPort]idleUDP{}
-	}
-	if u.puts++; u.puts%1024 == 0 {
-		for a, s := range u.idle {
-			if now.Sub(s.at) > udpIdle {
-				s.conn.Close()
-				delete(u.idle, a)
-			}
-		}
-	}
-	if _, dup := u.idle[addr]; dup || len(u.idle) >= maxIdleUDP {
-		return false
-	}
-	u.idle[addr] = idleUDP{conn, now}
-	return true
 }
 
 func udpErr(addr netip.AddrPort, err error) error {

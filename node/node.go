@@ -94,7 +94,6 @@ type Node struct {
 	broker   *broker.Broker
 	zones    *zonemap.Map
 	health   *health.Checker
-	prober   *health.NetProber // the Checker's probes; closed after it
 	dns      *gslb.Handler
 	ca       *api.CA
 	certs    *api.Certs
@@ -241,7 +240,6 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return fail(err)
 	}
 	prober := &health.NetProber{RootCAs: r.ca.Pool()}
-	r.prober = prober
 	acme := cfg.Site.TLS.Issuer == "acme"
 	if acme {
 		prober.RootCAs = nil // publicly trusted certificates: the system roots
@@ -912,9 +910,6 @@ func (r *Node) Close() error {
 	}
 	if r.health != nil {
 		r.health.Close()
-	}
-	if r.prober != nil {
-		r.prober.Close()
 	}
 	if r.certs != nil {
 		r.certs.Close()

@@ -18,9 +18,6 @@ func UnmapRange(p netip.Prefix) netip.Prefix {
 	return p
 }
 
-// Weekdays are the names of Days in access rules, Sunday first as time.Weekday counts.
-var Weekdays = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
-
 // Window is the parsed Hours of an access rule: minutes after midnight, start included,
 // end excluded. All is set when the rule sets no hours.
 type Window struct {
@@ -71,15 +68,23 @@ func (w Window) Covers(t time.Time, days []time.Weekday) bool {
 	return false
 }
 
-// ParseDays returns the weekdays of an access rule's Days.
+// ParseDays returns the weekdays of an access rule's Days: sun, mon, ... sat.
 func ParseDays(days []string) ([]time.Weekday, error) {
 	var out []time.Weekday
+next:
 	for _, d := range days {
-		i := slices.Index(Weekdays, strings.ToLower(d))
-		if i < 0 {
-			return nil, fmt.Errorf("day %q is not one of %s", d, strings.Join(Weekdays, ", "))
+		var names []string
+		for w := time.Sunday; w <= time.Saturday; w++ {
+			if dayName(w) == strings.ToLower(d) {
+				out = append(out, w)
+				continue next
+			}
+			names = append(names, dayName(w))
 		}
-		out = append(out, time.Weekday(i))
+		return nil, fmt.Errorf("day %q is not one of %s", d, strings.Join(names, ", "))
 	}
 	return out, nil
 }
+
+// dayName is a day's name in Days: the first three letters of its English name, lower case.
+func dayName(w time.Weekday) string { return strings.ToLower(w.String()[:3]) }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
@@ -12,11 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/broker"
-	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/store/memory"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 )
@@ -24,22 +19,10 @@ import (
 // A launch an access rule denies is answered 403 with the rule's name; the rule sees the
 // client's address (here its PROXY-less remote address), and explain names the rule too.
 func TestAccessRuleDenialNamesTheRule(t *testing.T) {
-	raw, err := configs.Shipped("lab.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw = append(raw, []byte(`
+	cfg, br := labSite(t, `
 access_rules:
   - {name: no-kiosk-subnet, action: deny, everyone: true, client_ranges: [127.2.9.0/24]}
-`)...)
-	cfg, err := configs.Load("lab.yaml", raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	br, err := broker.New(context.Background(), cfg, memory.New(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	signer, verifier := ticket.NewSigner(key, nil), ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)

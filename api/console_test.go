@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,28 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/broker"
-	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
-	"github.com/frontdoor-vdi/frontdoor/store/memory"
 )
 
 // consoleAdmin is an Admin of one admin and one monitor (password "lab" both) whose console
 // sessions run on clk.
 func consoleAdmin(t *testing.T, clk *testclock.Clock) *Admin {
 	t.Helper()
-	raw, err := configs.Shipped("lab.yaml") // admin, operator (monitor) and alice, all "lab"
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := configs.Load("lab.yaml", raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	br, err := broker.New(context.Background(), cfg, memory.New(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, br := labSite(t, "") // admin, operator (monitor) and alice, all "lab"
 	a, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

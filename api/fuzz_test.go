@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
@@ -12,11 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/broker"
-	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/store/memory"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -39,18 +34,7 @@ var fuzzRoutes = []struct{ api, path string }{
 // FuzzJSONHandlers: a logged-in client's body is still hostile; every JSON endpoint of the
 // launch, agent and admin APIs answers it without a panic and without an internal error.
 func FuzzJSONHandlers(f *testing.F) {
-	raw, err := configs.Shipped("lab.yaml")
-	if err != nil {
-		f.Fatal(err)
-	}
-	cfg, err := configs.Load("lab.yaml", raw)
-	if err != nil {
-		f.Fatal(err)
-	}
-	br, err := broker.New(context.Background(), cfg, memory.New(), time.Now)
-	if err != nil {
-		f.Fatal(err)
-	}
+	cfg, br := labSite(f, "")
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	signer, verifier := ticket.NewSigner(key, nil), ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)

@@ -9,7 +9,8 @@ import (
 // The channel wire format shared by clients, gateways and machine agents.
 //
 // A TCP channel starts with a frame: FrameMagic, a 2-byte big-endian length and the ticket;
-// the receiver answers one byte, StatusOK or StatusDenied (and then closes), or, from a gateway,
+// the receiver answers one byte, StatusOK or StatusDenied or StatusLoginExpired (and then
+// closes), or, from a gateway,
 // StatusRotated followed by a frame holding the session's next reconnect ticket: every
 // channel a gateway admits rotates the ticket, and once the next one is used the earlier ones
 // are refused. A UDP flow starts
@@ -27,7 +28,20 @@ const (
 	StatusOK      byte = 0
 	StatusDenied  byte = 1
 	StatusRotated byte = 2
+	// StatusLoginExpired refuses a good ticket whose login is past the site's factor
+	// lifetime (ErrLoginExpired): the client must log in again rather than try other
+	// gateways. Clients that do not know it read it as a denial.
+	StatusLoginExpired byte = 3
 )
+
+// DeniedStatus is the status that refuses a channel for err, the ticket check's error:
+// StatusLoginExpired for ErrLoginExpired, StatusDenied for any other.
+func DeniedStatus(err error) byte {
+	if errors.Is(err, ErrLoginExpired) {
+		return StatusLoginExpired
+	}
+	return StatusDenied
+}
 
 // The QUIC transport carries a session's channels on a connection (ALPN QUICALPN): between
 // client and gateway all of them on one connection; to a machine's UDP display port one UDP

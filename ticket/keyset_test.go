@@ -115,7 +115,13 @@ func FuzzParseBody(f *testing.F) {
 	tok, _, _ := NewSigner(key, nil).Issue(Claims{Kind: Launch, Session: "s", Machine: "m", Mode: ModeGateway, Channels: []Channel{tcp8443, {Port: 4172, Proto: "udp"}}}, time.Minute)
 	b, _ := enc.DecodeString(tok)
 	f.Add(b[:len(b)-ed25519.SignatureSize])
+	login := time.Now()
+	tok, _, _ = NewSigner(key, nil).Issue(Claims{Kind: Reconnect, Session: "s", Machine: "m", Mode: ModeGateway, User: "alice",
+		Factors: FactorPassword | FactorTOTP, AuthTime: login, LoginExpires: login.Add(10 * time.Hour)}, time.Hour)
+	b, _ = enc.DecodeString(tok)
+	f.Add(b[:len(b)-ed25519.SignatureSize])
 	f.Add([]byte{version})
+	f.Add([]byte{versionV3, 1})
 	f.Add([]byte{versionV1, 1})
 	f.Add([]byte{versionV2, 1})
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -12,13 +12,23 @@
 // rotates, are used again and again. Any ticket stops working when its session is revoked
 // (logoff, steal).
 //
-// A token is URL-safe base64 (no padding) of: version (1 byte, 3), the signing key's id (8:
-// KeyIDOf), kind (1), ticket ID (16), issued and expires (Unix milliseconds, 8 each), the
-// generation (4), then session, machine, mode as length-prefixed strings, the channel list,
-// and a 64-byte Ed25519 signature over everything before it. The site may hold several keys
-// (KeySet): a new one is rolled in while tickets signed with the old one still live. Version
-// 2 tokens (no generation) and version 1 tokens (no key id either) are still read. A token's structure is checked before its signature: malformed input
-// costs no signature check.
+// A ticket seals the login that led to it (Claims.User, Factors, AuthTime): every channel it
+// opens inherits who logged in, how and when, and a reissued reconnect ticket keeps them (a
+// rotation is no new login). Past Claims.LoginExpires (the login's time plus the site's
+// factor lifetime) a ticket opens nothing (ErrLoginExpired): the client must launch again,
+// with a new login.
+//
+// A token is URL-safe base64 (no padding), at most MaxLen characters, of: version (1 byte, 4),
+// the signing key's id (8: KeyIDOf), kind (1), ticket ID (16), issued and expires (Unix
+// milliseconds, 8 each), the generation (4), the login's time and its expiry (Unix
+// milliseconds, 8 each, 0 for none), the login's factors (1, a Factors bit set), then
+// session, machine, mode and user as length-prefixed strings, the channel list, and a 64-byte
+// Ed25519 signature over everything before it. The site may hold several keys (KeySet): a new
+// one is rolled in while tickets signed with the old one still live. Version 3 tokens (no
+// login), version 2 tokens (no generation either) and version 1 tokens (no key id either)
+// are still read, so that tickets in flight across an upgrade keep working; they carry no
+// login, and no factor lifetime limits them. A token's structure is checked before its
+// signature: malformed input costs no signature check.
 package ticket
 
 import (
@@ -29,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -91,6 +102,18 @@ type Claims struct {
 	Gen     uint32
 	Issued  time.Time
 	Expires time.Time
+	// User is who logged in for the launch; "" in tickets of version 3 and older and in
+	// enrolment tickets.
+	User string
+	// Factors are the factors that login used.
+	Factors Factors
+	// AuthTime is when that login was checked; zero when the ticket names no login. A
+	// reissued reconnect ticket keeps it.
+	AuthTime time.Time
+	// LoginExpires is when the login stops vouching for the session: from then on Check
+	// refuses the ticket with ErrLoginExpired. Zero: never (no login sealed). A reissued
+	// reconnect ticket keeps it.
+	LoginExpires time.Time
 	// Reused is set by Verifier.Check, not signed: the ticket is a gateway-mode reconnect
 	// ticket of the session's latest generation used already (a client whose answer was
 	// lost presents it again; so would someone who took it).
@@ -110,10 +133,70 @@ var (
 	ErrSuperseded   = errors.New("a newer reconnect ticket of the session was used")
 	ErrWrongKind    = errors.New("wrong ticket kind")
 	ErrUnknownKey   = errors.New("ticket signed with a key the site does not hold")
+	// ErrLoginExpired: the ticket is good, but the login it seals is older than the site's
+	// factor lifetime; the client must log in again (a new launch). Gateways and agents
+	// answer it with StatusLoginExpired, not StatusDenied, so that the client can say so.
+	ErrLoginExpired = errors.New("the login's factor lifetime is over: log in again")
+	// ErrTooLong is returned by Issue and Reissue for claims whose token would be longer
+	// than MaxLen.
+	ErrTooLong = errors.New("ticket longer than MaxLen")
 )
 
+// Factors is a set of login factors, as a ticket seals them: a bit each.
+type Factors uint8
+
+// The login factors.
 const (
-	version   = 3
+	// FactorPassword: a password (HTTP Basic) checked against the user's bcrypt hash.
+	FactorPassword Factors = 1 << iota
+	// FactorCertificate: a client certificate of the site CA naming the user.
+	FactorCertificate
+	// FactorTOTP: a time-based one-time code (RFC 6238) of the user's enrolled secret.
+	FactorTOTP
+)
+
+// factorNames are the names of the factors, bit by bit: those of the configuration
+// (configs.Factor*).
+var factorNames = [...]string{"password", "certificate", "totp"}
+
+// ParseFactor returns the factor named name ("password", "certificate" or "totp").
+func ParseFactor(name string) (Factors, bool) {
+	for i, n := range factorNames {
+		if n == name {
+			return 1 << i, true
+		}
+	}
+	return 0, false
+}
+
+// Names lists the factors of f by name, in bit order; bits no factor has are named by
+// number ("factor7").
+func (f Factors) Names() []string {
+	var out []string
+	for i := range 8 {
+		if f&(1<<i) == 0 {
+			continue
+		}
+		if i < len(factorNames) {
+			out = append(out, factorNames[i])
+		} else {
+			out = append(out, fmt.Sprintf("factor%d", i))
+		}
+	}
+	return out
+}
+
+// String joins the names with "+" ("password+totp"); "none" for the empty set.
+func (f Factors) String() string {
+	if f == 0 {
+		return "none"
+	}
+	return strings.Join(f.Names(), "+")
+}
+
+const (
+	version   = 4
+	versionV3 = 3 // without a login
 	versionV2 = 2 // without a generation
 	versionV1 = 1 // without a key id or a generation
 	// MaxLen bounds a token's length; longer input is refused before decoding.
@@ -152,7 +235,7 @@ func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
 	if c.Kind != Launch && c.Kind != Reconnect && c.Kind != Enrol {
 		return "", c, fmt.Errorf("issuing ticket: %w: %v", ErrWrongKind, c.Kind)
 	}
-	if len(c.Session) > maxField || len(c.Machine) > maxField || len(c.Mode) > maxField || len(c.Channels) > 32 {
+	if len(c.Session) > maxField || len(c.Machine) > maxField || len(c.Mode) > maxField || len(c.User) > maxField || len(c.Channels) > 32 {
 		return "", c, fmt.Errorf("issuing ticket: field too long")
 	}
 	if _, err := rand.Read(c.ID[:]); err != nil {
@@ -161,17 +244,40 @@ func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
 	now := s.now()
 	c.Issued = now.Truncate(time.Millisecond)
 	c.Expires = now.Add(ttl).Truncate(time.Millisecond)
+	c.AuthTime, c.LoginExpires = sealTime(c.AuthTime), sealTime(c.LoginExpires)
+	tok, c, err := s.sign(c)
+	if err != nil {
+		return "", c, fmt.Errorf("issuing ticket: %w", err)
+	}
+	return tok, c, nil
+}
+
+// sealTime is t as a token holds it: to the millisecond, zero when before 1970 (a token
+// holds no earlier time).
+func sealTime(t time.Time) time.Time {
+	if t.UnixMilli() <= 0 {
+		return time.Time{}
+	}
+	return t.Truncate(time.Millisecond)
+}
+
+// sign names the current key in c and signs it.
+func (s *Signer) sign(c Claims) (string, Claims, error) {
 	key := *s.key.Load()
 	c.Key = KeyIDOf(key.Public().(ed25519.PublicKey))
 	b := marshal(c)
 	b = append(b, ed25519.Sign(key, b)...)
+	if enc.EncodedLen(len(b)) > MaxLen {
+		return "", c, fmt.Errorf("%w: %d bytes", ErrTooLong, enc.EncodedLen(len(b)))
+	}
 	return enc.EncodeToString(b), c, nil
 }
 
 // Reissue signs the next reconnect ticket of the session of c, whose ticket a gateway just
 // took: the next generation, a new ID, the current key, the same session, machine, mode and
 // channels, expiring at expires. It keeps c's issue time, so that a revocation of the
-// tickets issued before a time (a steal's) reaches the whole chain of an endpoint's tickets.
+// tickets issued before a time (a steal's) reaches the whole chain of an endpoint's tickets,
+// and c's login (user, factors, its time and expiry): a rotation is no new login.
 func (s *Signer) Reissue(c Claims, expires time.Time) (string, Claims, error) {
 	c.Kind = Reconnect
 	c.Gen++
@@ -179,11 +285,11 @@ func (s *Signer) Reissue(c Claims, expires time.Time) (string, Claims, error) {
 		return "", c, fmt.Errorf("reissuing ticket: %w", err)
 	}
 	c.Expires = expires.Truncate(time.Millisecond)
-	key := *s.key.Load()
-	c.Key = KeyIDOf(key.Public().(ed25519.PublicKey))
-	b := marshal(c)
-	b = append(b, ed25519.Sign(key, b)...)
-	return enc.EncodeToString(b), c, nil
+	tok, c, err := s.sign(c)
+	if err != nil {
+		return "", c, fmt.Errorf("reissuing ticket: %w", err)
+	}
+	return tok, c, nil
 }
 
 func marshal(c Claims) []byte {
@@ -195,7 +301,10 @@ func marshal(c Claims) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Issued.UnixMilli()))
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Expires.UnixMilli()))
 	b = binary.BigEndian.AppendUint32(b, c.Gen)
-	for _, s := range []string{c.Session, c.Machine, c.Mode} {
+	b = binary.BigEndian.AppendUint64(b, uint64(max(sealTime(c.AuthTime).UnixMilli(), 0)))
+	b = binary.BigEndian.AppendUint64(b, uint64(max(sealTime(c.LoginExpires).UnixMilli(), 0)))
+	b = append(b, byte(c.Factors))
+	for _, s := range []string{c.Session, c.Machine, c.Mode, c.User} {
 		b = append(b, byte(len(s)))
 		b = append(b, s...)
 	}
@@ -257,7 +366,7 @@ func parseBody(body []byte) (Claims, error) {
 	}
 	rest := body[1:]
 	switch body[0] {
-	case version, versionV2:
+	case version, versionV3, versionV2:
 		if len(rest) < len(c.Key) {
 			return c, ErrMalformed
 		}
@@ -275,20 +384,34 @@ func parseBody(body []byte) (Claims, error) {
 	c.Issued = time.UnixMilli(int64(binary.BigEndian.Uint64(rest[17:25])))
 	c.Expires = time.UnixMilli(int64(binary.BigEndian.Uint64(rest[25:33])))
 	rest = rest[33:]
-	if body[0] == version {
+	if body[0] >= versionV3 {
 		if len(rest) < 4 {
 			return c, ErrMalformed
 		}
 		c.Gen, rest = binary.BigEndian.Uint32(rest), rest[4:]
 	}
-	var fields [3]string
-	for i := range fields {
+	strs := 3
+	if body[0] == version {
+		if len(rest) < 8+8+1 {
+			return c, ErrMalformed
+		}
+		var ok1, ok2 bool
+		c.AuthTime, ok1 = openTime(rest)
+		c.LoginExpires, ok2 = openTime(rest[8:])
+		if !ok1 || !ok2 {
+			return c, ErrMalformed
+		}
+		c.Factors, rest = Factors(rest[16]), rest[17:]
+		strs = 4
+	}
+	var fields [4]string
+	for i := range strs {
 		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
 			return c, ErrMalformed
 		}
 		fields[i], rest = string(rest[1:1+int(rest[0])]), rest[1+int(rest[0]):]
 	}
-	c.Session, c.Machine, c.Mode = fields[0], fields[1], fields[2]
+	c.Session, c.Machine, c.Mode, c.User = fields[0], fields[1], fields[2], fields[3]
 	if len(rest) < 1 || len(rest) != 1+3*int(rest[0]) {
 		return c, ErrMalformed
 	}
@@ -309,6 +432,18 @@ func parseBody(body []byte) (Claims, error) {
 		return c, ErrWrongKind
 	}
 	return c, nil
+}
+
+// openTime reads a login time of a token: 0 is none, and a time before 1970 no token holds.
+func openTime(b []byte) (time.Time, bool) {
+	ms := int64(binary.BigEndian.Uint64(b))
+	switch {
+	case ms == 0:
+		return time.Time{}, true
+	case ms < 0:
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 // Names reports whether the claims allow channel ch.

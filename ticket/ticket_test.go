@@ -95,7 +95,7 @@ func TestRejections(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b[48] ^= 1 // inside the session name
+			b[64] ^= 1 // inside the session name
 			return enc.EncodeToString(b)
 		}, "vda-1", tcp8443, ErrSignature},
 		{"garbage is malformed", func() string { return "not a ticket!" }, "vda-1", tcp8443, ErrMalformed},

@@ -235,8 +235,9 @@ func (v *Verifier) parse(token string) (Claims, error) {
 // refused once a later generation of its session was used, and its own use supersedes the
 // earlier ones (recorded apart from the check: the answer does not wait for the ledger); a
 // direct-mode one, which nobody on its path can rotate, opens its channels again. Any ticket
-// is refused once its session is revoked. The error says why, for the log; clients are told only
-// "denied".
+// is refused once its session is revoked, and from the end of its login's factor lifetime
+// (Claims.LoginExpires: ErrLoginExpired). The error says why, for the log; clients are told
+// only "denied", or, for ErrLoginExpired, to log in again (StatusLoginExpired).
 func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 	c, err := v.parse(token)
 	if err != nil {
@@ -250,6 +251,9 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 		return c, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
 	case c.Kind == Enrol:
 		return c, fmt.Errorf("%w: an enrolment ticket opens no channel", ErrWrongKind)
+	case !c.LoginExpires.IsZero() && !now.Before(c.LoginExpires):
+		return c, fmt.Errorf("%w: %s logged in at %s with %s, good until %s", ErrLoginExpired, c.User,
+			c.AuthTime.UTC().Format(time.RFC3339), c.Factors, c.LoginExpires.UTC().Format(time.RFC3339))
 	case machine != "" && c.Machine != machine:
 		return c, fmt.Errorf("%w: %q, not %q", ErrWrongMachine, c.Machine, machine)
 	case !c.Names(ch):
@@ -354,6 +358,13 @@ func (v *Verifier) CheckEnrolment(token, machine, key string) (Claims, error) {
 		return c, ErrReplayed
 	}
 	return c, nil
+}
+
+// Once records that the one-time proof id of kind what ("totp": a login code) was used, until
+// until, and reports false when it had been already: site-wide, in the ledger that records
+// the launch tickets' channels, so that a code taken at one front door is refused at all.
+func (v *Verifier) Once(id [16]byte, what string, until time.Time) (bool, error) {
+	return v.ledger.Use(id, Channel{Proto: what}, until)
 }
 
 // Peek returns the claims of token once its signature checks, and checks and records

@@ -116,7 +116,7 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 	}
 	if err != nil {
 		d.log.Warn("flow denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)
-		st.Write([]byte{ticket.StatusDenied})
+		st.Write([]byte{ticket.DeniedStatus(err)})
 		st.Close()
 		// The status reaches the client before the connection goes.
 		t := time.NewTimer(time.Second)

@@ -44,7 +44,7 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 	}
 	if err != nil {
 		d.log.Warn("channel denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)
-		c.Write([]byte{ticket.StatusDenied})
+		c.Write([]byte{ticket.DeniedStatus(err)})
 		return
 	}
 	if _, err := c.Write([]byte{ticket.StatusOK}); err != nil {

@@ -9,6 +9,9 @@
 // none answers, with a new launch through another front door (Options.Relaunch, e.g.
 // Launcher.Relaunch, which re-resolves the DNS name). Every cut, failed attempt and return is
 // an Event, passed to Options.OnEvent and kept in the session's timeline, which drills read.
+// A session whose login is past the site's factor lifetime (a gateway answers
+// ticket.StatusLoginExpired), or whose new launch is refused the credentials it holds, ends
+// with ErrLoginRequired instead: only a login the user makes again brings it back.
 //
 // TCP channels are carried for one user at a time: Attach hands out the channel's stream (a
 // local pipe), Expose serves it on a local TCP port. A cut closes the attached connection —

@@ -12,6 +12,15 @@ var (
 	ErrDenied = errors.New("launch denied")
 	// ErrTicketDenied is returned when a gateway or machine refuses a channel's ticket.
 	ErrTicketDenied = errors.New("ticket denied")
+	// ErrLoginExpired is returned when a gateway or machine refuses a channel's ticket
+	// because its login is past the site's factor lifetime (ticket.StatusLoginExpired):
+	// no other gateway takes it, and a new launch needs a new login.
+	ErrLoginExpired = errors.New("the login's factor lifetime is over")
+	// ErrLoginRequired is wrapped by Err when the session ended because only a new login
+	// (typed by the user: a password, a new one-time code) brings it back: a gateway said
+	// ErrLoginExpired, or a new launch with the credentials held was refused
+	// (ErrUnauthorized). The session does not retry.
+	ErrLoginRequired = errors.New("log in again")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("session closed")
 	// ErrDown is returned while the session is cut and reconnecting.

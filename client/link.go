@@ -189,7 +189,7 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 }
 
 // readStatus reads a channel's status: nil for StatusOK, with the next reconnect ticket for
-// StatusRotated, ErrTicketDenied otherwise.
+// StatusRotated, ErrLoginExpired for StatusLoginExpired, ErrTicketDenied otherwise.
 func readStatus(r io.Reader) (next string, err error) {
 	var st [1]byte
 	if _, err := io.ReadFull(r, st[:]); err != nil {
@@ -207,6 +207,8 @@ func readStatus(r io.Reader) (next string, err error) {
 			return "", fmt.Errorf("the next reconnect ticket: %w", err)
 		}
 		return next, nil
+	case ticket.StatusLoginExpired:
+		return "", fmt.Errorf("%w: %w", ErrTicketDenied, ErrLoginExpired)
 	}
 	return "", ErrTicketDenied
 }

@@ -163,6 +163,9 @@ func (s *Session) openDescriptor(d *Descriptor, after int, fresh bool) (*link, [
 		err = fmt.Errorf("via %s: %w", r, err)
 		errs = append(errs, err)
 		s.emit(Event{Kind: EventAttempt, At: s.now(), Session: d.SessionID, Mode: d.Mode, Via: r.name, Address: r.addr.String(), Ticket: kind, Reason: err.Error()})
+		if errors.Is(err, ErrLoginExpired) {
+			break // every gateway of the site would say the same
+		}
 	}
 	return nil, errs
 }
@@ -271,13 +274,23 @@ func (s *Session) recover(l *link) bool {
 	var backoff, relaunchGap time.Duration
 	var nextRelaunch time.Time // new launches are paced: at once, then 1s, 2s, 4s... up to 10s apart
 	for round := 0; round < 100000; round++ {
-		nl, _ := s.openDescriptor(d, after, false)
+		nl, errs := s.openDescriptor(d, after, false)
+		if err := errors.Join(errs...); nl == nil && errors.Is(err, ErrLoginExpired) {
+			// A new launch with the credentials held would be a login the user never typed.
+			s.loginRequired(d, cutAt, ErrLoginExpired)
+			return false
+		}
 		relaunched, frontDoor := false, ""
 		if nl == nil && s.ctx.Err() == nil && s.o.Relaunch != nil && !s.now().Before(nextRelaunch) {
 			relaunchGap = min(max(2*relaunchGap, time.Second), 10*time.Second)
 			nextRelaunch = s.now().Add(relaunchGap)
 			nd, fd, err := s.relaunch()
 			switch {
+			case errors.Is(err, ErrUnauthorized):
+				// The credentials held no longer log in (a one-time code is used up, a
+				// password changed): retrying would only count failed logins against them.
+				s.loginRequired(d, cutAt, err)
+				return false
 			case err != nil:
 				s.emit(Event{Kind: EventAttempt, At: s.now(), Session: d.SessionID, Via: "launch", Reason: err.Error(), Gap: s.now().Sub(cutAt)})
 			default:
@@ -322,6 +335,13 @@ func (s *Session) recover(l *link) bool {
 	}
 	s.end(fmt.Errorf("%w: too many reconnect rounds", ErrLost))
 	return false
+}
+
+// loginRequired ends the session because only a new login brings it back (ErrLoginRequired).
+func (s *Session) loginRequired(d *Descriptor, cutAt time.Time, cause error) {
+	err := fmt.Errorf("%w: %w", ErrLoginRequired, cause)
+	s.emit(Event{Kind: EventLost, At: s.now(), Session: d.SessionID, Mode: d.Mode, Reason: err.Error(), Gap: s.now().Sub(cutAt)})
+	s.end(err)
 }
 
 func (s *Session) relaunch() (*Descriptor, string, error) {
@@ -381,8 +401,8 @@ func (s *Session) Close() error {
 // Done is closed when the session ends: Close was called or it gave up reconnecting.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
-// Err returns why the session ended (ErrClosed, or an error wrapping ErrLost), or nil while it
-// runs.
+// Err returns why the session ended (ErrClosed, or an error wrapping ErrLost or
+// ErrLoginRequired), or nil while it runs.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -459,6 +459,16 @@ func (g *Gateway) release(c *channel) {
 	}
 }
 
+// refused logs why a channel's ticket was refused: a login past its factor lifetime at Info
+// (the client is told to log in again: nothing is wrong but the time), anything else at Warn.
+func (g *Gateway) refused(err error, attrs ...any) {
+	if errors.Is(err, ticket.ErrLoginExpired) {
+		g.log.Info("channel refused: the login's factor lifetime is over, the client must log in again", append(attrs, "reason", err)...)
+		return
+	}
+	g.log.Warn("channel denied", append(attrs, "reason", err)...)
+}
+
 // admitted answers a channel that opened: StatusOK, or, with reissue, StatusRotated and the
 // session's next reconnect ticket, in one write.
 func admitted(w io.Writer, reissue func(ticket.Claims) (string, error), c ticket.Claims, log *slog.Logger) error {

@@ -372,8 +372,12 @@ func (g *QUIC) serveConn(c *quic.Conn) {
 // serveStream reads a channel's header and ticket, checks it, and opens the channel.
 func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.WaitGroup) {
 	deny := func(reason string, err error) {
-		g.log.Warn("quic channel denied", "client", c.RemoteAddr().String(), "reason", reason, "err", err)
-		st.Write([]byte{ticket.StatusDenied})
+		if errors.Is(err, ticket.ErrLoginExpired) {
+			g.log.Info("quic channel refused: the login's factor lifetime is over, the client must log in again", "client", c.RemoteAddr().String(), "err", err)
+		} else {
+			g.log.Warn("quic channel denied", "client", c.RemoteAddr().String(), "reason", reason, "err", err)
+		}
+		st.Write([]byte{ticket.DeniedStatus(err)})
 		st.Close()
 		st.CancelRead(0)
 	}

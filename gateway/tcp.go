@@ -50,8 +50,8 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
 	claims, addr, err := g.admit(tok, ch, client)
 	if err != nil {
-		g.log.Warn("channel denied", "client", client, "channel", ch.String(), "session", claims.Session, "reason", err)
-		conn.Write([]byte{ticket.StatusDenied})
+		g.refused(err, "client", client, "channel", ch.String(), "session", claims.Session, "user", claims.User)
+		conn.Write([]byte{ticket.DeniedStatus(err)})
 		return
 	}
 	if g.full(claims.Session) { // before the machine is dialled; open checks again

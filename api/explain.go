@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
 // ExplainRequest is the body of POST /v1/admin/explain: a launch to decide without making it.
@@ -20,6 +23,9 @@ type ExplainRequest struct {
 	// Site is the connecting federation site (global resources); "" for the site of the
 	// location zone.
 	Site string `json:"site"`
+	// Factors are the login's factors (password, certificate, totp), for access rules that
+	// require some. Default: [password], the usual login.
+	Factors []string `json:"factors"`
 }
 
 // Explanation is the answer to POST /v1/admin/explain: the broker's decision as `frontdoor
@@ -33,7 +39,7 @@ type Explanation struct {
 	Text         string `json:"text"`
 }
 
-const explainUsage = `body must be JSON {"user": U, "resource": R, "client_ip": IP or "location_zone": Z, "endpoint": E}`
+const explainUsage = `body must be JSON {"user": U, "resource": R, "client_ip": IP or "location_zone": Z, "endpoint": E, "factors": [F, ...]}`
 
 // explain serves POST /v1/admin/explain: the decision the broker takes for the launch now,
 // against the live sessions and load, as a dry run (no session is made, nothing reserved). It
@@ -69,7 +75,16 @@ func (a *Admin) explain(w http.ResponseWriter, r *http.Request) {
 		loc = res.Zone
 		pre = append(pre, res.Describe(addr))
 	}
-	d := a.o.Broker.Decide(broker.LaunchRequest{User: req.User, Resource: req.Resource, LocationZone: loc, Endpoint: req.Endpoint, Site: req.Site, Client: client})
+	if req.Factors == nil {
+		req.Factors = []string{configs.FactorPassword}
+	}
+	for _, f := range req.Factors {
+		if !slices.Contains(configs.Factors, f) {
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("factors: %q is not a factor (%s)", f, strings.Join(configs.Factors, ", ")))
+			return
+		}
+	}
+	d := a.o.Broker.Decide(broker.LaunchRequest{User: req.User, Resource: req.Resource, LocationZone: loc, Endpoint: req.Endpoint, Site: req.Site, Client: client, Factors: req.Factors})
 	d.Trace = append(pre, d.Trace...)
 	if d.Trace == nil {
 		d.Trace = []string{}

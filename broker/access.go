@@ -12,8 +12,9 @@ import (
 
 // Access rules (configs.AccessRule) come after the resource's entitlement, at every launch
 // and reconnect: the first rule that matches decides, allow or deny, and a launch no rule
-// matches is allowed. The trace names the rule and why it matched; a denial's reason does
-// too, and its Err is ErrAccessDenied.
+// matches is allowed. An allow rule's factors must all be among the login's
+// (LaunchRequest.Factors), or the rule denies the launch. The trace names the rule and why
+// it matched; a denial's reason does too, and its Err is ErrAccessDenied.
 
 // accessRule is a compiled access_rules entry.
 type accessRule struct {
@@ -27,6 +28,7 @@ type accessRule struct {
 	window    configs.Window
 	hours     string
 	loc       *time.Location
+	factors   []string // required of the login (allow rules)
 }
 
 // newAccessRules compiles the rules of cfg; configs.Validate has checked them.
@@ -50,7 +52,7 @@ func newAccessRules(cfg *configs.Config) ([]*accessRule, error) {
 			ranges[i] = configs.UnmapRange(p)
 		}
 		out = append(out, &accessRule{name: r.Name, allow: r.Action == "allow", who: r.Entitlement, resources: r.Resources,
-			zones: r.Zones, ranges: ranges, days: days, window: w, hours: r.Hours, loc: loc})
+			zones: r.Zones, ranges: ranges, days: days, window: w, hours: r.Hours, loc: loc, factors: r.Factors})
 	}
 	return out, nil
 }
@@ -97,6 +99,25 @@ func (a *accessRule) match(u *user, resource string, req LaunchRequest, now time
 	return strings.Join(why, ", "), true
 }
 
+// missing returns the factors the rule requires that have lacks.
+func (a *accessRule) missing(has []string) []string {
+	var out []string
+	for _, f := range a.factors {
+		if !slices.Contains(has, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// factorList names a login's factors for a reason: "password, totp", or "none".
+func factorList(fs []string) string {
+	if len(fs) == 0 {
+		return "none"
+	}
+	return strings.Join(fs, ", ")
+}
+
 // access applies the access rules to the launch: ok false with the denial when a deny rule
 // matches first.
 func (l *launch) access(u *user, r *resource) (choice, bool) {
@@ -111,6 +132,14 @@ func (l *launch) access(u *user, r *resource) (choice, bool) {
 			continue
 		}
 		if a.allow {
+			if missing := a.missing(l.req.Factors); len(missing) > 0 {
+				return choice{deny: ErrAccessDenied, reason: fmt.Sprintf("access rule %q (%s) requires the login factors %s: the login has %s, lacks %s",
+					a.name, why, strings.Join(a.factors, ", "), factorList(l.req.Factors), strings.Join(missing, ", "))}, false
+			}
+			if len(a.factors) > 0 {
+				l.tracef("access: rule %s allows it (%s; the login has the factors it requires: %s)", a.name, why, strings.Join(a.factors, ", "))
+				return choice{}, true
+			}
 			l.tracef("access: rule %s allows it (%s)", a.name, why)
 			return choice{}, true
 		}

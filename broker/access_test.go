@@ -104,3 +104,61 @@ func TestAccessRulesApplyToReconnects(t *testing.T) {
 		t.Fatalf("the session after the denied reconnect: %+v, %v; want it kept, disconnected", s, ok)
 	}
 }
+
+// An allow rule's factors must all be in the login: a launch the rule matches without one is
+// denied, naming the rule and what the login lacks; with them all it is allowed, and the
+// trace says so. A rule whose other conditions do not match asks nothing.
+func TestAccessRulesRequireFactors(t *testing.T) {
+	factorSite := site(`site:
+  auth: {totp_file: totp-secrets}
+groups:
+  - {name: g}
+machines:
+  - {name: m1, address: 10.0.1.1, zone: z1, group: g, max_sessions: 10}
+users:
+  - {name: alice}
+  - {name: carol}
+user_groups:
+  - {name: staff, members: [alice]}
+resources:
+  - {name: desktop, groups: [{group: g}], entitled: {everyone: true}}
+access_rules:
+  - {name: staff-two-factors, action: allow, user_groups: [staff], factors: [password, totp]}
+`)
+	cases := []struct {
+		name    string
+		user    string
+		factors []string
+		denied  bool
+		want    string
+	}{
+		{"a password alone is denied by the rule, which names what lacks", "alice", []string{"password"}, true,
+			`access rule "staff-two-factors" (user group staff) requires the login factors password, totp: the login has password, lacks totp`},
+		{"a login of no factor lacks both", "alice", nil, true, "the login has none, lacks password, totp"},
+		{"password and code are allowed", "alice", []string{"password", "totp"}, false, "the login has the factors it requires: password, totp"},
+		{"more factors than the rule asks are fine", "alice", []string{"certificate", "password", "totp"}, false, "rule staff-two-factors allows it"},
+		{"a user the rule is not for is asked nothing", "carol", []string{"password"}, false, "no access rule matched"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, factorSite)
+			d, err := e.b.Launch(context.Background(), broker.LaunchRequest{User: tc.user, Resource: "desktop", LocationZone: "z1", Endpoint: "pc", Factors: tc.factors})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := d.Outcome == broker.OutcomeDenied; got != tc.denied {
+				t.Fatalf("denied %v, want %v\n%s", got, tc.denied, dump(d))
+			}
+			text := strings.Join(d.Trace, "\n")
+			if tc.denied {
+				if !errors.Is(d.Err, broker.ErrAccessDenied) {
+					t.Fatalf("err %v, want %v", d.Err, broker.ErrAccessDenied)
+				}
+				text = d.Reason
+			}
+			if !strings.Contains(text, tc.want) {
+				t.Fatalf("got %q, want it to say %q", text, tc.want)
+			}
+		})
+	}
+}

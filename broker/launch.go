@@ -25,6 +25,9 @@ type LaunchRequest struct {
 	// Client is the client's address, for access rules' client ranges; the zero Addr is in
 	// none of them.
 	Client netip.Addr
+	// Factors are the factors the user logged in with (configs.FactorPassword, ...), for
+	// access rules' factors; none (nil) satisfies no rule that requires one.
+	Factors []string
 }
 
 // Outcome is what a launch decided.

@@ -78,11 +78,26 @@ type Site struct {
 	TLS TLS `yaml:"tls"`
 	// Sessions configures session lifetimes. Default: see Sessions.
 	Sessions Sessions `yaml:"sessions"`
-	// Auth configures how users' passwords are kept. Default: see Auth.
+	// Auth configures how users log in: passwords, one-time codes, how long a login
+	// lasts. Default: see Auth.
 	Auth Auth `yaml:"auth"`
 }
 
-// Auth configures how users' passwords are kept.
+// The login factors, as access rules' factors name them.
+const (
+	// FactorPassword is a password checked against the user's password_hash.
+	FactorPassword = "password"
+	// FactorCertificate is a client certificate of the site CA naming the user.
+	FactorCertificate = "certificate"
+	// FactorTOTP is a time-based one-time code (RFC 6238) of the user's secret in
+	// site.auth.totp_file, sent with the password.
+	FactorTOTP = "totp"
+)
+
+// Factors are the login factors there are.
+var Factors = []string{FactorPassword, FactorCertificate, FactorTOTP}
+
+// Auth configures how users log in.
 type Auth struct {
 	// MinPasswordCost is the lowest bcrypt cost of a user's password_hash: the loader refuses
 	// a cheaper hash, which a copy of the configuration would give up to quick guessing.
@@ -91,6 +106,24 @@ type Auth struct {
 	// drills, the benchmarks); below 10 every launch API logs a warning when it starts.
 	// Default: 10 (bcrypt's default cost).
 	MinPasswordCost int `yaml:"min_password_cost"`
+	// FactorLifetime is how long a login vouches for the sessions it launched: the launch
+	// API seals the login's time and this lifetime into the session's tickets, and a
+	// gateway (or, in direct mode, the machine) refuses a reconnect ticket presented
+	// after it; the client must then launch again, with a new login (and a new one-time
+	// code). One lifetime for every factor, since a session stands on its whole login: a
+	// site that wants a second factor asked again sooner than the password sets it lower.
+	// At least 1m. Default: 10h, as reconnect_ttl: a working day, so that a site that sets
+	// neither sees no change, and a user who launched in the morning is asked again the
+	// next day, not during the day.
+	FactorLifetime Duration `yaml:"factor_lifetime"`
+	// TOTPFile holds the users' TOTP secrets (`frontdoor totp enroll` writes it): one line
+	// "USER SECRET" per enrolled user, the secret in base32; '#' starts a comment. The
+	// secrets stay out of the site configuration, which every node and operator reads: the
+	// file must be readable by its owner alone (mode 0600 or stricter; the launch API
+	// refuses a file that others may read), and it is read again when it changes. A user
+	// with a secret there logs in with the totp factor by sending the current code in the
+	// X-Frontdoor-OTP header with the password. Default: "" (no user has a TOTP secret).
+	TOTPFile string `yaml:"totp_file"`
 }
 
 // Store selects the state backend.
@@ -456,6 +489,10 @@ type AccessRule struct {
 	Hours string `yaml:"hours"`
 	// TimeZone is the IANA time zone of Days and Hours. Default: UTC.
 	TimeZone string `yaml:"time_zone"`
+	// Factors are the login factors an allow rule requires (password, certificate, totp;
+	// all of them): a launch the rule matches whose login lacks one is denied, naming the
+	// rule and the missing factors. A deny rule takes none. Default: none (any login).
+	Factors []string `yaml:"factors"`
 }
 
 // FederationSite is a site of a federation (a Horizon CPA site) made of zones.

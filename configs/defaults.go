@@ -42,6 +42,13 @@ const (
 	bcryptMaxCost = 31
 )
 
+// DefaultFactorLifetime is site.auth.factor_lifetime when the config does not set it, and
+// MinFactorLifetime the shortest one the loader takes.
+const (
+	DefaultFactorLifetime = 10 * time.Hour
+	MinFactorLifetime     = time.Minute
+)
+
 // DefaultDrainTimeout is proxy.drain_timeout when the config does not set it.
 const DefaultDrainTimeout = 30 * time.Second
 
@@ -94,6 +101,7 @@ func (c *Config) SetDefaults() {
 	setDur(&s.Sessions.PendingTimeout, 90*time.Second)
 	setDur(&s.Sessions.DisconnectTimeout, time.Hour)
 	setInt(&s.Auth.MinPasswordCost, DefaultMinPasswordCost)
+	setDur(&s.Auth.FactorLifetime, DefaultFactorLifetime)
 
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

@@ -197,6 +197,9 @@ func (k *checker) validateSite(zones map[string]int) {
 	if c := s.Auth.MinPasswordCost; c < bcryptMinCost || c > bcryptMaxCost {
 		k.errf("site.auth.min_password_cost", "%d is outside bcrypt's costs %d..%d", c, bcryptMinCost, bcryptMaxCost)
 	}
+	if d := s.Auth.FactorLifetime.D(); d < MinFactorLifetime {
+		k.errf("site.auth.factor_lifetime", "%s is shorter than %s: a login must outlive its launch", d, MinFactorLifetime)
+	}
 }
 
 func (k *checker) validateZones() map[string]int {
@@ -677,5 +680,28 @@ func (k *checker) validateAccessRules(zones, users, ugroups map[string]int) {
 		if _, err := time.LoadLocation(r.TimeZone); err != nil {
 			k.errf(p+".time_zone", "%q is not a time zone (an IANA name such as Europe/Berlin): %v", r.TimeZone, err)
 		}
+		k.factors(p, r)
+	}
+}
+
+// factors checks an access rule's required factors: known ones, once each, on an allow
+// rule, and totp only where users can have a TOTP secret.
+func (k *checker) factors(p string, r AccessRule) {
+	if len(r.Factors) > 0 && r.Action == "deny" {
+		k.errf(p+".factors", "a deny rule requires no factors (it denies whatever the login): factors go on allow rules")
+		return
+	}
+	seen := map[string]bool{}
+	for j, f := range r.Factors {
+		fp := fmt.Sprintf("%s.factors[%d]", p, j)
+		switch {
+		case !slices.Contains(Factors, f):
+			k.errf(fp, "%q is not a factor (%s)", f, strings.Join(Factors, ", "))
+		case seen[f]:
+			k.errf(fp, "factor %q is listed twice", f)
+		case f == FactorTOTP && k.c.Site.Auth.TOTPFile == "":
+			k.errf(fp, "access rule %q requires totp, but no user can have a TOTP secret: set site.auth.totp_file (frontdoor totp enroll)", r.Name)
+		}
+		seen[f] = true
 	}
 }

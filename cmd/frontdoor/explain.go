@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,13 +50,14 @@ type stateMachine struct {
 
 type explainOpts struct {
 	config, state, user, resource, clientIP, zone, endpoint, site string
+	factors                                                       []string
 	json                                                          bool
 }
 
 func newExplainCmd() *cobra.Command {
 	var o explainOpts
 	c := &cobra.Command{
-		Use:   "explain --config FILE --user U --resource R [--state STATE.yaml] [--client-ip IP | --location-zone Z] [--endpoint E] [--json]",
+		Use:   "explain --config FILE --user U --resource R [--state STATE.yaml] [--client-ip IP | --location-zone Z] [--endpoint E] [--factors F,...] [--json]",
 		Short: "Show where the broker would place a launch, and why",
 		Long: `explain runs the broker's decision for one launch against a site configuration and an
 optional state file (existing sessions, machine load, maintenance and down flags), without
@@ -74,6 +76,7 @@ creating anything, and prints the outcome with its trace.`,
 	f.StringVar(&o.zone, "location-zone", "", "user-location zone")
 	f.StringVar(&o.endpoint, "endpoint", "", "client endpoint (device) id")
 	f.StringVar(&o.site, "site", "", "connecting federation site (global resources; default: the site of the location zone)")
+	f.StringSliceVar(&o.factors, "factors", []string{configs.FactorPassword}, "the login's factors, for access rules that require some: password, certificate, totp")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of text")
 	for _, n := range []string{"config", "user", "resource"} {
 		c.MarkFlagRequired(n)
@@ -86,6 +89,11 @@ func runExplain(w io.Writer, o explainOpts) error {
 	cfg, err := configs.LoadFile(o.config)
 	if err != nil {
 		return err
+	}
+	for _, f := range o.factors {
+		if !slices.Contains(configs.Factors, f) {
+			return fmt.Errorf("--factors: %q is not a factor (%s)", f, strings.Join(configs.Factors, ", "))
+		}
 	}
 	var st explainState
 	if o.state != "" {
@@ -117,7 +125,7 @@ func runExplain(w io.Writer, o explainOpts) error {
 	if err != nil {
 		return err
 	}
-	d := b.Decide(broker.LaunchRequest{User: o.user, Resource: o.resource, LocationZone: loc, Endpoint: o.endpoint, Site: o.site, Client: client})
+	d := b.Decide(broker.LaunchRequest{User: o.user, Resource: o.resource, LocationZone: loc, Endpoint: o.endpoint, Site: o.site, Client: client, Factors: o.factors})
 	d.Trace = append(pre, d.Trace...)
 	if o.json {
 		enc := json.NewEncoder(w)

@@ -69,6 +69,7 @@ func TestExplainBadInput(t *testing.T) {
 		{"a state with an unknown key", "machines: [{name: vda-hq-1, load: 5}]", nil, "field load not found"},
 		{"a bad client address", "", []string{"--client-ip", "not-an-ip"}, "is not an IP address"},
 		{"client-ip and location-zone together", "", []string{"--client-ip", "127.0.0.1", "--location-zone", "hq"}, "none of the others can be"},
+		{"a factor there is not", "", []string{"--factors", "password,sms"}, `"sms" is not a factor`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"explain", "--config", lab, "--user", "alice", "--resource", "desktop"}
@@ -131,5 +132,33 @@ func TestREADMEExplainExample(t *testing.T) {
 				t.Errorf("README shows:\n%s\nthe command prints:\n%s", ex[2], got)
 			}
 		})
+	}
+}
+
+// explain takes the login's factors: a rule that requires a second factor denies a login
+// with a password only (the default) and names itself, and allows one with the code.
+func TestExplainFactors(t *testing.T) {
+	raw, err := os.ReadFile("../../configs/lab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "site.yaml")
+	extra := `
+access_rules:
+  - {name: staff-two-factors, action: allow, user_groups: [staff], factors: [password, totp]}
+`
+	site := strings.Replace(string(raw), "\nsite:\n", "\nsite:\n  auth: {totp_file: totp-secrets}\n", 1)
+	if site == string(raw) {
+		t.Fatal("lab.yaml has no site: section to add the TOTP file to")
+	}
+	os.WriteFile(cfg, []byte(site+extra), 0o644)
+	args := []string{"explain", "--config", cfg, "--user", "alice", "--resource", "desktop"}
+	out, err := runExplainCLI(t, args)
+	if err != nil || !strings.Contains(out, "outcome: denied") || !strings.Contains(out, `access rule "staff-two-factors" (user group staff) requires the login factors password, totp: the login has password, lacks totp`) {
+		t.Fatalf("explain with the default factors: %v\n%s", err, out)
+	}
+	out, err = runExplainCLI(t, append(args, "--factors", "password,totp"))
+	if err != nil || strings.Contains(out, "outcome: denied") || !strings.Contains(out, "rule staff-two-factors allows it") {
+		t.Fatalf("explain with password and totp: %v\n%s", err, out)
 	}
 }

@@ -341,7 +341,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 	echo "frontdoor runs with its default udp_coalesce (250us: under load, queries gather up to 250 µs so"
 	echo "that one wake-up answers them all); frontdoor-0 is the same site with udp_coalesce: 0s;"
 	echo "frontdoor-std is frontdoor-0 read through Go's poller (x/net batch reads and writes, GOMAXPROCS=1),"
-	echo "the portable path, instead of the blocking worker of internal/rawudp. The"
+	echo "the portable path, instead of the blocking worker of internal/rawio. The"
 	echo "latency column is dnsperf's average at the fixed rate: it shows what the coalescing costs."
 	echo
 	echo "| server | what it answers | answer | saturated qps | frontdoor / server (qps) | CPU µs per query at $RATE qps | server / frontdoor (CPU) | perf task-clock µs per query | context switches per query | average latency at $RATE qps (µs) |"

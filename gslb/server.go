@@ -121,7 +121,7 @@ func (s *Server) listenLocked(udp, tcp bool) error {
 		}
 		if raw != nil {
 			s.raw = raw
-			addr = raw.LocalAddr().String()
+			addr = raw.Local().String()
 		} else {
 			pc, err := net.ListenPacket("udp", addr)
 			if err != nil {
@@ -155,7 +155,7 @@ func (s *Server) UDPAddr() net.Addr {
 	defer s.mu.Unlock()
 	switch {
 	case s.raw != nil:
-		return s.raw.LocalAddr()
+		return net.UDPAddrFromAddrPort(s.raw.Local())
 	case s.pc != nil:
 		return s.pc.LocalAddr()
 	}

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 )
 
 // mmsgOut is one worker's replies and their message headers; it lives on the heap so that
@@ -18,20 +18,20 @@ import (
 type mmsgOut struct {
 	out   [batchSize][]byte
 	oiovs [batchSize]syscall.Iovec
-	ohdrs [batchSize]rawudp.Mmsghdr
+	ohdrs [batchSize]rawio.Mmsghdr
 }
 
-// rawUDP is the blocking socket of a loop with BlockingUDP (see package rawudp).
-type rawUDP = rawudp.Conn
+// rawUDP is the blocking socket of a loop with BlockingUDP (see package rawio).
+type rawUDP = rawio.Sock
 
 // listenRawUDP opens a blocking UDP socket on addr. It returns nil, nil when addr is not an
 // IP literal and port; the caller then uses a socket of the net package.
 func listenRawUDP(addr string) (*rawUDP, error) {
 	ap, err := netip.ParseAddrPort(addr)
-	if err != nil || !rawudp.Usable(ap) {
+	if err != nil || !rawio.Usable(ap) {
 		return nil, nil
 	}
-	r, err := rawudp.Listen(ap, 0)
+	r, err := rawio.ListenUDP(ap, 0)
 	if err != nil {
 		return nil, fmt.Errorf("listening on udp %s: %w", addr, err)
 	}
@@ -44,7 +44,7 @@ func (u *udpLoop) rawWorkers() []func() error {
 }
 
 func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
-	in := rawudp.NewReceiver(u.raw, batchSize, maxUDPRequest, u.coalesce)
+	in := rawio.NewReceiver(u.raw, batchSize, maxUDPRequest, u.coalesce)
 	st := new(mmsgOut)
 	for i := range st.out {
 		st.out[i] = make([]byte, 0, 2048)
@@ -57,7 +57,7 @@ func (u *udpLoop) serveMmsg(rc syscall.RawConn) error {
 	var n, k, off int
 	var errno syscall.Errno
 	send := func(fd uintptr) {
-		n, errno = rawudp.Sendmmsg(fd, st.ohdrs[off:k], unix.MSG_DONTWAIT)
+		n, errno = rawio.Sendmmsg(fd, st.ohdrs[off:k], unix.MSG_DONTWAIT)
 	}
 	for {
 		got, err := in.Next(&u.stop)

@@ -3,7 +3,6 @@
 package gslb
 
 import (
-	"net"
 	"net/netip"
 )
 
@@ -13,7 +12,6 @@ type rawUDP struct{ local netip.AddrPort }
 
 func listenRawUDP(string) (*rawUDP, error) { return nil, nil }
 
-func (r *rawUDP) LocalAddr() net.Addr         { return nil }
 func (r *rawUDP) Local() netip.AddrPort       { return r.local }
 func (r *rawUDP) Close() error                { return nil }
 func (u *udpLoop) rawWorkers() []func() error { return nil }

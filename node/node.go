@@ -31,7 +31,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/health"
-	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 	"github.com/frontdoor-vdi/frontdoor/store"
@@ -933,12 +933,12 @@ func coalesce(l configs.Listener) time.Duration {
 
 // UDPWorkers returns how many blocking UDP workers the named nodes of cfg run with
 // Options.BlockingUDP: one per DNS listener and proxy.UDPWorkers per udp proxy listener bound
-// to a specific IP address, on platforms that have them (package internal/rawudp).
+// to a specific IP address, on platforms that have them (package internal/rawio).
 func UDPWorkers(cfg *configs.Config, nodes ...string) int {
-	if !rawudp.Supported {
+	if !rawio.Supported {
 		return 0
 	}
-	usable := func(ap netip.AddrPort) bool { return ap.IsValid() && rawudp.Usable(ap) }
+	usable := func(ap netip.AddrPort) bool { return ap.IsValid() && rawio.Usable(ap) }
 	n := 0
 	for _, nd := range cfg.Nodes {
 		if !slices.Contains(nodes, nd.Name) {

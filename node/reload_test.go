@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 )
 
@@ -97,7 +97,7 @@ func TestReloadKeepsAPForEachBlockingUDPWorker(t *testing.T) {
 		t.Fatal("the reload did not open the udp listener")
 	}
 	want := base + proxy.UDPWorkers
-	if !rawudp.Supported {
+	if !rawio.Supported {
 		want = base
 	}
 	if got := runtime.GOMAXPROCS(0); got != want {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 )
 
 // TestUDPWorkersCountsOnlyBlockingSockets: workers (and their Ps) are counted for each udp DNS
@@ -32,7 +32,7 @@ func TestUDPWorkersCountsOnlyBlockingSockets(t *testing.T) {
 		}},
 	}
 	want := map[string]int{"a": 3, "b": 3, "a,b": 6}
-	if !rawudp.Supported {
+	if !rawio.Supported {
 		want = map[string]int{"a": 0, "b": 0, "a,b": 0}
 	}
 	for nodes, w := range want {

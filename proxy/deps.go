@@ -61,7 +61,7 @@ type Options struct {
 	NewTicker func(time.Duration) Ticker
 	// BlockingUDP serves each UDP listener bound to an IP address with workers that block in
 	// the kernel, on sockets kept out of the Go poller (64-bit Linux; see package
-	// internal/rawudp): one reads the clients' datagrams with recvmmsg, one relays the
+	// internal/rawio): one reads the clients' datagrams with recvmmsg, one relays the
 	// backends' replies from an epoll set of the flows' sockets. It also makes
 	// Listener.UDPCoalesce work. A worker holds a P while it waits, so the process should add
 	// UDPWorkers per such listener to GOMAXPROCS. Default: false (UDP listeners and flows are

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 
-	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 )
 
 // batchConn is what ipv4.PacketConn and ipv6.PacketConn share: recvmmsg and sendmmsg.
@@ -84,7 +84,7 @@ type flow struct {
 func (s *Server) listenUDP(l *listener) (*udpListener, error) {
 	u := &udpListener{s: s, l: l, flows: make(map[netip.AddrPort]*flow), perClient: make(map[netip.Addr]int),
 		byID: make(map[uint64]*flow)}
-	if s.opts.BlockingUDP && rawudp.Usable(l.cfg.Address) {
+	if s.opts.BlockingUDP && rawio.Usable(l.cfg.Address) {
 		r, err := listenRaw(l.cfg.Address, l.cfg.SocketBuffer)
 		if err != nil {
 			return nil, err

@@ -9,27 +9,27 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/frontdoor-vdi/frontdoor/internal/rawudp"
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 )
 
 // rawSocket is a UDP socket outside the Go poller, used by blocking workers only
-// (Options.BlockingUDP; see package rawudp): a listening socket, or a flow's socket
+// (Options.BlockingUDP; see package rawio): a listening socket, or a flow's socket
 // connected to its backend.
-type rawSocket = rawudp.Conn
+type rawSocket = rawio.Sock
 
 // rawEpoll is the set of a raw listener's flow sockets, waited on by its replies worker.
-type rawEpoll = rawudp.Epoll
+type rawEpoll = rawio.Poll
 
 // rawSender sends batches on raw sockets.
-type rawSender = rawudp.Sender
+type rawSender = rawio.Sender
 
-func listenRaw(ap netip.AddrPort, buf int) (*rawSocket, error) { return rawudp.Listen(ap, buf) }
-func dialRaw(ap netip.AddrPort, buf int) (*rawSocket, error)   { return rawudp.Dial(ap, buf) }
-func newRawEpoll(n int) (*rawEpoll, error)                     { return rawudp.NewEpoll(n) }
-func newRawSender(n int) *rawSender                            { return rawudp.NewSender(n, true) }
+func listenRaw(ap netip.AddrPort, buf int) (*rawSocket, error) { return rawio.ListenUDP(ap, buf) }
+func dialRaw(ap netip.AddrPort, buf int) (*rawSocket, error)   { return rawio.DialUDP(ap, buf) }
+func newRawEpoll(n int) (*rawEpoll, error)                     { return rawio.NewWorkerPoll(n) }
+func newRawSender(n int) *rawSender                            { return rawio.NewSender(n, true) }
 
 // rawReadLoop is readLoop on a rawSocket: one worker blocked in recvmmsg, which pauses for the
-// listener's UDPCoalesce after a partial batch (see rawudp.Receiver). It runs the listener's
+// listener's UDPCoalesce after a partial batch (see rawio.Receiver). It runs the listener's
 // replies worker (rawRepliesLoop) alongside and, when both are done, closes their epoll set.
 func (s *Server) rawReadLoop(l *listener) {
 	defer s.wg.Done()
@@ -49,7 +49,7 @@ func (s *Server) rawReadLoop(l *listener) {
 		<-replies
 		u.ep.Close()
 	}()
-	in := rawudp.NewReceiver(u.raw, l.cfg.Batch, l.cfg.MaxDatagram, l.cfg.UDPCoalesce)
+	in := rawio.NewReceiver(u.raw, l.cfg.Batch, l.cfg.MaxDatagram, l.cfg.UDPCoalesce)
 	dgs := make([]datagram, 0, l.cfg.Batch)
 	fw := newForwarder(l.cfg.Batch)
 	for {
@@ -82,7 +82,7 @@ func (s *Server) rawReadLoop(l *listener) {
 func (s *Server) rawRepliesLoop(u *udpListener) {
 	l := u.l
 	batch := l.cfg.Batch
-	in := rawudp.NewReceiver(nil, batch, l.cfg.MaxDatagram, 0)
+	in := rawio.NewReceiver(nil, batch, l.cfg.MaxDatagram, 0)
 	out := newRawSender(batch)
 	bufs := make([][]byte, 0, batch)
 	pause := unix.NsecToTimespec(int64(l.cfg.UDPCoalesce))
@@ -132,7 +132,7 @@ func (s *Server) rawRepliesLoop(u *udpListener) {
 			}
 		}
 		if l.cfg.UDPCoalesce > 0 && moved < batch {
-			rawudp.Pause(&pause)
+			rawio.Pause(&pause)
 		}
 	}
 }

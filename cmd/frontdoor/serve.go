@@ -204,7 +204,7 @@ func servesSomething(cfg *configs.Config, n configs.Node) bool {
 // (node.UDPWorkers: DNS listeners and udp proxy listeners) and one for each password
 // comparison that may run at once (api.PasswordSlots), and returns whether UDP sockets are
 // to be read by such workers and the CPUs from before (node.Options.CPUs). Each of them holds its P while it waits in the kernel (see
-// package internal/rawudp) or computes at a low priority (internal/lowprio), and the rest
+// package internal/rawio) or computes at a low priority (internal/lowprio), and the rest
 // of the process keeps every CPU's P; a reload that adds udp listeners adds their Ps too.
 // An explicit GOMAXPROCS is left alone, and the UDP sockets are then read through the Go
 // poller. Setting GOMAXPROCS stops the runtime from following a changed CPU limit.

@@ -1,6 +1,6 @@
-//go:build linux
+//go:build linux && (amd64 || arm64)
 
-package proxy
+package rawio
 
 import (
 	"net"
@@ -21,17 +21,22 @@ func TestAcceptedSocketsInheritTheListenersOptions(t *testing.T) {
 		{name: "with keepalive the probes start after its interval", keepAlive: 30 * time.Second, wantKA: 1, wantIdle: 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := listenTCP(testPoll(t), loopback, tc.keepAlive, 0)
+			l, err := ListenTCP(testPoll(t), loopback, tc.keepAlive, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			c := dial(t, l.Addr())
-			fd, peer, err := l.next()
+			c, err := net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(l.Addr()))
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer unix.Close(fd)
+			defer c.Close()
+			s, peer, err := l.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			fd := s.fd
 			if want := c.LocalAddr().(*net.TCPAddr).AddrPort(); peer != want {
 				t.Errorf("peer %v, want %v", peer, want)
 			}
@@ -63,13 +68,13 @@ func TestAcceptedSocketsInheritTheListenersOptions(t *testing.T) {
 }
 
 func TestClosedListenerEndsTheAcceptWait(t *testing.T) {
-	l, err := listenTCP(testPoll(t), loopback, 0, 0)
+	l, err := ListenTCP(testPoll(t), loopback, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
 	go func() {
-		_, _, err := l.next()
+		_, _, err := l.Accept()
 		errc <- err
 	}()
 	time.Sleep(10 * time.Millisecond) // let it wait; the test passes either way

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && (amd64 || arm64)
 
 package proxy
 
@@ -7,81 +7,91 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 )
 
 // rawTCP is the raw engine's state, kept in the Server.
 type rawTCP struct {
-	// poller holds quiet TCP copy directions without goroutines; nil if epoll is missing,
-	// then quiet directions keep their goroutines.
-	poller *poller
 	// parkAfter is how long a copy direction waits for bytes in its own goroutine before
-	// it parks in the poller. onPark, if set, is called after each park (tests).
+	// it parks: its goroutine ends, and its socket's readiness starts a new one.
+	// onPark, if set, is called after each park, and after the out half is first armed
+	// (tests).
 	parkAfter time.Duration
 	// parkSilent is parkAfter for a direction that has moved no byte yet, such as a
 	// backend that has not answered: it waits in a goroutine only briefly, so a burst of
 	// new idle connections does not hold two goroutine stacks each for parkAfter.
 	parkSilent time.Duration
 	onPark     func()
-	// onArmedStart, if set, is handed each half that readiness starts (spawnOnReady)
+	// onArmedStart, if set, is handed each half that readiness starts (Sock.StartOnReadable)
 	// instead of starting it (tests count the starts).
 	onArmedStart func(*half)
 	// tp tells TCP sockets of connections when they are ready.
-	tp *tcpPoll
+	tp *rawio.Poll
 }
 
-// defaultEngine is the raw engine on Linux.
+// defaultEngine is the raw engine on 64-bit Linux.
 func defaultEngine(s *Server) (tcpEngine, error) { return newRawEngine(s) }
 
-// rawEngine moves TCP bytes with the proxy's own raw calls, epoll sets and splice pipes
-// (accept.go, conn_sock.go, tcp_poll.go, poller.go, splice.go).
+// rawEngine moves TCP bytes through the sockets, poller and splice pipes of package rawio;
+// the relay of a connection's two directions is relay_raw.go.
 type rawEngine struct{ s *Server }
 
 var _ tcpEngine = rawEngine{}
 
 func newRawEngine(s *Server) (tcpEngine, error) {
-	tp, err := newTCPPoll()
+	tp, err := rawio.NewPoll()
 	if err != nil {
 		return nil, fmt.Errorf("creating the tcp poller: %w", err)
 	}
 	s.tp = tp
 	s.parkAfter = 250 * time.Millisecond
 	s.parkSilent = 25 * time.Millisecond
-	if p, err := newPoller(s); err == nil {
-		s.poller = p
-	} else {
-		s.log.Warn("no idle poller; quiet connections keep their goroutines", "err", err)
-	}
 	return rawEngine{s}, nil
 }
 
-// rawListener is a listenSock whose connections come as socks of the server's poller.
-type rawListener struct {
-	*listenSock
-	tp *tcpPoll
-}
+// rawListener is a rawio.Listener whose connections come as rawConns.
+type rawListener struct{ *rawio.Listener }
 
 func (l rawListener) next() (tcpConn, netip.AddrPort, error) {
-	fd, peer, err := l.listenSock.next()
+	c, peer, err := l.Accept()
 	if err != nil {
 		return nil, netip.AddrPort{}, err
 	}
-	return newSock(l.tp, fd), peer, nil
+	return rawConn{c}, peer, nil
 }
 
+// rawConn is a rawio.Sock as a tcpConn.
+type rawConn struct{ *rawio.Sock }
+
+func (c rawConn) readNow(bufs *copyBufs) (*[]byte, int, error) {
+	bp := bufs.get()
+	n, err := c.ReadNow(*bp)
+	if n == 0 {
+		bufs.put(bp)
+		return nil, 0, err
+	}
+	return bp, n, nil
+}
+
+func (c rawConn) writeAll(p []byte) (int, error)     { return c.Write(p) }
+func (c rawConn) resetOnClose()                      { c.ResetOnClose() }
+func (c rawConn) localAddr() (netip.AddrPort, error) { return c.LocalAddr() }
+
 func (e rawEngine) listen(addr netip.AddrPort, keepAlive, deferAccept time.Duration) (tcpAcceptor, error) {
-	l, err := listenTCP(e.s.tp, addr, keepAlive, deferAccept)
+	l, err := rawio.ListenTCP(e.s.tp, addr, keepAlive, deferAccept)
 	if err != nil {
 		return nil, err
 	}
-	return rawListener{l, e.s.tp}, nil
+	return rawListener{l}, nil
 }
 
 func (e rawEngine) dial(ctx context.Context, addr netip.AddrPort, timeout, keepAlive time.Duration, first []byte) (tcpConn, int, error) {
-	c, sent, err := dialSock(ctx, e.s.tp, addr, timeout, keepAlive, first)
+	c, sent, err := rawio.DialTCP(ctx, e.s.tp, addr, timeout, keepAlive, first)
 	if err != nil {
 		return nil, 0, err // not a typed nil in the interface
 	}
-	return c, sent, nil
+	return rawConn{c}, sent, nil
 }
 
 func (e rawEngine) relay(r relayArgs) {
@@ -95,34 +105,20 @@ func (e rawEngine) relay(r relayArgs) {
 }
 
 func (e rawEngine) start() {
-	s := e.s
-	if s.poller != nil {
-		s.wg.Add(1)
-		go s.poller.loop()
-	}
-	s.wg.Add(1)
-	go s.tcpPollLoop()
+	e.s.wg.Add(1)
+	go e.s.tcpPollLoop()
 }
 
-func (e rawEngine) failure() error { return e.s.tp.failure() }
+func (e rawEngine) failure() error { return e.s.tp.Failure() }
 
-func (e rawEngine) stop() {
-	if e.s.poller != nil {
-		e.s.poller.stop()
-	}
-	e.s.tp.close()
-}
+func (e rawEngine) stop() { e.s.tp.Close() }
 
-func (e rawEngine) release() {
-	if e.s.poller != nil {
-		e.s.poller.close()
-	}
-}
+func (e rawEngine) release() {}
 
 // tcpPollLoop runs the TCP poller until Close.
 func (s *Server) tcpPollLoop() {
 	defer s.wg.Done()
-	if err := s.tp.loop(); err != nil && !s.tp.isClosed() {
+	if err := s.tp.Loop(); err != nil && !s.tp.IsClosed() {
 		s.pollFailed(err)
 	}
 }
@@ -133,6 +129,6 @@ func (s *Server) tcpPollLoop() {
 // and be restarted.
 func (s *Server) pollFailed(err error) {
 	s.log.Error("tcp poller failed; stopping the proxy", "err", err)
-	s.tp.fail(err) // before Close: Serve returns the failure once Close has cancelled s.ctx
+	s.tp.Fail(err) // before Close: Serve returns the failure once Close has cancelled s.ctx
 	go s.Close()   // Close waits for the goroutine that called this
 }

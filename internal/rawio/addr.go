@@ -1,8 +1,8 @@
-//go:build linux
+//go:build linux && (amd64 || arm64)
 
-// Package sockaddr converts between netip.AddrPort and the addresses socket system calls take
-// and return, for the sockets the project makes itself instead of through package net.
-package sockaddr
+package rawio
+
+// Conversions between netip.AddrPort and the addresses socket system calls take and return.
 
 import (
 	"fmt"

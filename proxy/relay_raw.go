@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && (amd64 || arm64)
 
 package proxy
 
@@ -9,9 +9,10 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 )
 
 // tconn is one proxied TCP connection after the backend is connected: two halves that copy
@@ -34,8 +35,9 @@ type tconn struct {
 }
 
 // half copies src to dst. While it has bytes to move it runs in a goroutine; once quiet for
-// parkAfter it parks in the server's idle poller and the goroutine ends, so an idle
-// connection costs memory for its sockets and this struct only.
+// parkAfter it parks: it arms itself to start on src's readiness (rawio.Sock.StartOnReadable)
+// and the goroutine ends, so an idle connection costs memory for its sockets and this
+// struct only.
 //
 // A half starts in copy mode: it reads whatever is queued into a pooled buffer, taken only
 // once bytes are there, and writes it on, which for the few hundred bytes of a short exchange
@@ -45,18 +47,17 @@ type tconn struct {
 // when it parks.
 type half struct {
 	t        *tconn
-	src, dst *sock
+	src, dst *rawio.Sock
 	n        atomic.Int64 // bytes moved
 	lastRead int64        // unix nanoseconds of this half's last byte; owned by the running half
 	bulk     bool         // splice mode; owned by the running half
-	pipe     [2]int       // read and write end of the splice pipe if piped; owned by the running half
-	piped    bool
+	pipe     rawio.Pipe   // owned by the running half
 	// waitFirst makes the next read wait for a readiness event first: set after a short
 	// read, which drained the socket, so that the read that would find nothing is spared.
 	// Owned by the running half.
 	waitFirst bool
 	err       error
-	parked    pollEntry
+	arm       rawio.Arm // h, armed on src while no goroutine runs it
 
 	// readFn is readInto bound once, so that a read does not allocate a closure; buf, got and
 	// rerr are its results.
@@ -67,10 +68,11 @@ type half struct {
 }
 
 // init prepares h to copy src to dst for t.
-func (h *half) init(t *tconn, src, dst *sock, now int64) {
+func (h *half) init(t *tconn, src, dst *rawio.Sock, now int64) {
 	h.t, h.src, h.dst = t, src, dst
 	h.lastRead = now
 	h.readFn = h.readInto
+	h.arm.Starter = h
 }
 
 // start runs the in half in the caller's goroutine, which holds a count of the server's wait
@@ -79,13 +81,39 @@ func (h *half) init(t *tconn, src, dst *sock, now int64) {
 func (t *tconn) start() {
 	now := time.Now().UnixNano()
 	t.last.Store(now)
-	client, backend := t.ss.client.(*sock), t.ss.backend.(*sock)
+	client, backend := t.ss.client.(rawConn).Sock, t.ss.backend.(rawConn).Sock
 	t.in.init(t, client, backend, now)
 	t.out.init(t, backend, client, now)
-	if !backend.spawnOnReady(&t.out) {
+	if !t.out.park() {
 		t.out.spawn()
 	}
 	t.in.run()
+}
+
+// park arms h to start in a goroutine of its own once its source is readable or closed. On
+// true, h belongs to its socket and the caller must stop touching it.
+func (h *half) park() bool {
+	onPark := h.t.s.onPark // read before h may start elsewhere
+	h.pipe.Close()
+	h.bulk = false
+	h.waitFirst = false // it starts only when there is something to read
+	if !h.src.StartOnReadable(&h.arm) {
+		return false
+	}
+	if onPark != nil {
+		onPark()
+	}
+	return true
+}
+
+// Start is h's start by its socket's readiness: in a goroutine of its own, or handed to the
+// server's onArmedStart.
+func (h *half) Start() {
+	if f := h.t.s.onArmedStart; f != nil {
+		f(h)
+		return
+	}
+	h.spawn()
 }
 
 // spawn runs h in a goroutine of its own.
@@ -94,9 +122,10 @@ func (h *half) spawn() {
 	go h.runOwn()
 }
 
-// runOwn is run in a goroutine of its own.
+// runOwn is run in a goroutine of its own: its quiet time counts from now.
 func (h *half) runOwn() {
 	defer h.t.s.wg.Done()
+	h.lastRead = time.Now().UnixNano()
 	h.run()
 }
 
@@ -118,7 +147,7 @@ func (h *half) run() {
 		var err error
 		if h.bulk {
 			var avail int
-			if avail, err = waitReadable(h.src); err == nil {
+			if avail, err = h.src.WaitReadable(); err == nil {
 				n, err = h.move(avail)
 			}
 		} else {
@@ -139,22 +168,16 @@ func (h *half) run() {
 			now := time.Now()
 			last := time.Unix(0, t.last.Load())
 			if now.Sub(last) >= t.idle {
-				h.closePipe()
+				h.pipe.Close()
 				h.end(errIdle)
 				return
 			}
-			if now.Sub(time.Unix(0, h.lastRead)) >= parkAfter && t.s.poller != nil {
-				if h == &t.in && t.out.src.r.spawn.CompareAndSwap(&t.out, nil) {
-					t.out.spawn() // it waits for the backend, and parks, on its own
-				}
-				h.closePipe() // before the poller may hand h to another goroutine
-				if t.s.poller.park(h) == nil {
-					return
-				}
+			if now.Sub(time.Unix(0, h.lastRead)) >= parkAfter && h.park() {
+				return
 			}
 			h.src.SetReadDeadline(now.Add(min(parkAfter, last.Add(t.idle).Sub(now))))
 		default:
-			h.closePipe()
+			h.pipe.Close()
 			h.end(err)
 			return
 		}
@@ -164,7 +187,7 @@ func (h *half) run() {
 // copy waits for bytes on src, reads what is queued (up to smallCopy) and writes it to dst.
 // It returns io.EOF at the peer's FIN.
 func (h *half) copy() (int64, error) {
-	err := h.src.errOf(h.src.rc.Read(h.readFn))
+	err := h.src.ErrOf(h.src.ReadWith(h.readFn))
 	bp, n, rerr := h.buf, h.got, h.rerr
 	h.buf, h.rerr = nil, nil
 	if bp != nil {
@@ -183,7 +206,7 @@ func (h *half) copy() (int64, error) {
 	} else {
 		h.waitFirst = true
 	}
-	w, err := h.dst.writeAll((*bp)[:n])
+	w, err := h.dst.Write((*bp)[:n])
 	return int64(w), err
 }
 
@@ -194,39 +217,21 @@ func (h *half) readInto(fd uintptr) bool {
 		h.waitFirst = false
 		// Every byte or FIN that came after the short read brings an event; one that came
 		// with it may have brought its event before, so the FIN it left is read at once.
-		if !h.src.peerDone.Load() && !h.src.urgent.Load() {
+		if !h.src.PeerDone() && !h.src.Urgent() {
 			return false
 		}
 	}
 	bp := h.t.s.bufs.get()
-	var r uintptr
-	var e unix.Errno
-	for {
-		// A raw call: a read of a nonblocking socket does not block, so the scheduler
-		// need not be told.
-		r, _, e = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&(*bp)[0])), uintptr(len(*bp)))
-		if e != unix.EINTR {
-			break
-		}
-	}
+	r, e := rawio.ReadFD(fd, *bp)
 	if e == unix.EAGAIN {
 		h.t.s.bufs.put(bp)
 		return false
 	}
-	h.buf, h.got, h.rerr = bp, int(r), nil
+	h.buf, h.got, h.rerr = bp, r, nil
 	if e != 0 {
 		h.got, h.rerr = 0, e
 	}
 	return true
-}
-
-// resume continues a parked half in a new goroutine, in copy mode; the poller calls it
-// after adding to the server's wait group.
-func (h *half) resume() {
-	defer h.t.s.wg.Done()
-	h.lastRead = time.Now().UnixNano()
-	h.bulk = false
-	h.run()
 }
 
 // end finishes one half: at EOF it half-closes the other side's write end (unless the other
@@ -283,61 +288,18 @@ func (t *tconn) expired(now time.Time) bool {
 }
 
 // kill closes both sockets at once; running halves see the closed sockets, parked halves
-// are taken from the poller and ended here with why.
+// (and an out half that never ran) are taken back before the close could start them and
+// are ended here with why.
 func (t *tconn) kill(why error) {
-	client, backend := t.ss.client.(*sock), t.ss.backend.(*sock)
-	// A half that no goroutine has run yet is taken before the close could start it.
-	var unstarted *half
-	if backend.r.spawn.CompareAndSwap(&t.out, nil) {
-		unstarted = &t.out
+	in, out := t.in.src.Disarm(&t.in.arm), t.out.src.Disarm(&t.out.arm)
+	t.in.src.Close()
+	t.out.src.Close()
+	if in {
+		t.in.end(why)
 	}
-	client.Close()
-	backend.Close()
-	if unstarted != nil {
-		unstarted.end(why)
+	if out {
+		t.out.end(why)
 	}
-	for _, h := range []*half{&t.in, &t.out} {
-		if t.s.poller.take(h) {
-			h.end(why)
-		}
-	}
-}
-
-// waitReadable blocks until src has bytes to read and returns how many are queued, or
-// returns io.EOF at the peer's FIN, or the socket's error (including a passed read deadline).
-func waitReadable(src *sock) (int, error) {
-	var avail int
-	var opErr error
-	err := src.rc.Read(func(fd uintptr) bool {
-		avail, opErr = readable(fd)
-		return opErr != unix.EAGAIN
-	})
-	if err != nil {
-		return 0, src.errOf(err)
-	}
-	return avail, opErr
-}
-
-// readable returns the bytes queued on a stream socket without consuming them: n > 0, or
-// io.EOF at the peer's FIN, or EAGAIN when nothing is there yet, or the socket's error. The
-// peek comes first because "nothing yet" is the common answer when a copy loop goes to wait.
-func readable(fd uintptr) (int, error) {
-	var b byte
-	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1,
-		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-	switch {
-	case e == unix.EAGAIN:
-		return 0, unix.EAGAIN
-	case e != 0:
-		return 0, os.NewSyscallError("recvfrom", e)
-	case r == 0:
-		return 0, io.EOF
-	}
-	n, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
-	if err != nil {
-		return 0, err
-	}
-	return max(n, 1), nil
 }
 
 // move copies avail queued bytes from src to dst: small amounts with read and write, larger
@@ -361,82 +323,13 @@ func (h *half) move(avail int) (int64, error) {
 	return int64(n), err
 }
 
-// maxPipe is the splice pipe's size (the default of fs.pipe-max-size) and the most bytes
-// one splice call moves.
-const maxPipe = 1 << 20
-
 // splice moves up to n bytes from src to dst through the half's pipe, which it opens on
 // first use; bytes never enter user space. It returns io.EOF if src is at EOF before any
 // byte moved.
 func (h *half) splice(n int) (int64, error) {
-	if !h.piped {
-		if err := unix.Pipe2(h.pipe[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
-			// Out of descriptors or pipe memory: move the bytes through user space instead.
-			return h.move(min(n, smallCopy))
-		}
-		unix.FcntlInt(uintptr(h.pipe[0]), unix.F_SETPIPE_SZ, maxPipe) // smaller works too, in more calls
-		h.piped = true
+	if err := h.pipe.Open(); err != nil {
+		// Out of descriptors or pipe memory: move the bytes through user space instead.
+		return h.move(min(n, smallCopy))
 	}
-	var moved int64
-	for moved < int64(n) {
-		var in int
-		var serr error
-		err := h.src.rc.Read(func(fd uintptr) bool {
-			in, serr = spliceOnce(int(fd), h.pipe[1], min(n-int(moved), maxPipe))
-			return serr != unix.EAGAIN
-		})
-		if err = h.src.errOf(err); err == nil {
-			err = serr
-		}
-		if err != nil {
-			return moved, err
-		}
-		if in == 0 {
-			if moved == 0 {
-				return 0, io.EOF
-			}
-			return moved, nil // the next wait sees the EOF again
-		}
-		for in > 0 {
-			var out int
-			err := h.dst.rc.Write(func(fd uintptr) bool {
-				out, serr = spliceOnce(h.pipe[0], int(fd), in)
-				return serr != unix.EAGAIN
-			})
-			if err = h.dst.errOf(err); err == nil {
-				err = serr
-			}
-			if err != nil {
-				return moved, err
-			}
-			in -= out
-			moved += int64(out)
-		}
-	}
-	return moved, nil
-}
-
-// spliceOnce is one nonblocking splice(2) call from one descriptor to the other.
-func spliceOnce(from, to, n int) (int, error) {
-	for {
-		m, err := unix.Splice(from, nil, to, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return 0, err
-		case err != nil:
-			return 0, os.NewSyscallError("splice", err)
-		}
-		return int(m), nil
-	}
-}
-
-// closePipe closes the splice pipe, if any; the running half calls it before it parks or ends.
-func (h *half) closePipe() {
-	if h.piped {
-		unix.Close(h.pipe[0])
-		unix.Close(h.pipe[1])
-		h.piped = false
-	}
+	return h.pipe.Move(h.src, h.dst, n)
 }

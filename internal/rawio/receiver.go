@@ -1,13 +1,12 @@
 //go:build linux && (amd64 || arm64)
 
-package rawudp
+package rawio
 
 import (
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -15,11 +14,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
 )
 
-// Receiver is one worker's receive side of a Conn: n buffers with their headers at stable
+// Receiver is one worker's receive side of a UDP Sock: n buffers with their headers at stable
 // addresses, read in batches by Next.
 //
 // With coalescing, Next pauses after a batch smaller than a full one and then reads without
@@ -27,7 +24,7 @@ import (
 // one each (like a network card's interrupt moderation). A datagram that finds the worker
 // waiting is read at once; under load one may wait up to the pause more.
 type Receiver struct {
-	c        *Conn
+	c        *Sock
 	bufs     [][]byte
 	names    []unix.RawSockaddrInet6
 	iovs     []syscall.Iovec
@@ -48,7 +45,7 @@ type Receiver struct {
 // NewReceiver returns a Receiver of n datagrams of up to size bytes from c; coalesce is the
 // pause after a partial batch (0 for none). c may be nil for a Receiver used only with
 // ReadFrom.
-func NewReceiver(c *Conn, n, size int, coalesce time.Duration) *Receiver {
+func NewReceiver(c *Sock, n, size int, coalesce time.Duration) *Receiver {
 	r := &Receiver{c: c, bufs: make([][]byte, n), names: make([]unix.RawSockaddrInet6, n),
 		iovs: make([]syscall.Iovec, n), hdrs: make([]Mmsghdr, n), size: size,
 		coalesce: coalesce > 0, pause: unix.NsecToTimespec(int64(coalesce))}
@@ -67,7 +64,7 @@ func NewReceiver(c *Conn, n, size int, coalesce time.Duration) *Receiver {
 }
 
 // Next waits for the next batch and returns how many datagrams it holds. It returns 0, nil
-// once stop is set or the Conn is closed (set stop first for a prompt return: a Next that
+// once stop is set or the Sock is closed (set stop first for a prompt return: a Next that
 // waits in the kernel sees a Close only at its receive timeout), and an error when the
 // socket cannot be read.
 // Transient errors (a timeout, a signal, ENOMEM) are retried; on a timeout or a signal the
@@ -78,10 +75,10 @@ func (r *Receiver) Next(stop *atomic.Bool) (int, error) {
 		Pause(&r.pause)
 		r.flags |= unix.MSG_DONTWAIT
 	}
-	for !stop.Load() && !r.c.closed.Load() {
+	for !stop.Load() && !r.c.IsClosed() {
 		r.reset()
-		if err := r.c.rc.Control(r.recv); err != nil {
-			if stop.Load() || r.c.closed.Load() || errors.Is(err, os.ErrClosed) {
+		if err := r.c.Control(r.recv); err != nil {
+			if stop.Load() || r.c.IsClosed() || errors.Is(err, net.ErrClosed) {
 				return 0, nil
 			}
 			return 0, fmt.Errorf("reading udp: %w", err)
@@ -109,11 +106,11 @@ func (r *Receiver) Next(stop *atomic.Bool) (int, error) {
 // ReadFrom reads the datagrams c holds, up to the Receiver's n, without waiting, and returns
 // how many it read. It returns 0, nil when c holds none, net.ErrClosed once c is closed, and
 // c's pending error (such as ECONNREFUSED after an ICMP port unreachable) when it has one.
-func (r *Receiver) ReadFrom(c *Conn) (int, error) {
+func (r *Receiver) ReadFrom(c *Sock) (int, error) {
 	r.flags = unix.MSG_DONTWAIT
 	for {
 		r.reset()
-		if err := c.rc.Control(r.recv); err != nil || c.closed.Load() {
+		if err := c.Control(r.recv); err != nil || c.IsClosed() {
 			return 0, net.ErrClosed
 		}
 		switch r.errno {
@@ -138,7 +135,7 @@ func (r *Receiver) reset() {
 // Datagram returns datagram i of the last batch: its bytes, its sender, and whether it was
 // longer than the Receiver's size (its bytes are then cut) or its sender is not IP.
 func (r *Receiver) Datagram(i int) (data []byte, from netip.AddrPort, bad bool) {
-	from, ok := sockaddr.FromRaw(&r.names[i])
+	from, ok := FromRaw(&r.names[i])
 	n := int(r.hdrs[i].N)
 	bad = !ok || n > r.size || r.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0
 	return r.bufs[i][:min(n, r.size)], from, bad

@@ -1,12 +1,12 @@
-//go:build linux
+//go:build linux && (amd64 || arm64)
 
-package proxy
+package rawio
 
 import (
 	"errors"
 	"io"
-	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -16,40 +16,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// testPoll returns a running tcpPoll; cleanup stops it.
-func testPoll(t *testing.T) *tcpPoll {
+var loopback = netip.MustParseAddrPort("127.0.0.1:0")
+
+// testPoll returns a running dispatching Poll; cleanup stops it.
+func testPoll(t *testing.T) *Poll {
 	t.Helper()
-	tp, err := newTCPPoll()
+	tp, err := NewPoll()
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tp.loop()
+		tp.Loop()
 	}()
 	t.Cleanup(func() {
-		tp.close()
+		tp.Close()
 		<-done
 	})
 	return tp
 }
 
-// sockPair returns a sock (with a running tcpPoll) connected to a net.Conn.
-func sockPair(t *testing.T) (*sock, net.Conn) {
+// sockPair returns a Sock (with a running Poll) connected to a net.Conn.
+func sockPair(t *testing.T) (*Sock, net.Conn) {
 	t.Helper()
 	tp := testPoll(t)
-	l, err := listenTCP(tp, loopback, 0, 0)
+	l, err := ListenTCP(tp, loopback, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	c := dial(t, l.Addr())
-	fd, _, err := l.next()
+	c, err := net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(l.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSock(tp, fd)
+	t.Cleanup(func() { c.Close() })
+	s, _, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
 	return s, c
 }
@@ -114,33 +119,32 @@ func TestSockDeadlineInThePastCutsAWaitAtOnce(t *testing.T) {
 // busy sockets neither hangs nor leaves the loop running.
 func TestTCPPollClosesWhileEventsFlow(t *testing.T) {
 	for iter := range 8 {
-		tp, err := newTCPPoll()
+		tp, err := NewPoll()
 		if err != nil {
 			t.Fatal(err)
 		}
 		loopDone := make(chan struct{})
 		go func() {
 			defer close(loopDone)
-			tp.loop()
+			tp.Loop()
 		}()
-		l, err := listenTCP(tp, loopback, 0, 0)
+		l, err := ListenTCP(tp, loopback, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		var socks []*sock
+		var socks []*Sock
 		var conns []net.Conn
 		for range 16 {
 			c, err := net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(l.Addr()))
 			if err != nil {
 				t.Fatal(err)
 			}
-			fd, _, err := l.next()
+			s, _, err := l.Accept()
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newSock(tp, fd)
 			if err := tp.register(s); err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +174,7 @@ func TestTCPPollClosesWhileEventsFlow(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 		closed := make(chan struct{})
 		go func() {
-			tp.close()
+			tp.Close()
 			close(closed)
 		}()
 		select {
@@ -191,58 +195,12 @@ func TestTCPPollClosesWhileEventsFlow(t *testing.T) {
 	}
 }
 
-// A failed poller stops the server: connections end, new ones are refused, Serve returns
-// the poller's error, and no goroutine waits on for readiness that would never come.
-func TestTCPPollFailureStopsTheServer(t *testing.T) {
-	b := startTCP(t, echo)
-	s, err := New(Config{
-		Listeners: []Listener{tcpListener("l", "p")},
-		Pools:     []Pool{onePool("p", b.addr())},
-	}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := listenAndServe(t, s)
-	t.Cleanup(func() { s.Close() })
-	addr := s.Addr("l")
-
-	busy := dial(t, addr) // has moved bytes, now waits for more both ways
-	busy.Write([]byte("hi\n"))
-	if got := readLine(t, busy); got != "hi" {
-		t.Fatalf("echo: got %q", got)
-	}
-	silent := dial(t, addr) // has sent nothing yet
-	time.Sleep(20 * time.Millisecond)
-
-	injected := errors.New("injected epoll failure")
-	s.pollFailed(injected)
-
-	select {
-	case err := <-errc:
-		if !errors.Is(err, injected) {
-			t.Fatalf("Serve returned %v; want the poller's error", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve still running 10s after its poller failed")
-	}
-	expectClosed(t, busy)
-	expectClosed(t, silent)
-	expectRefused(t, addr)
-	done := make(chan struct{})
-	go func() { s.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close hangs after the poller failed")
-	}
-}
-
 // Once the poller has failed, a socket's wait returns the failure at once instead of
 // waiting for readiness, and a socket not in the set yet cannot join it.
 func TestTCPPollFailureEndsWaits(t *testing.T) {
 	s, _ := sockPair(t)
 	s2, _ := sockPair(t)
-	s2.tp = s.tp
+	s2.p = s.p
 	readErr := make(chan error, 1)
 	go func() {
 		_, err := s.Read(make([]byte, 1)) // nothing comes: waits in the set
@@ -250,7 +208,7 @@ func TestTCPPollFailureEndsWaits(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	injected := errors.New("injected")
-	s.tp.fail(injected)
+	s.p.Fail(injected)
 	select {
 	case err := <-readErr:
 		if !errors.Is(err, injected) {
@@ -264,11 +222,15 @@ func TestTCPPollFailureEndsWaits(t *testing.T) {
 	}
 }
 
-// A half armed to start on its socket's readiness starts exactly once, whichever of the
+// counter is a Starter that counts its starts.
+type counter struct{ n *atomic.Int32 }
+
+func (c counter) Start() { c.n.Add(1) }
+
+// Work armed to start on its socket's readiness starts exactly once, whichever of the
 // arming and the readiness comes first, however closely they race.
-func TestArmedHalfStartsExactlyOnce(t *testing.T) {
+func TestArmedWorkStartsExactlyOnce(t *testing.T) {
 	var started atomic.Int32
-	t0 := &tconn{s: &Server{rawTCP: rawTCP{onArmedStart: func(*half) { started.Add(1) }}}}
 	tp := testPoll(t)
 	rounds := 50000 // the old order (take the half, then leave the token) failed within 17,000
 	if testing.Short() {
@@ -279,16 +241,16 @@ func TestArmedHalfStartsExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := newSock(tp, fds[0])
+		s := NewSock(tp, fds[0])
 		started.Store(0)
-		h := half{t: t0}
+		a := &Arm{counter{&started}}
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); s.spawnOnReady(&h) }()
-		go func() { defer wg.Done(); s.r.wakeOrSpawn() }()
+		go func() { defer wg.Done(); s.StartOnReadable(a) }()
+		go func() { defer wg.Done(); s.r.wakeOrStart() }()
 		wg.Wait()
 		if n := started.Load(); n != 1 {
-			t.Fatalf("round %d: the armed half started %d times, want once", i, n)
+			t.Fatalf("round %d: the armed work started %d times, want once", i, n)
 		}
 		s.Close()
 		unix.Close(fds[1])

@@ -1,6 +1,6 @@
 //go:build linux && (amd64 || arm64)
 
-package rawudp
+package rawio
 
 import (
 	"net"
@@ -9,8 +9,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
 )
 
 // Sender is one worker's send side: headers at stable addresses, made once, for batches of
@@ -68,15 +66,15 @@ func NewSender(n int, gso bool) *Sender {
 func (s *Sender) GSO() int { return s.gso }
 
 // Send sends bufs, one datagram each, on c to to, or to c's peer when to is the zero
-// AddrPort (a Dial'ed Conn). It waits while the socket's send buffer is full (the runtime is
+// AddrPort (a DialUDP Sock). It waits while the socket's send buffer is full (the runtime is
 // told, so the P is handed on) and returns the error that made it drop the rest: the
 // socket's pending error (such as ECONNREFUSED after an ICMP port unreachable), or
 // net.ErrClosed.
-func (s *Sender) Send(c *Conn, to netip.AddrPort, bufs [][]byte) error {
+func (s *Sender) Send(c *Sock, to netip.AddrPort, bufs [][]byte) error {
 	var name *byte
 	var namelen uint32
 	if to.IsValid() {
-		namelen = sockaddr.PutRaw(&s.name, to, c.family())
+		namelen = PutRaw(&s.name, to, c.family())
 		name = (*byte)(unsafe.Pointer(&s.name))
 	}
 	defer func() {
@@ -91,7 +89,7 @@ func (s *Sender) Send(c *Conn, to netip.AddrPort, bufs [][]byte) error {
 		sent := 0 // headers
 	call:
 		for len(s.todo) > 0 {
-			if err := c.rc.Control(s.send); err != nil || c.closed.Load() {
+			if err := c.Control(s.send); err != nil || c.IsClosed() {
 				return net.ErrClosed
 			}
 			switch {

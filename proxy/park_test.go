@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && (amd64 || arm64)
 
 package proxy
 
@@ -22,25 +22,21 @@ func TestQuietConnectionsParkWithoutGoroutinesAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.poller == nil {
-		t.Skip("no epoll")
-	}
 	parked := make(chan struct{}, 16)
 	s.parkAfter = 20 * time.Millisecond
 	s.onPark = func() { parked <- struct{}{} }
 	serveTest(t, s)
 	c := dial(t, s.Addr("l"))
 	for round := range 3 {
-		// Both directions go quiet and park...
-		<-parked
-		<-parked
-		s.poller.mu.Lock()
-		n := len(s.poller.parked)
-		s.poller.mu.Unlock()
-		if n != 2 {
-			t.Fatalf("round %d: %d halves parked, want 2", round, n)
+		// Both directions go quiet and park (their goroutines end)...
+		for range 2 {
+			select {
+			case <-parked:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: a quiet direction did not park", round)
+			}
 		}
-		// ...and bytes wake them up again.
+		// ...and bytes start them again.
 		c.Write([]byte("ping"))
 		buf := make([]byte, 4)
 		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {

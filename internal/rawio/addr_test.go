@@ -1,6 +1,6 @@
-//go:build linux
+//go:build linux && (amd64 || arm64)
 
-package sockaddr
+package rawio
 
 import (
 	"net/netip"

@@ -1,6 +1,6 @@
 //go:build linux && (amd64 || arm64)
 
-package rawudp
+package rawio
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func TestDialEpollRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backend.Close()
-	flow, err := Dial(backend.LocalAddr().(*net.UDPAddr).AddrPort(), 1<<20)
+	flow, err := DialUDP(backend.LocalAddr().(*net.UDPAddr).AddrPort(), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestDialEpollRelay(t *testing.T) {
 	if !flow.Local().Addr().IsLoopback() || flow.Local().Port() == 0 {
 		t.Fatalf("Dial's local address %v, want a loopback address and port", flow.Local())
 	}
-	ep, err := NewEpoll(8)
+	ep, err := NewWorkerPoll(8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestDialEpollRelay(t *testing.T) {
 
 // TestEpollWaitEndsAtStop checks that a Wait on a quiet set returns soon after stop is set.
 func TestEpollWaitEndsAtStop(t *testing.T) {
-	ep, err := NewEpoll(1)
+	ep, err := NewWorkerPoll(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,12 +196,12 @@ func TestSenderKeepsDatagramBoundaries(t *testing.T) {
 			}
 			rcv.SetReadBuffer(4 << 20)
 			to := rcv.LocalAddr().(*net.UDPAddr).AddrPort()
-			var c *Conn
+			var c *Sock
 			if connected {
-				c, err = Dial(to, 1<<20)
+				c, err = DialUDP(to, 1<<20)
 				to = netip.AddrPort{}
 			} else {
-				c, err = Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+				c, err = ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -250,7 +250,7 @@ func TestSenderOverASmallMTU(t *testing.T) {
 			}
 			defer rcv.Close()
 			rcv.SetReadBuffer(1 << 20)
-			c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+			c, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,6 @@
 //go:build linux && (amd64 || arm64)
 
-package rawudp
+package rawio
 
 import (
 	"net"
@@ -12,15 +12,13 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/frontdoor-vdi/frontdoor/internal/sockaddr"
 )
 
 // listenAndDial returns a Conn on loopback and a client socket connected to it; both are
 // closed when the test ends.
-func listenAndDial(t *testing.T) (*Conn, *net.UDPConn) {
+func listenAndDial(t *testing.T) (*Sock, *net.UDPConn) {
 	t.Helper()
-	c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
+	c, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +64,7 @@ func TestBatchEcho(t *testing.T) {
 		got += k
 	}
 	for i := range n {
-		if p, ok := sockaddr.FromRaw(&names[i]); !ok || p != netip.MustParseAddrPort(cl.LocalAddr().String()) {
+		if p, ok := FromRaw(&names[i]); !ok || p != netip.MustParseAddrPort(cl.LocalAddr().String()) {
 			t.Fatalf("datagram %d from %v, want %v", i, p, cl.LocalAddr())
 		}
 		iovs[i].SetLen(int(hdrs[i].N))
@@ -134,7 +132,7 @@ func TestReceiverReadsBurstsAndStops(t *testing.T) {
 // TestReceiverReturnsAfterClose: a Next waiting in the kernel returns 0, nil after the Conn is
 // closed without stop being set, and so does every later Next.
 func TestReceiverReturnsAfterClose(t *testing.T) {
-	c, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), 0)
+	c, err := ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,8 +114,7 @@ type Admin struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 
-	cache authCache
-	guard *loginGuard
+	logins *authenticator
 
 	console   consoleStore
 	streamsMu sync.Mutex // guards streams
@@ -130,7 +129,8 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	a := &Admin{o: o, users: map[string]configs.User{}, mux: http.NewServeMux(), log: o.Logger, modes: map[string]bool{}, guard: guardOf(o.Logins)}
+	a := &Admin{o: o, users: map[string]configs.User{}, mux: http.NewServeMux(), log: o.Logger, modes: map[string]bool{},
+		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, nil, o.Logger)}
 	for _, u := range o.Config.Users {
 		a.users[u.Name] = u
 	}
@@ -197,7 +197,9 @@ func (a *Admin) wrap(h http.HandlerFunc, read bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		u, viaConsole, err := a.consoleUser(r)
 		if !viaConsole {
-			u, err = authenticate(a.users, &a.cache, a.guard, r)
+			var li login
+			li, err = a.logins.authenticate(r)
+			u = li.user
 		}
 		if err == nil && !u.Admin && !u.Monitor {
 			err = errNoLogin

@@ -243,7 +243,8 @@ func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 	cred.Header.Del("Authorization")
 	cred.SetBasicAuth(r.PostForm.Get("user"), r.PostForm.Get("password"))
 	cred.TLS = nil // the form's credentials, not a client certificate
-	u, err := authenticate(a.users, &a.cache, a.guard, cred)
+	li, err := a.logins.authenticate(cred)
+	u := li.user
 	if err == nil && !mayConsole(u) {
 		err = errNoLogin
 	}

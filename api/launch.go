@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,14 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -106,18 +101,19 @@ type LaunchOptions struct {
 	Ready func() bool
 	// Logger receives API logs.
 	Logger *slog.Logger
+	// Now is the clock of logins: one-time codes, the login time sealed into tickets, the
+	// login cache. Default: time.Now.
+	Now func() time.Time
 }
 
 // Launch serves POST /v1/launch, GET /v1/sessions, POST /v1/sessions/{id}/disconnect|logoff
 // and, without a login, GET /v1/ready.
 type Launch struct {
-	o     LaunchOptions
-	users map[string]configs.User
-	mach  map[string]configs.Machine
-	log   *slog.Logger
-	mux   *http.ServeMux
-	cache authCache
-	guard *loginGuard
+	o      LaunchOptions
+	mach   map[string]configs.Machine
+	log    *slog.Logger
+	mux    *http.ServeMux
+	logins *authenticator
 }
 
 // NewLaunch builds the launch API handler.
@@ -125,11 +121,8 @@ func NewLaunch(o LaunchOptions) *Launch {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	l := &Launch{o: o, users: map[string]configs.User{}, mach: map[string]configs.Machine{}, log: o.Logger, mux: http.NewServeMux(),
-		guard: guardOf(o.Logins)}
-	for _, u := range o.Config.Users {
-		l.users[u.Name] = u
-	}
+	l := &Launch{o: o, mach: map[string]configs.Machine{}, log: o.Logger, mux: http.NewServeMux(),
+		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, o.Now, o.Logger)}
 	for _, m := range o.Config.Machines {
 		l.mach[m.Name] = m
 	}
@@ -161,109 +154,14 @@ func (l *Launch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mux.ServeHTTP(w, r)
 }
 
-// dummyHash is a valid bcrypt hash compared for unknown users.
-const dummyHash = "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"
-
-// authCache remembers credentials that passed bcrypt for a few minutes, so that a client's
-// repeated calls do not each pay bcrypt's deliberate cost. It keeps a SHA-256 of user, password
-// and hash (never the password) and is bounded.
-type authCache struct {
-	mu   sync.Mutex // guards seen
-	seen map[[32]byte]time.Time
-}
-
-const (
-	authCacheTTL  = 5 * time.Minute
-	authCacheSize = 10000
-)
-
-func (c *authCache) key(user, pass, hash string) [32]byte {
-	return sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + hash))
-}
-
-func (c *authCache) ok(k [32]byte) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	exp, hit := c.seen[k]
-	return hit && time.Now().Before(exp)
-}
-
-func (c *authCache) add(k [32]byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.seen == nil {
-		c.seen = map[[32]byte]time.Time{}
-	}
-	if len(c.seen) >= authCacheSize {
-		now := time.Now()
-		for k, exp := range c.seen {
-			if now.After(exp) {
-				delete(c.seen, k)
-			}
-		}
-		if len(c.seen) >= authCacheSize {
-			clear(c.seen)
-		}
-	}
-	c.seen[k] = time.Now().Add(authCacheTTL)
-}
-
-// authenticate accepts a verified client certificate whose common name is a configured user
-// (the listener verifies it against the site CA; a gateway's or a machine's certificate is
-// no user's), else HTTP Basic credentials checked against the configured bcrypt hashes,
-// throttled by guard (loginGuard). The error is errNoLogin, a throttledError or errLoginBusy.
-func authenticate(users map[string]configs.User, cache *authCache, guard *loginGuard, r *http.Request) (configs.User, error) {
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		leaf := r.TLS.VerifiedChains[0][0]
-		if _, _, party := siteid.Of(leaf); party {
-			return configs.User{}, errNoLogin
-		}
-		if u, ok := users[leaf.Subject.CommonName]; ok && slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
-			return u, nil
-		}
-		return configs.User{}, errNoLogin
-	}
-	name, pass, ok := r.BasicAuth()
-	if !ok {
-		return configs.User{}, errNoLogin
-	}
-	u, known := users[name]
-	hash := u.PasswordHash
-	if !known || hash == "" {
-		// Compare anyway so that unknown users take as long as known ones.
-		hash = dummyHash
-	}
-	k := cache.key(name, pass, hash)
-	if known && u.PasswordHash != "" && cache.ok(k) {
-		return u, nil
-	}
-	src := clientAddr(r)
-	suspect, err := guard.admit(src, name)
-	if err != nil {
-		return configs.User{}, err
-	}
-	err = guard.compare(hash, pass, suspect)
-	busy := errors.Is(err, errLoginBusy)
-	failed := !busy && (err != nil || !known || u.PasswordHash == "")
-	guard.done(src, name, failed)
-	switch {
-	case busy:
-		return configs.User{}, err
-	case failed:
-		return configs.User{}, errNoLogin
-	}
-	cache.add(k)
-	return u, nil
-}
-
-func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, configs.User)) http.HandlerFunc {
+func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, err := authenticate(l.users, &l.cache, l.guard, r)
+		li, err := l.logins.authenticate(r)
 		if err != nil {
 			loginRefused(w, err, "frontdoor")
 			return
 		}
-		h(w, r, u)
+		h(w, r, li)
 	}
 }
 
@@ -299,7 +197,8 @@ type LaunchRequest struct {
 	Endpoint string `json:"endpoint"`
 }
 
-func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) {
+func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
+	u := li.user
 	var req LaunchRequest
 	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"resource\": NAME, \"endpoint\": ID}") {
 		return
@@ -317,14 +216,15 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) 
 	if l.o.Locate != nil && client.IsValid() {
 		zone = l.o.Locate(client)
 	}
-	d, err := l.o.Broker.Launch(r.Context(), broker.LaunchRequest{User: u.Name, Resource: req.Resource, LocationZone: zone, Endpoint: req.Endpoint, Client: client})
+	d, err := l.o.Broker.Launch(r.Context(), broker.LaunchRequest{User: u.Name, Resource: req.Resource, LocationZone: zone, Endpoint: req.Endpoint, Client: client,
+		Factors: li.factorNames()})
 	if err != nil {
 		l.log.Error("launch failed", "user", u.Name, "resource", req.Resource, "err", err)
 		httpError(w, http.StatusServiceUnavailable, "launch failed")
 		return
 	}
-	l.log.Info("launch", "user", u.Name, "resource", req.Resource, "client", client, "location_zone", zone,
-		"outcome", d.Outcome, "step", d.Step, "machine", d.Machine, "session", d.Session, "mode", d.Mode)
+	l.log.Info("launch", "user", u.Name, "factors", li.factors.String(), "resource", req.Resource, "client", client, "location_zone", zone,
+		"outcome", d.Outcome, "step", d.Step, "machine", d.Machine, "session", d.Session, "mode", d.Mode, "reason", d.Reason)
 	if !u.Admin {
 		// The broker's trace names other machines, their load and the site's zones: an
 		// admin's to read (frontdoor explain), not every user's.
@@ -334,7 +234,7 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, u configs.User) 
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "denied", "reason": d.Reason, "trace": d.Trace})
 		return
 	}
-	desc, issued, err := l.describe(d, zone)
+	desc, issued, err := l.describe(d, zone, li)
 	if err != nil {
 		l.log.Error("building descriptor", "session", d.Session, "err", err)
 		httpError(w, http.StatusServiceUnavailable, err.Error())
@@ -372,9 +272,10 @@ func (l *Launch) revokeOlder(session, from, to string, issued time.Time) {
 	}()
 }
 
-// describe turns a decision into the connection descriptor with its tickets, and returns
-// when the first of them was issued.
-func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, time.Time, error) {
+// describe turns a decision into the connection descriptor with its tickets, which seal the
+// login li (user, factors, its time and the end of its factor lifetime), and returns when
+// the first of them was issued.
+func (l *Launch) describe(d broker.Decision, zone string, li login) (Descriptor, time.Time, error) {
 	desc := Descriptor{SessionID: d.Session, Outcome: string(d.Outcome), Mode: d.Mode, Machine: d.Machine, Zone: d.Zone,
 		Step: d.Step, StepLabel: d.StepLabel, PreferredZone: d.PreferredZone, PreferredSource: d.PreferredZoneSource, LocationZone: zone, Trace: d.Trace}
 	m := l.mach[d.Machine]
@@ -399,11 +300,17 @@ func (l *Launch) describe(d broker.Decision, zone string) (Descriptor, time.Time
 		}
 	}
 	t := l.o.Config.Site.Tickets
-	lt, lc, err := l.o.Signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans}, t.LaunchTTL.D())
+	c := ticket.Claims{Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans, User: li.user.Name, Factors: li.factors, AuthTime: li.at}
+	if lt := l.o.Config.Site.Auth.FactorLifetime.D(); lt > 0 {
+		c.LoginExpires = li.at.Add(lt)
+	}
+	c.Kind = ticket.Launch
+	lt, lc, err := l.o.Signer.Issue(c, t.LaunchTTL.D())
 	if err != nil {
 		return desc, time.Time{}, err
 	}
-	rt, _, err := l.o.Signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans}, t.ReconnectTTL.D())
+	c.Kind = ticket.Reconnect
+	rt, _, err := l.o.Signer.Issue(c, t.ReconnectTTL.D())
 	if err != nil {
 		return desc, time.Time{}, err
 	}
@@ -423,20 +330,20 @@ type SessionView struct {
 	Created  time.Time `json:"created"`
 }
 
-func (l *Launch) sessions(w http.ResponseWriter, _ *http.Request, u configs.User) {
+func (l *Launch) sessions(w http.ResponseWriter, _ *http.Request, li login) {
 	out := []SessionView{}
 	for _, s := range l.o.Broker.Sessions() {
-		if s.User == u.Name {
+		if s.User == li.user.Name {
 			out = append(out, SessionView{ID: s.ID, Resource: s.Resource, Machine: s.Machine, Zone: s.Zone, State: string(s.State), Mode: s.Mode, Endpoint: s.Endpoint, Created: s.Created})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, u configs.User) {
+func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, li login) {
 	id := r.PathValue("id")
 	s, ok := l.o.Broker.Session(id)
-	if !ok || s.User != u.Name {
+	if !ok || s.User != li.user.Name {
 		httpError(w, http.StatusNotFound, "no such session")
 		return
 	}

@@ -40,6 +40,15 @@ func (e *DeniedError) Unwrap() error { return ErrDenied }
 // authentication, and returns the connection descriptor. rootCAs verifies the server (nil: the
 // system pool). endpoint names the client device ("" for none).
 func Launch(ctx context.Context, launchURL, user, password, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
+	return launch(ctx, launchURL, user, password, "", resource, endpoint, rootCAs)
+}
+
+// OTPHeader carries the one-time code of a login beside its password (the launch API's
+// api.OTPHeader).
+const OTPHeader = "X-Frontdoor-OTP"
+
+// launch is Launch with a one-time code (otp; "" for none) sent beside the password.
+func launch(ctx context.Context, launchURL, user, password, otp, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
 	u := launchURL
 	if i := strings.Index(u, "://"); i >= 0 && !strings.Contains(u[i+3:], "/") {
 		u += "/v1/launch"
@@ -54,6 +63,9 @@ func Launch(ctx context.Context, launchURL, user, password, resource, endpoint s
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.SetBasicAuth(user, password)
+	if otp != "" {
+		req.Header.Set(OTPHeader, otp)
+	}
 	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12},
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
@@ -113,6 +125,11 @@ type Launcher struct {
 	Port uint16
 	// User and Password authenticate with HTTP Basic.
 	User, Password string
+	// OTP is the login's one-time code (TOTP), sent beside the password in OTPHeader; ""
+	// for none. A code is good for one login: the launch API takes it again only while it
+	// remembers that login (five minutes), so a new launch after a cut later than that is
+	// refused, and the session ends with ErrLoginRequired for the user to log in again.
+	OTP string
 	// Resource is the application or desktop to launch; Endpoint names the device.
 	Resource, Endpoint string
 	// RootCAs verifies the front doors (nil: the system pool).
@@ -149,7 +166,7 @@ func (l *Launcher) Launch(ctx context.Context) (*Descriptor, netip.Addr, error) 
 	var errs []error
 	for _, a := range order {
 		u := "https://" + net.JoinHostPort(a.String(), strconv.Itoa(int(port)))
-		d, err := Launch(ctx, u, l.User, l.Password, l.Resource, l.Endpoint, l.RootCAs)
+		d, err := launch(ctx, u, l.User, l.Password, l.OTP, l.Resource, l.Endpoint, l.RootCAs)
 		if err == nil {
 			l.mu.Lock()
 			l.last = a

@@ -1,0 +1,255 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// login is an authenticated request's login: who, with which factors, and when they were
+// checked (a login the cache remembers keeps the time of its check).
+type login struct {
+	user    configs.User
+	factors ticket.Factors
+	at      time.Time
+}
+
+// factorNames are the login's factors as the configuration names them (configs.Factor*).
+func (l login) factorNames() []string { return l.factors.Names() }
+
+// authenticator checks the logins of one API: client certificates, passwords (throttled by
+// guard), and one-time codes beside passwords or certificates (OTPHeader).
+//
+// Every call of the APIs carries its credentials (HTTP Basic, and the code when the user
+// sends one), so a login is not a session: the cache remembers, for five minutes, a
+// credential that passed — user, password and code together — with the factors it proved
+// and the time it was checked. A call with the same password and code within those minutes
+// is that login again (the client's next calls, a relaunch after a cut); the same password
+// without the code, or with another code, is another login, checked afresh, and without a
+// code it has no totp factor. A code is accepted by one login only: its check records it
+// site-wide (once), and a second login with it fails like a wrong password. So nothing new
+// is handed to the client (no session token to steal or expire), and the cache can neither
+// lend a factor to a login that did not prove it nor stretch a login: the time sealed into
+// tickets is the check's.
+type authenticator struct {
+	users map[string]configs.User
+	guard *loginGuard
+	cache authCache
+	// totp reads the users' TOTP secrets; nil when the site has none (site.auth.totp_file).
+	totp *totpSecrets
+	// once records a used code site-wide (ticket.Verifier.Once), else in memory here.
+	once func(id [16]byte, what string, until time.Time) (bool, error)
+	// lifetime bounds the cache's entries too (site.auth.factor_lifetime), when shorter.
+	lifetime time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+}
+
+// newAuthenticator builds the authenticator of an API over cfg's users; v (optional)
+// records used codes site-wide.
+func newAuthenticator(cfg *configs.Config, guard *loginGuard, v *ticket.Verifier, now func() time.Time, log *slog.Logger) *authenticator {
+	if now == nil {
+		now = time.Now
+	}
+	a := &authenticator{users: map[string]configs.User{}, guard: guard, lifetime: cfg.Site.Auth.FactorLifetime.D(), now: now, log: log}
+	for _, u := range cfg.Users {
+		a.users[u.Name] = u
+	}
+	if p := cfg.Site.Auth.TOTPFile; p != "" {
+		a.totp = &totpSecrets{path: p}
+	}
+	if v != nil {
+		a.once = v.Once
+	} else {
+		l := ticket.NewMemoryLedger(0, now)
+		a.once = func(id [16]byte, what string, until time.Time) (bool, error) {
+			return l.Use(id, ticket.Channel{Proto: what}, until)
+		}
+	}
+	return a
+}
+
+// dummyHash is a valid bcrypt hash compared for unknown users.
+const dummyHash = "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"
+
+// authCache remembers logins that passed for a few minutes, so that a client's repeated
+// calls do not each pay bcrypt's deliberate cost. It keys them by a SHA-256 of user,
+// password, one-time code and hash (never the password itself), keeps the factors they
+// proved and when, and is bounded.
+type authCache struct {
+	mu   sync.Mutex // guards seen
+	seen map[[32]byte]cached
+}
+
+// cached is a login in the authCache.
+type cached struct {
+	expires time.Time
+	factors ticket.Factors
+	at      time.Time
+}
+
+const (
+	authCacheTTL  = 5 * time.Minute
+	authCacheSize = 10000
+)
+
+func (c *authCache) key(user, pass, code, hash string) [32]byte {
+	return sha256.Sum256([]byte(user + "\x00" + pass + "\x00" + code + "\x00" + hash))
+}
+
+func (c *authCache) get(k [32]byte, now time.Time) (cached, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, hit := c.seen[k]
+	return e, hit && now.Before(e.expires)
+}
+
+func (c *authCache) add(k [32]byte, e cached, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[[32]byte]cached{}
+	}
+	if len(c.seen) >= authCacheSize {
+		for k, e := range c.seen {
+			if !now.Before(e.expires) {
+				delete(c.seen, k)
+			}
+		}
+		if len(c.seen) >= authCacheSize {
+			clear(c.seen)
+		}
+	}
+	c.seen[k] = e
+}
+
+// authenticate accepts a verified client certificate whose common name is a configured user
+// (the listener verifies it against the site CA; a gateway's or a machine's certificate is
+// no user's), else HTTP Basic credentials checked against the configured bcrypt hashes,
+// throttled by the guard (loginGuard); a one-time code in OTPHeader adds the totp factor. The
+// error is errNoLogin, a throttledError, errLoginBusy or errCodeUnchecked.
+func (a *authenticator) authenticate(r *http.Request) (login, error) {
+	code := r.Header.Get(OTPHeader)
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		leaf := r.TLS.VerifiedChains[0][0]
+		if _, _, party := siteid.Of(leaf); party {
+			return login{}, errNoLogin
+		}
+		u, ok := a.users[leaf.Subject.CommonName]
+		if !ok || !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+			return login{}, errNoLogin
+		}
+		l := login{user: u, factors: ticket.FactorCertificate, at: a.now()}
+		if code == "" {
+			return l, nil
+		}
+		// A code beside a certificate is checked, and throttled, as beside a password.
+		src := clientAddr(r)
+		if _, err := a.guard.admit(src, u.Name); err != nil {
+			return login{}, err
+		}
+		ok, err := a.checkCode(u.Name, code)
+		a.guard.done(src, u.Name, !ok && err == nil)
+		switch {
+		case err != nil:
+			return login{}, err
+		case !ok:
+			return login{}, errNoLogin
+		}
+		l.factors |= ticket.FactorTOTP
+		return l, nil
+	}
+	name, pass, ok := r.BasicAuth()
+	if !ok {
+		return login{}, errNoLogin
+	}
+	u, known := a.users[name]
+	hash := u.PasswordHash
+	if !known || hash == "" {
+		// Compare anyway so that unknown users take as long as known ones.
+		hash = dummyHash
+	}
+	k := a.cache.key(name, pass, code, hash)
+	if e, hit := a.cache.get(k, a.now()); hit && known && u.PasswordHash != "" {
+		return login{user: u, factors: e.factors, at: e.at}, nil
+	}
+	src := clientAddr(r)
+	suspect, err := a.guard.admit(src, name)
+	if err != nil {
+		return login{}, err
+	}
+	err = a.guard.compare(hash, pass, suspect)
+	busy := errors.Is(err, errLoginBusy)
+	failed := !busy && (err != nil || !known || u.PasswordHash == "")
+	factors := ticket.FactorPassword
+	var unchecked error
+	if !busy && !failed && code != "" {
+		// The code is checked only behind a right password: a guess of it costs the
+		// guesser a password's guess too, and a wrong one fails the login.
+		ok, err := a.checkCode(name, code)
+		switch {
+		case err != nil:
+			unchecked = err
+		case !ok:
+			failed = true
+		default:
+			factors |= ticket.FactorTOTP
+		}
+	}
+	a.guard.done(src, name, failed)
+	switch {
+	case busy:
+		return login{}, errLoginBusy
+	case unchecked != nil:
+		return login{}, unchecked
+	case failed:
+		return login{}, errNoLogin
+	}
+	now := a.now()
+	ttl := authCacheTTL
+	if a.lifetime > 0 {
+		ttl = min(ttl, a.lifetime)
+	}
+	a.cache.add(k, cached{expires: now.Add(ttl), factors: factors, at: now}, now)
+	return login{user: u, factors: factors, at: now}, nil
+}
+
+// checkCode checks user's one-time code: false for a wrong code, one of a user without a
+// secret, and one accepted already; errCodeUnchecked when the secrets cannot be read or the
+// use not recorded.
+func (a *authenticator) checkCode(user, code string) (bool, error) {
+	if a.totp == nil {
+		return false, nil
+	}
+	secret, ok, err := a.totp.secret(user)
+	if err != nil {
+		a.log.Error("reading the TOTP secrets: logins with a one-time code fail", "file", a.totp.path, "err", err)
+		return false, errCodeUnchecked
+	}
+	if !ok {
+		return false, nil
+	}
+	now := a.now()
+	step, ok := checkCode(secret, code, now)
+	if !ok {
+		return false, nil
+	}
+	fresh, err := a.once(codeID(user, step), "totp", codeUntil(step))
+	if err != nil {
+		a.log.Error("recording a one-time code's use: the login fails", "user", user, "err", err)
+		return false, errCodeUnchecked
+	}
+	if !fresh {
+		a.log.Warn("a one-time code used again refused", "user", user)
+	}
+	return fresh, nil
+}

@@ -18,12 +18,12 @@ import (
 
 // connectOpts are the flags of frontdoor connect.
 type connectOpts struct {
-	name, user, password, resource, endpoint string
-	dns, ca, local                           string
-	launchPort, quicPort                     uint16
-	tcp, udp                                 []uint
-	duration, echo                           time.Duration
-	verbose                                  bool
+	name, user, password, otp, resource, endpoint string
+	dns, ca, local                                string
+	launchPort, quicPort                          uint16
+	tcp, udp                                      []uint
+	duration, echo                                time.Duration
+	verbose                                       bool
 }
 
 func newConnectCmd() *cobra.Command {
@@ -40,7 +40,11 @@ first, then a new launch through another front door — printing when it was cut
 back. With --local, a local TCP port rides the first TCP channel (one connection at a time), so
 that nc, ssh or an RDP client can use the tunnel. It runs until Ctrl-C or --duration.
 
-The password comes from --password or the FRONTDOOR_PASSWORD environment variable.`,
+The password comes from --password or the FRONTDOOR_PASSWORD environment variable. A user
+enrolled for one-time codes (frontdoor totp enroll) gives the current one with --otp, when
+the site's access rules require it. When a gateway says the login is older than the site's
+factor lifetime (or a new launch is refused the credentials given, such as a code used up),
+connect stops and says to log in again: run it again, with a new code.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
@@ -53,6 +57,7 @@ The password comes from --password or the FRONTDOOR_PASSWORD environment variabl
 	f := c.Flags()
 	f.StringVar(&o.user, "user", "", "user name (required)")
 	f.StringVar(&o.password, "password", "", "password (default: $FRONTDOOR_PASSWORD)")
+	f.StringVar(&o.otp, "otp", "", "one-time code (TOTP) sent beside the password, for a user enrolled with frontdoor totp enroll")
 	f.StringVar(&o.resource, "resource", "", "application or desktop to launch (required)")
 	f.StringVar(&o.endpoint, "endpoint", "", "name of this client device, for session reconnection rules")
 	f.StringVar(&o.dns, "dns", "", "DNS server that resolves NAME, host:port (default: the system resolver)")
@@ -99,7 +104,7 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 		defer cancel()
 	}
 	out := &syncWriter{w: w}
-	l := &client.Launcher{Name: o.name, DNSServer: o.dns, Port: o.launchPort, User: o.user, Password: o.password,
+	l := &client.Launcher{Name: o.name, DNSServer: o.dns, Port: o.launchPort, User: o.user, Password: o.password, OTP: o.otp,
 		Resource: o.resource, Endpoint: o.endpoint, RootCAs: pool}
 	d, frontDoor, err := l.Launch(ctx)
 	if err != nil {
@@ -137,6 +142,10 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 			out.printf("%s\n", e)
 		},
 	})
+	if errors.Is(err, client.ErrLoginExpired) {
+		out.printf("%s\n", loginAgain(err))
+		return fmt.Errorf("%w: %w", client.ErrLoginRequired, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -168,11 +177,24 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 			return nil
 		case <-sess.Done():
 			out.printf("%s\n", connectSummary(sess.Timeline()))
+			if err := sess.Err(); errors.Is(err, client.ErrLoginRequired) {
+				out.printf("%s\n", loginAgain(err))
+				return err
+			}
 			return sess.Err()
 		case <-tick:
 			connectEcho(ctx, sess, chans, exposed, echoed, out, o.verbose)
 		}
 	}
+}
+
+// loginAgain tells the user why the session ended for a new login, and what to do.
+func loginAgain(err error) string {
+	why := "the front door refused the credentials given (a one-time code is good for one login)"
+	if errors.Is(err, client.ErrLoginExpired) {
+		why = "the login is older than the site's factor lifetime"
+	}
+	return "log in again: " + why + "; run frontdoor connect again (with a new --otp code if you use one)"
 }
 
 func connectChannels(tcp, udp []uint) ([]client.Channel, error) {

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log/slog"
 	"math/big"
@@ -32,6 +33,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
+	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/miekg/dns"
 )
@@ -68,6 +70,19 @@ func waitFor(t *testing.T, out *testbuf.Buffer, want string) {
 // DNS server on loopback and returns the connect flags that reach them, the stop function of
 // gateway gw-a and the QUIC port.
 func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
+	t.Helper()
+	return connectSiteWith(t, mode, connectLogin{})
+}
+
+// connectLogin is how connectSiteWith's launch endpoint logs users in and seals the login.
+type connectLogin struct {
+	otp      string           // the one-time code it wants beside the password; "" for none
+	lifetime time.Duration    // sealed into the tickets from the login; 0 for none
+	now      func() time.Time // the gateways' clock; nil for time.Now
+}
+
+// connectSiteWith is connectSite with a login of lo.
+func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func(), uint16) {
 	t.Helper()
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	pub := key.Public().(ed25519.PublicKey)
@@ -137,7 +152,7 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 	}
 
 	// Two gateways of one node.
-	v := ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
+	v := ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, lo.now), lo.now)
 	tr := gateway.NewTracker(connectActive{})
 	stops := map[string]func(){}
 	for name, ip := range map[string]string{"gw-a": connGwA, "gw-b": connGwB} {
@@ -186,13 +201,20 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 
 	// The launch endpoint answers with a descriptor built here.
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" {
+		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" || r.Header.Get(client.OTPHeader) != lo.otp {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
 		chans := []ticket.Channel{{Port: port, Proto: "tcp"}, {Port: port, Proto: "udp"}}
-		lt, _, _ := signer.Issue(ticket.Claims{Kind: ticket.Launch, Session: "s-42", Machine: "vda-1", Mode: mode, Channels: chans}, time.Minute)
-		rt, _, _ := signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: "s-42", Machine: "vda-1", Mode: mode, Channels: chans}, time.Hour)
+		c := ticket.Claims{Session: "s-42", Machine: "vda-1", Mode: mode, Channels: chans, User: "alice", Factors: ticket.FactorPassword}
+		if lo.lifetime > 0 {
+			c.AuthTime = time.Now()
+			c.LoginExpires = c.AuthTime.Add(lo.lifetime)
+		}
+		c.Kind = ticket.Launch
+		lt, _, _ := signer.Issue(c, time.Minute)
+		c.Kind = ticket.Reconnect
+		rt, _, _ := signer.Issue(c, time.Hour)
 		d := client.Descriptor{SessionID: "s-42", Outcome: "new", Step: 3, Mode: mode, Machine: "vda-1", Zone: "east",
 			PreferredZone: "east", PreferredSource: "user_location", LocationZone: "east",
 			Channels:     []client.Channel{{Port: port, Proto: "tcp"}, {Port: port, Proto: "udp"}},
@@ -314,6 +336,28 @@ func TestConnectOverQUIC(t *testing.T) {
 	waitFor(t, out, "/udp ok (3 datagrams")
 	if err := stop(); err != nil {
 		t.Fatalf("connect --quic: %v\n%s", err, out)
+	}
+}
+
+// A user with a one-time code gives it with --otp; once the login is older than its factor
+// lifetime, the gateway refuses the reconnect and connect stops, saying to log in again,
+// instead of retrying.
+func TestConnectWithACodeIsToldToLogInAgainAfterTheFactorLifetime(t *testing.T) {
+	clk := testclock.New(time.Now())
+	args, stopA, _ := connectSiteWith(t, client.ModeGateway, connectLogin{otp: "123456", lifetime: 10 * time.Minute, now: clk.Now})
+	if _, errs, err := run(t, append(args, "--duration", "5s")...); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("connect without the code: %v\n%s", err, errs)
+	}
+	out, stop := runConnectCmd(t, append(args, "--otp", "123456"))
+	waitFor(t, out, "/tcp ok (4096 bytes, sha256 match)")
+	clk.Advance(20 * time.Minute)
+	stopA()
+	waitFor(t, out, "log in again: the login is older than the site's factor lifetime")
+	if err := stop(); !errors.Is(err, client.ErrLoginRequired) {
+		t.Fatalf("connect: %v, want %v\n%s", err, client.ErrLoginRequired, out)
+	}
+	if strings.Contains(out.String(), "relaunch at") {
+		t.Fatalf("connect launched again with the code it held:\n%s", out)
 	}
 }
 

@@ -47,6 +47,7 @@ func newRootCmd() *cobra.Command {
 		newConnectCmd(),
 		newInitCmd(),
 		newHashPasswordCmd(),
+		newTOTPCmd(),
 	)
 	return root
 }

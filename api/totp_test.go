@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log/slog"
@@ -306,5 +308,47 @@ func TestEnrolmentReplacesTheUsersSecret(t *testing.T) {
 	}
 	if got, _, _ := ts.secret("alice"); got != a2.Secret {
 		t.Fatalf("the secrets were not read again: alice's is still the old one")
+	}
+}
+
+// A client certificate is the certificate factor; a code beside it adds totp, and a wrong
+// one fails the login (throttled as beside a password). The admin API's explain takes the
+// factors to decide with.
+func TestACodeBesideACertificate(t *testing.T) {
+	s := newOTPSite(t, "10h")
+	a := newAuthenticator(s.cfg, &loginGuard{}, s.verifier, s.clk.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	req := func(code string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/v1/launch", nil)
+		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}
+		if code != "" {
+			r.Header.Set(OTPHeader, code)
+		}
+		return r
+	}
+	if li, err := a.authenticate(req("")); err != nil || li.factors != ticket.FactorCertificate {
+		t.Fatalf("a certificate alone: %s, %v; want the certificate factor", li.factors, err)
+	}
+	wrong := "000000"
+	if wrong == s.code(0) {
+		wrong = "111111"
+	}
+	if _, err := a.authenticate(req(wrong)); !errors.Is(err, errNoLogin) {
+		t.Fatalf("a certificate and a wrong code: %v, want %v", err, errNoLogin)
+	}
+	if li, err := a.authenticate(req(s.code(0))); err != nil || li.factors != ticket.FactorCertificate|ticket.FactorTOTP || li.user.Name != "alice" {
+		t.Fatalf("a certificate and the code: %s %s, %v; want alice with certificate+totp", li.user.Name, li.factors, err)
+	}
+
+	ts := newTestSite(t, nil)
+	ts.admin, _ = NewAdmin(AdminOptions{Config: s.cfg, Broker: s.br, Zone: "hq", Node: "fd-hq-1", Logger: ts.quiet})
+	for _, tc := range []struct{ body, want string }{
+		{`{"user":"alice","resource":"desktop","location_zone":"hq"}`, `"outcome": "denied"`},
+		{`{"user":"alice","resource":"desktop","location_zone":"hq","factors":["password","totp"]}`, "rule staff-two-factors allows it"},
+		{`{"user":"alice","resource":"desktop","factors":["sms"]}`, `\"sms\" is not a factor`},
+	} {
+		if rec := ts.do(t, "admin", http.MethodPost, "/v1/admin/explain", tc.body); !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("explain %s: %d %s, want %q", tc.body, rec.Code, rec.Body, tc.want)
+		}
 	}
 }

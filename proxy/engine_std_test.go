@@ -2,9 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -17,8 +14,9 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/proxy/proxyproto"
 )
 
-// These tests run the standard engine on every system: it is the only one elsewhere than
-// Linux, and on Linux they pick it (newStdEngine) beside the raw default the other tests use.
+// These tests run the standard engine on every system, beside the default one the other tests
+// use (on 64-bit Linux the raw engine). The tests of the TCP path that run over both engines
+// are in tcp_test.go (eachEngine).
 
 // startStd builds a Server on the standard engine, listens and serves it; cleanup closes it.
 // The access log goes to logs if it is not nil.
@@ -36,133 +34,6 @@ func startStd(t *testing.T, cfg Config, logs *testbuf.Buffer) *Server {
 		t.Fatalf("engine %T, want the standard one", s.tcp)
 	}
 	return serveTest(t, s)
-}
-
-func TestStdEngineEchoesALargeTransferIntact(t *testing.T) {
-	be := startTCP(t, echo)
-	s := startStd(t, Config{Listeners: []Listener{tcpListener("l", "p")}, Pools: []Pool{onePool("p", be.addr())}}, nil)
-	c := dial(t, s.Addr("l"))
-	src := make([]byte, 8<<20)
-	rand.Read(src)
-	want := sha256.Sum256(src)
-	go func() {
-		c.Write(src)
-		c.CloseWrite()
-	}()
-	h := sha256.New()
-	n, err := io.Copy(h, c)
-	if err != nil || n != int64(len(src)) || !bytes.Equal(h.Sum(nil), want[:]) {
-		t.Fatalf("got %d bytes (%v) with sha256 %x, want %d with %x", n, err, h.Sum(nil), len(src), want)
-	}
-}
-
-func TestStdEngineEndsConnectionsAsTheRawOneDoes(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		noHalfClose bool
-		backend     func(*net.TCPConn)
-		client      func(t *testing.T, c *net.TCPConn)
-		reason      string
-	}{
-		{
-			name: "the client's FIN is passed on and the backend answers after it",
-			backend: func(c *net.TCPConn) {
-				b, _ := io.ReadAll(c)
-				c.Write([]byte("got " + string(b)))
-				c.CloseWrite()
-			},
-			client: func(t *testing.T, c *net.TCPConn) {
-				c.Write([]byte("question"))
-				c.CloseWrite()
-				if got, err := io.ReadAll(c); err != nil || string(got) != "got question" {
-					t.Fatalf("got %q, %v; want %q", got, err, "got question")
-				}
-			},
-			reason: "eof",
-		},
-		{
-			name:        "without half-close the backend's FIN ends the connection",
-			noHalfClose: true,
-			backend: func(c *net.TCPConn) {
-				b := make([]byte, 64)
-				n, _ := c.Read(b)
-				c.Write([]byte("answer to " + string(b[:n])))
-			},
-			client: func(t *testing.T, c *net.TCPConn) {
-				c.Write([]byte("question"))
-				if got, err := io.ReadAll(c); err != nil || string(got) != "answer to question" {
-					t.Fatalf("got %q, %v; want %q and the proxy's FIN", got, err, "answer to question")
-				}
-			},
-			reason: "eof",
-		},
-		{
-			name: "a backend's reset closes the client",
-			backend: func(c *net.TCPConn) {
-				c.Write([]byte("hello\n"))
-				io.ReadFull(c, make([]byte, 4))
-				c.SetLinger(0)
-			},
-			client: func(t *testing.T, c *net.TCPConn) {
-				if got := readLine(t, c); got != "hello" {
-					t.Fatalf("got %q, want hello", got)
-				}
-				c.Write([]byte("ping"))
-				expectClosed(t, c)
-			},
-			reason: "backend_error",
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			be := startTCP(t, tc.backend)
-			var logs testbuf.Buffer
-			l := tcpListener("l", "p")
-			l.NoHalfClose = tc.noHalfClose
-			s := startStd(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, &logs)
-			tc.client(t, dial(t, s.Addr("l")))
-			waitLog(t, &logs, "reason="+tc.reason)
-		})
-	}
-}
-
-func TestStdEngineIdleTimeout(t *testing.T) {
-	t.Run("a quiet connection is closed and logged as idle", func(t *testing.T) {
-		be := startTCP(t, echo)
-		var logs testbuf.Buffer
-		l := tcpListener("l", "p")
-		l.IdleTimeout = 100 * time.Millisecond
-		s := startStd(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, &logs)
-		c := dial(t, s.Addr("l"))
-		c.Write([]byte("x"))
-		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		expectClosed(t, c)
-		if d := time.Since(start); d < 50*time.Millisecond {
-			t.Fatalf("closed after %v, before the idle timeout", d)
-		}
-		waitLog(t, &logs, "reason=idle")
-	})
-	t.Run("one-way traffic is not idle", func(t *testing.T) {
-		be := startTCP(t, func(c *net.TCPConn) {
-			for range 12 {
-				if _, err := c.Write([]byte("tick\n")); err != nil {
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			c.CloseWrite()
-			io.Copy(io.Discard, c)
-		})
-		l := tcpListener("l", "p")
-		l.IdleTimeout = 60 * time.Millisecond
-		s := startStd(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, nil)
-		got, err := io.ReadAll(dial(t, s.Addr("l")))
-		if err != nil || strings.Count(string(got), "tick") != 12 {
-			t.Fatalf("got %q, %v; want 12 ticks", got, err)
-		}
-	})
 }
 
 func TestStdEngineRoutesTLSByServerNameAndSendsTheProxyHeader(t *testing.T) {

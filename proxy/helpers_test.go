@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 )
 
 func TestMain(m *testing.M) {
@@ -143,6 +145,38 @@ func startServer(t *testing.T, cfg Config, opts Options) *Server {
 		t.Fatal(err)
 	}
 	return serveTest(t, s)
+}
+
+// testEngines are the TCP engines that tests of the TCP path run over (eachEngine): the
+// system's default and the standard one (the same one, twice, where it is the default).
+var testEngines = []struct {
+	name string
+	new  func(*Server) (tcpEngine, error)
+}{{"default", defaultEngine}, {"std", newStdEngine}}
+
+// eachEngine runs f as a subtest over each of testEngines; its start builds a Server on that
+// engine, listens and serves it (as startServer does).
+func eachEngine(t *testing.T, f func(t *testing.T, start func(Config, Options) *Server)) {
+	for _, e := range testEngines {
+		t.Run(e.name, func(t *testing.T) {
+			f(t, func(cfg Config, opts Options) *Server {
+				t.Helper()
+				if opts.Logger == nil {
+					opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+				}
+				s, err := newServer(cfg, opts, e.new)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return serveTest(t, s)
+			})
+		})
+	}
+}
+
+// logTo is Options whose logger writes to logs.
+func logTo(logs *testbuf.Buffer) Options {
+	return Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}
 }
 
 // serveTest listens and serves s (made by New, perhaps with test settings changed) until the

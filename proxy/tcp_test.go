@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -19,65 +18,75 @@ import (
 )
 
 func TestTCPEchoLargeTransferKeepsChecksum(t *testing.T) {
-	be := startTCP(t, echo)
-	s := startServer(t, Config{
-		Listeners: []Listener{tcpListener("l", "p")},
-		Pools:     []Pool{onePool("p", be.addr())},
-	}, Options{})
-	c := dial(t, s.Addr("l"))
-	const size = 16 << 20
-	src := make([]byte, size)
-	rand.Read(src)
-	want := sha256.Sum256(src)
-	go func() {
-		c.Write(src)
-		c.CloseWrite()
-	}()
-	h := sha256.New()
-	n, err := io.Copy(h, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n != size || !bytes.Equal(h.Sum(nil), want[:]) {
-		t.Fatalf("got %d bytes with sha256 %x, want %d bytes with %x", n, h.Sum(nil), size, want)
-	}
+	eachEngine(t, func(t *testing.T, start func(Config, Options) *Server) {
+		be := startTCP(t, echo)
+		s := start(Config{
+			Listeners: []Listener{tcpListener("l", "p")},
+			Pools:     []Pool{onePool("p", be.addr())},
+		}, Options{})
+		c := dial(t, s.Addr("l"))
+		const size = 16 << 20
+		src := make([]byte, size)
+		rand.Read(src)
+		want := sha256.Sum256(src)
+		go func() {
+			c.Write(src)
+			c.CloseWrite()
+		}()
+		h := sha256.New()
+		n, err := io.Copy(h, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != size || !bytes.Equal(h.Sum(nil), want[:]) {
+			t.Fatalf("got %d bytes with sha256 %x, want %d bytes with %x", n, h.Sum(nil), size, want)
+		}
+	})
 }
 
 func TestTCPHalfCloseLetsTheBackendAnswerAfterEOF(t *testing.T) {
-	be := startTCP(t, func(c *net.TCPConn) {
-		b, _ := io.ReadAll(c) // until the client's FIN
-		c.Write([]byte("got " + string(b)))
+	eachEngine(t, func(t *testing.T, start func(Config, Options) *Server) {
+		be := startTCP(t, func(c *net.TCPConn) {
+			b, _ := io.ReadAll(c) // until the client's FIN
+			c.Write([]byte("got " + string(b)))
+			c.CloseWrite()
+		})
+		var logs testbuf.Buffer
+		s := start(Config{
+			Listeners: []Listener{tcpListener("l", "p")},
+			Pools:     []Pool{onePool("p", be.addr())},
+		}, logTo(&logs))
+		c := dial(t, s.Addr("l"))
+		c.Write([]byte("question"))
 		c.CloseWrite()
+		got, err := io.ReadAll(c)
+		if err != nil || string(got) != "got question" {
+			t.Fatalf("got %q, %v; want %q", got, err, "got question")
+		}
+		waitLog(t, &logs, "reason=eof")
 	})
-	s := startServer(t, Config{
-		Listeners: []Listener{tcpListener("l", "p")},
-		Pools:     []Pool{onePool("p", be.addr())},
-	}, Options{})
-	c := dial(t, s.Addr("l"))
-	c.Write([]byte("question"))
-	c.CloseWrite()
-	got, err := io.ReadAll(c)
-	if err != nil || string(got) != "got question" {
-		t.Fatalf("got %q, %v; want %q", got, err, "got question")
-	}
 }
 
 func TestTCPBackendDyingMidStreamClosesTheClient(t *testing.T) {
-	be := startTCP(t, func(c *net.TCPConn) {
-		c.Write([]byte("hello\n"))
-		io.ReadFull(c, make([]byte, 4))
-		c.SetLinger(0) // RST, like a crashed server
+	eachEngine(t, func(t *testing.T, start func(Config, Options) *Server) {
+		be := startTCP(t, func(c *net.TCPConn) {
+			c.Write([]byte("hello\n"))
+			io.ReadFull(c, make([]byte, 4))
+			c.SetLinger(0) // RST, like a crashed server
+		})
+		var logs testbuf.Buffer
+		s := start(Config{
+			Listeners: []Listener{tcpListener("l", "p")},
+			Pools:     []Pool{onePool("p", be.addr())},
+		}, logTo(&logs))
+		c := dial(t, s.Addr("l"))
+		if got := readLine(t, c); got != "hello" {
+			t.Fatalf("got %q, want hello", got)
+		}
+		c.Write([]byte("ping"))
+		expectClosed(t, c)
+		waitLog(t, &logs, "reason=backend_error")
 	})
-	s := startServer(t, Config{
-		Listeners: []Listener{tcpListener("l", "p")},
-		Pools:     []Pool{onePool("p", be.addr())},
-	}, Options{})
-	c := dial(t, s.Addr("l"))
-	if got := readLine(t, c); got != "hello" {
-		t.Fatalf("got %q, want hello", got)
-	}
-	c.Write([]byte("ping"))
-	expectClosed(t, c)
 }
 
 func TestTCPConnectFailureTriesAnotherBackendAndReportsIt(t *testing.T) {
@@ -162,43 +171,49 @@ func TestTCPLimits(t *testing.T) {
 }
 
 func TestTCPIdleTimeoutClosesQuietConnections(t *testing.T) {
-	be := startTCP(t, echo)
-	l := tcpListener("l", "p")
-	l.IdleTimeout = 100 * time.Millisecond
-	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, Options{})
-	c := dial(t, s.Addr("l"))
-	c.Write([]byte("x"))
-	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	expectClosed(t, c)
-	if d := time.Since(start); d < 50*time.Millisecond {
-		t.Fatalf("closed after %v, before the idle timeout", d)
-	}
+	eachEngine(t, func(t *testing.T, start func(Config, Options) *Server) {
+		be := startTCP(t, echo)
+		l := tcpListener("l", "p")
+		l.IdleTimeout = 100 * time.Millisecond
+		var logs testbuf.Buffer
+		s := start(Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, logTo(&logs))
+		c := dial(t, s.Addr("l"))
+		c.Write([]byte("x"))
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		expectClosed(t, c)
+		if d := time.Since(began); d < 50*time.Millisecond {
+			t.Fatalf("closed after %v, before the idle timeout", d)
+		}
+		waitLog(t, &logs, "reason=idle")
+	})
 }
 
 func TestTCPActiveOneWayTrafficIsNotIdle(t *testing.T) {
 	// The backend streams to the client for several idle periods while the client never
 	// writes: the client-to-backend direction is quiet but the connection is not idle.
-	be := startTCP(t, func(c *net.TCPConn) {
-		for range 12 {
-			if _, err := c.Write([]byte("tick\n")); err != nil {
-				return
+	eachEngine(t, func(t *testing.T, start func(Config, Options) *Server) {
+		be := startTCP(t, func(c *net.TCPConn) {
+			for range 12 {
+				if _, err := c.Write([]byte("tick\n")); err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
-			time.Sleep(20 * time.Millisecond)
+			c.CloseWrite()
+			io.Copy(io.Discard, c)
+		})
+		l := tcpListener("l", "p")
+		l.IdleTimeout = 60 * time.Millisecond
+		s := start(Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, Options{})
+		c := dial(t, s.Addr("l"))
+		got, err := io.ReadAll(c)
+		if err != nil || strings.Count(string(got), "tick") != 12 {
+			t.Fatalf("got %q, %v; want 12 ticks", got, err)
 		}
-		c.CloseWrite()
-		io.Copy(io.Discard, c)
 	})
-	l := tcpListener("l", "p")
-	l.IdleTimeout = 60 * time.Millisecond
-	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, Options{})
-	c := dial(t, s.Addr("l"))
-	got, err := io.ReadAll(c)
-	if err != nil || strings.Count(string(got), "tick") != 12 {
-		t.Fatalf("got %q, %v; want 12 ticks", got, err)
-	}
 }
 
 // TestBackendThatAnswersAndClosesAtOnce: a backend that writes a banner and closes right after
@@ -229,46 +244,47 @@ func TestBackendThatAnswersAndClosesAtOnce(t *testing.T) {
 // and the access log says eof; a client's FIN is still passed on, and the backend's answer
 // after it still reaches the client.
 func TestTCPNoHalfCloseEndsTheConnectionAtTheBackendsFIN(t *testing.T) {
-	be := startTCP(t, func(c *net.TCPConn) {
-		b := make([]byte, 64)
-		n, _ := c.Read(b)
-		if string(b[:n]) == "wait for my FIN" {
-			rest, _ := io.ReadAll(c) // until the client's FIN
-			c.Write([]byte("after FIN " + string(b[:n]) + string(rest)))
-		} else {
-			c.Write([]byte("answer to " + string(b[:n])))
+	eachEngine(t, func(t *testing.T, start func(Config, Options) *Server) {
+		be := startTCP(t, func(c *net.TCPConn) {
+			b := make([]byte, 64)
+			n, _ := c.Read(b)
+			if string(b[:n]) == "wait for my FIN" {
+				rest, _ := io.ReadAll(c) // until the client's FIN
+				c.Write([]byte("after FIN " + string(b[:n]) + string(rest)))
+			} else {
+				c.Write([]byte("answer to " + string(b[:n])))
+			}
+			c.Close()
+		})
+		var logs testbuf.Buffer
+		l := tcpListener("l", "p")
+		l.NoHalfClose = true
+		s := start(Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}}, logTo(&logs))
+
+		c := dial(t, s.Addr("l"))
+		c.Write([]byte("question"))
+		// The client never closes: the proxy's close ends the read.
+		got, err := io.ReadAll(c)
+		if err != nil || string(got) != "answer to question" {
+			t.Fatalf("got %q, %v; want %q and the proxy's FIN", got, err, "answer to question")
 		}
-		c.Close()
+
+		c = dial(t, s.Addr("l"))
+		c.Write([]byte("wait for my FIN"))
+		time.Sleep(20 * time.Millisecond) // the backend reads the first part on its own
+		c.Write([]byte("!"))
+		c.CloseWrite()
+		got, err = io.ReadAll(c)
+		if want := "after FIN wait for my FIN!"; err != nil || string(got) != want {
+			t.Fatalf("got %q, %v; want %q", got, err, want)
+		}
+		for deadline := time.Now().Add(5 * time.Second); strings.Count(logs.String(), "reason=eof") < 2; {
+			if time.Now().After(deadline) {
+				t.Fatalf("access log %q, want two connections ended with reason=eof", logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
-	var logs testbuf.Buffer
-	l := tcpListener("l", "p")
-	l.NoHalfClose = true
-	s := startServer(t, Config{Listeners: []Listener{l}, Pools: []Pool{onePool("p", be.addr())}},
-		Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-
-	c := dial(t, s.Addr("l"))
-	c.Write([]byte("question"))
-	// The client never closes: the proxy's close ends the read.
-	got, err := io.ReadAll(c)
-	if err != nil || string(got) != "answer to question" {
-		t.Fatalf("got %q, %v; want %q and the proxy's FIN", got, err, "answer to question")
-	}
-
-	c = dial(t, s.Addr("l"))
-	c.Write([]byte("wait for my FIN"))
-	time.Sleep(20 * time.Millisecond) // the backend reads the first part on its own
-	c.Write([]byte("!"))
-	c.CloseWrite()
-	got, err = io.ReadAll(c)
-	if want := "after FIN wait for my FIN!"; err != nil || string(got) != want {
-		t.Fatalf("got %q, %v; want %q", got, err, want)
-	}
-	for deadline := time.Now().Add(5 * time.Second); strings.Count(logs.String(), "reason=eof") < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("access log %q, want two connections ended with reason=eof", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // Many short connections at once, both ways of ending them, to a backend that answers the

@@ -301,8 +301,8 @@ func (l *Launch) describe(d broker.Decision, zone string, li login) (Descriptor,
 	}
 	t := l.o.Config.Site.Tickets
 	c := ticket.Claims{Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans, User: li.user.Name, Factors: li.factors, AuthTime: li.at}
-	if lt := l.o.Config.Site.Auth.FactorLifetime.D(); lt > 0 {
-		c.LoginExpires = li.at.Add(lt)
+	if life := l.o.Config.Site.Auth.FactorLifetime.D(); life > 0 {
+		c.LoginExpires = li.at.Add(life)
 	}
 	c.Kind = ticket.Launch
 	lt, lc, err := l.o.Signer.Issue(c, t.LaunchTTL.D())

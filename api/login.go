@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,7 +139,7 @@ func (c *authCache) add(k [32]byte, e cached, now time.Time) {
 // throttled by the guard (loginGuard); a one-time code in OTPHeader adds the totp factor. The
 // error is errNoLogin, a throttledError, errLoginBusy or errCodeUnchecked.
 func (a *authenticator) authenticate(r *http.Request) (login, error) {
-	code := r.Header.Get(OTPHeader)
+	code := strings.ReplaceAll(strings.TrimSpace(r.Header.Get(OTPHeader)), " ", "") // apps show "123 456"
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		leaf := r.TLS.VerifiedChains[0][0]
 		if _, _, party := siteid.Of(leaf); party {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/spf13/cobra"
 )
@@ -21,6 +22,12 @@ func newConfigCmd() *cobra.Command {
 					fmt.Fprintln(cmd.ErrOrStderr(), err)
 					bad++
 					continue
+				}
+				if tf := cfg.Site.Auth.TOTPFile; tf != "" {
+					// A warning, not an error: the file may live on the nodes only.
+					if _, err := api.ReadTOTPFile(tf); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: site.auth.totp_file: %v (logins with a one-time code fail until it is readable)\n", f, err)
+					}
 				}
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())

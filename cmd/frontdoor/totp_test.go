@@ -62,3 +62,29 @@ func TestTOTPEnroll(t *testing.T) {
 		})
 	}
 }
+
+// config check warns about a TOTP file that cannot be read or that others may read, and
+// still passes the configuration (the file may live on the nodes only).
+func TestConfigCheckWarnsAboutTheTOTPFile(t *testing.T) {
+	dir := t.TempDir()
+	raw, err := os.ReadFile("../../configs/lab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := filepath.Join(dir, "totp-secrets")
+	cfg := filepath.Join(dir, "site.yaml")
+	os.WriteFile(cfg, []byte(strings.Replace(string(raw), "\nsite:\n", "\nsite:\n  auth: {totp_file: "+strconv.Quote(secrets)+"}\n", 1)), 0o644)
+	if _, errs, err := run(t, "config", "check", cfg); err != nil || !strings.Contains(errs, "warning: site.auth.totp_file") {
+		t.Fatalf("a missing TOTP file: %v, stderr %q; want a warning and no error", err, errs)
+	}
+	if _, err := api.EnrollTOTP(secrets, "lab", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, err := run(t, "config", "check", cfg); err != nil || errs != "" {
+		t.Fatalf("a good TOTP file: %v, stderr %q", err, errs)
+	}
+	os.Chmod(secrets, 0o640)
+	if _, errs, _ := run(t, "config", "check", cfg); !strings.Contains(errs, "read by others") {
+		t.Fatalf("a TOTP file of mode 0640: stderr %q, want a warning about its mode", errs)
+	}
+}

@@ -76,8 +76,8 @@ func (h *half) init(t *tconn, src, dst *rawio.Sock, now int64) {
 }
 
 // start runs the in half in the caller's goroutine, which holds a count of the server's wait
-// group for it. The out half gets a goroutine of its own once the backend has sent something
-// (or closed), or once the in half parks: until the backend answers no goroutine waits for it.
+// group for it. The out half starts parked: it gets a goroutine of its own once the backend
+// has sent something (or closed), so until the backend answers no goroutine waits for it.
 func (t *tconn) start() {
 	now := time.Now().UnixNano()
 	t.last.Store(now)

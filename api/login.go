@@ -49,7 +49,7 @@ type authenticator struct {
 	totp *totpSecrets
 	// once records a used code site-wide (ticket.Verifier.Once), else in memory here.
 	once func(id [16]byte, what string, until time.Time) (bool, error)
-	// lifetime bounds the cache's entries too (site.auth.factor_lifetime), when shorter.
+	// lifetime (site.auth.factor_lifetime) bounds the cache's entries to a quarter of it.
 	lifetime time.Duration
 	now      func() time.Time
 	log      *slog.Logger
@@ -218,7 +218,9 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	now := a.now()
 	ttl := authCacheTTL
 	if a.lifetime > 0 {
-		ttl = min(ttl, a.lifetime)
+		// A cached login's age comes off the lifetime of what it launches: at most a
+		// quarter of it, so that a short lifetime still leaves a launch its tickets' time.
+		ttl = min(ttl, a.lifetime/4)
 	}
 	a.cache.add(k, cached{expires: now.Add(ttl), factors: factors, at: now}, now)
 	return login{user: u, factors: factors, at: now}, nil

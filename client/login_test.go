@@ -107,3 +107,24 @@ func TestARelaunchRefusedForTheCredentialsEndsTheSession(t *testing.T) {
 		t.Fatalf("%d new launches, want 1", n)
 	}
 }
+
+// In direct mode the machine's agent checks the login's lifetime too, and says so: a
+// session whose login is over does not open.
+func TestADirectModeMachineRefusesALoginPastItsLifetime(t *testing.T) {
+	s := newSite(t)
+	login := time.Now().Add(-2 * time.Hour)
+	chans := []ticket.Channel{{Port: s.port, Proto: "tcp"}, {Port: s.port, Proto: "udp"}}
+	d := s.descriptor("s-direct", ModeDirect)
+	for kind, tok := range map[ticket.Kind]*string{ticket.Launch: &d.LaunchTicket, ticket.Reconnect: &d.ReconnectTicket} {
+		var err error
+		*tok, _, err = s.signer.Issue(ticket.Claims{Kind: kind, Session: "s-direct", Machine: "vda-1", Mode: ModeDirect, Channels: chans,
+			User: "alice", Factors: ticket.FactorPassword, AuthTime: login, LoginExpires: login.Add(time.Hour)}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Open(ctxT(t), Options{Descriptor: d, RootCAs: s.pool, Channels: s.channels(), Logger: quiet})
+	if !errors.Is(err, ErrLoginExpired) {
+		t.Fatalf("Open: %v, want %v", err, ErrLoginExpired)
+	}
+}

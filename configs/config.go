@@ -124,6 +124,9 @@ type Auth struct {
 	// with a secret there logs in with the totp factor by sending the current code in the
 	// X-Frontdoor-OTP header with the password. Default: "" (no user has a TOTP secret).
 	TOTPFile string `yaml:"totp_file"`
+	// ClientCertificates are the operator's CAs (smart cards, a corporate PKI) whose client
+	// certificates log users in beside the site CA's: see ClientCertificates. Default: none.
+	ClientCertificates []ClientCertificates `yaml:"client_certificates"`
 }
 
 // Store selects the state backend.

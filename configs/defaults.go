@@ -102,6 +102,9 @@ func (c *Config) SetDefaults() {
 	setDur(&s.Sessions.DisconnectTimeout, time.Hour)
 	setInt(&s.Auth.MinPasswordCost, DefaultMinPasswordCost)
 	setDur(&s.Auth.FactorLifetime, DefaultFactorLifetime)
+	for i := range s.Auth.ClientCertificates {
+		setStr(&s.Auth.ClientCertificates[i].UserFrom, UserFromCommonName)
+	}
 
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

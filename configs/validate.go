@@ -150,6 +150,7 @@ func (c *Config) Validate() error {
 	k := &checker{c: c}
 	zones := k.validateZones()
 	k.validateSite(zones)
+	k.validateClientCertificates()
 	nodes := k.validateNodes(zones)
 	gws := k.validateGateways(zones, nodes)
 	users, ugroups := k.validateUsers(zones)

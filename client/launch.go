@@ -40,15 +40,31 @@ func (e *DeniedError) Unwrap() error { return ErrDenied }
 // authentication, and returns the connection descriptor. rootCAs verifies the server (nil: the
 // system pool). endpoint names the client device ("" for none).
 func Launch(ctx context.Context, launchURL, user, password, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
-	return launch(ctx, launchURL, user, password, "", resource, endpoint, rootCAs)
+	return launch(ctx, launchURL, credentials{user: user, password: password}, resource, endpoint, rootCAs)
 }
 
 // OTPHeader carries the one-time code of a login beside its password (the launch API's
 // api.OTPHeader).
 const OTPHeader = "X-Frontdoor-OTP"
 
-// launch is Launch with a one-time code (otp; "" for none) sent beside the password.
-func launch(ctx context.Context, launchURL, user, password, otp, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
+// credentials are a launch's login: HTTP Basic user and password (sent when the password
+// is not ""), a one-time code beside them or the certificate ("" for none), and a client
+// certificate (nil for none).
+type credentials struct {
+	user, password, otp string
+	cert                *tls.Certificate
+}
+
+// who names the login in errors: its user, or its certificate's subject.
+func (c credentials) who() string {
+	if c.user == "" && c.cert != nil && c.cert.Leaf != nil {
+		return "the certificate of " + strconv.Quote(c.cert.Leaf.Subject.String())
+	}
+	return strconv.Quote(c.user)
+}
+
+// launch is Launch with the credentials c.
+func launch(ctx context.Context, launchURL string, c credentials, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
 	u := launchURL
 	if i := strings.Index(u, "://"); i >= 0 && !strings.Contains(u[i+3:], "/") {
 		u += "/v1/launch"
@@ -62,12 +78,19 @@ func launch(ctx context.Context, launchURL, user, password, otp, resource, endpo
 		return nil, fmt.Errorf("launch at %s: %w", launchURL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth(user, password)
-	if otp != "" {
-		req.Header.Set(OTPHeader, otp)
+	if c.password != "" || c.cert == nil {
+		req.SetBasicAuth(c.user, c.password)
+	}
+	if c.otp != "" {
+		req.Header.Set(OTPHeader, c.otp)
+	}
+	tc := &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12}
+	if c.cert != nil {
+		cert := c.cert
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
 	}
 	tr := &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12},
+		TLSClientConfig:     tc,
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 3 * time.Second,
 		DisableKeepAlives:   true,
@@ -91,7 +114,7 @@ func launch(ctx context.Context, launchURL, user, password, otp, resource, endpo
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return nil, fmt.Errorf("launch at %s as %q: %w", launchURL, user, ErrUnauthorized)
+		return nil, fmt.Errorf("launch at %s as %s: %w", launchURL, c.who(), ErrUnauthorized)
 	case http.StatusForbidden:
 		_ = json.Unmarshal(b, &answer)
 		return nil, fmt.Errorf("launch of %q at %s: %w", resource, launchURL, &DeniedError{Reason: answer.Reason, Trace: answer.Trace})
@@ -125,6 +148,12 @@ type Launcher struct {
 	Port uint16
 	// User and Password authenticate with HTTP Basic.
 	User, Password string
+	// Certificate is a client certificate (and its key) presented to the front doors: one
+	// of the site CA or of an operator CA (a smart card's, exported) logs in without a
+	// password; the front door takes the user from it (and the certificate before a
+	// password given too). Password "" sends no HTTP Basic credentials then. Default: nil
+	// (none).
+	Certificate *tls.Certificate
 	// OTP is the login's one-time code (TOTP), sent beside the password in OTPHeader; ""
 	// for none. A code is good for one login: the launch API takes it again only while it
 	// remembers that login (five minutes), so a new launch after a cut later than that is
@@ -166,7 +195,7 @@ func (l *Launcher) Launch(ctx context.Context) (*Descriptor, netip.Addr, error) 
 	var errs []error
 	for _, a := range order {
 		u := "https://" + net.JoinHostPort(a.String(), strconv.Itoa(int(port)))
-		d, err := launch(ctx, u, l.User, l.Password, l.OTP, l.Resource, l.Endpoint, l.RootCAs)
+		d, err := launch(ctx, u, credentials{user: l.User, password: l.Password, otp: l.OTP, cert: l.Certificate}, l.Resource, l.Endpoint, l.RootCAs)
 		if err == nil {
 			l.mu.Lock()
 			l.last = a

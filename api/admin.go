@@ -96,6 +96,9 @@ type AdminOptions struct {
 	// DrillDir keeps the drill reports uploaded to this front door (POST /v1/admin/drills).
 	// Optional: without it the drill endpoints answer 501.
 	DrillDir string
+	// ClientCAs are the CAs whose client certificates log users in (LaunchOptions.ClientCAs).
+	// Default: nil, the site CA alone.
+	ClientCAs *ClientCAs
 }
 
 // ModeStore keeps the secure-gateway toggles of a site, by delivery group.
@@ -131,6 +134,7 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	}
 	a := &Admin{o: o, users: map[string]configs.User{}, mux: http.NewServeMux(), log: o.Logger, modes: map[string]bool{},
 		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, nil, o.Logger)}
+	a.logins.certs = o.ClientCAs
 	for _, u := range o.Config.Users {
 		a.users[u.Name] = u
 	}

@@ -104,6 +104,9 @@ type LaunchOptions struct {
 	// Now is the clock of logins: one-time codes, the login time sealed into tickets, the
 	// login cache. Default: time.Now.
 	Now func() time.Time
+	// ClientCAs are the CAs whose client certificates log users in (LoadClientCAs), as
+	// the listener's ServerTLS trusts them. Default: nil, the site CA alone.
+	ClientCAs *ClientCAs
 }
 
 // Launch serves POST /v1/launch, GET /v1/sessions, POST /v1/sessions/{id}/disconnect|logoff
@@ -123,6 +126,7 @@ func NewLaunch(o LaunchOptions) *Launch {
 	}
 	l := &Launch{o: o, mach: map[string]configs.Machine{}, log: o.Logger, mux: http.NewServeMux(),
 		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, o.Now, o.Logger)}
+	l.logins.certs = o.ClientCAs
 	for _, m := range o.Config.Machines {
 		l.mach[m.Name] = m
 	}

@@ -2,17 +2,14 @@ package api
 
 import (
 	"crypto/sha256"
-	"crypto/x509"
 	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -45,6 +42,8 @@ type authenticator struct {
 	users map[string]configs.User
 	guard *loginGuard
 	cache authCache
+	// certs are the CAs of client certificates (LaunchOptions.ClientCAs); nil: the site CA.
+	certs *ClientCAs
 	// totp reads the users' TOTP secrets; nil when the site has none (site.auth.totp_file).
 	totp *totpSecrets
 	// once records a used code site-wide (ticket.Verifier.Once), else in memory here.
@@ -133,21 +132,18 @@ func (c *authCache) add(k [32]byte, e cached, now time.Time) {
 	c.seen[k] = e
 }
 
-// authenticate accepts a verified client certificate whose common name is a configured user
-// (the listener verifies it against the site CA; a gateway's or a machine's certificate is
-// no user's), else HTTP Basic credentials checked against the configured bcrypt hashes,
-// throttled by the guard (loginGuard); a one-time code in OTPHeader adds the totp factor. The
-// error is errNoLogin, a throttledError, errLoginBusy or errCodeUnchecked.
+// authenticate accepts a verified client certificate that names a configured user
+// (certificateUser: of the site CA by its common name, a gateway's or a machine's being no
+// user's; of an operator CA as its entry says, unless revoked), else HTTP Basic credentials
+// checked against the configured bcrypt hashes, throttled by the guard (loginGuard); a
+// one-time code in OTPHeader adds the totp factor. The error is errNoLogin, a
+// throttledError, errLoginBusy, errCodeUnchecked or errCertUnchecked.
 func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	code := strings.ReplaceAll(strings.TrimSpace(r.Header.Get(OTPHeader)), " ", "") // apps show "123 456"
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		leaf := r.TLS.VerifiedChains[0][0]
-		if _, _, party := siteid.Of(leaf); party {
-			return login{}, errNoLogin
-		}
-		u, ok := a.users[leaf.Subject.CommonName]
-		if !ok || !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
-			return login{}, errNoLogin
+		u, err := a.certificateUser(r)
+		if err != nil {
+			return login{}, err
 		}
 		l := login{user: u, factors: ticket.FactorCertificate, at: a.now()}
 		if code == "" {

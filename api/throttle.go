@@ -276,8 +276,8 @@ func (s *timeShare) charge(start, end time.Time) {
 }
 
 // loginRefused answers a failed authentication: 429 with Retry-After when throttled, 503
-// when the comparisons are all busy or one-time codes cannot be checked, else 401 with the
-// realm's challenge.
+// when the comparisons are all busy or one-time codes or a client certificate's revocation
+// cannot be checked, else 401 with the realm's challenge.
 func loginRefused(w http.ResponseWriter, err error, realm string) {
 	var th throttledError
 	switch {
@@ -289,6 +289,9 @@ func loginRefused(w http.ResponseWriter, err error, realm string) {
 		httpError(w, http.StatusServiceUnavailable, err.Error())
 	case errors.Is(err, errCodeUnchecked):
 		w.Header().Set("Retry-After", "30")
+		httpError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, errCertUnchecked):
+		w.Header().Set("Retry-After", "60")
 		httpError(w, http.StatusServiceUnavailable, err.Error())
 	default:
 		w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`"`)

@@ -317,11 +317,12 @@ func CertNames(cfg *configs.Config, nodes []configs.Node) []string {
 }
 
 // ServerTLS returns the TLS config of a node's listeners: certificates from certs, users'
-// client certificates of ca accepted instead of a password, and a client that sends no
-// server name (it dialled an IP address of names) gets the certificate of the address it
-// reached, also when the listener is bound to another address: bound maps each address to
-// the one really bound (nil: the same).
-func ServerTLS(certs *Certs, ca *CA, names []string, bound func(netip.Addr) netip.Addr) *tls.Config {
+// client certificates of ca — and of the operator CAs of users (LoadClientCAs; nil: none) —
+// accepted instead of a password, and a client that sends no server name (it dialled an IP
+// address of names) gets the certificate of the address it reached, also when the listener
+// is bound to another address: bound maps each address to the one really bound (nil: the
+// same).
+func ServerTLS(certs *Certs, ca *CA, names []string, bound func(netip.Addr) netip.Addr, users *ClientCAs) *tls.Config {
 	tc := certs.TLSConfig()
 	get := tc.GetCertificate
 	public := map[netip.Addr]string{}
@@ -336,6 +337,9 @@ func ServerTLS(certs *Certs, ca *CA, names []string, bound func(netip.Addr) neti
 	}
 	tc.ClientAuth = tls.VerifyClientCertIfGiven
 	tc.ClientCAs = ca.Pool()
+	if users != nil {
+		users.trust(tc)
+	}
 	tc.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if h.ServerName == "" && h.Conn != nil {
 			if ap, err := netip.ParseAddrPort(h.Conn.LocalAddr().String()); err == nil {

@@ -69,7 +69,7 @@ func TestServerTLSNamesTheAddressReached(t *testing.T) {
 		}
 		return a
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.78:0", ServerTLS(certs, ca, names, bound))
+	ln, err := tls.Listen("tcp", "127.0.0.78:0", ServerTLS(certs, ca, names, bound, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,277 @@
+package api
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+)
+
+// Errors of the client certificates of operator CAs.
+var (
+	// errCertUnchecked: a CRL of the certificate's CA is past its next update, cannot be
+	// read or verified, or its issuer has none; the login is answered 503 and counts as no
+	// failure (the site must fix it, not the user).
+	errCertUnchecked = errors.New("the revocation of client certificates of this CA cannot be checked now")
+	// errOperatorParty: a certificate of an operator CA names a party of the site (a
+	// gateway or a machine), which only the site CA may.
+	errOperatorParty = errors.New("a client certificate of an operator CA names a party of the site")
+)
+
+// ClientCAs are the CAs whose client certificates the node's listeners accept: the site CA
+// (users and the site's parties) and the operator's (site.auth.client_certificates: users
+// only, named as each CA's entry says, refused when its CRL lists them). LoadClientCAs
+// reads them; a nil *ClientCAs is the site CA alone.
+type ClientCAs struct {
+	site *x509.Certificate
+	ops  []*operatorCA
+	log  *slog.Logger
+}
+
+// operatorCA is one entry of site.auth.client_certificates, loaded.
+type operatorCA struct {
+	key   string // its configuration path, for logs
+	cfg   configs.ClientCertificates
+	certs []*x509.Certificate // of cfg.CAFile
+	crls  []*crlFile
+}
+
+// LoadClientCAs reads the operator CAs of auth (their ca_file now; their crl_files at each
+// login, again when they change) beside the site CA; nil when auth names none. A CA file that cannot be read or holds
+// no CA certificate is an error naming its key; a CRL that cannot be used refuses its CA's
+// certificates until it can, and is logged.
+func LoadClientCAs(auth configs.Auth, site *CA, log *slog.Logger) (*ClientCAs, error) {
+	if len(auth.ClientCertificates) == 0 {
+		return nil, nil
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &ClientCAs{site: site.cert, log: log}
+	for i, cc := range auth.ClientCertificates {
+		key := fmt.Sprintf("site.auth.client_certificates[%d]", i)
+		certs, err := readCACerts(cc.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s.ca_file: %w", key, err)
+		}
+		op := &operatorCA{key: key, cfg: cc, certs: certs}
+		for j, f := range cc.CRLFiles {
+			crl := &crlFile{path: f, key: fmt.Sprintf("%s.crl_files[%d]", key, j), signers: certs}
+			op.crls = append(op.crls, crl)
+		}
+		c.ops = append(c.ops, op)
+	}
+	return c, nil
+}
+
+// readCACerts reads a PEM file of CA certificates: at least one, and nothing else.
+func readCACerts(file string) ([]*x509.Certificate, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out []*x509.Certificate
+	for rest := raw; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%s: a PEM %s where CA certificates go", file, b.Type)
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if !c.BasicConstraintsValid || !c.IsCA {
+			return nil, fmt.Errorf("%s: %q is no CA certificate", file, c.Subject)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return out, nil
+}
+
+// Pool returns a pool of the site CA and every operator CA's certificates: the listeners'
+// ClientCAs.
+func (c *ClientCAs) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(c.site)
+	for _, op := range c.ops {
+		for _, ca := range op.certs {
+			p.AddCert(ca)
+		}
+	}
+	return p
+}
+
+// trust makes tc accept client certificates of every CA of c, and refuse at the handshake a
+// certificate of an operator CA that names a party of the site: a gateway's or a machine's
+// identity is the site CA's alone.
+func (c *ClientCAs) trust(tc *tls.Config) {
+	tc.ClientCAs = c.Pool()
+	next := tc.VerifyConnection
+	tc.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.VerifiedChains) > 0 && !c.fromSite(cs.VerifiedChains) && namesParty(cs.VerifiedChains[0][0]) {
+			return errOperatorParty
+		}
+		if next != nil {
+			return next(cs)
+		}
+		return nil
+	}
+}
+
+// namesParty reports whether cert carries a frontdoor:// URI, as the site's parties do.
+func namesParty(cert *x509.Certificate) bool {
+	return slices.ContainsFunc(cert.URIs, func(u *url.URL) bool { return u.Scheme == "frontdoor" })
+}
+
+// fromSite reports whether one of the verified chains ends at the site CA (always, for a
+// nil c: the listener trusts the site CA alone).
+func (c *ClientCAs) fromSite(chains [][]*x509.Certificate) bool {
+	if c == nil {
+		return true
+	}
+	for _, ch := range chains {
+		if len(ch) > 0 && ch[len(ch)-1].Equal(c.site) {
+			return true
+		}
+	}
+	return false
+}
+
+// operatorOf returns the operator CA and the chain to it of a client certificate's verified
+// chains; nil when they end at the site CA.
+func (c *ClientCAs) operatorOf(chains [][]*x509.Certificate) (*operatorCA, []*x509.Certificate) {
+	if c.fromSite(chains) {
+		return nil, nil
+	}
+	for _, ch := range chains {
+		root := ch[len(ch)-1]
+		for _, op := range c.ops {
+			if slices.ContainsFunc(op.certs, root.Equal) {
+				return op, ch
+			}
+		}
+	}
+	return nil, nil
+}
+
+// certificateUser returns the user of the request's verified client certificate. One of the
+// site CA names its user by its common name, wants the client-authentication usage and is
+// never a party's. One of an operator CA names its user as the CA's entry says, and is
+// refused when its CA's CRLs revoke it: a certificate that names no configured user (or
+// several) or is revoked fails like a wrong password (throttled), one whose revocation
+// cannot be checked is errCertUnchecked.
+func (a *authenticator) certificateUser(r *http.Request) (configs.User, error) {
+	chains := r.TLS.VerifiedChains
+	leaf := chains[0][0]
+	op, chain := a.certs.operatorOf(chains)
+	if op == nil {
+		if a.certs != nil && !a.certs.fromSite(chains) {
+			return configs.User{}, errNoLogin // a CA this authenticator does not know
+		}
+		if _, _, party := siteid.Of(leaf); party {
+			return configs.User{}, errNoLogin
+		}
+		u, ok := a.users[leaf.Subject.CommonName]
+		if !ok || !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+			return configs.User{}, errNoLogin
+		}
+		return u, nil
+	}
+	name, nameErr := op.userName(leaf)
+	u, known := a.users[name]
+	revoked, err := op.revoked(chain, a.now(), a.certs.log)
+	switch {
+	case err != nil:
+		// The reason (a file, a date) is logged as the CRL's state changes; the client is
+		// told no more than that its certificate cannot be checked now.
+		a.log.Debug("a client certificate of an operator CA cannot be checked", "serial", serialHex(leaf), "ca_file", op.cfg.CAFile, "err", err)
+		return configs.User{}, errCertUnchecked
+	case revoked:
+		a.log.Info("a revoked client certificate was refused", "serial", serialHex(leaf), "ca", chain[1].Subject.String(), "ca_file", op.cfg.CAFile, "user", name, "from", clientAddr(r))
+	case namesParty(leaf):
+		a.log.Warn("a client certificate of an operator CA that names a party of the site was refused", "subject", leaf.Subject.String(), "ca_file", op.cfg.CAFile, "from", clientAddr(r))
+	case nameErr != nil:
+		a.log.Info("a client certificate of an operator CA names no user", "subject", leaf.Subject.String(), "ca_file", op.cfg.CAFile, "reason", nameErr, "from", clientAddr(r))
+	case !known:
+		a.log.Info("a client certificate of an operator CA names no configured user", "user", name, "serial", serialHex(leaf), "ca_file", op.cfg.CAFile, "from", clientAddr(r))
+	default:
+		return u, nil
+	}
+	// A failure counts against its source and name as a wrong password does: a throttled
+	// one is answered 429.
+	who := name
+	if who == "" {
+		who = leaf.Subject.String()
+	}
+	src := clientAddr(r)
+	if _, err := a.guard.admit(src, who); err != nil {
+		return configs.User{}, err
+	}
+	a.guard.done(src, who, true)
+	return configs.User{}, errNoLogin
+}
+
+// serialHex is a certificate's serial number in hexadecimal, as CRL tools print it.
+func serialHex(c *x509.Certificate) string { return strings.ToUpper(c.SerialNumber.Text(16)) }
+
+// userName returns the user name leaf gives by the CA's user_from, less its strip_domain.
+func (op *operatorCA) userName(leaf *x509.Certificate) (string, error) {
+	var names []string
+	switch op.cfg.UserFrom {
+	case configs.UserFromEmail:
+		names = leaf.EmailAddresses
+	case configs.UserFromUPN:
+		var err error
+		if names, err = upns(leaf); err != nil {
+			return "", err
+		}
+	default:
+		if leaf.Subject.CommonName != "" {
+			names = []string{leaf.Subject.CommonName}
+		}
+	}
+	var out string
+	for _, n := range names {
+		n = stripDomain(n, op.cfg.StripDomain)
+		switch {
+		case n == "":
+		case out == "":
+			out = n
+		case out != n:
+			return "", fmt.Errorf("its %s names several users (%s, %s)", op.cfg.UserFrom, out, n)
+		}
+	}
+	if out == "" {
+		return "", fmt.Errorf("it has no %s", op.cfg.UserFrom)
+	}
+	return out, nil
+}
+
+// stripDomain takes "@domain" off the end of name, compared without regard to case.
+func stripDomain(name, domain string) string {
+	if domain == "" {
+		return name
+	}
+	at := strings.LastIndexByte(name, '@')
+	if at > 0 && strings.EqualFold(name[at+1:], domain) {
+		return name[:at]
+	}
+	return name
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 // connectOpts are the flags of frontdoor connect.
 type connectOpts struct {
 	name, user, password, otp, resource, endpoint string
-	dns, ca, local                                string
+	dns, ca, local, cert, key                     string
 	launchPort, quicPort                          uint16
 	tcp, udp                                      []uint
 	duration, echo                                time.Duration
@@ -29,7 +30,7 @@ type connectOpts struct {
 func newConnectCmd() *cobra.Command {
 	var o connectOpts
 	c := &cobra.Command{
-		Use:   "connect NAME --user U --resource R",
+		Use:   "connect NAME (--user U | --cert FILE) --resource R",
 		Short: "Launch a resource through a front door and keep its display channels up",
 		Long: `connect resolves NAME through the site's DNS (--dns, e.g. the GSLB server), launches the
 resource at https://ADDRESS:LAUNCH-PORT/v1/launch, prints the descriptor and the broker's trace,
@@ -40,7 +41,11 @@ first, then a new launch through another front door — printing when it was cut
 back. With --local, a local TCP port rides the first TCP channel (one connection at a time), so
 that nc, ssh or an RDP client can use the tunnel. It runs until Ctrl-C or --duration.
 
-The password comes from --password or the FRONTDOOR_PASSWORD environment variable. A user
+The password comes from --password or the FRONTDOOR_PASSWORD environment variable. Instead
+of a password, --cert (and --key) logs in with a client certificate: one of the site CA
+(frontdoor admin client-cert) or of a CA the site names in site.auth.client_certificates,
+such as a smart card's certificate exported with its key; the front door takes the user
+from the certificate, and --user may be left out. A user
 enrolled for one-time codes (frontdoor totp enroll) gives the current one with --otp, when
 the site's access rules require it. When a gateway says the login is older than the site's
 factor lifetime (or a new launch is refused the credentials given, such as a code used up),
@@ -48,15 +53,17 @@ connect stops and says to log in again: run it again, with a new code.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
-			if o.password == "" {
+			if o.password == "" && o.cert == "" {
 				o.password = os.Getenv("FRONTDOOR_PASSWORD")
 			}
 			return runConnect(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.user, "user", "", "user name (required)")
-	f.StringVar(&o.password, "password", "", "password (default: $FRONTDOOR_PASSWORD)")
+	f.StringVar(&o.user, "user", "", "user name (required without --cert)")
+	f.StringVar(&o.password, "password", "", "password (default: $FRONTDOOR_PASSWORD, unless --cert)")
+	f.StringVar(&o.cert, "cert", "", "PEM file of a client certificate (and its chain) that logs in instead of a password")
+	f.StringVar(&o.key, "key", "", "PEM file of the --cert certificate's private key (default: the --cert file)")
 	f.StringVar(&o.otp, "otp", "", "one-time code (TOTP) sent beside the password, for a user enrolled with frontdoor totp enroll")
 	f.StringVar(&o.resource, "resource", "", "application or desktop to launch (required)")
 	f.StringVar(&o.endpoint, "endpoint", "", "name of this client device, for session reconnection rules")
@@ -70,15 +77,26 @@ connect stops and says to log in again: run it again, with a new code.`,
 	f.DurationVar(&o.echo, "echo", time.Second, "period of the echo traffic that proves the channels; 0 for none")
 	f.Uint16Var(&o.quicPort, "quic", 0, "carry every channel to gateways, TCP ones too, over QUIC on this UDP port (a gateway's quic_port); 0: TCP channels over TLS, UDP channels over QUIC at the quic_port the launch names")
 	f.BoolVar(&o.verbose, "verbose", false, "print every failed reconnect attempt and every echo")
-	_ = c.MarkFlagRequired("user")
 	_ = c.MarkFlagRequired("resource")
 	return c
 }
 
 // runConnect launches, opens the channels and reports until ctx ends or the duration passes.
 func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
-	if o.password == "" {
-		return errors.New("no password: give --password or set FRONTDOOR_PASSWORD")
+	var cert *tls.Certificate
+	switch {
+	case o.cert != "":
+		c, err := loadClientCert(o.cert, o.key)
+		if err != nil {
+			return err
+		}
+		cert = c
+	case o.key != "":
+		return errors.New("--key goes with --cert")
+	case o.user == "":
+		return errors.New("no user: give --user, or a client certificate with --cert")
+	case o.password == "":
+		return errors.New("no password: give --password, set FRONTDOOR_PASSWORD, or log in with a client certificate (--cert)")
 	}
 	chans, err := connectChannels(o.tcp, o.udp)
 	if err != nil {
@@ -105,7 +123,7 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 	}
 	out := &syncWriter{w: w}
 	l := &client.Launcher{Name: o.name, DNSServer: o.dns, Port: o.launchPort, User: o.user, Password: o.password, OTP: o.otp,
-		Resource: o.resource, Endpoint: o.endpoint, RootCAs: pool}
+		Certificate: cert, Resource: o.resource, Endpoint: o.endpoint, RootCAs: pool}
 	d, frontDoor, err := l.Launch(ctx)
 	if err != nil {
 		var de *client.DeniedError
@@ -186,6 +204,19 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 			connectEcho(ctx, sess, chans, exposed, echoed, out, o.verbose)
 		}
 	}
+}
+
+// loadClientCert reads a client certificate and its key (PEM; key "" for the certificate's
+// file).
+func loadClientCert(certFile, keyFile string) (*tls.Certificate, error) {
+	if keyFile == "" {
+		keyFile = certFile
+	}
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the client certificate %s and its key %s: %w", certFile, keyFile, err)
+	}
+	return &c, nil
 }
 
 // loginAgain tells the user why the session ended for a new login, and what to do.

@@ -79,6 +79,9 @@ type connectLogin struct {
 	otp      string           // the one-time code it wants beside the password; "" for none
 	lifetime time.Duration    // sealed into the tickets from the login; 0 for none
 	now      func() time.Time // the gateways' clock; nil for time.Now
+	// clientCAs, when set, verify client certificates: one whose common name is alice
+	// logs in without a password.
+	clientCAs *x509.CertPool
 }
 
 // connectSiteWith is connectSite with a login of lo.
@@ -201,7 +204,8 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 
 	// The launch endpoint answers with a descriptor built here.
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" || r.Header.Get(client.OTPHeader) != lo.otp {
+		byCert := lo.clientCAs != nil && len(r.TLS.VerifiedChains) > 0 && r.TLS.VerifiedChains[0][0].Subject.CommonName == "alice"
+		if u, p, ok := r.BasicAuth(); !byCert && (!ok || u != "alice" || p != "secret" || r.Header.Get(client.OTPHeader) != lo.otp) {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -234,6 +238,10 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 	}
 	srv.Listener = ln
 	srv.TLS = tlsc
+	if lo.clientCAs != nil {
+		srv.TLS = tlsc.Clone()
+		srv.TLS.ClientAuth, srv.TLS.ClientCAs = tls.VerifyClientCertIfGiven, lo.clientCAs
+	}
 	srv.Config.ErrorLog = slog.NewLogLogger(connQuiet.Handler(), slog.LevelDebug)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -361,6 +369,49 @@ func TestConnectWithACodeIsToldToLogInAgainAfterTheFactorLifetime(t *testing.T) 
 	}
 }
 
+// connect --cert --key logs in with a client certificate, without a user or a password.
+func TestConnectWithAClientCertificate(t *testing.T) {
+	caPEM, caKeyPEM, err := api.GenerateCA("corp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := api.NewCA(caPEM, caKeyPEM, connQuiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueClient("alice", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice.key")
+	os.WriteFile(certFile, certPEM, 0o644)
+	os.WriteFile(keyFile, keyPEM, 0o600)
+	args, _, _ := connectSiteWith(t, client.ModeGateway, connectLogin{clientCAs: ca.Pool()})
+	var login []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--user" || args[i] == "--password" {
+			i++
+			continue
+		}
+		login = append(login, args[i])
+	}
+	if _, errs, err := run(t, append(login, "--duration", "5s")...); err == nil || !strings.Contains(err.Error(), "no user") {
+		t.Fatalf("connect without a user, a password or a certificate: %v\n%s", err, errs)
+	}
+	out, stop := runConnectCmd(t, append(login, "--cert", certFile, "--key", keyFile))
+	waitFor(t, out, "launched session s-42 through front door "+connFD)
+	waitFor(t, out, "/tcp ok (4096 bytes, sha256 match)")
+	if err := stop(); err != nil {
+		t.Fatalf("connect --cert: %v\n%s", err, out)
+	}
+	both := filepath.Join(dir, "alice-both.pem")
+	os.WriteFile(both, append(certPEM, keyPEM...), 0o600)
+	if _, errs, err := run(t, append(login, "--cert", both, "--duration", "2s")...); err != nil {
+		t.Fatalf("connect --cert with the key in the same file: %v\n%s", err, errs)
+	}
+}
+
 func TestConnectErrors(t *testing.T) {
 	t.Setenv("FRONTDOOR_PASSWORD", "")
 	for _, tc := range []struct {
@@ -369,7 +420,9 @@ func TestConnectErrors(t *testing.T) {
 		want string
 	}{
 		{"no password", []string{"connect", "desk.test", "--user", "alice", "--resource", "r"}, "no password"},
-		{"no user", []string{"connect", "desk.test", "--resource", "r", "--password", "x"}, `"user" not set`},
+		{"no user", []string{"connect", "desk.test", "--resource", "r", "--password", "x"}, "no user: give --user, or a client certificate with --cert"},
+		{"a key without a certificate", []string{"connect", "desk.test", "--user", "a", "--resource", "r", "--key", "k.pem"}, "--key goes with --cert"},
+		{"a missing certificate", []string{"connect", "desk.test", "--resource", "r", "--cert", "/nonexistent/alice.pem"}, "reading the client certificate /nonexistent/alice.pem"},
 		{"bad port", []string{"connect", "desk.test", "--user", "a", "--resource", "r", "--password", "x", "--tcp", "70000"}, "not a port"},
 		{"missing CA file", []string{"connect", "desk.test", "--user", "a", "--resource", "r", "--password", "x", "--ca", "/nonexistent/ca.pem"}, "reading CA file"},
 	} {

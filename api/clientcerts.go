@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
@@ -72,6 +73,33 @@ func LoadClientCAs(auth configs.Auth, site *CA, log *slog.Logger) (*ClientCAs, e
 		c.ops = append(c.ops, op)
 	}
 	return c, nil
+}
+
+// CheckClientCertificates reads the CA files and CRLs of auth's operator CAs as a node does,
+// and returns what a node would refuse to start with or refuse logins for at now: a CA file
+// that cannot be read or holds no CA certificate, a CRL that cannot be read or is signed by
+// no certificate of its CA file, or is past its next update; each error names its key.
+func CheckClientCertificates(auth configs.Auth, now time.Time) []error {
+	var errs []error
+	for i, cc := range auth.ClientCertificates {
+		key := fmt.Sprintf("site.auth.client_certificates[%d]", i)
+		certs, err := readCACerts(cc.CAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.ca_file: %w (the node does not start)", key, err))
+			continue
+		}
+		for j, f := range cc.CRLFiles {
+			l, _, err := readCRL(f, certs)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s.crl_files[%d]: %w (its CA's certificates are refused until it can be used)", key, j, err))
+			case !l.NextUpdate.IsZero() && now.After(l.NextUpdate):
+				errs = append(errs, fmt.Errorf("%s.crl_files[%d]: %s is past its next update %s (its issuer's certificates are refused until a fresh one is there)",
+					key, j, f, l.NextUpdate.UTC().Format(time.RFC3339)))
+			}
+		}
+	}
+	return errs
 }
 
 // readCACerts reads a PEM file of CA certificates: at least one, and nothing else.

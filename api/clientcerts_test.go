@@ -482,3 +482,20 @@ func FuzzParseUPNs(f *testing.F) {
 		}
 	})
 }
+
+// CheckClientCertificates finds a CRL past its next update, and nothing in good files.
+func TestCheckClientCertificatesFindsAStaleCRL(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "corp", true)
+	crl := filepath.Join(dir, "corp.crl")
+	now := time.Now()
+	ca.writeCRL(crl, 1, now, now.Add(time.Hour))
+	auth := configs.Auth{ClientCertificates: []configs.ClientCertificates{{CAFile: ca.file, CRLFiles: []string{crl}}}}
+	if errs := CheckClientCertificates(auth, now); len(errs) != 0 {
+		t.Fatalf("good files: %v", errs)
+	}
+	errs := CheckClientCertificates(auth, now.Add(2*time.Hour))
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "site.auth.client_certificates[0].crl_files[0]: "+crl+" is past its next update") {
+		t.Fatalf("a stale CRL: %v", errs)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -28,6 +29,10 @@ func newConfigCmd() *cobra.Command {
 					if _, err := api.ReadTOTPFile(tf); err != nil {
 						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: site.auth.totp_file: %v (logins with a one-time code fail until it is readable)\n", f, err)
 					}
+				}
+				// Warnings too: the CA files and CRLs may live on the nodes only.
+				for _, err := range api.CheckClientCertificates(cfg.Site.Auth, time.Now()) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %v\n", f, err)
 				}
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())

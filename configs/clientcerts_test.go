@@ -1,6 +1,8 @@
 package configs
 
 import (
+	"os"
+	"regexp"
 	"slices"
 	"testing"
 )
@@ -26,5 +28,24 @@ users: [{name: alice}]
 	}
 	if g := got[1]; g.CAFile != "cards-ca.pem" || g.UserFrom != UserFromUPN || g.StripDomain != "Corp.Example" || !slices.Equal(g.CRLFiles, []string{"cards.crl", "cards-delta.crl"}) {
 		t.Fatalf("the second CA: %+v", g)
+	}
+}
+
+// The README's client_certificates example loads, with a zone and a user added.
+func TestREADMEClientCertificatesExample(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)\\*\\*Smart cards and other certificates\\.\\*\\*.*?```yaml\n(.*?)```").FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("README.md has no yaml block in its smart cards paragraph")
+	}
+	c, err := Load("README.md", append(m[1], "zones: [{name: hq, primary: true}]\nusers: [{name: alice}]\n"...))
+	if err != nil {
+		t.Fatalf("the README's example: %v", err)
+	}
+	if cc := c.Site.Auth.ClientCertificates; len(cc) != 1 || cc[0].UserFrom != UserFromUPN || cc[0].StripDomain != "corp.example" || len(cc[0].CRLFiles) != 1 {
+		t.Fatalf("the README's example loads as %+v", cc)
 	}
 }

@@ -208,6 +208,10 @@ func (c *ClientCAs) operatorOf(chains [][]*x509.Certificate) (*operatorCA, []*x5
 func (a *authenticator) certificateUser(r *http.Request) (configs.User, error) {
 	chains := r.TLS.VerifiedChains
 	leaf := chains[0][0]
+	if a.certs == nil && a.operatorCAs {
+		a.log.Error("the configuration names operator CAs, but this API was given none (ClientCAs): client certificates log nobody in")
+		return configs.User{}, errNoLogin
+	}
 	op, chain := a.certs.operatorOf(chains)
 	if op == nil {
 		if a.certs != nil && !a.certs.fromSite(chains) {
@@ -224,15 +228,19 @@ func (a *authenticator) certificateUser(r *http.Request) (configs.User, error) {
 	}
 	name, nameErr := op.userName(leaf)
 	u, known := a.users[name]
-	revoked, err := op.revoked(chain, a.now(), a.certs.log)
+	revoked, by, err := op.revoked(chain, a.now(), a.certs.log)
+
 	switch {
 	case err != nil:
 		// The reason (a file, a date) is logged as the CRL's state changes; the client is
 		// told no more than that its certificate cannot be checked now.
 		a.log.Debug("a client certificate of an operator CA cannot be checked", "serial", serialHex(leaf), "ca_file", op.cfg.CAFile, "err", err)
 		return configs.User{}, errCertUnchecked
-	case revoked:
-		a.log.Info("a revoked client certificate was refused", "serial", serialHex(leaf), "ca", chain[1].Subject.String(), "ca_file", op.cfg.CAFile, "user", name, "from", clientAddr(r))
+	case revoked != nil:
+		// The revoked certificate is the user's, or an issuing CA above it; the CA named is
+		// the one whose CRL revokes it.
+		a.log.Info("a revoked client certificate was refused", "serial", serialHex(revoked), "ca", by.Subject.String(), "subject", revoked.Subject.String(),
+			"ca_file", op.cfg.CAFile, "user", name, "from", clientAddr(r))
 	case namesParty(leaf):
 		a.log.Warn("a client certificate of an operator CA that names a party of the site was refused", "subject", leaf.Subject.String(), "ca_file", op.cfg.CAFile, "from", clientAddr(r))
 	case nameErr != nil:

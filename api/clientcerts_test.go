@@ -45,7 +45,8 @@ type testCA struct {
 	root    *x509.Certificate
 	signer  *x509.Certificate // the issuing CA, or the root
 	key     *ecdsa.PrivateKey // the signer's
-	file    string            // the PEM of root (and issuing CA): the ca_file
+	rootKey *ecdsa.PrivateKey
+	file    string // the PEM of root (and issuing CA): the ca_file
 	serials int64
 }
 
@@ -74,7 +75,7 @@ func newTestCA(t *testing.T, dir, name string, issuing bool) *testCA {
 	c := &testCA{t: t, file: filepath.Join(dir, name+"-ca.pem"), serials: 100}
 	var key *ecdsa.PrivateKey
 	c.root, key = mk(ca(name+" root CA", 1), nil, nil)
-	c.signer, c.key = c.root, key
+	c.signer, c.key, c.rootKey = c.root, key, key
 	pemOf := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.root.Raw})
 	if issuing {
 		c.signer, c.key = mk(ca(name+" issuing CA", 2), c.root, key)
@@ -107,12 +108,27 @@ func (c *testCA) user(tmpl x509.Certificate) *tls.Certificate {
 // operator's tool does), next update at next.
 func (c *testCA) writeCRL(file string, number int64, now, next time.Time, certs ...*tls.Certificate) {
 	c.t.Helper()
+	var leaves []*x509.Certificate
+	for _, rc := range certs {
+		leaves = append(leaves, rc.Leaf)
+	}
+	c.writeCRLOf(c.signer, c.key, file, number, now, next, leaves...)
+}
+
+// writeRootCRL writes the root's CRL revoking certs (an issuing CA) to file.
+func (c *testCA) writeRootCRL(file string, number int64, now, next time.Time, certs ...*x509.Certificate) {
+	c.t.Helper()
+	c.writeCRLOf(c.root, c.rootKey, file, number, now, next, certs...)
+}
+
+func (c *testCA) writeCRLOf(by *x509.Certificate, key *ecdsa.PrivateKey, file string, number int64, now, next time.Time, certs ...*x509.Certificate) {
+	c.t.Helper()
 	var entries []x509.RevocationListEntry
 	for _, rc := range certs {
-		entries = append(entries, x509.RevocationListEntry{SerialNumber: rc.Leaf.SerialNumber, RevocationTime: now.Add(-time.Minute)})
+		entries = append(entries, x509.RevocationListEntry{SerialNumber: rc.SerialNumber, RevocationTime: now.Add(-time.Minute)})
 	}
 	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(number), ThisUpdate: now.Add(-time.Minute), NextUpdate: next,
-		RevokedCertificateEntries: entries}, c.signer, c.key)
+		RevokedCertificateEntries: entries}, by, key)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -150,6 +166,7 @@ type certSite struct {
 	t                *testing.T
 	cards, mail, dep *testCA
 	crl              string // the cards issuing CA's CRL file
+	rootCRL          string // the cards root CA's
 	clk              *testclock.Clock
 	site             *CA
 	verifier         *ticket.Verifier
@@ -164,8 +181,10 @@ func newCertSite(t *testing.T) *certSite {
 	s.cards, s.mail, s.dep = newTestCA(t, dir, "cards", true), newTestCA(t, dir, "mail", false), newTestCA(t, dir, "dept", false)
 	s.crl = filepath.Join(dir, "cards-issuing.crl")
 	s.cards.writeCRL(s.crl, 1, s.clk.Now(), s.clk.Now().Add(time.Hour))
+	s.rootCRL = filepath.Join(dir, "cards-root.crl")
+	s.cards.writeRootCRL(s.rootCRL, 1, s.clk.Now(), s.clk.Now().Add(24*time.Hour))
 	auth := "  auth:\n    min_password_cost: 4\n    client_certificates:\n" +
-		"      - {ca_file: " + strconv.Quote(s.cards.file) + ", user_from: upn, strip_domain: corp.example, crl_files: [" + strconv.Quote(s.crl) + "]}\n" +
+		"      - {ca_file: " + strconv.Quote(s.cards.file) + ", user_from: upn, strip_domain: corp.example, crl_files: [" + strconv.Quote(s.crl) + ", " + strconv.Quote(s.rootCRL) + "]}\n" +
 		"      - {ca_file: " + strconv.Quote(s.mail.file) + ", user_from: email, strip_domain: Corp.Example}\n" +
 		"      - {ca_file: " + strconv.Quote(s.dep.file) + "}\n"
 	raw, err := configs.Shipped("lab.yaml")
@@ -271,7 +290,8 @@ func TestOperatorCACertificatesLogUsersIn(t *testing.T) {
 
 // A certificate whose serial its issuer's CRL lists is refused (401) and logged with its
 // serial and CA; a CRL replaced on disk is read again, so a revocation takes effect at the
-// next login, and its lifting too.
+// next login, and its lifting too; a root's CRL that lists the issuing CA refuses all of its
+// certificates.
 func TestARevokedCertificateIsRefused(t *testing.T) {
 	s := newCertSite(t)
 	alice := s.cards.user(x509.Certificate{ExtraExtensions: []pkix.Extension{upnSAN("alice@corp.example")}})
@@ -290,6 +310,17 @@ func TestARevokedCertificateIsRefused(t *testing.T) {
 
 	s.cards.writeCRL(s.crl, 3, s.clk.Now(), s.clk.Now().Add(time.Hour))
 	s.loggedIn(alice, "alice")
+
+	// The root's CRL revokes the issuing CA, and so every certificate it issued.
+	s.cards.writeRootCRL(s.rootCRL, 2, s.clk.Now(), s.clk.Now().Add(24*time.Hour), s.cards.signer)
+	for _, c := range []*tls.Certificate{alice, bob} {
+		if _, err := s.launch(c, "", ""); !errors.Is(err, client.ErrUnauthorized) {
+			t.Fatalf("a certificate of a revoked issuing CA: %v, want %v", err, client.ErrUnauthorized)
+		}
+	}
+	if !strings.Contains(s.logs.String(), `msg="a revoked client certificate was refused" serial=2 ca="CN=cards root CA,O=cards" subject="CN=cards issuing CA,O=cards"`) {
+		t.Fatalf("the revoked issuing CA is not logged with its serial and the root:\n%s", s.logs)
+	}
 }
 
 // A CRL past its next update refuses every certificate of its CA (503: the site must renew
@@ -497,5 +528,19 @@ func TestCheckClientCertificatesFindsAStaleCRL(t *testing.T) {
 	errs := CheckClientCertificates(auth, now.Add(2*time.Hour))
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "site.auth.client_certificates[0].crl_files[0]: "+crl+" is past its next update") {
 		t.Fatalf("a stale CRL: %v", errs)
+	}
+}
+
+// An API of a site that names operator CAs but was given none logs no certificate in: it
+// could not tell an operator CA's certificate from the site CA's.
+func TestAnAPIWithoutTheOperatorCAsLogsNoCertificateIn(t *testing.T) {
+	cfg, _ := labSite(t, "")
+	cfg.Site.Auth.ClientCertificates = []configs.ClientCertificates{{CAFile: "corp-ca.pem", UserFrom: configs.UserFromCommonName}}
+	a := newAuthenticator(cfg, &loginGuard{}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r, _ := http.NewRequest(http.MethodPost, "/v1/launch", nil)
+	leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}
+	if li, err := a.authenticate(r); !errors.Is(err, errNoLogin) {
+		t.Fatalf("authenticate = %s, %v; want %v", li.user.Name, err, errNoLogin)
 	}
 }

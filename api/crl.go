@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -120,41 +121,71 @@ func sameCA(a, b *x509.Certificate) bool {
 	return bytes.Equal(a.RawSubject, b.RawSubject) && bytes.Equal(a.RawSubjectPublicKeyInfo, b.RawSubjectPublicKeyInfo)
 }
 
-// revoked reports whether the CRLs of the CA revoke the leaf of chain (verified to the CA),
-// by the CRLs of its issuer. Without crl_files nothing is revoked; with them, a certificate
-// is errCertUnchecked when a CRL of its issuer is stale, when one of the CA's CRLs cannot be
-// used (whose issuer is then unknown), or when its issuer has none.
-func (op *operatorCA) revoked(chain []*x509.Certificate, now time.Time, log *slog.Logger) (bool, error) {
+// revoked returns the certificate of chain (verified to the CA, and completed to its root
+// from the CA file) that the CA's CRLs revoke, and the CA whose CRL does; nil for none.
+// Each certificate below the root is checked against the CRLs of its issuer: the leaf's
+// issuer must have one, an issuing CA's may (a root's CRL that lists an issuing CA revokes
+// every certificate it issued). Without crl_files nothing is revoked. With them, a
+// certificate is errCertUnchecked when a CRL of an issuer in its chain is stale, when one of
+// the CA's CRLs cannot be used (whose issuer is then unknown), or when its issuer has none.
+func (op *operatorCA) revoked(chain []*x509.Certificate, now time.Time, log *slog.Logger) (revoked, by *x509.Certificate, err error) {
 	if len(op.crls) == 0 {
-		return false, nil
+		return nil, nil, nil
 	}
 	if len(chain) < 2 {
-		return false, fmt.Errorf("%w: the certificate is itself a CA certificate of %s", errCertUnchecked, op.key)
+		return nil, nil, fmt.Errorf("%w: the certificate is itself a CA certificate of %s", errCertUnchecked, op.key)
 	}
-	leaf, issuer := chain[0], chain[1]
-	serial := leaf.SerialNumber.String()
-	var have bool
+	chain = op.complete(chain)
+	crls := make([]crl, len(op.crls))
 	var unusable []error
-	for _, f := range op.crls {
-		c := f.current(now, log)
-		switch {
-		case c.signer == nil:
-			unusable = append(unusable, c.err)
-		case !sameCA(c.signer, issuer):
-		case c.serials[serial]:
-			return true, nil
-		case c.err != nil:
-			unusable = append(unusable, c.err)
-		default:
-			have = true
+	for i, f := range op.crls {
+		if crls[i] = f.current(now, log); crls[i].signer == nil {
+			unusable = append(unusable, crls[i].err)
 		}
 	}
-	switch {
-	case len(unusable) > 0:
-		return false, fmt.Errorf("%w: %w", errCertUnchecked, errors.Join(unusable...))
-	case !have:
-		log.Warn("a client certificate's issuer has no CRL among its CA's crl_files: refused", "key", op.key, "issuer", issuer.Subject.String(), "serial", serialHex(leaf))
-		return false, fmt.Errorf("%w: its issuer %q has no CRL", errCertUnchecked, issuer.Subject)
+	if len(unusable) > 0 {
+		return nil, nil, fmt.Errorf("%w: %w", errCertUnchecked, errors.Join(unusable...))
 	}
-	return false, nil
+	for i := 0; i+1 < len(chain); i++ {
+		cert, issuer := chain[i], chain[i+1]
+		serial := cert.SerialNumber.String()
+		have := false
+		for _, c := range crls {
+			switch {
+			case !sameCA(c.signer, issuer):
+			case c.serials[serial]:
+				return cert, issuer, nil
+			case c.err != nil:
+				return nil, nil, fmt.Errorf("%w: %w", errCertUnchecked, c.err)
+			default:
+				have = true
+			}
+		}
+		if i == 0 && !have {
+			log.Warn("a client certificate's issuer has no CRL among its CA's crl_files: refused", "key", op.key, "issuer", issuer.Subject.String(), "serial", serialHex(cert))
+			return nil, nil, fmt.Errorf("%w: its issuer %q has no CRL", errCertUnchecked, issuer.Subject)
+		}
+	}
+	return nil, nil, nil
+}
+
+// complete extends a chain that ends at an issuing CA of the CA file (an anchor, for it is in
+// the pool) with the file's certificates above it, up to a self-signed root: so that the
+// root's CRL can revoke the issuing CA, whether the client sent it or not.
+func (op *operatorCA) complete(chain []*x509.Certificate) []*x509.Certificate {
+	chain = slices.Clone(chain)
+	for len(chain) <= len(op.certs)+1 {
+		top := chain[len(chain)-1]
+		if bytes.Equal(top.RawIssuer, top.RawSubject) {
+			break
+		}
+		i := slices.IndexFunc(op.certs, func(c *x509.Certificate) bool {
+			return bytes.Equal(top.RawIssuer, c.RawSubject) && !slices.ContainsFunc(chain, c.Equal) && top.CheckSignatureFrom(c) == nil
+		})
+		if i < 0 {
+			break
+		}
+		chain = append(chain, op.certs[i])
+	}
+	return chain
 }

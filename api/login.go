@@ -44,6 +44,9 @@ type authenticator struct {
 	cache authCache
 	// certs are the CAs of client certificates (LaunchOptions.ClientCAs); nil: the site CA.
 	certs *ClientCAs
+	// operatorCAs: the configuration names operator CAs, so a nil certs is a wiring
+	// mistake and no certificate logs in (it might be an operator CA's, not the site's).
+	operatorCAs bool
 	// totp reads the users' TOTP secrets; nil when the site has none (site.auth.totp_file).
 	totp *totpSecrets
 	// once records a used code site-wide (ticket.Verifier.Once), else in memory here.
@@ -60,7 +63,8 @@ func newAuthenticator(cfg *configs.Config, guard *loginGuard, v *ticket.Verifier
 	if now == nil {
 		now = time.Now
 	}
-	a := &authenticator{users: map[string]configs.User{}, guard: guard, lifetime: cfg.Site.Auth.FactorLifetime.D(), now: now, log: log}
+	a := &authenticator{users: map[string]configs.User{}, guard: guard, lifetime: cfg.Site.Auth.FactorLifetime.D(), now: now, log: log,
+		operatorCAs: len(cfg.Site.Auth.ClientCertificates) > 0}
 	for _, u := range cfg.Users {
 		a.users[u.Name] = u
 	}

@@ -42,7 +42,7 @@ type ClientCertificates struct {
 	StripDomain string `yaml:"strip_domain"`
 	// CRLFiles are the CA's certificate revocation lists (PEM or DER), each signed by a
 	// certificate of CAFile: a certificate whose serial one of its issuer's CRLs lists is
-	// refused. A CRL past its next update refuses every certificate of its issuer until a
+	// refused, the user's or an issuing CA's above it (by the root's CRL). A CRL past its next update refuses every certificate of its issuer until a
 	// fresh one is there (fail closed), and so does one that cannot be read or verified,
 	// and, once any CRL is given, a certificate whose issuer has none. The files are read
 	// again when they change. Default: none (no revocation is checked).

@@ -229,7 +229,6 @@ func (a *authenticator) certificateUser(r *http.Request) (configs.User, error) {
 	name, nameErr := op.userName(leaf)
 	u, known := a.users[name]
 	revoked, by, err := op.revoked(chain, a.now(), a.certs.log)
-
 	switch {
 	case err != nil:
 		// The reason (a file, a date) is logged as the CRL's state changes; the client is

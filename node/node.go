@@ -90,19 +90,18 @@ type Node struct {
 	cfg *configs.Config
 	log *slog.Logger
 
-	store  broker.Store
-	broker *broker.Broker
-	zones  *zonemap.Map
-	health *health.Checker
-	dns    *gslb.Handler
-	ca     *api.CA
-	certs  *api.Certs
-	// clientCAs are the operator CAs of users' client certificates; nil: none.
-	clientCAs *api.ClientCAs
-	signer    *ticket.Signer
-	verifier  *ticket.Verifier
-	siteKey   ed25519.PrivateKey
-	agentKey  []byte
+	store    broker.Store
+	broker   *broker.Broker
+	zones    *zonemap.Map
+	health   *health.Checker
+	dns      *gslb.Handler
+	ca       *api.CA
+	certs    *api.Certs
+	userCAs  *api.ClientCAs // the operator CAs of users' client certificates; nil: none
+	signer   *ticket.Signer
+	verifier *ticket.Verifier
+	siteKey  ed25519.PrivateKey
+	agentKey []byte
 
 	// Gateways are the gateways run here, by name.
 	gateways map[string]*gateway.Gateway
@@ -283,7 +282,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if r.clientCAs, err = api.LoadClientCAs(r.cfg.Site.Auth, r.ca, r.log.With("component", "client-certificates")); err != nil {
+	if r.userCAs, err = api.LoadClientCAs(r.cfg.Site.Auth, r.ca, r.log.With("component", "client-certificates")); err != nil {
 		return fail(err)
 	}
 	if err := r.buildGateways(); err != nil {
@@ -340,7 +339,7 @@ func (r *Node) certNames() []string { return api.CertNames(r.cfg, []configs.Node
 
 // serverTLS returns the TLS config of every listener (api.ServerTLS).
 func (r *Node) serverTLS() *tls.Config {
-	return api.ServerTLS(r.certs, r.ca, r.certNames(), r.rebind, r.clientCAs)
+	return api.ServerTLS(r.certs, r.ca, r.certNames(), r.rebind, r.userCAs)
 }
 
 // onHealth turns machine verdicts into broker availability.
@@ -520,7 +519,7 @@ func (r *Node) buildListeners() error {
 	log := r.log.With("node", n.Name)
 	logins := &api.Logins{CPUs: r.cpus()} // the launch and admin APIs take turns on the node's CPUs
 	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
-		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, ClientCAs: r.clientCAs, Logger: log.With("component", "launch")})
+		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, ClientCAs: r.userCAs, Logger: log.With("component", "launch")})
 	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca, Verifier: r.verifier,
 		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Revoked: r.revokedMachines.at, Logger: log.With("component", "agents")})
 	r.agents = append(r.agents, agents)
@@ -531,7 +530,7 @@ func (r *Node) buildListeners() error {
 		case "launch":
 			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 		case "admin":
-			ao := api.AdminOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Zone: n.Zone, ClientCAs: r.clientCAs,
+			ao := api.AdminOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Zone: n.Zone, ClientCAs: r.userCAs,
 				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
 				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, Signer: r.signer,
 				Override: func(gw, o string) (string, error) { return r.override(gw, o) }, RevokeMachine: r.RevokeMachine}

@@ -102,6 +102,7 @@ func (c *Config) SetDefaults() {
 	setDur(&s.Sessions.DisconnectTimeout, time.Hour)
 	setInt(&s.Auth.MinPasswordCost, DefaultMinPasswordCost)
 	setDur(&s.Auth.FactorLifetime, DefaultFactorLifetime)
+	s.Auth.OIDC.setDefaults()
 
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

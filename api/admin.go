@@ -115,8 +115,6 @@ type Admin struct {
 	log   *slog.Logger
 
 	logins *authenticator
-	// ssoPending are the console's single sign-ons under way.
-	ssoPending ssoPending
 
 	console   consoleStore
 	streamsMu sync.Mutex // guards streams

@@ -3,11 +3,12 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -28,52 +29,23 @@ const ssoLoginPath = "/console/oidc/login"
 // cookie would not be sent with.
 const ssoStateCookie = "frontdoor_sso_state"
 
-// ssoPending are the console's logins under way, by state: what the callback needs, for ten
-// minutes at most, and at most ssoPendingMax of them (the oldest give way).
-type ssoPending struct {
-	mu sync.Mutex
-	m  map[string]pendingLogin
-}
+// ssoStateTTL bounds a sign-in from the button to the provider's answer.
+const ssoStateTTL = 10 * time.Minute
 
-type pendingLogin struct {
-	nonce, verifier string
-	expires         time.Time
-}
+// pendingLogin is a sign-in under way, kept in the browser's ssoStateCookie (HttpOnly, so no
+// script reads it): the state the provider must send back, the ID token's nonce, and the
+// PKCE verifier. Nothing is kept here, so no flood of started sign-ins can crowd out a real
+// one; the provider takes a code once, and the verifier proves it to the one that asked.
+type pendingLogin struct{ state, nonce, verifier string }
 
-const (
-	ssoPendingTTL = 10 * time.Minute
-	ssoPendingMax = 4096
-)
+func (p pendingLogin) cookie() string { return p.state + "." + p.nonce + "." + p.verifier }
 
-func (p *ssoPending) add(state string, l pendingLogin, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]pendingLogin{}
+func parsePending(v string) (pendingLogin, bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return pendingLogin{}, false
 	}
-	if len(p.m) >= ssoPendingMax {
-		oldest := ""
-		for s, e := range p.m {
-			if !now.Before(e.expires) {
-				delete(p.m, s)
-			} else if oldest == "" || e.expires.Before(p.m[oldest].expires) {
-				oldest = s
-			}
-		}
-		if len(p.m) >= ssoPendingMax {
-			delete(p.m, oldest)
-		}
-	}
-	p.m[state] = l
-}
-
-// take removes and returns the login of state, if it is under way.
-func (p *ssoPending) take(state string, now time.Time) (pendingLogin, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l, ok := p.m[state]
-	delete(p.m, state)
-	return l, ok && now.Before(l.expires)
+	return pendingLogin{state: parts[0], nonce: parts[1], verifier: parts[2]}, true
 }
 
 // ssoEnabled reports whether the console offers single sign-on.
@@ -103,12 +75,10 @@ func (a *Admin) ssoStart(w http.ResponseWriter, r *http.Request) {
 		a.renderLogin(w, "single sign-on is not available: the client secret cannot be read", http.StatusServiceUnavailable)
 		return
 	}
-	state, nonce, verifier := randomHex(), randomHex(), oauth2.GenerateVerifier()
-	now := a.logins.now()
-	a.ssoPending.add(state, pendingLogin{nonce: nonce, verifier: verifier, expires: now.Add(ssoPendingTTL)}, now)
-	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: state, Path: "/console/oidc/", MaxAge: int(ssoPendingTTL / time.Second),
+	pl := pendingLogin{state: randomHex(), nonce: randomHex(), verifier: oauth2.GenerateVerifier()}
+	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: pl.cookie(), Path: "/console/oidc/", MaxAge: int(ssoStateTTL / time.Second),
 		HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
-	http.Redirect(w, r, cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusFound)
+	http.Redirect(w, r, cfg.AuthCodeURL(pl.state, oauth2.S256ChallengeOption(pl.verifier), oidc.Nonce(pl.nonce)), http.StatusFound)
 }
 
 // errSSOState: a callback without the login under way that its state names, or from another
@@ -153,16 +123,16 @@ func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		`<title>frontdoor · signed in</title></head><body><p>Signed in. <a href="/site" id="continue">Continue to the console</a>.</p></body></html>`)
 }
 
-// ssoUser checks a callback: its state against the login under way and the browser's
-// cookie, then exchanges the code and checks the ID token; the user must be listed and may
+// ssoUser checks a callback: its state against the sign-in this browser started (its
+// cookie), then exchanges the code and checks the ID token; the user must be listed and may
 // use the console.
 func (a *Admin) ssoUser(ctx context.Context, r *http.Request, state, code, providerErr string) (configs.User, error) {
 	c, err := r.Cookie(ssoStateCookie)
-	if state == "" || err != nil || c.Value != state {
+	if err != nil {
 		return configs.User{}, errSSOState
 	}
-	pl, ok := a.ssoPending.take(state, a.logins.now())
-	if !ok {
+	pl, ok := parsePending(c.Value)
+	if !ok || state == "" || subtle.ConstantTimeCompare([]byte(pl.state), []byte(state)) != 1 {
 		return configs.User{}, errSSOState
 	}
 	if providerErr != "" {

@@ -293,6 +293,9 @@ func loginRefused(w http.ResponseWriter, err error, realm string) {
 	case errors.Is(err, errCertUnchecked):
 		w.Header().Set("Retry-After", "60")
 		httpError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, errSSOUnavailable):
+		w.Header().Set("Retry-After", "10")
+		httpError(w, http.StatusServiceUnavailable, err.Error())
 	default:
 		w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`"`)
 		httpError(w, http.StatusUnauthorized, err.Error())

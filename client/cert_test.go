@@ -70,7 +70,7 @@ func TestALauncherLogsInWithAClientCertificate(t *testing.T) {
 		t.Fatalf("a launch with the certificate: %+v, %v", d, err)
 	}
 	l.Resource = "other"
-	if _, _, err := l.Launch(ctxT(t)); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), `the certificate of "CN=alice"`) {
+	if _, _, err := l.Launch(ctxT(t)); !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), `as "the certificate of CN=alice"`) {
 		t.Fatalf("a refused launch: %v, want %v naming the certificate", err, ErrUnauthorized)
 	}
 	l.Certificate = nil

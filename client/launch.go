@@ -47,24 +47,41 @@ func Launch(ctx context.Context, launchURL, user, password, resource, endpoint s
 // api.OTPHeader).
 const OTPHeader = "X-Frontdoor-OTP"
 
-// credentials are a launch's login: HTTP Basic user and password (sent when the password
-// is not ""), a one-time code beside them or the certificate ("" for none), and a client
-// certificate (nil for none).
+// credentials are what a launch logs in with: HTTP Basic with a one-time code (otp; "" for
+// none) beside the password, or an ID token (token) as a bearer credential, or a client
+// certificate (cert; nil for none), with the code beside it and without HTTP Basic when
+// the password is "".
 type credentials struct {
-	user, password, otp string
-	cert                *tls.Certificate
+	user, password, otp, token string
+	cert                       *tls.Certificate
 }
 
-// who names the login in errors: its user, or its certificate's subject.
-func (c credentials) who() string {
-	if c.user == "" && c.cert != nil && c.cert.Leaf != nil {
-		return "the certificate of " + strconv.Quote(c.cert.Leaf.Subject.String())
+// set puts the credentials on req (all but the certificate, which tlsConfig presents).
+func (c credentials) set(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		return
 	}
-	return strconv.Quote(c.user)
+	if c.password != "" || c.cert == nil {
+		req.SetBasicAuth(c.user, c.password)
+	}
+	if c.otp != "" {
+		req.Header.Set(OTPHeader, c.otp)
+	}
 }
 
-// launch is Launch with the credentials c.
-func launch(ctx context.Context, launchURL string, c credentials, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
+// tlsConfig is the client TLS config of a launch: rootCAs verify the server, and the
+// certificate, if any, is presented.
+func (c credentials) tlsConfig(rootCAs *x509.CertPool) *tls.Config {
+	tc := &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12}
+	if cert := c.cert; cert != nil {
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+	}
+	return tc
+}
+
+// launch is Launch with any credentials.
+func launch(ctx context.Context, launchURL string, cred credentials, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
 	u := launchURL
 	if i := strings.Index(u, "://"); i >= 0 && !strings.Contains(u[i+3:], "/") {
 		u += "/v1/launch"
@@ -78,19 +95,9 @@ func launch(ctx context.Context, launchURL string, c credentials, resource, endp
 		return nil, fmt.Errorf("launch at %s: %w", launchURL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if c.password != "" || c.cert == nil {
-		req.SetBasicAuth(c.user, c.password)
-	}
-	if c.otp != "" {
-		req.Header.Set(OTPHeader, c.otp)
-	}
-	tc := &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12}
-	if c.cert != nil {
-		cert := c.cert
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
-	}
+	cred.set(req)
 	tr := &http.Transport{
-		TLSClientConfig:     tc,
+		TLSClientConfig:     cred.tlsConfig(rootCAs),
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		TLSHandshakeTimeout: 3 * time.Second,
 		DisableKeepAlives:   true,
@@ -114,7 +121,21 @@ func launch(ctx context.Context, launchURL string, c credentials, resource, endp
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return nil, fmt.Errorf("launch at %s as %s: %w", launchURL, c.who(), ErrUnauthorized)
+		who := cred.user
+		switch {
+		case cred.token != "":
+			who = "the single sign-on login"
+		case who == "" && cred.cert != nil && cred.cert.Leaf != nil:
+			who = "the certificate of " + cred.cert.Leaf.Subject.String()
+		}
+		var a struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(b, &a)
+		if a.Error != "" && a.Error != "authentication required" {
+			return nil, fmt.Errorf("launch at %s as %q: %w: %s", launchURL, who, ErrUnauthorized, a.Error)
+		}
+		return nil, fmt.Errorf("launch at %s as %q: %w", launchURL, who, ErrUnauthorized)
 	case http.StatusForbidden:
 		_ = json.Unmarshal(b, &answer)
 		return nil, fmt.Errorf("launch of %q at %s: %w", resource, launchURL, &DeniedError{Reason: answer.Reason, Trace: answer.Trace})
@@ -154,6 +175,10 @@ type Launcher struct {
 	// password given too). Password "" sends no HTTP Basic credentials then. Default: nil
 	// (none).
 	Certificate *tls.Certificate
+	// Token is an ID token of the site's identity provider (OIDCLogin), sent as a bearer
+	// credential instead of User and Password. When it expires (an hour, at most
+	// providers), a new launch is refused it, and the session ends with ErrLoginRequired.
+	Token string
 	// OTP is the login's one-time code (TOTP), sent beside the password in OTPHeader; ""
 	// for none. A code is good for one login: the launch API takes it again only while it
 	// remembers that login (five minutes), so a new launch after a cut later than that is
@@ -195,7 +220,7 @@ func (l *Launcher) Launch(ctx context.Context) (*Descriptor, netip.Addr, error) 
 	var errs []error
 	for _, a := range order {
 		u := "https://" + net.JoinHostPort(a.String(), strconv.Itoa(int(port)))
-		d, err := launch(ctx, u, credentials{user: l.User, password: l.Password, otp: l.OTP, cert: l.Certificate}, l.Resource, l.Endpoint, l.RootCAs)
+		d, err := launch(ctx, u, credentials{user: l.User, password: l.Password, otp: l.OTP, token: l.Token, cert: l.Certificate}, l.Resource, l.Endpoint, l.RootCAs)
 		if err == nil {
 			l.mu.Lock()
 			l.last = a

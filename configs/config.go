@@ -92,10 +92,15 @@ const (
 	// FactorTOTP is a time-based one-time code (RFC 6238) of the user's secret in
 	// site.auth.totp_file, sent with the password.
 	FactorTOTP = "totp"
+	// FactorOIDC is an ID token of the site's OpenID Connect provider (site.auth.oidc).
+	FactorOIDC = "oidc"
+	// FactorMFA is an ID token whose amr claim says the provider asked for more than one
+	// factor (site.auth.oidc.mfa_methods).
+	FactorMFA = "mfa"
 )
 
 // Factors are the login factors there are.
-var Factors = []string{FactorPassword, FactorCertificate, FactorTOTP}
+var Factors = []string{FactorPassword, FactorCertificate, FactorTOTP, FactorOIDC, FactorMFA}
 
 // Auth configures how users log in.
 type Auth struct {
@@ -127,6 +132,8 @@ type Auth struct {
 	// ClientCertificates are the operator's CAs (smart cards, a corporate PKI) whose client
 	// certificates log users in beside the site CA's: see ClientCertificates. Default: none.
 	ClientCertificates []ClientCertificates `yaml:"client_certificates"`
+	// OIDC configures login through an OpenID Connect identity provider. Default: none.
+	OIDC OIDC `yaml:"oidc"`
 }
 
 // Store selects the state backend.

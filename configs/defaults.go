@@ -105,6 +105,7 @@ func (c *Config) SetDefaults() {
 	for i := range s.Auth.ClientCertificates {
 		setStr(&s.Auth.ClientCertificates[i].UserFrom, UserFromCommonName)
 	}
+	s.Auth.OIDC.setDefaults()
 
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

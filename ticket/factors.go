@@ -16,13 +16,18 @@ const (
 	FactorCertificate
 	// FactorTOTP: a time-based one-time code (RFC 6238) of the user's enrolled secret.
 	FactorTOTP
+	// FactorOIDC: an ID token of the site's OpenID Connect provider.
+	FactorOIDC
+	// FactorMFA: an ID token whose amr claim names a multi-factor method.
+	FactorMFA
 )
 
 // factorNames are the names of the factors, bit by bit: those of the configuration
 // (configs.Factor*).
-var factorNames = [...]string{"password", "certificate", "totp"}
+var factorNames = [...]string{"password", "certificate", "totp", "oidc", "mfa"}
 
-// ParseFactor returns the factor named name ("password", "certificate" or "totp").
+// ParseFactor returns the factor named name ("password", "certificate", "totp", "oidc" or
+// "mfa").
 func ParseFactor(name string) (Factors, bool) {
 	for i, n := range factorNames {
 		if n == name {

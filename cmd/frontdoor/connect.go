@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,13 +26,13 @@ type connectOpts struct {
 	launchPort, quicPort                          uint16
 	tcp, udp                                      []uint
 	duration, echo                                time.Duration
-	verbose                                       bool
+	verbose, sso                                  bool
 }
 
 func newConnectCmd() *cobra.Command {
 	var o connectOpts
 	c := &cobra.Command{
-		Use:   "connect NAME (--user U | --cert FILE) --resource R",
+		Use:   "connect NAME (--user U | --cert FILE | --sso) --resource R",
 		Short: "Launch a resource through a front door and keep its display channels up",
 		Long: `connect resolves NAME through the site's DNS (--dns, e.g. the GSLB server), launches the
 resource at https://ADDRESS:LAUNCH-PORT/v1/launch, prints the descriptor and the broker's trace,
@@ -49,7 +51,13 @@ from the certificate, and --user may be left out. A user
 enrolled for one-time codes (frontdoor totp enroll) gives the current one with --otp, when
 the site's access rules require it. When a gateway says the login is older than the site's
 factor lifetime (or a new launch is refused the credentials given, such as a code used up),
-connect stops and says to log in again: run it again, with a new code.`,
+connect stops and says to log in again: run it again, with a new code.
+
+With --sso, connect signs in through the site's identity provider instead (site.auth.oidc):
+it prints the provider's login page to open in a browser, takes the provider's answer on a
+listener of its own on 127.0.0.1, and launches with the ID token; no --user or password. The
+token lasts what the provider gives it (often an hour): a new launch after that is refused it,
+and connect says to log in again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
@@ -60,7 +68,7 @@ connect stops and says to log in again: run it again, with a new code.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.user, "user", "", "user name (required without --cert)")
+	f.StringVar(&o.user, "user", "", "user name (required without --cert or --sso)")
 	f.StringVar(&o.password, "password", "", "password (default: $FRONTDOOR_PASSWORD, unless --cert)")
 	f.StringVar(&o.cert, "cert", "", "PEM file of a client certificate (and its chain) that logs in instead of a password")
 	f.StringVar(&o.key, "key", "", "PEM file of the --cert certificate's private key (default: the --cert file)")
@@ -77,6 +85,7 @@ connect stops and says to log in again: run it again, with a new code.`,
 	f.DurationVar(&o.echo, "echo", time.Second, "period of the echo traffic that proves the channels; 0 for none")
 	f.Uint16Var(&o.quicPort, "quic", 0, "carry every channel to gateways, TCP ones too, over QUIC on this UDP port (a gateway's quic_port); 0: TCP channels over TLS, UDP channels over QUIC at the quic_port the launch names")
 	f.BoolVar(&o.verbose, "verbose", false, "print every failed reconnect attempt and every echo")
+	f.BoolVar(&o.sso, "sso", false, "sign in through the site's identity provider in a browser (single sign-on) instead of a user and password")
 	_ = c.MarkFlagRequired("resource")
 	return c
 }
@@ -85,18 +94,22 @@ connect stops and says to log in again: run it again, with a new code.`,
 func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 	var cert *tls.Certificate
 	switch {
+	case o.sso && (o.user != "" || o.otp != ""):
+		return errors.New("--sso signs in through the identity provider: give no --user or --otp with it")
+	case o.sso && o.cert != "":
+		return errors.New("--sso signs in through the identity provider: give no --cert with it")
+	case o.key != "" && o.cert == "":
+		return errors.New("--key goes with --cert")
 	case o.cert != "":
 		c, err := loadClientCert(o.cert, o.key)
 		if err != nil {
 			return err
 		}
 		cert = c
-	case o.key != "":
-		return errors.New("--key goes with --cert")
-	case o.user == "":
-		return errors.New("no user: give --user, or a client certificate with --cert")
-	case o.password == "":
-		return errors.New("no password: give --password, set FRONTDOOR_PASSWORD, or log in with a client certificate (--cert)")
+	case !o.sso && o.user == "":
+		return errors.New("no user: give --user, or --sso to sign in through the site's identity provider, or a client certificate with --cert")
+	case !o.sso && o.password == "":
+		return errors.New("no password: give --password or set FRONTDOOR_PASSWORD, or log in with a client certificate (--cert)")
 	}
 	chans, err := connectChannels(o.tcp, o.udp)
 	if err != nil {
@@ -124,6 +137,13 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 	out := &syncWriter{w: w}
 	l := &client.Launcher{Name: o.name, DNSServer: o.dns, Port: o.launchPort, User: o.user, Password: o.password, OTP: o.otp,
 		Certificate: cert, Resource: o.resource, Endpoint: o.endpoint, RootCAs: pool}
+	if o.sso {
+		tok, err := signIn(ctx, errw, o, pool)
+		if err != nil {
+			return err
+		}
+		l.User, l.Password, l.Token = "", "", tok
+	}
 	d, frontDoor, err := l.Launch(ctx)
 	if err != nil {
 		var de *client.DeniedError
@@ -381,4 +401,18 @@ func (s *syncWriter) printf(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(s.w, format, args...)
+}
+
+// signIn gets an ID token through the site's identity provider: it asks a front door of
+// o.name which provider, and prints the login page for the user to open in a browser.
+func signIn(ctx context.Context, errw io.Writer, o connectOpts, pool *x509.CertPool) (string, error) {
+	addrs, err := client.Resolve(ctx, o.name, o.dns)
+	if err != nil {
+		return "", err
+	}
+	launchURL := "https://" + net.JoinHostPort(addrs[0].String(), strconv.Itoa(int(o.launchPort)))
+	return client.SSO{LaunchURL: launchURL, RootCAs: pool, Open: func(url string) error {
+		_, err := fmt.Fprintf(errw, "to sign in, open this page in a browser:\n  %s\n", url)
+		return err
+	}}.Login(ctx)
 }

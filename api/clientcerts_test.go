@@ -171,7 +171,11 @@ type certSite struct {
 	site             *CA
 	verifier         *ticket.Verifier
 	logs             *testbuf.Buffer
-	port             uint16
+	port             uint16 // the launch API's
+	cfg              *configs.Config
+	br               *broker.Broker
+	cas              *ClientCAs
+	tls              *tls.Config
 }
 
 func newCertSite(t *testing.T) *certSite {
@@ -215,11 +219,21 @@ func newCertSite(t *testing.T) *certSite {
 		ClientCAs: cas, Gateways: func(zone string) []GatewayEndpoint {
 			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
 		}})
+	s.cfg, s.br, s.cas, s.tls = cfg, br, cas, ServerTLS(certs, site, names, nil, cas)
+	s.port = s.serve(l)
+	return s
+}
+
+// serve serves h over the site's TLS (as a node's listeners: ServerTLS) on 127.0.0.1 until
+// the test ends, and returns its port.
+func (s *certSite) serve(h http.Handler) uint16 {
+	t := s.t
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: l, TLSConfig: ServerTLS(certs, site, names, nil, cas), ErrorLog: slog.NewLogLogger(slog.New(slog.NewTextHandler(io.Discard, nil)).Handler(), slog.LevelDebug)}
+	srv := &http.Server{Handler: h, TLSConfig: s.tls.Clone(), ErrorLog: slog.NewLogLogger(slog.New(slog.NewTextHandler(io.Discard, nil)).Handler(), slog.LevelDebug)}
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() {
@@ -228,8 +242,7 @@ func newCertSite(t *testing.T) *certSite {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	s.port = uint16(ln.Addr().(*net.TCPAddr).Port)
-	return s
+	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // launch launches the desktop with cert (and user and password when given).
@@ -512,6 +525,39 @@ func FuzzParseUPNs(f *testing.F) {
 			t.Fatalf("the UPNs %q written again read %q, %v", got, again, err)
 		}
 	})
+}
+
+// The admin API takes certificates of operator CAs as the launch API does: an admin's or a
+// monitor's logs in as them, a user's is no admin (401).
+func TestTheAdminAPITakesOperatorCACertificates(t *testing.T) {
+	s := newCertSite(t)
+	a, err := NewAdmin(AdminOptions{Config: s.cfg, Broker: s.br, Zone: "hq", Node: "fd-hq-1", ClientCAs: s.cas,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := s.serve(a)
+	get := func(cert *tls.Certificate) int {
+		t.Helper()
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.site.Pool(),
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }}}}
+		defer c.CloseIdleConnections()
+		resp, err := c.Get("https://127.0.0.1:" + strconv.Itoa(int(port)) + "/v1/admin/machines")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(s.cards.user(x509.Certificate{ExtraExtensions: []pkix.Extension{upnSAN("admin@corp.example")}})); code != http.StatusOK {
+		t.Fatalf("the admin's card: %d, want 200", code)
+	}
+	if code := get(s.cards.user(x509.Certificate{ExtraExtensions: []pkix.Extension{upnSAN("operator@corp.example")}})); code != http.StatusOK {
+		t.Fatalf("the monitor's card: %d, want 200", code)
+	}
+	if code := get(s.cards.user(x509.Certificate{ExtraExtensions: []pkix.Extension{upnSAN("alice@corp.example")}})); code != http.StatusUnauthorized {
+		t.Fatalf("alice's card at the admin API: %d, want 401 (no admin)", code)
+	}
 }
 
 // CheckClientCertificates finds a CRL past its next update, and nothing in good files.

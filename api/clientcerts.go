@@ -47,10 +47,10 @@ type operatorCA struct {
 	crls  []*crlFile
 }
 
-// LoadClientCAs reads the operator CAs of auth (their ca_file now; their crl_files at each
-// login, again when they change) beside the site CA; nil when auth names none. A CA file that cannot be read or holds
-// no CA certificate is an error naming its key; a CRL that cannot be used refuses its CA's
-// certificates until it can, and is logged.
+// LoadClientCAs reads the operator CAs of auth beside the site CA: their ca_file now, their
+// crl_files now and at each login again when they change; nil when auth names none. A CA
+// file that cannot be read or holds no CA certificate is an error naming its key; a CRL that
+// cannot be used, or is stale, is logged and refuses its CA's certificates until it is fixed.
 func LoadClientCAs(auth configs.Auth, site *CA, log *slog.Logger) (*ClientCAs, error) {
 	if len(auth.ClientCertificates) == 0 {
 		return nil, nil
@@ -68,6 +68,7 @@ func LoadClientCAs(auth configs.Auth, site *CA, log *slog.Logger) (*ClientCAs, e
 		op := &operatorCA{key: key, cfg: cc, certs: certs}
 		for j, f := range cc.CRLFiles {
 			crl := &crlFile{path: f, key: fmt.Sprintf("%s.crl_files[%d]", key, j), signers: certs}
+			crl.current(time.Now(), log) // read now, so that a bad one is logged at start
 			op.crls = append(op.crls, crl)
 		}
 		c.ops = append(c.ops, op)

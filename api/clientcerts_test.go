@@ -468,7 +468,7 @@ func TestTheUserNameOfACertificate(t *testing.T) {
 }
 
 // LoadClientCAs refuses a CA file that is missing, holds no certificate, or a certificate
-// that is no CA's, naming its key.
+// that is no CA's, naming its key; it logs a CRL that cannot be used.
 func TestLoadClientCAsNamesTheBadFile(t *testing.T) {
 	dir := t.TempDir()
 	site, err := LoadOrCreateCA(dir, "test", slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -493,6 +493,16 @@ func TestLoadClientCAsNamesTheBadFile(t *testing.T) {
 	}
 	if cas, err := LoadClientCAs(configs.Auth{}, site, nil); cas != nil || err != nil {
 		t.Fatalf("no operator CA: %v, %v; want nil (the site CA alone)", cas, err)
+	}
+	// A CRL that cannot be used is no error (it refuses its CA's certificates), but is
+	// logged at once.
+	logs := &testbuf.Buffer{}
+	auth := configs.Auth{ClientCertificates: []configs.ClientCertificates{{CAFile: ca.file, CRLFiles: []string{empty}}}}
+	if _, err := LoadClientCAs(auth, site, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
+		t.Fatalf("a CA with a bad CRL: %v, want no error", err)
+	}
+	if !strings.Contains(logs.String(), `level=ERROR msg="a CRL cannot be used: its CA's client certificates are refused until it can" key=site.auth.client_certificates[0].crl_files[0]`) {
+		t.Fatalf("the bad CRL is not logged at start:\n%s", logs)
 	}
 }
 

@@ -102,6 +102,9 @@ func (c *Config) SetDefaults() {
 	setDur(&s.Sessions.DisconnectTimeout, time.Hour)
 	setInt(&s.Auth.MinPasswordCost, DefaultMinPasswordCost)
 	setDur(&s.Auth.FactorLifetime, DefaultFactorLifetime)
+	if s.Auth.RADIUS != nil {
+		s.Auth.RADIUS.setDefaults(s.Name)
+	}
 
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

@@ -16,13 +16,16 @@ const (
 	FactorCertificate
 	// FactorTOTP: a time-based one-time code (RFC 6238) of the user's enrolled secret.
 	FactorTOTP
+	// FactorRADIUS: the site's RADIUS servers accepted the login (a passcode beside the
+	// password, or the password itself).
+	FactorRADIUS
 )
 
 // factorNames are the names of the factors, bit by bit: those of the configuration
 // (configs.Factor*).
-var factorNames = [...]string{"password", "certificate", "totp"}
+var factorNames = [...]string{"password", "certificate", "totp", "radius"}
 
-// ParseFactor returns the factor named name ("password", "certificate" or "totp").
+// ParseFactor returns the factor named name ("password", "certificate", "totp" or "radius").
 func ParseFactor(name string) (Factors, bool) {
 	for i, n := range factorNames {
 		if n == name {

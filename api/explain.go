@@ -23,8 +23,8 @@ type ExplainRequest struct {
 	// Site is the connecting federation site (global resources); "" for the site of the
 	// location zone.
 	Site string `json:"site"`
-	// Factors are the login's factors (password, certificate, totp), for access rules that
-	// require some. Default: [password], the usual login.
+	// Factors are the login's factors (password, certificate, totp, radius), for access
+	// rules that require some. Default: [password], the usual login.
 	Factors []string `json:"factors"`
 }
 

@@ -91,6 +91,13 @@ func launch(ctx context.Context, launchURL, user, password, otp, resource, endpo
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
+		// The launch API's words say more than a plain "authentication required" when a
+		// login fails for a reason the user can act on (a RADIUS server's challenge, which
+		// frontdoor does not support).
+		_ = json.Unmarshal(b, &answer)
+		if answer.Error != "" && answer.Error != "authentication required" {
+			return nil, fmt.Errorf("launch at %s as %q: %w: %s", launchURL, user, ErrUnauthorized, answer.Error)
+		}
 		return nil, fmt.Errorf("launch at %s as %q: %w", launchURL, user, ErrUnauthorized)
 	case http.StatusForbidden:
 		_ = json.Unmarshal(b, &answer)
@@ -125,8 +132,8 @@ type Launcher struct {
 	Port uint16
 	// User and Password authenticate with HTTP Basic.
 	User, Password string
-	// OTP is the login's one-time code (TOTP), sent beside the password in OTPHeader; ""
-	// for none. A code is good for one login: the launch API takes it again only while it
+	// OTP is the login's one-time code (a TOTP code, or a RADIUS passcode where the site
+	// asks RADIUS for a second factor), sent beside the password in OTPHeader; "" for none. A code is good for one login: the launch API takes it again only while it
 	// remembers that login (five minutes), so a new launch after a cut later than that is
 	// refused, and the session ends with ErrLoginRequired for the user to log in again.
 	OTP string

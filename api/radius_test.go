@@ -43,8 +43,8 @@ import (
 const radiusSecretText = "s3cret-shared-with-the-nas"
 
 // radiusServer is a RADIUS server of layeh.com/radius on loopback UDP, as a site's RSA,
-// Duo or NPS server would answer: alice's passcode 123456 is accepted once (a second use is
-// rejected, as those servers do), 999999 is challenged ("Enter the next tokencode"), her
+// Duo or NPS server would answer: a user's passcode 123456 is accepted once (a second use is
+// rejected, as those servers do), 999999 is challenged ("Enter the next tokencode"), the
 // password "radius-pw" (role primary) is accepted as often as it comes, and anything else
 // is rejected. It checks each request's Message-Authenticator (a request without one is
 // dropped, as a server that requires it does) and signs its answers with one, unless
@@ -56,8 +56,8 @@ type radiusServer struct {
 
 	mu       sync.Mutex // guards requests, used, attrs
 	requests int
-	used     map[string]bool
-	attrs    []string // the last request's NAS-Identifier, Calling-Station-Id and NAS-Port-Type
+	used     map[string]bool // users whose 123456 was accepted
+	attrs    []string        // the last request's NAS-Identifier, Calling-Station-Id and NAS-Port-Type
 }
 
 // startRADIUS starts a radiusServer with secret on 127.0.0.1, stopped when the test ends.
@@ -102,12 +102,12 @@ func (s *radiusServer) serve(w radius.ResponseWriter, r *radius.Request) {
 	s.attrs = []string{rfc2865.NASIdentifier_GetString(r.Packet), rfc2865.CallingStationID_GetString(r.Packet), rfc2865.NASPortType_Get(r.Packet).String()}
 	code := radius.CodeAccessReject
 	switch {
-	case user == "alice" && pass == "123456" && !s.used[pass]:
-		s.used[pass] = true
+	case pass == "123456" && !s.used[user]:
+		s.used[user] = true
 		code = radius.CodeAccessAccept
-	case user == "alice" && pass == "radius-pw":
+	case pass == "radius-pw":
 		code = radius.CodeAccessAccept
-	case user == "alice" && pass == "999999":
+	case pass == "999999":
 		code = radius.CodeAccessChallenge
 	}
 	s.mu.Unlock()

@@ -29,6 +29,11 @@ func newConfigCmd() *cobra.Command {
 						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: site.auth.totp_file: %v (logins with a one-time code fail until it is readable)\n", f, err)
 					}
 				}
+				if r := cfg.Site.Auth.RADIUS; r != nil {
+					if _, err := api.ReadRADIUSSecret(r.SecretFile); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: site.auth.radius.secret_file: %v (logins that need RADIUS are answered 503 until it is readable)\n", f, err)
+					}
+				}
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}

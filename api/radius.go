@@ -45,8 +45,8 @@ import (
 // server answering (or the secret file unreadable) is answered 503 and counts no failure.
 //
 // A passcode is not recorded as used (ticket.Verifier.Once) as TOTP codes are: the RADIUS
-// server is the one that knows its passcodes (RSA, Duo and Azure MFA refuse a passcode used
-// once themselves, and a next-tokencode state is theirs alone), and in role primary the
+// server is the one that knows its passcodes (RSA Authentication Manager and Duo refuse a
+// passcode used once themselves, and a next-tokencode state is theirs alone), and in role primary the
 // password is a reusable one that a record would lock out after its first login. What
 // frontdoor adds is its login cache, which remembers a RADIUS login exactly as a TOTP one —
 // user, password and code together, for the same minutes — so a passcode goes no further

@@ -76,7 +76,7 @@ creating anything, and prints the outcome with its trace.`,
 	f.StringVar(&o.zone, "location-zone", "", "user-location zone")
 	f.StringVar(&o.endpoint, "endpoint", "", "client endpoint (device) id")
 	f.StringVar(&o.site, "site", "", "connecting federation site (global resources; default: the site of the location zone)")
-	f.StringSliceVar(&o.factors, "factors", []string{configs.FactorPassword}, "the login's factors, for access rules that require some: password, certificate, totp")
+	f.StringSliceVar(&o.factors, "factors", []string{configs.FactorPassword}, "the login's factors, for access rules that require some: password, certificate, totp, radius")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of text")
 	for _, n := range []string{"config", "user", "resource"} {
 		c.MarkFlagRequired(n)

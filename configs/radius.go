@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -159,4 +160,39 @@ func (r *RADIUS) Covers(c *Config, user string) bool {
 	return slices.ContainsFunc(c.UserGroups, func(g UserGroup) bool {
 		return slices.Contains(r.UserGroups, g.Name) && slices.Contains(g.Members, user)
 	})
+}
+
+// userNote says, for the summary, what RADIUS checks of u: "" when nothing (r may be nil).
+func (r *RADIUS) userNote(c *Config, u User) string {
+	switch {
+	case r == nil || !r.Covers(c, u.Name):
+		return ""
+	case r.Role == RADIUSRoleFactor:
+		return "one-time code by RADIUS"
+	case u.PasswordHash == "":
+		return "password by RADIUS"
+	}
+	return "" // role primary leaves a user's own password_hash alone
+}
+
+// summary describes site.auth.radius in a line for the summary.
+func (r *RADIUS) summary() string {
+	servers := make([]string, len(r.Servers))
+	for i, s := range r.Servers {
+		servers[i] = s.String()
+	}
+	who := "every user"
+	if len(r.Users)+len(r.UserGroups) > 0 {
+		who = strings.Join(append(append([]string(nil), r.Users...), r.UserGroups...), ", ")
+	}
+	signed := "signed answers only"
+	if r.RequireMessageAuthenticator != nil && !*r.RequireMessageAuthenticator {
+		signed = "unsigned answers taken"
+	}
+	sends := fmt.Sprintf("sent %d times %s apart", 1+*r.Retries, r.Timeout)
+	if *r.Retries == 0 {
+		sends = fmt.Sprintf("sent once, %s for the answer", r.Timeout)
+	}
+	return fmt.Sprintf("radius: role %s for %s; servers %s in order, each %s; NAS-Identifier %q; %s",
+		r.Role, who, strings.Join(servers, ", "), sends, r.NASIdentifier, signed)
 }

@@ -176,7 +176,7 @@ func (c *radiusClient) ask(ctx context.Context, user, password string, from neti
 		return 0, errRADIUSUnavailable
 	}
 	var errs []error
-	for _, server := range c.r.Servers {
+	for i, server := range c.r.Servers {
 		req, err := c.request(secret, user, password, from)
 		if err != nil {
 			// A password RADIUS cannot carry (longer than 128 bytes) is a wrong one.
@@ -188,7 +188,9 @@ func (c *radiusClient) ask(ctx context.Context, user, password string, from neti
 			if ctx.Err() != nil {
 				return 0, errRADIUSUnavailable
 			}
-			c.log.Warn("a RADIUS server did not answer; asking the next", "server", server, "user", user, "err", err)
+			if i+1 < len(c.r.Servers) {
+				c.log.Warn("a RADIUS server did not answer; asking the next", "server", server, "next", c.r.Servers[i+1], "user", user, "err", err)
+			}
 			errs = append(errs, fmt.Errorf("%s: %w", server, err))
 			continue
 		}

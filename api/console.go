@@ -168,6 +168,7 @@ type consolePage struct {
 	Site, Zone  string
 	Error       string
 	Nav         []navItem
+	SSO         bool // the login page offers single sign-on
 }
 
 type navItem struct{ Path, Title string }
@@ -207,6 +208,7 @@ func (a *Admin) routeConsole() {
 	a.mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) { a.renderLogin(w, "", http.StatusOK) })
 	a.mux.HandleFunc("POST /login", a.consoleLogin)
 	a.mux.HandleFunc("POST /logout", a.consoleLogout)
+	a.routeSSO()
 	for _, n := range consoleNav {
 		a.mux.HandleFunc("GET "+n.Path, a.consolePageHandler(n))
 	}
@@ -224,7 +226,7 @@ func (a *Admin) renderLogin(w http.ResponseWriter, msg string, code int) {
 	securityHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	consolePages.ExecuteTemplate(w, "login.html", consolePage{Title: "Log in", Site: a.o.Config.Site.Name, Zone: a.o.Zone, Error: msg})
+	consolePages.ExecuteTemplate(w, "login.html", consolePage{Title: "Log in", Site: a.o.Config.Site.Name, Zone: a.o.Zone, Error: msg, SSO: a.ssoEnabled()})
 }
 
 // consoleLogin checks a login form's user, password and one-time code (a TOTP code or a

@@ -2,46 +2,17 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-)
 
-// consoleBrowser starts a headless Chromium that trusts srv's certificate (its public key,
-// pinned), closed when the test ends.
-func consoleBrowser(t *testing.T, srv *httptest.Server) context.Context {
-	t.Helper()
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		t.Fatal("the console's browser tests need Chromium: apt-get install chromium")
-	}
-	spki := sha256.Sum256(srv.Certificate().RawSubjectPublicKeyInfo)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancelB := chromedp.NewContext(actx)
-	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
-	t.Cleanup(func() { cancel(); cancelB(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
-	return ctx
-}
+	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
+)
 
 // TestConsoleLoginWithAOneTimeCodeInABrowser drives the console's login form in Chromium
 // against an admin API over TLS on loopback whose site asks a RADIUS server for the admin's
@@ -63,7 +34,7 @@ func TestConsoleLoginWithAOneTimeCodeInABrowser(t *testing.T) {
 	srv.Config.ErrorLog = slog.NewLogLogger(slog.New(slog.NewTextHandler(io.Discard, nil)).Handler(), slog.LevelDebug)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	ctx := consoleBrowser(t, srv)
+	ctx := testbrowser.Start(t, srv.Certificate())
 
 	login := func(code string) chromedp.Action[chromedp.Void] {
 		return chromedp.Steps(

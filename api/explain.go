@@ -23,9 +23,13 @@ type ExplainRequest struct {
 	// Site is the connecting federation site (global resources); "" for the site of the
 	// location zone.
 	Site string `json:"site"`
-	// Factors are the login's factors (password, certificate, totp, radius), for access
-	// rules that require some. Default: [password], the usual login.
+	// Factors are the login's factors (password, certificate, totp, oidc, mfa, radius), for
+	// access rules that require some. Default: [password], the usual login.
 	Factors []string `json:"factors"`
+	// Groups are user groups the login vouches for, as an identity provider's ID token names
+	// them (after site.auth.oidc.group_map): they count as the user's, and make an unlisted
+	// user one of the site's. Default: none.
+	Groups []string `json:"groups"`
 }
 
 // Explanation is the answer to POST /v1/admin/explain: the broker's decision as `frontdoor
@@ -39,7 +43,7 @@ type Explanation struct {
 	Text         string `json:"text"`
 }
 
-const explainUsage = `body must be JSON {"user": U, "resource": R, "client_ip": IP or "location_zone": Z, "endpoint": E, "factors": [F, ...]}`
+const explainUsage = `body must be JSON {"user": U, "resource": R, "client_ip": IP or "location_zone": Z, "endpoint": E, "factors": [F, ...], "groups": [G, ...]}`
 
 // explain serves POST /v1/admin/explain: the decision the broker takes for the launch now,
 // against the live sessions and load, as a dry run (no session is made, nothing reserved). It
@@ -84,7 +88,7 @@ func (a *Admin) explain(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	d := a.o.Broker.Decide(broker.LaunchRequest{User: req.User, Resource: req.Resource, LocationZone: loc, Endpoint: req.Endpoint, Site: req.Site, Client: client, Factors: req.Factors})
+	d := a.o.Broker.Decide(broker.LaunchRequest{User: req.User, Resource: req.Resource, LocationZone: loc, Endpoint: req.Endpoint, Site: req.Site, Client: client, Factors: req.Factors, Groups: req.Groups})
 	d.Trace = append(pre, d.Trace...)
 	if d.Trace == nil {
 		d.Trace = []string{}

@@ -136,6 +136,7 @@ func NewLaunch(o LaunchOptions) *Launch {
 	l.mux.HandleFunc("POST /v1/sessions/{id}/disconnect", l.auth(l.sessionAction))
 	l.mux.HandleFunc("POST /v1/sessions/{id}/logoff", l.auth(l.sessionAction))
 	l.mux.HandleFunc("GET /v1/ready", l.ready)
+	l.mux.HandleFunc("GET "+OIDCPath, l.oidcInfo)
 	return l
 }
 
@@ -146,6 +147,17 @@ func (l *Launch) ready(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ready": true})
+}
+
+// oidcInfo answers which provider and client `frontdoor connect --sso` signs in with; 404
+// when the site has no OpenID Connect login.
+func (l *Launch) oidcInfo(w http.ResponseWriter, _ *http.Request) {
+	o := l.o.Config.Site.Auth.OIDC
+	if !o.Enabled() {
+		httpError(w, http.StatusNotFound, "this site has no single sign-on (site.auth.oidc)")
+		return
+	}
+	writeJSON(w, http.StatusOK, OIDCInfo{Issuer: o.Issuer, ClientID: o.Native(), Scopes: append([]string{"openid"}, o.Scopes...)})
 }
 
 // ServeHTTP implements http.Handler.
@@ -217,7 +229,7 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
 		zone = l.o.Locate(client)
 	}
 	d, err := l.o.Broker.Launch(r.Context(), broker.LaunchRequest{User: u.Name, Resource: req.Resource, LocationZone: zone, Endpoint: req.Endpoint, Client: client,
-		Factors: li.factorNames()})
+		Factors: li.factorNames(), Groups: li.groups})
 	if err != nil {
 		l.log.Error("launch failed", "user", u.Name, "resource", req.Resource, "err", err)
 		httpError(w, http.StatusServiceUnavailable, "launch failed")

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -22,6 +23,9 @@ type login struct {
 	user    configs.User
 	factors ticket.Factors
 	at      time.Time
+	// groups are user groups the login vouches for beyond the configuration's (an ID
+	// token's groups claim, mapped to the site's user groups).
+	groups []string
 }
 
 // factorNames are the login's factors as the configuration names them (configs.Factor*).
@@ -49,6 +53,9 @@ type authenticator struct {
 	totp *totpSecrets
 	// radius asks the site's RADIUS servers; nil when it has none (site.auth.radius).
 	radius *radiusClient
+	// sso verifies ID tokens of the site's OpenID Connect provider; nil when it has none
+	// (site.auth.oidc).
+	sso *oidcLogins
 	// once records a used code site-wide (ticket.Verifier.Once), else in memory here.
 	once func(id [16]byte, what string, until time.Time) (bool, error)
 	// lifetime (site.auth.factor_lifetime) bounds the cache's entries to a quarter of it.
@@ -71,6 +78,9 @@ func newAuthenticator(cfg *configs.Config, guard *loginGuard, v *ticket.Verifier
 		a.totp = &totpSecrets{path: p}
 	}
 	a.radius = newRADIUSClient(cfg, log)
+	if cfg.Site.Auth.OIDC.Enabled() {
+		a.sso = newOIDCLogins(cfg, now, log)
+	}
 	if v != nil {
 		a.once = v.Once
 	} else {
@@ -140,7 +150,8 @@ func (c *authCache) add(k [32]byte, e cached, now time.Time) {
 	c.seen[k] = e
 }
 
-// authenticate accepts a verified client certificate whose common name is a configured user
+// authenticate accepts a bearer ID token of the site's identity provider (site.auth.oidc),
+// else a verified client certificate whose common name is a configured user
 // (the listener verifies it against the site CA; a gateway's or a machine's certificate is
 // no user's), else HTTP Basic credentials checked against the configured bcrypt hashes,
 // throttled by the guard (loginGuard); a one-time code in OTPHeader adds the totp factor (the
@@ -149,6 +160,9 @@ func (c *authCache) add(k [32]byte, e cached, now time.Time) {
 // The error is errNoLogin, a throttledError, errLoginBusy, errCodeUnchecked,
 // errRADIUSUnavailable or a challengeError.
 func (a *authenticator) authenticate(r *http.Request) (login, error) {
+	if raw := bearer(r); raw != "" && a.sso != nil {
+		return a.ssoLogin(r, raw)
+	}
 	code := strings.ReplaceAll(strings.TrimSpace(r.Header.Get(OTPHeader)), " ", "") // apps show "123 456"
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		leaf := r.TLS.VerifiedChains[0][0]
@@ -245,6 +259,37 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	}
 	a.cache.add(k, cached{expires: now.Add(ttl), factors: factors, at: now}, now)
 	return login{user: u, factors: factors, at: now}, nil
+}
+
+// ssoLogin checks an ID token of the site's provider sent as a bearer credential. A token
+// names no user until it is verified, so a failure counts against its source alone. Its user
+// is the configuration's when listed (roles, home zone, groups), else one of the site's for
+// the groups the token names; a token naming an unlisted user in none of the site's user
+// groups is no login.
+func (a *authenticator) ssoLogin(r *http.Request, raw string) (login, error) {
+	src := clientAddr(r)
+	key := "\x00sso " + src.String()
+	if _, err := a.guard.admit(src, key); err != nil {
+		return login{}, err
+	}
+	sl, err := a.sso.verify(r.Context(), raw, "")
+	if err == nil {
+		if _, listed := a.users[sl.name]; !listed && len(sl.groups) == 0 {
+			err = fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", errNoLogin, sl.name)
+		}
+	}
+	a.guard.done(src, key, err != nil && !errors.Is(err, errSSOUnavailable))
+	if err != nil {
+		if !errors.Is(err, errSSOUnavailable) {
+			a.log.Info("ID token refused", "from", src, "err", err)
+		}
+		return login{}, err
+	}
+	u, listed := a.users[sl.name]
+	if !listed {
+		u = configs.User{Name: sl.name}
+	}
+	return login{user: u, factors: sl.factors, at: sl.at, groups: sl.groups}, nil
 }
 
 // checkCode checks user's one-time code: false for a wrong code, one of a user without a

@@ -291,7 +291,7 @@ func loginRefused(w http.ResponseWriter, err error, realm string) {
 	case errors.Is(err, errCodeUnchecked):
 		w.Header().Set("Retry-After", "30")
 		httpError(w, http.StatusServiceUnavailable, err.Error())
-	case errors.Is(err, errRADIUSUnavailable):
+	case errors.Is(err, errRADIUSUnavailable), errors.Is(err, errSSOUnavailable):
 		w.Header().Set("Retry-After", "10")
 		httpError(w, http.StatusServiceUnavailable, err.Error())
 	default:

@@ -28,6 +28,12 @@ type LaunchRequest struct {
 	// Factors are the factors the user logged in with (configs.FactorPassword, ...), for
 	// access rules' factors; none (nil) satisfies no rule that requires one.
 	Factors []string
+	// Groups are user groups the login vouches for beyond the configuration's memberships:
+	// an identity provider's groups claim, mapped to the site's user group names. Those that
+	// are user groups of the site count as the user's for entitlements, access rules and the
+	// home zone; a user the configuration does not list is a user of the site for the launch
+	// when at least one of them is. Default: none.
+	Groups []string
 }
 
 // Outcome is what a launch decided.
@@ -270,11 +276,17 @@ func modeOf(g *group) string {
 // decide picks a session or machine for the request.
 func (l *launch) decide() choice {
 	m := l.b.m
-	u, ok := m.users[l.req.User]
-	if !ok {
+	u := m.users[l.req.User]
+	if len(l.req.Groups) > 0 {
+		u = m.withGroups(u, l.req.User, l.req.Groups)
+	}
+	if u == nil {
 		return choice{deny: ErrUnknownUser, reason: fmt.Sprintf("user %q is not a user of the site", l.req.User)}
 	}
 	l.u = u
+	if len(l.req.Groups) > 0 {
+		l.tracef("user %s: user groups from the login: %s", u.name, strings.Join(l.req.Groups, ", "))
+	}
 	r, ok := m.resources[l.req.Resource]
 	if !ok {
 		return choice{deny: ErrUnknownResource, reason: fmt.Sprintf("resource %q is not published", l.req.Resource)}

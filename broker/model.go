@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -86,6 +87,7 @@ type model struct {
 	groups         map[string]*group
 	resources      map[string]*resource
 	users          map[string]*user
+	userGroups     map[string]string // user group -> its home zone ("" for none)
 	sites          []*site
 	siteByName     map[string]*site
 	siteOfZone     map[string]*site
@@ -107,6 +109,7 @@ func newModel(cfg *configs.Config) (*model, error) {
 		groups:         map[string]*group{},
 		resources:      map[string]*resource{},
 		users:          map[string]*user{},
+		userGroups:     map[string]string{},
 		siteByName:     map[string]*site{},
 		siteOfZone:     map[string]*site{},
 		pendingTimeout: cfg.Site.Sessions.PendingTimeout,
@@ -156,6 +159,7 @@ func newModel(cfg *configs.Config) (*model, error) {
 	}
 	groupZones := map[string]map[string]string{} // user -> user group -> zone
 	for _, ug := range cfg.UserGroups {
+		m.userGroups[ug.Name] = ug.HomeZone
 		for _, mem := range ug.Members {
 			u, ok := m.users[mem]
 			if !ok {
@@ -255,6 +259,45 @@ func groupHomeZone(userName string, byGroup map[string]string) (zone, source str
 		parts[i] = fmt.Sprintf("%s (%s)", zz, strings.Join(zoneSet[zz], ", "))
 	}
 	return z, fmt.Sprintf("user group %s, chosen by stable hash among %s", strings.Join(zoneSet[z], ", "), strings.Join(parts, ", "))
+}
+
+// withGroups returns the user name logged in as, also a member of the user groups the login
+// vouches for (LaunchRequest.Groups): u as the configuration has it (nil when it does not
+// list name) with those of groups that are configured user groups. Its home zone is the
+// account's own, else one from the home zones of all its groups, as for a listed user. It
+// returns nil when name is not listed and none of groups is a user group of the site.
+func (m *model) withGroups(u *user, name string, groups []string) *user {
+	extra := map[string]bool{}
+	for _, g := range groups {
+		if _, ok := m.userGroups[g]; ok && (u == nil || !u.groups[g]) {
+			extra[g] = true
+		}
+	}
+	if len(extra) == 0 {
+		return u
+	}
+	nu := &user{name: name, groups: map[string]bool{}, assigned: map[string][]*machine{}}
+	if u != nil {
+		*nu = *u
+		nu.groups = maps.Clone(u.groups)
+	}
+	for g := range extra {
+		nu.groups[g] = true
+	}
+	if nu.homeSource == "account" {
+		return nu
+	}
+	byGroup := map[string]string{}
+	for g := range nu.groups {
+		if z := m.userGroups[g]; z != "" {
+			byGroup[g] = z
+		}
+	}
+	nu.homeZone, nu.homeSource = "", ""
+	if len(byGroup) > 0 {
+		nu.homeZone, nu.homeSource = groupHomeZone(name, byGroup)
+	}
+	return nu
 }
 
 // entitled reports whether u may launch r.

@@ -40,15 +40,31 @@ func (e *DeniedError) Unwrap() error { return ErrDenied }
 // authentication, and returns the connection descriptor. rootCAs verifies the server (nil: the
 // system pool). endpoint names the client device ("" for none).
 func Launch(ctx context.Context, launchURL, user, password, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
-	return launch(ctx, launchURL, user, password, "", resource, endpoint, rootCAs)
+	return launch(ctx, launchURL, credentials{user: user, password: password}, resource, endpoint, rootCAs)
 }
 
 // OTPHeader carries the one-time code of a login beside its password (the launch API's
 // api.OTPHeader).
 const OTPHeader = "X-Frontdoor-OTP"
 
-// launch is Launch with a one-time code (otp; "" for none) sent beside the password.
-func launch(ctx context.Context, launchURL, user, password, otp, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
+// credentials are what a launch logs in with: HTTP Basic with a one-time code (otp; "" for
+// none) beside the password, or an ID token (token) as a bearer credential.
+type credentials struct{ user, password, otp, token string }
+
+// set puts the credentials on req.
+func (c credentials) set(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		return
+	}
+	req.SetBasicAuth(c.user, c.password)
+	if c.otp != "" {
+		req.Header.Set(OTPHeader, c.otp)
+	}
+}
+
+// launch is Launch with any credentials.
+func launch(ctx context.Context, launchURL string, cred credentials, resource, endpoint string, rootCAs *x509.CertPool) (*Descriptor, error) {
 	u := launchURL
 	if i := strings.Index(u, "://"); i >= 0 && !strings.Contains(u[i+3:], "/") {
 		u += "/v1/launch"
@@ -62,10 +78,7 @@ func launch(ctx context.Context, launchURL, user, password, otp, resource, endpo
 		return nil, fmt.Errorf("launch at %s: %w", launchURL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.SetBasicAuth(user, password)
-	if otp != "" {
-		req.Header.Set(OTPHeader, otp)
-	}
+	cred.set(req)
 	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12},
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
@@ -91,14 +104,18 @@ func launch(ctx context.Context, launchURL, user, password, otp, resource, endpo
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		// The launch API's words say more than a plain "authentication required" when a
-		// login fails for a reason the user can act on (a RADIUS server's challenge, which
-		// frontdoor does not support).
-		_ = json.Unmarshal(b, &answer)
-		if answer.Error != "" && answer.Error != "authentication required" {
-			return nil, fmt.Errorf("launch at %s as %q: %w: %s", launchURL, user, ErrUnauthorized, answer.Error)
+		who := cred.user
+		if cred.token != "" {
+			who = "the single sign-on login"
 		}
-		return nil, fmt.Errorf("launch at %s as %q: %w", launchURL, user, ErrUnauthorized)
+		var a struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(b, &a)
+		if a.Error != "" && a.Error != "authentication required" {
+			return nil, fmt.Errorf("launch at %s as %q: %w: %s", launchURL, who, ErrUnauthorized, a.Error)
+		}
+		return nil, fmt.Errorf("launch at %s as %q: %w", launchURL, who, ErrUnauthorized)
 	case http.StatusForbidden:
 		_ = json.Unmarshal(b, &answer)
 		return nil, fmt.Errorf("launch of %q at %s: %w", resource, launchURL, &DeniedError{Reason: answer.Reason, Trace: answer.Trace})
@@ -132,8 +149,13 @@ type Launcher struct {
 	Port uint16
 	// User and Password authenticate with HTTP Basic.
 	User, Password string
+	// Token is an ID token of the site's identity provider (OIDCLogin), sent as a bearer
+	// credential instead of User and Password. When it expires (an hour, at most
+	// providers), a new launch is refused it, and the session ends with ErrLoginRequired.
+	Token string
 	// OTP is the login's one-time code (a TOTP code, or a RADIUS passcode where the site
-	// asks RADIUS for a second factor), sent beside the password in OTPHeader; "" for none. A code is good for one login: the launch API takes it again only while it
+	// asks RADIUS for a second factor), sent beside the password in OTPHeader; "" for none.
+	// A code is good for one login: the launch API takes it again only while it
 	// remembers that login (five minutes), so a new launch after a cut later than that is
 	// refused, and the session ends with ErrLoginRequired for the user to log in again.
 	OTP string
@@ -173,7 +195,7 @@ func (l *Launcher) Launch(ctx context.Context) (*Descriptor, netip.Addr, error) 
 	var errs []error
 	for _, a := range order {
 		u := "https://" + net.JoinHostPort(a.String(), strconv.Itoa(int(port)))
-		d, err := launch(ctx, u, l.User, l.Password, l.OTP, l.Resource, l.Endpoint, l.RootCAs)
+		d, err := launch(ctx, u, credentials{user: l.User, password: l.Password, otp: l.OTP, token: l.Token}, l.Resource, l.Endpoint, l.RootCAs)
 		if err == nil {
 			l.mu.Lock()
 			l.last = a

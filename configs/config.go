@@ -92,10 +92,15 @@ const (
 	// FactorTOTP is a time-based one-time code (RFC 6238) of the user's secret in
 	// site.auth.totp_file, sent with the password.
 	FactorTOTP = "totp"
+	// FactorOIDC is an ID token of the site's OpenID Connect provider (site.auth.oidc).
+	FactorOIDC = "oidc"
+	// FactorMFA is an ID token whose amr claim says the provider asked for more than one
+	// factor (site.auth.oidc.mfa_methods).
+	FactorMFA = "mfa"
 )
 
 // Factors are the login factors there are.
-var Factors = []string{FactorPassword, FactorCertificate, FactorTOTP, FactorRADIUS}
+var Factors = []string{FactorPassword, FactorCertificate, FactorTOTP, FactorOIDC, FactorMFA, FactorRADIUS}
 
 // Auth configures how users log in.
 type Auth struct {
@@ -124,6 +129,8 @@ type Auth struct {
 	// with a secret there logs in with the totp factor by sending the current code in the
 	// X-Frontdoor-OTP header with the password. Default: "" (no user has a TOTP secret).
 	TOTPFile string `yaml:"totp_file"`
+	// OIDC configures login through an OpenID Connect identity provider. Default: none.
+	OIDC OIDC `yaml:"oidc"`
 	// RADIUS asks the site's RADIUS servers, as a second factor or as the primary check
 	// of the password (see RADIUS). Default: none (no RADIUS).
 	RADIUS *RADIUS `yaml:"radius"`
@@ -492,9 +499,9 @@ type AccessRule struct {
 	Hours string `yaml:"hours"`
 	// TimeZone is the IANA time zone of Days and Hours. Default: UTC.
 	TimeZone string `yaml:"time_zone"`
-	// Factors are the login factors an allow rule requires (password, certificate, totp, radius;
-	// all of them): a launch the rule matches whose login lacks one is denied, naming the
-	// rule and the missing factors. A deny rule takes none. Default: none (any login).
+	// Factors are the login factors an allow rule requires (password, certificate, totp,
+	// oidc, mfa, radius; all of them): a launch the rule matches whose login lacks one is
+	// denied, naming the rule and the missing factors. A deny rule takes none. Default: none (any login).
 	Factors []string `yaml:"factors"`
 }
 

@@ -102,6 +102,7 @@ func (c *Config) SetDefaults() {
 	setDur(&s.Sessions.DisconnectTimeout, time.Hour)
 	setInt(&s.Auth.MinPasswordCost, DefaultMinPasswordCost)
 	setDur(&s.Auth.FactorLifetime, DefaultFactorLifetime)
+	s.Auth.OIDC.setDefaults()
 	if s.Auth.RADIUS != nil {
 		s.Auth.RADIUS.setDefaults(s.Name)
 	}

@@ -201,6 +201,7 @@ func (k *checker) validateSite(zones map[string]int) {
 	if d := s.Auth.FactorLifetime.D(); d < MinFactorLifetime {
 		k.errf("site.auth.factor_lifetime", "%s is shorter than %s: a login must outlive its launch", d, MinFactorLifetime)
 	}
+	k.validateOIDC(s.Auth.OIDC)
 }
 
 func (k *checker) validateZones() map[string]int {
@@ -705,6 +706,8 @@ func (k *checker) factors(p string, r AccessRule) {
 			k.errf(fp, "access rule %q requires totp, but no user can have a TOTP secret: set site.auth.totp_file (frontdoor totp enroll)", r.Name)
 		case f == FactorRADIUS && k.c.Site.Auth.RADIUS == nil:
 			k.errf(fp, "access rule %q requires radius, but the site asks no RADIUS server: set site.auth.radius", r.Name)
+		case (f == FactorOIDC || f == FactorMFA) && !k.c.Site.Auth.OIDC.Enabled():
+			k.errf(fp, "access rule %q requires %s, but no login can have it: set site.auth.oidc", r.Name, f)
 		}
 		seen[f] = true
 	}

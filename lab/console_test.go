@@ -2,52 +2,30 @@ package lab
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 )
 
 // browser starts a headless Chromium that trusts the lab's admin listener (its certificate's
 // public key, pinned; nothing else is trusted), closed when the test ends.
 func browser(t *testing.T, l *Lab, admin string) context.Context {
 	t.Helper()
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		t.Fatal("the console's browser tests need Chromium: apt-get install chromium (.ci/run installs it)")
-	}
 	c, err := tls.Dial("tcp", strings.TrimPrefix(admin, "https://"), l.TLSClientConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	spki := sha256.Sum256(c.ConnectionState().PeerCertificates[0].RawSubjectPublicKeyInfo)
-	c.Close()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancelB := chromedp.NewContext(actx)
-	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	t.Cleanup(func() { cancel(); cancelB(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
-	return ctx
+	defer c.Close()
+	return testbrowser.Start(t, c.ConnectionState().PeerCertificates[0])
 }
 
 // shot saves a screenshot of the page as name.png in the test's directory, and in

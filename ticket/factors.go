@@ -16,6 +16,10 @@ const (
 	FactorCertificate
 	// FactorTOTP: a time-based one-time code (RFC 6238) of the user's enrolled secret.
 	FactorTOTP
+	// FactorOIDC: an ID token of the site's OpenID Connect provider.
+	FactorOIDC
+	// FactorMFA: an ID token whose amr claim names a multi-factor method.
+	FactorMFA
 	// FactorRADIUS: the site's RADIUS servers accepted the login (a passcode beside the
 	// password, or the password itself).
 	FactorRADIUS
@@ -23,9 +27,10 @@ const (
 
 // factorNames are the names of the factors, bit by bit: those of the configuration
 // (configs.Factor*).
-var factorNames = [...]string{"password", "certificate", "totp", "radius"}
+var factorNames = [...]string{"password", "certificate", "totp", "oidc", "mfa", "radius"}
 
-// ParseFactor returns the factor named name ("password", "certificate", "totp" or "radius").
+// ParseFactor returns the factor named name ("password", "certificate", "totp", "oidc",
+// "mfa" or "radius").
 func ParseFactor(name string) (Factors, bool) {
 	for i, n := range factorNames {
 		if n == name {

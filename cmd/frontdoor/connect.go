@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +25,7 @@ type connectOpts struct {
 	launchPort, quicPort                          uint16
 	tcp, udp                                      []uint
 	duration, echo                                time.Duration
-	verbose                                       bool
+	verbose, sso                                  bool
 }
 
 func newConnectCmd() *cobra.Command {
@@ -47,7 +49,13 @@ the site's access rules require it; where the site asks a RADIUS server for a se
 or authenticator passcode) the same way, and where RADIUS checks the password itself (role
 primary), --password is the one the RADIUS server knows. When a gateway says the login is older than the site's
 factor lifetime (or a new launch is refused the credentials given, such as a code used up),
-connect stops and says to log in again: run it again, with a new code.`,
+connect stops and says to log in again: run it again, with a new code.
+
+With --sso, connect signs in through the site's identity provider instead (site.auth.oidc):
+it prints the provider's login page to open in a browser, takes the provider's answer on a
+listener of its own on 127.0.0.1, and launches with the ID token; no --user or password. The
+token lasts what the provider gives it (often an hour): a new launch after that is refused it,
+and connect says to log in again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
@@ -58,7 +66,7 @@ connect stops and says to log in again: run it again, with a new code.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&o.user, "user", "", "user name (required)")
+	f.StringVar(&o.user, "user", "", "user name (required without --sso)")
 	f.StringVar(&o.password, "password", "", "password (default: $FRONTDOOR_PASSWORD)")
 	f.StringVar(&o.otp, "otp", "", "one-time code sent beside the password: a TOTP code (frontdoor totp enroll) or the site's RADIUS passcode")
 	f.StringVar(&o.resource, "resource", "", "application or desktop to launch (required)")
@@ -73,14 +81,19 @@ connect stops and says to log in again: run it again, with a new code.`,
 	f.DurationVar(&o.echo, "echo", time.Second, "period of the echo traffic that proves the channels; 0 for none")
 	f.Uint16Var(&o.quicPort, "quic", 0, "carry every channel to gateways, TCP ones too, over QUIC on this UDP port (a gateway's quic_port); 0: TCP channels over TLS, UDP channels over QUIC at the quic_port the launch names")
 	f.BoolVar(&o.verbose, "verbose", false, "print every failed reconnect attempt and every echo")
-	_ = c.MarkFlagRequired("user")
+	f.BoolVar(&o.sso, "sso", false, "sign in through the site's identity provider in a browser (single sign-on) instead of a user and password")
 	_ = c.MarkFlagRequired("resource")
 	return c
 }
 
 // runConnect launches, opens the channels and reports until ctx ends or the duration passes.
 func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
-	if o.password == "" {
+	switch {
+	case o.sso && (o.user != "" || o.otp != ""):
+		return errors.New("--sso signs in through the identity provider: give no --user or --otp with it")
+	case !o.sso && o.user == "":
+		return errors.New("no user: give --user, or --sso to sign in through the site's identity provider")
+	case !o.sso && o.password == "":
 		return errors.New("no password: give --password or set FRONTDOOR_PASSWORD")
 	}
 	chans, err := connectChannels(o.tcp, o.udp)
@@ -109,6 +122,13 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 	out := &syncWriter{w: w}
 	l := &client.Launcher{Name: o.name, DNSServer: o.dns, Port: o.launchPort, User: o.user, Password: o.password, OTP: o.otp,
 		Resource: o.resource, Endpoint: o.endpoint, RootCAs: pool}
+	if o.sso {
+		tok, err := signIn(ctx, errw, o, pool)
+		if err != nil {
+			return err
+		}
+		l.User, l.Password, l.Token = "", "", tok
+	}
 	d, frontDoor, err := l.Launch(ctx)
 	if err != nil {
 		var de *client.DeniedError
@@ -353,4 +373,18 @@ func (s *syncWriter) printf(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(s.w, format, args...)
+}
+
+// signIn gets an ID token through the site's identity provider: it asks a front door of
+// o.name which provider, and prints the login page for the user to open in a browser.
+func signIn(ctx context.Context, errw io.Writer, o connectOpts, pool *x509.CertPool) (string, error) {
+	addrs, err := client.Resolve(ctx, o.name, o.dns)
+	if err != nil {
+		return "", err
+	}
+	launchURL := "https://" + net.JoinHostPort(addrs[0].String(), strconv.Itoa(int(o.launchPort)))
+	return client.SSO{LaunchURL: launchURL, RootCAs: pool, Open: func(url string) error {
+		_, err := fmt.Fprintf(errw, "to sign in, open this page in a browser:\n  %s\n", url)
+		return err
+	}}.Login(ctx)
 }

@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
+
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/client"
@@ -34,6 +36,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/internal/testidp"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/miekg/dns"
 )
@@ -76,9 +79,10 @@ func connectSite(t *testing.T, mode string) ([]string, func(), uint16) {
 
 // connectLogin is how connectSiteWith's launch endpoint logs users in and seals the login.
 type connectLogin struct {
-	otp      string           // the one-time code it wants beside the password; "" for none
-	lifetime time.Duration    // sealed into the tickets from the login; 0 for none
-	now      func() time.Time // the gateways' clock; nil for time.Now
+	otp      string            // the one-time code it wants beside the password; "" for none
+	sso      *testidp.Provider // the identity provider whose ID tokens it takes instead; nil for none
+	lifetime time.Duration     // sealed into the tickets from the login; 0 for none
+	now      func() time.Time  // the gateways' clock; nil for time.Now
 }
 
 // connectSiteWith is connectSite with a login of lo.
@@ -200,8 +204,26 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 	}
 
 	// The launch endpoint answers with a descriptor built here.
+	var ssoCheck *oidc.IDTokenVerifier
+	if lo.sso != nil {
+		p, err := oidc.NewProvider(context.Background(), lo.sso.Issuer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ssoCheck = p.Verifier(&oidc.Config{ClientID: lo.sso.ClientID})
+	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" || r.Header.Get(client.OTPHeader) != lo.otp {
+		if r.URL.Path == api.OIDCPath && lo.sso != nil {
+			json.NewEncoder(w).Encode(api.OIDCInfo{Issuer: lo.sso.Issuer, ClientID: lo.sso.ClientID, Scopes: []string{"openid"}})
+			return
+		}
+		if lo.sso != nil {
+			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if _, err := ssoCheck.Verify(r.Context(), tok); !ok || err != nil {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+		} else if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" || r.Header.Get(client.OTPHeader) != lo.otp {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -361,6 +383,38 @@ func TestConnectWithACodeIsToldToLogInAgainAfterTheFactorLifetime(t *testing.T) 
 	}
 }
 
+// With --sso, connect asks the front door for the site's identity provider, prints its login
+// page, takes the browser's redirect on 127.0.0.1 and launches with the ID token.
+func TestConnectWithSingleSignOn(t *testing.T) {
+	idp := testidp.Start(t, "frontdoor-cli", "", "http://127.0.0.1/callback")
+	args, _, _ := connectSiteWith(t, client.ModeGateway, connectLogin{sso: idp})
+	sso := []string{"connect", "--sso"}
+	for i := 1; i < len(args); i++ {
+		if args[i] == "--user" || args[i] == "--password" {
+			i++
+			continue
+		}
+		sso = append(sso, args[i])
+	}
+	out, stop := runConnectCmd(t, sso)
+	waitFor(t, out, "to sign in, open this page in a browser:\n  ")
+	_, page, _ := strings.Cut(out.String(), "open this page in a browser:\n  ")
+	page, _, _ = strings.Cut(page, "\n")
+	resp, err := http.Get(page) // the browser: the provider signs alice in and redirects back
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the redirect back to connect: %s", resp.Status)
+	}
+	waitFor(t, out, "launched session s-42")
+	waitFor(t, out, "/tcp ok (4096 bytes, sha256 match)")
+	if err := stop(); err != nil {
+		t.Fatalf("connect --sso: %v\n%s", err, out)
+	}
+}
+
 func TestConnectErrors(t *testing.T) {
 	t.Setenv("FRONTDOOR_PASSWORD", "")
 	for _, tc := range []struct {
@@ -369,7 +423,8 @@ func TestConnectErrors(t *testing.T) {
 		want string
 	}{
 		{"no password", []string{"connect", "desk.test", "--user", "alice", "--resource", "r"}, "no password"},
-		{"no user", []string{"connect", "desk.test", "--resource", "r", "--password", "x"}, `"user" not set`},
+		{"no user", []string{"connect", "desk.test", "--resource", "r", "--password", "x"}, "no user: give --user, or --sso"},
+		{"sso with a user", []string{"connect", "desk.test", "--resource", "r", "--sso", "--user", "alice"}, "give no --user or --otp"},
 		{"bad port", []string{"connect", "desk.test", "--user", "a", "--resource", "r", "--password", "x", "--tcp", "70000"}, "not a port"},
 		{"missing CA file", []string{"connect", "desk.test", "--user", "a", "--resource", "r", "--password", "x", "--ca", "/nonexistent/ca.pem"}, "reading CA file"},
 	} {

@@ -50,14 +50,14 @@ type stateMachine struct {
 
 type explainOpts struct {
 	config, state, user, resource, clientIP, zone, endpoint, site string
-	factors                                                       []string
+	factors, groups                                               []string
 	json                                                          bool
 }
 
 func newExplainCmd() *cobra.Command {
 	var o explainOpts
 	c := &cobra.Command{
-		Use:   "explain --config FILE --user U --resource R [--state STATE.yaml] [--client-ip IP | --location-zone Z] [--endpoint E] [--factors F,...] [--json]",
+		Use:   "explain --config FILE --user U --resource R [--state STATE.yaml] [--client-ip IP | --location-zone Z] [--endpoint E] [--factors F,...] [--groups G,...] [--json]",
 		Short: "Show where the broker would place a launch, and why",
 		Long: `explain runs the broker's decision for one launch against a site configuration and an
 optional state file (existing sessions, machine load, maintenance and down flags), without
@@ -76,7 +76,8 @@ creating anything, and prints the outcome with its trace.`,
 	f.StringVar(&o.zone, "location-zone", "", "user-location zone")
 	f.StringVar(&o.endpoint, "endpoint", "", "client endpoint (device) id")
 	f.StringVar(&o.site, "site", "", "connecting federation site (global resources; default: the site of the location zone)")
-	f.StringSliceVar(&o.factors, "factors", []string{configs.FactorPassword}, "the login's factors, for access rules that require some: password, certificate, totp, radius")
+	f.StringSliceVar(&o.factors, "factors", []string{configs.FactorPassword}, "the login's factors, for access rules that require some: "+strings.Join(configs.Factors, ", "))
+	f.StringSliceVar(&o.groups, "groups", nil, "user groups the login vouches for (an identity provider's groups claim, after group_map): they count as the user's, and make an unlisted user one of the site's")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of text")
 	for _, n := range []string{"config", "user", "resource"} {
 		c.MarkFlagRequired(n)
@@ -125,7 +126,7 @@ func runExplain(w io.Writer, o explainOpts) error {
 	if err != nil {
 		return err
 	}
-	d := b.Decide(broker.LaunchRequest{User: o.user, Resource: o.resource, LocationZone: loc, Endpoint: o.endpoint, Site: o.site, Client: client, Factors: o.factors})
+	d := b.Decide(broker.LaunchRequest{User: o.user, Resource: o.resource, LocationZone: loc, Endpoint: o.endpoint, Site: o.site, Client: client, Factors: o.factors, Groups: o.groups})
 	d.Trace = append(pre, d.Trace...)
 	if o.json {
 		enc := json.NewEncoder(w)

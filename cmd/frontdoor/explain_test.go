@@ -162,3 +162,18 @@ access_rules:
 		t.Fatalf("explain with password and totp: %v\n%s", err, out)
 	}
 }
+
+// explain takes the groups an identity provider's token would name: an unlisted user is no
+// user of the site without them, and launches through them, with their home zone.
+func TestExplainGroups(t *testing.T) {
+	args := []string{"explain", "--config", "../../configs/lab.yaml", "--user", "erin", "--resource", "desktop", "--factors", "oidc"}
+	out, err := runExplainCLI(t, args)
+	if err != nil || !strings.Contains(out, "outcome: denied") || !strings.Contains(out, `user "erin" is not a user of the site`) {
+		t.Fatalf("explain of an unlisted user without groups: %v\n%s", err, out)
+	}
+	out, err = runExplainCLI(t, append(args, "--groups", "west-office"))
+	if err != nil || strings.Contains(out, "outcome: denied") || !strings.Contains(out, "user erin: home zone west (user group west-office)") ||
+		!strings.Contains(out, "user groups from the login: west-office") {
+		t.Fatalf("explain of an unlisted user in west-office: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,197 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// OIDCPath is where the launch API says, without a login, which OpenID Connect provider and
+// client a client signs in with (OIDCInfo); 404 when the site has none.
+const OIDCPath = "/v1/login/oidc"
+
+// OIDCInfo is the answer of OIDCPath: what `frontdoor connect --sso` needs to get an ID
+// token (the authorization code flow with PKCE through a loopback redirect).
+type OIDCInfo struct {
+	Issuer   string   `json:"issuer"`
+	ClientID string   `json:"client_id"`
+	Scopes   []string `json:"scopes"`
+}
+
+// errSSOUnavailable: the provider's discovery document or keys cannot be had now; a login
+// with an ID token is answered 503 and counts as no failure.
+var errSSOUnavailable = errors.New("the identity provider cannot be reached now")
+
+// oidcLogins verifies the ID tokens of the site's OpenID Connect provider (site.auth.oidc)
+// and runs the console's side of the authorization code flow. The provider's discovery
+// document is read at the first use, and again after a failure at most every ten seconds, so
+// a node starts while its provider is down.
+type oidcLogins struct {
+	cfg        configs.OIDC
+	userGroups map[string]bool
+	now        func() time.Time
+	log        *slog.Logger
+
+	mu       sync.Mutex // guards provider, verifier, failedAt
+	provider *oidc.Provider
+	verifier *oidc.IDTokenVerifier
+	failedAt time.Time
+}
+
+func newOIDCLogins(cfg *configs.Config, now func() time.Time, log *slog.Logger) *oidcLogins {
+	o := &oidcLogins{cfg: cfg.Site.Auth.OIDC, userGroups: map[string]bool{}, now: now, log: log}
+	for _, g := range cfg.UserGroups {
+		o.userGroups[g.Name] = true
+	}
+	return o
+}
+
+// discoveryRetry is how long a failed discovery is not tried again.
+const discoveryRetry = 10 * time.Second
+
+// ready returns the provider and a verifier of its ID tokens for either of the site's
+// clients (their audience is checked in verify).
+func (o *oidcLogins) ready(ctx context.Context) (*oidc.Provider, *oidc.IDTokenVerifier, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.provider != nil {
+		return o.provider, o.verifier, nil
+	}
+	if !o.failedAt.IsZero() && o.now().Sub(o.failedAt) < discoveryRetry {
+		return nil, nil, errSSOUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	p, err := oidc.NewProvider(ctx, o.cfg.Issuer)
+	if err != nil {
+		o.failedAt = o.now()
+		o.log.Error("reading the identity provider's discovery document: logins with it fail", "issuer", o.cfg.Issuer, "err", err)
+		return nil, nil, errSSOUnavailable
+	}
+	o.provider = p
+	o.verifier = p.VerifierContext(context.WithoutCancel(ctx), &oidc.Config{SkipClientIDCheck: true, Now: o.now})
+	return o.provider, o.verifier, nil
+}
+
+// ssoLogin is what an ID token says of a login.
+type ssoLogin struct {
+	name    string
+	groups  []string // the site's user groups among the token's, mapped
+	factors ticket.Factors
+	at      time.Time // auth_time, else iat
+}
+
+// verify checks raw, an ID token, and returns its login. The token must be signed by the
+// provider, unexpired, for one of the site's clients (aud) and name a user; nonce, when not
+// "", must be the token's.
+func (o *oidcLogins) verify(ctx context.Context, raw, nonce string) (ssoLogin, error) {
+	_, v, err := o.ready(ctx)
+	if err != nil {
+		return ssoLogin{}, err
+	}
+	tok, err := v.Verify(ctx, raw)
+	if err != nil {
+		return ssoLogin{}, fmt.Errorf("%w: %v", errNoLogin, err)
+	}
+	if !slices.Contains(tok.Audience, o.cfg.ClientID) && !slices.Contains(tok.Audience, o.cfg.Native()) {
+		return ssoLogin{}, fmt.Errorf("%w: the ID token is for another client (aud %v)", errNoLogin, tok.Audience)
+	}
+	if nonce != "" && tok.Nonce != nonce {
+		return ssoLogin{}, fmt.Errorf("%w: the ID token's nonce is not the login's", errNoLogin)
+	}
+	var claims map[string]any
+	if err := tok.Claims(&claims); err != nil {
+		return ssoLogin{}, fmt.Errorf("%w: %v", errNoLogin, err)
+	}
+	name, _ := claims[o.cfg.UserClaim].(string)
+	if name == "" {
+		return ssoLogin{}, fmt.Errorf("%w: the ID token has no %s claim", errNoLogin, o.cfg.UserClaim)
+	}
+	l := ssoLogin{name: name, factors: ticket.FactorOIDC, at: tok.IssuedAt}
+	if at, ok := claims["auth_time"].(float64); ok && at > 0 {
+		l.at = time.Unix(int64(at), 0)
+	}
+	for _, g := range claimList(claims[o.cfg.GroupsClaim]) {
+		if m, ok := o.cfg.GroupMap[g]; ok {
+			g = m
+		}
+		if o.userGroups[g] && !slices.Contains(l.groups, g) {
+			l.groups = append(l.groups, g)
+		}
+	}
+	for _, m := range claimList(claims["amr"]) {
+		if slices.Contains(o.cfg.MFAMethods, m) {
+			l.factors |= ticket.FactorMFA
+		}
+	}
+	return l, nil
+}
+
+// claimList returns a claim that is a list of strings (or one string) as a list.
+func claimList(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// bearer returns the token of an "Authorization: Bearer" header, or "".
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return h[7:]
+	}
+	return ""
+}
+
+// oauth2Config is the console client's side of the code flow.
+func (o *oidcLogins) oauth2Config(p *oidc.Provider) (*oauth2.Config, error) {
+	c := &oauth2.Config{ClientID: o.cfg.ClientID, Endpoint: p.Endpoint(), RedirectURL: o.cfg.RedirectURL,
+		Scopes: append([]string{oidc.ScopeOpenID}, o.cfg.Scopes...)}
+	if f := o.cfg.ClientSecretFile; f != "" {
+		b, err := readSecretFile(f)
+		if err != nil {
+			return nil, err
+		}
+		c.ClientSecret = b
+	}
+	return c, nil
+}
+
+// readSecretFile reads a one-line secret from a file that its owner alone may read.
+func readSecretFile(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%s may be read by others than its owner (want mode 0600)", path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}

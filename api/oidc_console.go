@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+)
+
+// The console's single sign-on: GET ssoLoginPath sends the browser to the provider with the
+// authorization code flow (state, nonce, PKCE S256), and the provider sends it back to
+// configs.OIDCCallbackPath, where the code is exchanged (with the client's secret when it
+// has one) and the ID token checked as the launch API checks it. The user must be one the
+// configuration lists as an admin or a monitor.
+const ssoLoginPath = "/console/oidc/login"
+
+// ssoStateCookie binds a login under way to the browser that started it. SameSite=Lax: the
+// provider's redirect back is a top-level navigation from another site, which a Strict
+// cookie would not be sent with.
+const ssoStateCookie = "frontdoor_sso_state"
+
+// ssoStateTTL bounds a sign-in from the button to the provider's answer.
+const ssoStateTTL = 10 * time.Minute
+
+// pendingLogin is a sign-in under way, kept in the browser's ssoStateCookie (HttpOnly, so no
+// script reads it): the state the provider must send back, the ID token's nonce, and the
+// PKCE verifier. Nothing is kept here, so no flood of started sign-ins can crowd out a real
+// one; the provider takes a code once, and the verifier proves it to the one that asked.
+type pendingLogin struct{ state, nonce, verifier string }
+
+func (p pendingLogin) cookie() string { return p.state + "." + p.nonce + "." + p.verifier }
+
+func parsePending(v string) (pendingLogin, bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return pendingLogin{}, false
+	}
+	return pendingLogin{state: parts[0], nonce: parts[1], verifier: parts[2]}, true
+}
+
+// ssoEnabled reports whether the console offers single sign-on.
+func (a *Admin) ssoEnabled() bool {
+	return a.logins.sso != nil && a.o.Config.Site.Auth.OIDC.RedirectURL != ""
+}
+
+// routeSSO adds the console's single sign-on routes.
+func (a *Admin) routeSSO() {
+	a.mux.HandleFunc("GET "+ssoLoginPath, a.ssoStart)
+	a.mux.HandleFunc("GET "+configs.OIDCCallbackPath, a.ssoCallback)
+}
+
+func (a *Admin) ssoStart(w http.ResponseWriter, r *http.Request) {
+	if !a.ssoEnabled() {
+		http.NotFound(w, r)
+		return
+	}
+	p, _, err := a.logins.sso.ready(r.Context())
+	if err != nil {
+		a.renderLogin(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	cfg, err := a.logins.sso.oauth2Config(p)
+	if err != nil {
+		a.log.Error("the console's OIDC client secret cannot be read", "err", err)
+		a.renderLogin(w, "single sign-on is not available: the client secret cannot be read", http.StatusServiceUnavailable)
+		return
+	}
+	pl := pendingLogin{state: randomHex(), nonce: randomHex(), verifier: oauth2.GenerateVerifier()}
+	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: pl.cookie(), Path: "/console/oidc/", MaxAge: int(ssoStateTTL / time.Second),
+		HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, cfg.AuthCodeURL(pl.state, oauth2.S256ChallengeOption(pl.verifier), oidc.Nonce(pl.nonce)), http.StatusFound)
+}
+
+// errSSOState: a callback without the login under way that its state names, or from another
+// browser than the one that started it.
+var errSSOState = errors.New("this sign-in was not started here, or took too long: start it again")
+
+func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
+	if !a.ssoEnabled() {
+		http.NotFound(w, r)
+		return
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: "", Path: "/console/oidc/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	src := clientAddr(r)
+	key := "\x00sso " + src.String()
+	if _, err := a.logins.guard.admit(src, key); err != nil {
+		loginRefused(w, err, "frontdoor admin")
+		return
+	}
+	u, err := a.ssoUser(r.Context(), r, state, q.Get("code"), q.Get("error"))
+	a.logins.guard.done(src, key, err != nil && !errors.Is(err, errSSOUnavailable))
+	if err != nil {
+		a.log.Warn("console single sign-on refused", "from", src, "err", err)
+		code := http.StatusUnauthorized
+		if errors.Is(err, errSSOUnavailable) {
+			code = http.StatusServiceUnavailable
+		}
+		a.renderLogin(w, err.Error(), code)
+		return
+	}
+	id, _ := a.console.start(u)
+	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", src, "via", "sso")
+	a.record(r.WithContext(withAdmin(r.Context(), u.Name)), "console.login", u.Name, "role "+roleOf(u)+", single sign-on")
+	// A page of this site takes the browser on: the navigation that brought it here came
+	// from the provider's site, and a Strict session cookie is not sent with the redirects
+	// of such a navigation, so a redirect from here would arrive without it.
+	securityHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprint(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/site">`+
+		`<title>frontdoor · signed in</title></head><body><p>Signed in. <a href="/site" id="continue">Continue to the console</a>.</p></body></html>`)
+}
+
+// ssoUser checks a callback: its state against the sign-in this browser started (its
+// cookie), then exchanges the code and checks the ID token; the user must be listed and may
+// use the console.
+func (a *Admin) ssoUser(ctx context.Context, r *http.Request, state, code, providerErr string) (configs.User, error) {
+	c, err := r.Cookie(ssoStateCookie)
+	if err != nil {
+		return configs.User{}, errSSOState
+	}
+	pl, ok := parsePending(c.Value)
+	if !ok || state == "" || subtle.ConstantTimeCompare([]byte(pl.state), []byte(state)) != 1 {
+		return configs.User{}, errSSOState
+	}
+	if providerErr != "" {
+		return configs.User{}, fmt.Errorf("the identity provider refused: %.100s", providerErr)
+	}
+	p, _, err := a.logins.sso.ready(ctx)
+	if err != nil {
+		return configs.User{}, err
+	}
+	cfg, err := a.logins.sso.oauth2Config(p)
+	if err != nil {
+		return configs.User{}, errSSOUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tok, err := cfg.Exchange(ctx, code, oauth2.VerifierOption(pl.verifier))
+	if err != nil {
+		return configs.User{}, fmt.Errorf("%w: exchanging the code: %v", errNoLogin, err)
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	sl, err := a.logins.sso.verify(ctx, raw, pl.nonce)
+	if err != nil {
+		return configs.User{}, err
+	}
+	u, listed := a.logins.users[sl.name]
+	if !listed || !mayConsole(u) {
+		return configs.User{}, fmt.Errorf("%w: %q may not use the console (only users the configuration lists as admins or monitors)", errNoLogin, sl.name)
+	}
+	return u, nil
+}
+
+// randomHex returns 128 random bits in hex.
+func randomHex() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

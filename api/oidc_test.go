@@ -1,0 +1,224 @@
+package api
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/internal/testidp"
+	"github.com/frontdoor-vdi/frontdoor/store/memory"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// ssoSite is the lab site signing in through a test identity provider on loopback: clients
+// frontdoor (the console's) and frontdoor-cli (frontdoor connect's), the provider's group
+// guid-west mapped to west-office, and an access rule that asks the calculator's users for a
+// multi-factor login. Its front doors are real launch APIs over TLS on loopback.
+type ssoSite struct {
+	t        *testing.T
+	idp      *testidp.Provider
+	cfg      *configs.Config
+	br       *broker.Broker
+	clk      *testclock.Clock
+	verifier *ticket.Verifier
+	signer   *ticket.Signer
+	logins   *Logins
+}
+
+func newSSOSite(t *testing.T) *ssoSite {
+	t.Helper()
+	clk := testclock.New(time.Now().Truncate(time.Second))
+	idp := testidp.Start(t, "frontdoor-cli", "", "http://127.0.0.1/callback")
+	idp.SetClock(clk.Now)
+	raw, err := configs.Shipped("lab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := strings.Replace(string(raw), "\nsite:\n", "\nsite:\n  auth:\n    oidc: {issuer: "+strconv.Quote(idp.Issuer)+
+		", client_id: frontdoor, native_client_id: frontdoor-cli, group_map: {guid-west: west-office}}\n", 1)
+	site += "\naccess_rules:\n  - {name: calculator-mfa, action: allow, everyone: true, resources: [calculator], factors: [oidc, mfa]}\n"
+	cfg, err := configs.Load("lab.yaml", []byte(site))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := broker.New(context.Background(), cfg, memory.New(), clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	return &ssoSite{t: t, idp: idp, cfg: cfg, br: br, clk: clk, logins: &Logins{},
+		signer:   ticket.NewSigner(key, clk.Now),
+		verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, clk.Now), clk.Now)}
+}
+
+// frontDoor serves a launch API of the site over TLS on 127.0.0.1 and returns its URL and
+// the pool that trusts it.
+func (s *ssoSite) frontDoor() (string, uint16, *x509.CertPool) {
+	s.t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l := NewLaunch(LaunchOptions{Config: s.cfg, Broker: s.br, Signer: s.signer, Verifier: s.verifier, Logins: s.logins, Logger: quiet, Now: s.clk.Now,
+		Gateways: func(zone string) []GatewayEndpoint {
+			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
+		}})
+	srv := httptest.NewUnstartedServer(l)
+	srv.Config.ErrorLog = slog.NewLogLogger(quiet.Handler(), slog.LevelDebug)
+	srv.StartTLS()
+	s.t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	return srv.URL, uint16(p), pool
+}
+
+// browser follows the provider's redirects, as a browser whose user signs in does.
+func browser(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return nil
+}
+
+// signIn runs frontdoor connect's single sign-on as who, at the front door url.
+func (s *ssoSite) signIn(url string, pool *x509.CertPool, who testidp.Identity) string {
+	s.t.Helper()
+	s.idp.Login(who)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tok, err := client.SSO{LaunchURL: url, RootCAs: pool, Open: browser, Timeout: 10 * time.Second}.Login(ctx)
+	if err != nil {
+		s.t.Fatalf("signing in as %s: %v", who.Username, err)
+	}
+	return tok
+}
+
+// launch launches resource with the ID token tok through the front door at port.
+func (s *ssoSite) launch(port uint16, pool *x509.CertPool, tok, resource string) (*client.Descriptor, error) {
+	l := &client.Launcher{Name: "127.0.0.1", Port: port, Token: tok, Resource: resource, Endpoint: "pc", RootCAs: pool}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	d, _, err := l.Launch(ctx)
+	return d, err
+}
+
+// Single sign-on end to end: frontdoor connect's flow (PKCE, a loopback redirect) gets an ID
+// token, which launches as a user the configuration does not list, through the user group
+// the provider's group maps to; the tickets seal the user, the oidc factor and the time of
+// the sign-in. A listed user keeps the configuration's entitlements; the access rule that
+// asks for mfa denies a login without it and takes one whose amr names it.
+func TestSingleSignOnLaunches(t *testing.T) {
+	s := newSSOSite(t)
+	url, port, pool := s.frontDoor()
+	signedIn := s.clk.Now()
+	tok := s.signIn(url, pool, testidp.Identity{Subject: "erin-1", Username: "erin", Groups: []string{"guid-west", "sales"}, AMR: []string{"pwd"}})
+	s.clk.Advance(time.Minute)
+	d, err := s.launch(port, pool, tok, "desktop")
+	if err != nil {
+		t.Fatalf("erin's launch: %v", err)
+	}
+	c, err := s.verifier.Peek(d.ReconnectTicket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.User != "erin" || c.Factors != ticket.FactorOIDC || !c.AuthTime.Equal(signedIn) || !c.LoginExpires.Equal(signedIn.Add(10*time.Hour)) {
+		t.Fatalf("the ticket seals %s with %s at %s until %s; want erin, oidc, %s, 10h later", c.User, c.Factors, c.AuthTime, c.LoginExpires, signedIn)
+	}
+	if d.PreferredZone != "west" {
+		t.Fatalf("erin's preferred zone %q (%s), want west: the home zone of west-office, which guid-west maps to", d.PreferredZone, d.PreferredSource)
+	}
+
+	// alice is listed: the calculator is hers, but its rule asks for mfa.
+	pwd := s.signIn(url, pool, testidp.Identity{Subject: "alice-1", Username: "alice", AMR: []string{"pwd"}})
+	_, err = s.launch(port, pool, pwd, "calculator")
+	var de *client.DeniedError
+	if !errors.As(err, &de) || !strings.Contains(de.Reason, `access rule "calculator-mfa"`) || !strings.Contains(de.Reason, "lacks mfa") {
+		t.Fatalf("alice's calculator without mfa: %v, want a denial naming calculator-mfa and the lacking mfa", err)
+	}
+	mfa := s.signIn(url, pool, testidp.Identity{Subject: "alice-1", Username: "alice", AMR: []string{"pwd", "mfa"}})
+	if _, err := s.launch(port, pool, mfa, "calculator"); err != nil {
+		t.Fatalf("alice's calculator with mfa: %v", err)
+	}
+	// erin is not entitled to the calculator, whatever her factors.
+	if _, err := s.launch(port, pool, tok, "calculator"); !errors.As(err, &de) {
+		t.Fatalf("erin's calculator: %v, want a denial", err)
+	}
+}
+
+// ID tokens that are not the site's login are refused as no login: a user the site does not
+// know in none of its groups, a token for another client, one expired, one of another
+// provider, and a token that is no token; a source that keeps sending them is throttled. A
+// provider that cannot be reached answers 503, not 401.
+func TestSingleSignOnRefuses(t *testing.T) {
+	s := newSSOSite(t)
+	_, port, pool := s.frontDoor()
+	other := testidp.Start(t, "frontdoor-cli", "")
+	for _, tc := range []struct {
+		name string
+		tok  func() string
+	}{
+		{"an unlisted user in none of the site's groups", func() string {
+			return s.idp.Token(t, testidp.Identity{Subject: "m", Username: "mallory", Groups: []string{"wheel"}}, "frontdoor-cli", "")
+		}},
+		{"a token for another client", func() string {
+			return s.idp.Token(t, testidp.Identity{Subject: "a", Username: "alice"}, "some-other-app", "")
+		}},
+		{"a token of another provider", func() string {
+			return other.Token(t, testidp.Identity{Subject: "a", Username: "alice"}, "frontdoor-cli", "")
+		}},
+		{"a token with no user claim", func() string {
+			return s.idp.Token(t, testidp.Identity{Subject: "a"}, "frontdoor", "")
+		}},
+		{"no token at all", func() string { return "not.a.token" }},
+		{"an expired token", func() string {
+			tok := s.idp.Token(t, testidp.Identity{Subject: "a", Username: "alice"}, "frontdoor", "")
+			s.clk.Advance(2 * time.Hour)
+			return tok
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.launch(port, pool, tc.tok(), "desktop"); !errors.Is(err, client.ErrUnauthorized) {
+				t.Fatalf("got %v, want %v", err, client.ErrUnauthorized)
+			}
+		})
+	}
+	// The six failures above came from one source; a few more and it is throttled.
+	var err error
+	for range 20 {
+		if _, err = s.launch(port, pool, "not.a.token", "desktop"); err != nil && strings.Contains(err.Error(), "429") {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "429") {
+		t.Fatalf("after many bad tokens from one source: %v, want 429", err)
+	}
+
+	// The provider unreachable: a fresh front door cannot read its discovery document.
+	down := newSSOSite(t)
+	good := down.idp.Token(t, testidp.Identity{Subject: "a", Username: "alice"}, "frontdoor", "")
+	down.cfg.Site.Auth.OIDC.Issuer = "http://127.0.0.1:1"
+	_, port2, pool2 := down.frontDoor()
+	if _, err := down.launch(port2, pool2, good, "desktop"); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("with the provider down: %v, want 503", err)
+	}
+}

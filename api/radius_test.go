@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"layeh.com/radius"
 	"layeh.com/radius/rfc2865"
 	"layeh.com/radius/rfc2869"
@@ -372,6 +373,10 @@ func TestARADIUSPasscodeIsASecondFactor(t *testing.T) {
 // unsigned while the site requires a Message-Authenticator — a login is answered 503,
 // logged, and counts no failure; a site that takes unsigned answers takes them.
 func TestRADIUSServersFailOverAndNoAnswerIs503(t *testing.T) {
+	// Registered first, so checked last: after the servers and the front doors closed, no
+	// exchange (its socket, its cancel hook) is left behind.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	good := startRADIUS(t, radiusSecretText, false)
 	for _, tt := range []struct {
 		name    string

@@ -229,7 +229,8 @@ func (a *Admin) renderLogin(w http.ResponseWriter, msg string, code int) {
 	consolePages.ExecuteTemplate(w, "login.html", consolePage{Title: "Log in", Site: a.o.Config.Site.Name, Zone: a.o.Zone, Error: msg, SSO: a.ssoEnabled()})
 }
 
-// consoleLogin checks a login form's user and password as the API checks Basic credentials
+// consoleLogin checks a login form's user, password and one-time code (a TOTP code or a
+// RADIUS passcode, sent as the API's OTPHeader) as the API checks Basic credentials
 // (throttled alike) and starts a console session for an admin or a monitor.
 func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
@@ -244,6 +245,10 @@ func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 	cred.Header = r.Header.Clone()
 	cred.Header.Del("Authorization")
 	cred.SetBasicAuth(r.PostForm.Get("user"), r.PostForm.Get("password"))
+	cred.Header.Del(OTPHeader)
+	if code := r.PostForm.Get("otp"); code != "" {
+		cred.Header.Set(OTPHeader, code) // a TOTP code or a RADIUS passcode, as the API takes it
+	}
 	cred.TLS = nil // the form's credentials, not a client certificate
 	li, err := a.logins.authenticate(cred)
 	u := li.user
@@ -257,8 +262,10 @@ func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.As(err, &th):
 			code, msg = http.StatusTooManyRequests, err.Error()
-		case errors.Is(err, errLoginBusy):
+		case errors.Is(err, errLoginBusy), errors.Is(err, errCodeUnchecked), errors.Is(err, errRADIUSUnavailable):
 			code, msg = http.StatusServiceUnavailable, err.Error()
+		case errors.Is(err, errRADIUSChallenge):
+			msg = err.Error()
 		}
 		a.log.Warn("console login refused", "user", r.PostForm.Get("user"), "from", clientAddr(r), "err", err)
 		a.renderLogin(w, msg, code)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -142,5 +143,40 @@ func TestConsoleSessions(t *testing.T) {
 	a.ServeHTTP(httptest.NewRecorder(), req)
 	if got := write(c, tok, ""); got != http.StatusUnauthorized {
 		t.Fatalf("a write after logout: %d, want 401", got)
+	}
+}
+
+// The console's login form takes a one-time code (field otp) as the API takes OTPHeader: a
+// RADIUS passcode of the admin logs in, a challenged one is refused saying what is not
+// supported, and with the RADIUS servers down the form answers 503.
+func TestConsoleLoginTakesAOneTimeCode(t *testing.T) {
+	rs := startRADIUS(t, radiusSecretText, false)
+	for _, tc := range []struct {
+		name   string
+		server func() netip.AddrPort
+		code   string
+		status int
+		says   string
+	}{
+		{"a challenged passcode is refused", func() netip.AddrPort { return rs.addr }, "999999", http.StatusUnauthorized, "does not support"},
+		{"the servers down is 503", func() netip.AddrPort { return closedUDP(t) }, "123456", http.StatusServiceUnavailable, "RADIUS servers cannot be asked"},
+		{"the accepted passcode logs in", func() netip.AddrPort { return rs.addr }, "123 456", http.StatusSeeOther, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newRADIUSSite(t, "role: factor, users: [admin]", tc.server())
+			a, err := NewAdmin(AdminOptions{Config: s.cfg, Broker: s.br, Logins: s.logins, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			form := url.Values{"user": {"admin"}, "password": {"lab"}, "otp": {tc.code}}
+			req := httptest.NewRequest(http.MethodPost, "https://fd.test/login", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", "https://fd.test")
+			rec := httptest.NewRecorder()
+			a.ServeHTTP(rec, req)
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.says) {
+				t.Fatalf("the login form: %d %s; want %d saying %q", rec.Code, rec.Body, tc.status, tc.says)
+			}
+		})
 	}
 }

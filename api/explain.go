@@ -23,8 +23,8 @@ type ExplainRequest struct {
 	// Site is the connecting federation site (global resources); "" for the site of the
 	// location zone.
 	Site string `json:"site"`
-	// Factors are the login's factors (password, certificate, totp, oidc, mfa), for access
-	// rules that require some. Default: [password], the usual login.
+	// Factors are the login's factors (password, certificate, totp, oidc, mfa, radius), for
+	// access rules that require some. Default: [password], the usual login.
 	Factors []string `json:"factors"`
 	// Groups are user groups the login vouches for, as an identity provider's ID token names
 	// them (after site.auth.oidc.group_map): they count as the user's, and make an unlisted

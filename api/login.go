@@ -53,6 +53,8 @@ type authenticator struct {
 	operatorCAs bool
 	// totp reads the users' TOTP secrets; nil when the site has none (site.auth.totp_file).
 	totp *totpSecrets
+	// radius asks the site's RADIUS servers; nil when it has none (site.auth.radius).
+	radius *radiusClient
 	// sso verifies ID tokens of the site's OpenID Connect provider; nil when it has none
 	// (site.auth.oidc).
 	sso *oidcLogins
@@ -78,6 +80,7 @@ func newAuthenticator(cfg *configs.Config, guard *loginGuard, v *ticket.Verifier
 	if p := cfg.Site.Auth.TOTPFile; p != "" {
 		a.totp = &totpSecrets{path: p}
 	}
+	a.radius = newRADIUSClient(cfg, log)
 	if cfg.Site.Auth.OIDC.Enabled() {
 		a.sso = newOIDCLogins(cfg, now, log)
 	}
@@ -94,6 +97,10 @@ func newAuthenticator(cfg *configs.Config, guard *loginGuard, v *ticket.Verifier
 
 // dummyHash is a valid bcrypt hash compared for unknown users.
 const dummyHash = "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"
+
+// radiusHash stands for the hash in the cache's key of a login whose password the RADIUS
+// servers checked (site.auth.radius, role primary): no bcrypt hash is one.
+const radiusHash = "radius"
 
 // authCache remembers logins that passed for a few minutes, so that a client's repeated
 // calls do not each pay bcrypt's deliberate cost. It keys them by a SHA-256 of user,
@@ -146,12 +153,15 @@ func (c *authCache) add(k [32]byte, e cached, now time.Time) {
 	c.seen[k] = e
 }
 
-// authenticate accepts a verified client certificate that names a configured user
-// (certificateUser: of the site CA by its common name, a gateway's or a machine's being no
-// user's; of an operator CA as its entry says, unless revoked), else HTTP Basic credentials
-// checked against the configured bcrypt hashes, throttled by the guard (loginGuard); a
-// one-time code in OTPHeader adds the totp factor. The error is errNoLogin, a
-// throttledError, errLoginBusy, errCodeUnchecked or errCertUnchecked.
+// authenticate accepts a bearer ID token of the site's identity provider (site.auth.oidc),
+// else a verified client certificate that names a configured user (certificateUser: of the
+// site CA by its common name, a gateway's or a machine's being no user's; of an operator CA
+// as its entry says, unless revoked), else HTTP Basic credentials checked against the
+// configured bcrypt hashes, throttled by the guard (loginGuard); a one-time code in OTPHeader
+// adds the totp factor (the radius factor for a user that site.auth.radius of role factor
+// covers), and the RADIUS servers check the password of a user without a password_hash that
+// role primary covers. The error is errNoLogin, a throttledError, errLoginBusy,
+// errCodeUnchecked, errCertUnchecked, errRADIUSUnavailable or a challengeError.
 func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	if raw := bearer(r); raw != "" && a.sso != nil {
 		return a.ssoLogin(r, raw)
@@ -171,15 +181,15 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 		if _, err := a.guard.admit(src, u.Name); err != nil {
 			return login{}, err
 		}
-		ok, err := a.checkCode(u.Name, code)
-		a.guard.done(src, u.Name, !ok && err == nil)
+		f, err := a.checkSecond(r, u.Name, code)
+		a.guard.done(src, u.Name, f == 0 && (err == nil || countsAsFailure(err)))
 		switch {
 		case err != nil:
 			return login{}, err
-		case !ok:
+		case f == 0:
 			return login{}, errNoLogin
 		}
-		l.factors |= ticket.FactorTOTP
+		l.factors |= f
 		return l, nil
 	}
 	name, pass, ok := r.BasicAuth()
@@ -188,12 +198,16 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	}
 	u, known := a.users[name]
 	hash := u.PasswordHash
-	if !known || hash == "" {
+	viaRADIUS := known && a.radiusPrimary(u)
+	switch {
+	case viaRADIUS:
+		hash = radiusHash // keys the cache: a login the RADIUS servers checked
+	case !known || hash == "":
 		// Compare anyway so that unknown users take as long as known ones.
 		hash = dummyHash
 	}
 	k := a.cache.key(name, pass, code, hash)
-	if e, hit := a.cache.get(k, a.now()); hit && known && u.PasswordHash != "" {
+	if e, hit := a.cache.get(k, a.now()); hit && known && (u.PasswordHash != "" || viaRADIUS) {
 		return login{user: u, factors: e.factors, at: e.at}, nil
 	}
 	src := clientAddr(r)
@@ -201,22 +215,29 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	if err != nil {
 		return login{}, err
 	}
-	err = a.guard.compare(hash, pass, suspect)
-	busy := errors.Is(err, errLoginBusy)
-	failed := !busy && (err != nil || !known || u.PasswordHash == "")
 	factors := ticket.FactorPassword
+	if viaRADIUS {
+		factors, err = ticket.FactorRADIUS, a.checkPrimary(r, name, pass)
+	} else {
+		err = a.guard.compare(hash, pass, suspect)
+	}
+	busy := errors.Is(err, errLoginBusy)
+	failed := !busy && (err != nil || !known || (u.PasswordHash == "" && !viaRADIUS))
 	var unchecked error
-	if !busy && !failed && code != "" {
+	if errors.Is(err, errRADIUSUnavailable) || errors.Is(err, errRADIUSChallenge) {
+		unchecked, failed = err, countsAsFailure(err)
+	}
+	if !busy && !failed && unchecked == nil && code != "" {
 		// The code is checked only behind a right password: a guess of it costs the
 		// guesser a password's guess too, and a wrong one fails the login.
-		ok, err := a.checkCode(name, code)
+		f, err := a.checkSecond(r, name, code)
 		switch {
 		case err != nil:
-			unchecked = err
-		case !ok:
+			unchecked, failed = err, countsAsFailure(err)
+		case f == 0:
 			failed = true
 		default:
-			factors |= ticket.FactorTOTP
+			factors |= f
 		}
 	}
 	a.guard.done(src, name, failed)

@@ -276,8 +276,9 @@ func (s *timeShare) charge(start, end time.Time) {
 }
 
 // loginRefused answers a failed authentication: 429 with Retry-After when throttled, 503
-// when the comparisons are all busy or one-time codes or a client certificate's revocation
-// cannot be checked, else 401 with the realm's challenge.
+// when the comparisons are all busy, one-time codes or a client certificate's revocation
+// cannot be checked or no RADIUS server answers, else 401 with the realm's challenge (and
+// the error's words: an Access-Challenge says what is not supported).
 func loginRefused(w http.ResponseWriter, err error, realm string) {
 	var th throttledError
 	switch {
@@ -293,7 +294,7 @@ func loginRefused(w http.ResponseWriter, err error, realm string) {
 	case errors.Is(err, errCertUnchecked):
 		w.Header().Set("Retry-After", "60")
 		httpError(w, http.StatusServiceUnavailable, err.Error())
-	case errors.Is(err, errSSOUnavailable):
+	case errors.Is(err, errRADIUSUnavailable), errors.Is(err, errSSOUnavailable):
 		w.Header().Set("Retry-After", "10")
 		httpError(w, http.StatusServiceUnavailable, err.Error())
 	default:

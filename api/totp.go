@@ -20,10 +20,12 @@ import (
 	"github.com/pquerna/otp/totp"
 )
 
-// OTPHeader carries a login's one-time code (TOTP, six digits) beside its HTTP Basic
-// password: a code that checks adds the totp factor to the login, a code that does not fails
-// it like a wrong password (and is throttled alike). Without the header a login has no totp
-// factor, which access rules that require it deny.
+// OTPHeader carries a login's one-time code beside its HTTP Basic password (or client
+// certificate): a TOTP code (six digits), or the RADIUS passcode of a user that
+// site.auth.radius of role factor covers. A code that checks adds the totp (or radius)
+// factor to the login, a code that does not fails it like a wrong password (and is
+// throttled alike). Without the header a login has neither factor, which access rules that
+// require it deny.
 const OTPHeader = "X-Frontdoor-OTP"
 
 // The TOTP parameters: those of RFC 6238's defaults and of every authenticator app — six

@@ -179,8 +179,9 @@ type Launcher struct {
 	// credential instead of User and Password. When it expires (an hour, at most
 	// providers), a new launch is refused it, and the session ends with ErrLoginRequired.
 	Token string
-	// OTP is the login's one-time code (TOTP), sent beside the password in OTPHeader; ""
-	// for none. A code is good for one login: the launch API takes it again only while it
+	// OTP is the login's one-time code (a TOTP code, or a RADIUS passcode where the site
+	// asks RADIUS for a second factor), sent beside the password in OTPHeader; "" for none.
+	// A code is good for one login: the launch API takes it again only while it
 	// remembers that login (five minutes), so a new launch after a cut later than that is
 	// refused, and the session ends with ErrLoginRequired for the user to log in again.
 	OTP string

@@ -100,7 +100,7 @@ const (
 )
 
 // Factors are the login factors there are.
-var Factors = []string{FactorPassword, FactorCertificate, FactorTOTP, FactorOIDC, FactorMFA}
+var Factors = []string{FactorPassword, FactorCertificate, FactorTOTP, FactorOIDC, FactorMFA, FactorRADIUS}
 
 // Auth configures how users log in.
 type Auth struct {
@@ -134,6 +134,9 @@ type Auth struct {
 	ClientCertificates []ClientCertificates `yaml:"client_certificates"`
 	// OIDC configures login through an OpenID Connect identity provider. Default: none.
 	OIDC OIDC `yaml:"oidc"`
+	// RADIUS asks the site's RADIUS servers, as a second factor or as the primary check
+	// of the password (see RADIUS). Default: none (no RADIUS).
+	RADIUS *RADIUS `yaml:"radius"`
 }
 
 // Store selects the state backend.
@@ -499,9 +502,9 @@ type AccessRule struct {
 	Hours string `yaml:"hours"`
 	// TimeZone is the IANA time zone of Days and Hours. Default: UTC.
 	TimeZone string `yaml:"time_zone"`
-	// Factors are the login factors an allow rule requires (password, certificate, totp;
-	// all of them): a launch the rule matches whose login lacks one is denied, naming the
-	// rule and the missing factors. A deny rule takes none. Default: none (any login).
+	// Factors are the login factors an allow rule requires (password, certificate, totp,
+	// oidc, mfa, radius; all of them): a launch the rule matches whose login lacks one is
+	// denied, naming the rule and the missing factors. A deny rule takes none. Default: none (any login).
 	Factors []string `yaml:"factors"`
 }
 
@@ -526,7 +529,7 @@ type User struct {
 	Name string `yaml:"name"`
 	// PasswordHash is a bcrypt hash for HTTP Basic authentication (`frontdoor
 	// hash-password` makes one); PasswordPlaceholder is refused. Default: "" (no password
-	// login; client certificates only).
+	// login but through RADIUS of role primary; else client certificates only).
 	PasswordHash string `yaml:"password_hash"`
 	// HomeZone is the account's own home zone; it wins over any group's. Default: "".
 	HomeZone string `yaml:"home_zone"`

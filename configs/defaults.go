@@ -106,6 +106,9 @@ func (c *Config) SetDefaults() {
 		setStr(&s.Auth.ClientCertificates[i].UserFrom, UserFromCommonName)
 	}
 	s.Auth.OIDC.setDefaults()
+	if s.Auth.RADIUS != nil {
+		s.Auth.RADIUS.setDefaults(s.Name)
+	}
 
 	for i := range c.Nodes {
 		n := &c.Nodes[i]

@@ -8,7 +8,7 @@ import (
 )
 
 // Summary describes the configuration for `frontdoor config check`: zones, ranges, nodes,
-// gateways, machines per zone and group, groups, resources, sites, users and GSLB names.
+// gateways, machines per zone and group, groups, resources, sites, users, RADIUS and GSLB names.
 func (c *Config) Summary() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -167,6 +167,9 @@ func (c *Config) Summary() string {
 			if u.HomeSite != "" {
 				notes = append(notes, "home site "+u.HomeSite)
 			}
+			if n := c.Site.Auth.RADIUS.userNote(c, u); n != "" {
+				notes = append(notes, n)
+			}
 			line("  %s\t%s%s", u.Name, c.homeZoneText(u), prefixed("; ", strings.Join(notes, "; ")))
 		}
 	}
@@ -175,6 +178,9 @@ func (c *Config) Summary() string {
 		for _, g := range c.UserGroups {
 			line("  %s\thome zone %s\tmembers %s", g.Name, orWord(g.HomeZone, "none"), listOr(g.Members, "none"))
 		}
+	}
+	if r := c.Site.Auth.RADIUS; r != nil {
+		line("%s", r.summary())
 	}
 
 	if len(c.GSLB.Domains)+len(c.GSLB.Names) > 0 {

@@ -160,6 +160,7 @@ func (c *Config) Validate() error {
 	k.validateGSLB(zones, gws)
 	k.validateProxy(nodes, gws)
 	k.validateAccessRules(zones, users, ugroups)
+	k.validateRADIUS(users, ugroups)
 	if len(k.errs) == 0 {
 		return nil
 	}
@@ -687,7 +688,8 @@ func (k *checker) validateAccessRules(zones, users, ugroups map[string]int) {
 }
 
 // factors checks an access rule's required factors: known ones, once each, on an allow
-// rule, and totp only where users can have a TOTP secret.
+// rule, totp only where users can have a TOTP secret, and radius only where a RADIUS
+// server is asked.
 func (k *checker) factors(p string, r AccessRule) {
 	if len(r.Factors) > 0 && r.Action == "deny" {
 		k.errf(p+".factors", "a deny rule requires no factors (it denies whatever the login): factors go on allow rules")
@@ -703,6 +705,8 @@ func (k *checker) factors(p string, r AccessRule) {
 			k.errf(fp, "factor %q is listed twice", f)
 		case f == FactorTOTP && k.c.Site.Auth.TOTPFile == "":
 			k.errf(fp, "access rule %q requires totp, but no user can have a TOTP secret: set site.auth.totp_file (frontdoor totp enroll)", r.Name)
+		case f == FactorRADIUS && k.c.Site.Auth.RADIUS == nil:
+			k.errf(fp, "access rule %q requires radius, but the site asks no RADIUS server: set site.auth.radius", r.Name)
 		case (f == FactorOIDC || f == FactorMFA) && !k.c.Site.Auth.OIDC.Enabled():
 			k.errf(fp, "access rule %q requires %s, but no login can have it: set site.auth.oidc", r.Name, f)
 		}

@@ -20,14 +20,17 @@ const (
 	FactorOIDC
 	// FactorMFA: an ID token whose amr claim names a multi-factor method.
 	FactorMFA
+	// FactorRADIUS: the site's RADIUS servers accepted the login (a passcode beside the
+	// password, or the password itself).
+	FactorRADIUS
 )
 
 // factorNames are the names of the factors, bit by bit: those of the configuration
 // (configs.Factor*).
-var factorNames = [...]string{"password", "certificate", "totp", "oidc", "mfa"}
+var factorNames = [...]string{"password", "certificate", "totp", "oidc", "mfa", "radius"}
 
-// ParseFactor returns the factor named name ("password", "certificate", "totp", "oidc" or
-// "mfa").
+// ParseFactor returns the factor named name ("password", "certificate", "totp", "oidc",
+// "mfa" or "radius").
 func ParseFactor(name string) (Factors, bool) {
 	for i, n := range factorNames {
 		if n == name {

@@ -138,18 +138,18 @@ func TestFactorNames(t *testing.T) {
 	for _, tt := range []struct {
 		f    Factors
 		want string
-	}{{0, "none"}, {FactorPassword, "password"}, {FactorCertificate | FactorTOTP, "certificate+totp"}, {FactorPassword | 1<<7, "password+factor7"}} {
+	}{{0, "none"}, {FactorPassword, "password"}, {FactorCertificate | FactorTOTP, "certificate+totp"}, {FactorRADIUS, "radius"}, {FactorPassword | 1<<7, "password+factor7"}} {
 		if got := tt.f.String(); got != tt.want {
 			t.Errorf("%08b: %q, want %q", uint8(tt.f), got, tt.want)
 		}
 	}
-	for _, n := range []string{"password", "certificate", "totp"} {
+	for _, n := range []string{"password", "certificate", "totp", "radius"} {
 		if f, ok := ParseFactor(n); !ok || f.String() != n {
 			t.Errorf("ParseFactor(%q) = %v, %v", n, f, ok)
 		}
 	}
-	if _, ok := ParseFactor("radius"); ok {
-		t.Error("ParseFactor took radius")
+	if _, ok := ParseFactor("sms"); ok {
+		t.Error("ParseFactor took sms")
 	}
 }
 

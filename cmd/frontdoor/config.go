@@ -34,6 +34,11 @@ func newConfigCmd() *cobra.Command {
 				for _, err := range api.CheckClientCertificates(cfg.Site.Auth, time.Now()) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %v\n", f, err)
 				}
+				if r := cfg.Site.Auth.RADIUS; r != nil {
+					if _, err := api.ReadRADIUSSecret(r.SecretFile); err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: site.auth.radius.secret_file: %v (logins that need RADIUS are answered 503 until it is readable)\n", f, err)
+					}
+				}
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}

@@ -49,7 +49,10 @@ of a password, --cert (and --key) logs in with a client certificate: one of the 
 such as a smart card's certificate exported with its key; the front door takes the user
 from the certificate, and --user may be left out. A user
 enrolled for one-time codes (frontdoor totp enroll) gives the current one with --otp, when
-the site's access rules require it. When a gateway says the login is older than the site's
+the site's access rules require it; where the site asks a RADIUS server for a second factor
+(site.auth.radius, role factor), --otp carries its passcode (an RSA SecurID tokencode, a Duo
+or authenticator passcode) the same way, and where RADIUS checks the password itself (role
+primary), --password is the one the RADIUS server knows. When a gateway says the login is older than the site's
 factor lifetime (or a new launch is refused the credentials given, such as a code used up),
 connect stops and says to log in again: run it again, with a new code.
 
@@ -72,7 +75,7 @@ and connect says to log in again.`,
 	f.StringVar(&o.password, "password", "", "password (default: $FRONTDOOR_PASSWORD, unless --cert)")
 	f.StringVar(&o.cert, "cert", "", "PEM file of a client certificate (and its chain) that logs in instead of a password")
 	f.StringVar(&o.key, "key", "", "PEM file of the --cert certificate's private key (default: the --cert file)")
-	f.StringVar(&o.otp, "otp", "", "one-time code (TOTP) sent beside the password, for a user enrolled with frontdoor totp enroll")
+	f.StringVar(&o.otp, "otp", "", "one-time code sent beside the password: a TOTP code (frontdoor totp enroll) or the site's RADIUS passcode")
 	f.StringVar(&o.resource, "resource", "", "application or desktop to launch (required)")
 	f.StringVar(&o.endpoint, "endpoint", "", "name of this client device, for session reconnection rules")
 	f.StringVar(&o.dns, "dns", "", "DNS server that resolves NAME, host:port (default: the system resolver)")

@@ -100,6 +100,11 @@ func TestARelaunchRefusedForTheCredentialsEndsTheSession(t *testing.T) {
 	ev.wait(t, EventUp)
 	s.stops["gw-a"]()
 	ev.wait(t, EventLost)
+	select { // the session ends (Err is set) just after the event
+	case <-sess.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session did not end after it was lost")
+	}
 	if err := sess.Err(); !errors.Is(err, ErrLoginRequired) || !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("Err = %v, want ErrLoginRequired for ErrUnauthorized", err)
 	}

@@ -10,7 +10,8 @@
 #   2. server CPU time per query at a fixed rate (dnsperf -Q RATE), from /proc/PID/stat
 # Writes bench/results/dns.md (or $OUT). Installs peers with apt-get; cleans up what it starts.
 #
-# Usage: bench/dns.sh   (environment: DURATION=10 RATE=30000 ROUNDS=3 SERVER_CPU=0 CLIENT_CPU=1)
+# Usage: bench/dns.sh   (environment: DURATION=10 RATE=30000 ROUNDS=3 SERVER_CPU=0 CLIENT_CPU=1;
+#        FD_B=FILE adds frontdoor-0b, a frontdoor binary of another revision; ONLY="frontdoor-0 gdnsd" a subset)
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -150,6 +151,10 @@ grep -q "udp_coalesce: 0s" "$WORK/frontdoor-0.yaml" || { log "frontdoor-0.yaml: 
 # explicit GOMAXPROCS makes serve leave the UDP sockets to the poller (the portable path).
 FDS_PORT=$((BASE_PORT + 5))
 sed -e "s|127.0.0.1:$FD0_PORT|127.0.0.1:$FDS_PORT|" "$WORK/frontdoor-0.yaml" >"$WORK/frontdoor-std.yaml"
+# FD_B, a prebuilt frontdoor of another revision (go build -o FILE ./cmd/frontdoor there),
+# serves the frontdoor-0 site too, as frontdoor-0b, in the same rounds: an A/B of that row.
+FDB_PORT=$((BASE_PORT + 6))
+sed -e "s|127.0.0.1:$FD0_PORT|127.0.0.1:$FDB_PORT|" "$WORK/frontdoor-0.yaml" >"$WORK/frontdoor-0b.yaml"
 
 # --- gdnsd ---------------------------------------------------------------------------------
 GDNSD_PORT=$((BASE_PORT + 1))
@@ -291,12 +296,22 @@ measure() {
 median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR+1)/2]; else printf "%.2f", (v[NR/2] + v[NR/2+1]) / 2 }'; }
 
 SERVERS=(frontdoor frontdoor-0 frontdoor-std gdnsd pdns knot)
+[ -z "${FD_B:-}" ] || SERVERS=(frontdoor frontdoor-0 frontdoor-0b frontdoor-std gdnsd pdns knot)
+# ONLY, a space-separated subset of the servers, runs those alone (frontdoor is always run:
+# the ratios are to it).
+if [ -n "${ONLY:-}" ]; then
+	keep=(frontdoor)
+	for s in "${SERVERS[@]}"; do [[ " $ONLY " == *" $s "* && $s != frontdoor ]] && keep+=("$s"); done
+	SERVERS=("${keep[@]}")
+fi
+want() { [[ " ${SERVERS[*]} " == *" $1 "* ]]; }
 start_server frontdoor "$FD_PORT" "$WORK/frontdoor" serve --config "$WORK/frontdoor.yaml" --data "$WORK/fd-data"
-start_server frontdoor-0 "$FD0_PORT" "$WORK/frontdoor" serve --config "$WORK/frontdoor-0.yaml" --data "$WORK/fd0-data"
-start_server frontdoor-std "$FDS_PORT" env GOMAXPROCS=1 "$WORK/frontdoor" serve --config "$WORK/frontdoor-std.yaml" --data "$WORK/fds-data"
-start_server gdnsd "$GDNSD_PORT" gdnsd -c "$WORK/gdnsd" start
-start_server pdns "$PDNS_PORT" pdns_server --config-dir="$WORK/pdns"
-start_server knot "$KNOT_PORT" knotd -c "$WORK/knot/knot.conf"
+want frontdoor-0 && start_server frontdoor-0 "$FD0_PORT" "$WORK/frontdoor" serve --config "$WORK/frontdoor-0.yaml" --data "$WORK/fd0-data"
+want frontdoor-0b && start_server frontdoor-0b "$FDB_PORT" "$FD_B" serve --config "$WORK/frontdoor-0b.yaml" --data "$WORK/fdb-data"
+want frontdoor-std && start_server frontdoor-std "$FDS_PORT" env GOMAXPROCS=1 "$WORK/frontdoor" serve --config "$WORK/frontdoor-std.yaml" --data "$WORK/fds-data"
+want gdnsd && start_server gdnsd "$GDNSD_PORT" gdnsd -c "$WORK/gdnsd" start
+want pdns && start_server pdns "$PDNS_PORT" pdns_server --config-dir="$WORK/pdns"
+want knot && start_server knot "$KNOT_PORT" knotd -c "$WORK/knot/knot.conf"
 sleep 3 # let the health checks of gdnsd and pdns settle
 for s in "${SERVERS[@]}"; do
 	if [ -n "${PID[$s]}" ]; then
@@ -350,6 +365,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 		case $s in
 		frontdoor) what="GSLB: zone map + failover sites, tcp connect health (250 ms)" ;;
 		frontdoor-0) what="the same, udp_coalesce: 0s" ;;
+		frontdoor-0b) what="frontdoor-0 built from FD_B (another revision)" ;;
 		frontdoor-std) what="the same, udp_coalesce: 0s, through Go's poller (x/net batches)" ;;
 		gdnsd) what="GSLB: geoip nets map + multifo, tcp_connect health" ;;
 		pdns) what="LUA ifportup over the gateway listeners" ;;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -180,18 +181,27 @@ func (o *oidcLogins) oauth2Config(p *oidc.Provider) (*oauth2.Config, error) {
 	return c, nil
 }
 
-// readSecretFile reads a one-line secret from a file that its owner alone may read.
+// readSecretFile reads a one-line secret (site.auth.oidc.client_secret_file) from a file
+// that its owner alone may read (privateMode), as the TOTP and RADIUS files are.
 func readSecretFile(path string) (string, error) {
-	st, err := os.Stat(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
-	if st.Mode().Perm()&0o077 != 0 {
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if privateMode(st.Mode()) != nil {
 		return "", fmt.Errorf("%s may be read by others than its owner (want mode 0600)", path)
 	}
-	b, err := os.ReadFile(path)
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	if secret := strings.TrimSpace(string(b)); secret != "" {
+		return secret, nil
+	}
+	return "", fmt.Errorf("%s: the client secret is empty", path)
 }

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+)
+
+// lab --sso adds site.auth.oidc for its identity provider to the lab site (the console's
+// client redirecting to the admin listener, connect's public one), and refuses a site that
+// configures its own.
+func TestLabSSOConfiguresTheSite(t *testing.T) {
+	src, err := configs.Shipped("lab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idp, out, err := labSSO(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idp.Close()
+	cfg, err := configs.Load("lab.yaml", out)
+	if err != nil {
+		t.Fatalf("the site with SSO: %v", err)
+	}
+	o := cfg.Site.Auth.OIDC
+	if o.Issuer != idp.Issuer || o.ClientID != "frontdoor-lab-console" || o.Native() != "frontdoor-lab-connect" ||
+		o.RedirectURL != "https://127.1.0.1:9090"+configs.OIDCCallbackPath {
+		t.Fatalf("site.auth.oidc %+v", o)
+	}
+	again := strings.Replace(string(src), "\nsite:\n", "\nsite:\n  auth: {oidc: {issuer: \"https://idp.example.com\", client_id: x}}\n", 1)
+	if _, _, err := labSSO([]byte(again)); err == nil || !strings.Contains(err.Error(), "already") {
+		t.Fatalf("a site with its own oidc: %v, want a refusal", err)
+	}
+}

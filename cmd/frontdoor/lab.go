@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/internal/devidp"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 	"github.com/spf13/cobra"
 )
@@ -40,9 +37,9 @@ func newLabCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var idp *devidp.Provider
+			var idp *lab.SSO
 			if sso {
-				if idp, src, err = labSSO(src); err != nil {
+				if idp, src, err = lab.WithSSO(src); err != nil {
 					return err
 				}
 				defer idp.Close()
@@ -116,70 +113,14 @@ func newLabCmd() *cobra.Command {
 	return c
 }
 
-// labIssuerAddress is where lab --sso's identity provider listens: in hq's loopback block.
-const labIssuerAddress = "127.1.0.250:9400"
-
-// labSSO starts the lab's identity provider and returns the site's YAML with
-// site.auth.oidc signing in through it: the console's client (its redirect at the first admin
-// listener) and connect's public one. Its users are the site's, with their user groups, and
-// erin, whom the site does not list, in west-office.
-func labSSO(src []byte) (*devidp.Provider, []byte, error) {
-	cfg, err := configs.Load("lab.yaml", src)
-	if err != nil {
-		return nil, nil, err
-	}
-	if cfg.Site.Auth.OIDC.Enabled() {
-		return nil, nil, errors.New("--sso: the site configures site.auth.oidc already")
-	}
-	admin := ""
-	for _, n := range cfg.Nodes {
-		for _, li := range n.Listeners {
-			if li.Kind == "admin" && admin == "" {
-				admin = li.Address.String()
-			}
-		}
-	}
-	if admin == "" {
-		return nil, nil, errors.New("--sso: the site has no admin listener for the console's sign-in")
-	}
-	var users []devidp.Identity
-	for _, u := range cfg.Users {
-		id := devidp.Identity{Subject: "lab-" + u.Name, Username: u.Name, AMR: []string{"pwd", "mfa"}}
-		for _, g := range cfg.UserGroups {
-			if slices.Contains(g.Members, u.Name) {
-				id.Groups = append(id.Groups, g.Name)
-			}
-		}
-		users = append(users, id)
-	}
-	if slices.ContainsFunc(cfg.UserGroups, func(g configs.UserGroup) bool { return g.Name == "west-office" }) {
-		users = append(users, devidp.Identity{Subject: "lab-erin", Username: "erin", Groups: []string{"west-office"}, AMR: []string{"pwd"}})
-	}
-	redirect := "https://" + admin + configs.OIDCCallbackPath
-	idp, err := devidp.New(labIssuerAddress, []devidp.Client{
-		{ID: "frontdoor-lab-console", Redirects: []string{redirect}},
-		{ID: "frontdoor-lab-connect", Redirects: []string{"http://127.0.0.1/callback"}},
-	}, users)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--sso: starting the lab's identity provider: %w", err)
-	}
-	oidc := fmt.Sprintf("\nsite:\n  auth:\n    oidc: {issuer: %q, client_id: frontdoor-lab-console, native_client_id: frontdoor-lab-connect, redirect_url: %q}\n", idp.Issuer, redirect)
-	out := strings.Replace(string(src), "\nsite:\n", oidc, 1)
-	if out == string(src) || strings.Count(out, "\n  auth:") > 1 {
-		idp.Close()
-		return nil, nil, errors.New("--sso: the site's YAML needs a top-level site: block without an auth: key, to add site.auth.oidc to")
-	}
-	return idp, []byte(out), nil
-}
-
 // describeLabSSO says how to sign in through the lab's identity provider.
-func describeLabSSO(cfg *configs.Config, l *lab.Lab, idp *devidp.Provider) string {
+func describeLabSSO(cfg *configs.Config, l *lab.Lab, idp *lab.SSO) string {
 	name := ""
 	if len(cfg.GSLB.Names) > 0 {
 		name = strings.TrimSuffix(cfg.GSLB.Names[0].Name, ".")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nSingle sign-on through the lab's identity provider (%s; no passwords: pick a user on its page;\n", idp.Issuer)
+	fmt.Fprintf(&b, "\nSingle sign-on through the lab's identity provider (%s; no passwords: pick a user on its page;\n", idp.Issuer())
 	fmt.Fprintf(&b, "erin is in no user list, only in the provider's west-office group):\n\n")
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --sso --resource desktop --duration 10s\n", name, labDNS(cfg), l.CAFile())
 	fmt.Fprintf(&b, "  the console: %s, Sign in with single sign-on, then admin or operator\n", strings.TrimSuffix(cfg.Site.Auth.OIDC.RedirectURL, configs.OIDCCallbackPath)+"/login")

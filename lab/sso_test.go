@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
-// lab --sso adds site.auth.oidc for its identity provider to the lab site (the console's
+// WithSSO (lab --sso) adds site.auth.oidc for its identity provider to the lab site (the console's
 // client redirecting to the admin listener, connect's public one), and refuses a site that
 // configures its own.
 func TestLabSSOConfiguresTheSite(t *testing.T) {
@@ -15,7 +15,7 @@ func TestLabSSOConfiguresTheSite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idp, out, err := labSSO(src)
+	idp, out, err := WithSSO(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +25,12 @@ func TestLabSSOConfiguresTheSite(t *testing.T) {
 		t.Fatalf("the site with SSO: %v", err)
 	}
 	o := cfg.Site.Auth.OIDC
-	if o.Issuer != idp.Issuer || o.ClientID != "frontdoor-lab-console" || o.Native() != "frontdoor-lab-connect" ||
+	if o.Issuer != idp.Issuer() || o.ClientID != "frontdoor-lab-console" || o.Native() != "frontdoor-lab-connect" ||
 		o.RedirectURL != "https://127.1.0.1:9090"+configs.OIDCCallbackPath {
 		t.Fatalf("site.auth.oidc %+v", o)
 	}
 	again := strings.Replace(string(src), "\nsite:\n", "\nsite:\n  auth: {oidc: {issuer: \"https://idp.example.com\", client_id: x}}\n", 1)
-	if _, _, err := labSSO([]byte(again)); err == nil || !strings.Contains(err.Error(), "already") {
+	if _, _, err := WithSSO([]byte(again)); err == nil || !strings.Contains(err.Error(), "already") {
 		t.Fatalf("a site with its own oidc: %v, want a refusal", err)
 	}
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +29,9 @@ type OIDCInfo struct {
 	ClientID string   `json:"client_id"`
 	Scopes   []string `json:"scopes"`
 }
+
+// errOIDCSecretMode refuses a client secret file that others than its owner may read.
+var errOIDCSecretMode = errors.New("the OIDC client secret file may be read by others than its owner (want mode 0600)")
 
 // errSSOUnavailable: the provider's discovery document or keys cannot be had now; a login
 // with an ID token is answered 503 and counts as no failure.
@@ -172,36 +173,11 @@ func (o *oidcLogins) oauth2Config(p *oidc.Provider) (*oauth2.Config, error) {
 	c := &oauth2.Config{ClientID: o.cfg.ClientID, Endpoint: p.Endpoint(), RedirectURL: o.cfg.RedirectURL,
 		Scopes: append([]string{oidc.ScopeOpenID}, o.cfg.Scopes...)}
 	if f := o.cfg.ClientSecretFile; f != "" {
-		b, err := readSecretFile(f)
+		b, err := readSecret(f, errOIDCSecretMode)
 		if err != nil {
 			return nil, err
 		}
-		c.ClientSecret = b
+		c.ClientSecret = string(b)
 	}
 	return c, nil
-}
-
-// readSecretFile reads a one-line secret (site.auth.oidc.client_secret_file) from a file
-// that its owner alone may read (privateMode), as the TOTP and RADIUS files are.
-func readSecretFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if privateMode(st.Mode()) != nil {
-		return "", fmt.Errorf("%s may be read by others than its owner (want mode 0600)", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	if secret := strings.TrimSpace(string(b)); secret != "" {
-		return secret, nil
-	}
-	return "", fmt.Errorf("%s: the client secret is empty", path)
 }

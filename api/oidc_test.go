@@ -225,8 +225,8 @@ func TestSingleSignOnRefuses(t *testing.T) {
 	}
 }
 
-// The console client's secret file is read as the TOTP and RADIUS files are: its owner's
-// alone, not empty, the line's spaces dropped.
+// The console client's secret file is read as the RADIUS secret is: its owner's alone, not
+// empty, its trailing newline dropped.
 func TestOIDCClientSecretFile(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -244,7 +244,8 @@ func TestOIDCClientSecretFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Chmod(p, tc.mode) // past the umask
-			got, err := readSecretFile(p)
+			b, err := readSecret(p, errOIDCSecretMode)
+			got := string(b)
 			if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("got %q, %v; want %q, an error with %q", got, err, tc.want, tc.err)
 			}

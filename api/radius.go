@@ -7,7 +7,6 @@ import (
 	"crypto/md5"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -396,26 +395,4 @@ func (s *radiusSecret) read() ([]byte, error) {
 // ReadRADIUSSecret reads a RADIUS secret file (site.auth.radius.secret_file): the shared
 // secret is its bytes, a trailing newline (and carriage return) dropped. It refuses a file
 // that others than its owner may read (ErrRADIUSSecretMode) and an empty secret.
-func ReadRADIUSSecret(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if err := privateMode(st.Mode()); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, ErrRADIUSSecretMode)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
-	if len(b) == 0 {
-		return nil, fmt.Errorf("%s: the RADIUS secret is empty", path)
-	}
-	return b, nil
-}
+func ReadRADIUSSecret(path string) ([]byte, error) { return readSecret(path, ErrRADIUSSecretMode) }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"runtime"
@@ -87,22 +88,53 @@ func privateMode(m fs.FileMode) error {
 	return nil
 }
 
-// ReadTOTPFile reads a TOTP file (site.auth.totp_file): lines "USER SECRET", the secret in
-// base32; blank lines and lines starting with '#' are skipped. It refuses a file that others
-// than its owner may read (ErrTOTPFileMode), a malformed line and a user named twice.
-func ReadTOTPFile(path string) (map[string]string, error) {
+// openPrivate opens a file of secrets that its owner alone may read (privateMode), for
+// reading; a file others may read is refused with modeErr, naming the path.
+func openPrivate(path string, modeErr error) (*os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	st, err := f.Stat()
+	if err == nil && privateMode(st.Mode()) != nil {
+		err = fmt.Errorf("%s: %w: %04o", path, modeErr, st.Mode().Perm())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readSecret reads a secret file of one line (a RADIUS shared secret, an OIDC client secret):
+// its bytes, a trailing newline (and carriage return) dropped. It refuses a file others may
+// read (modeErr) and an empty secret.
+func readSecret(path string, modeErr error) ([]byte, error) {
+	f, err := openPrivate(path, modeErr)
 	if err != nil {
 		return nil, err
 	}
-	if err := privateMode(st.Mode()); err != nil {
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%s: the secret is empty", path)
+	}
+	return b, nil
+}
+
+// ReadTOTPFile reads a TOTP file (site.auth.totp_file): lines "USER SECRET", the secret in
+// base32; blank lines and lines starting with '#' are skipped. It refuses a file that others
+// than its owner may read (ErrTOTPFileMode), a malformed line and a user named twice.
+func ReadTOTPFile(path string) (map[string]string, error) {
+	f, err := openPrivate(path, ErrTOTPFileMode)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	out := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -260,6 +261,11 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	return login{user: u, factors: factors, at: now}, nil
 }
 
+// ssoKey is the name the login throttle counts a single sign-on's failures under: an ID
+// token (or a console callback) names no user until it is checked, so its failures count
+// against its source alone. No user name can take it: it starts with a NUL byte.
+func ssoKey(src netip.Addr) string { return "\x00sso " + src.String() }
+
 // ssoLogin checks an ID token of the site's provider sent as a bearer credential. A token
 // names no user until it is verified, so a failure counts against its source alone. Its user
 // is the configuration's when listed (roles, home zone, groups), else one of the site's for
@@ -267,7 +273,7 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 // groups is no login.
 func (a *authenticator) ssoLogin(r *http.Request, raw string) (login, error) {
 	src := clientAddr(r)
-	key := "\x00sso " + src.String()
+	key := ssoKey(src)
 	if _, err := a.guard.admit(src, key); err != nil {
 		return login{}, err
 	}

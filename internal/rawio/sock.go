@@ -30,7 +30,6 @@ type Sock struct {
 	fd    int
 	p     *Poll // the dispatching Poll of a TCP Sock; nil for UDP
 	local netip.AddrPort
-	rc    *sockConn
 	state atomic.Uint64 // sockClosed | calls using fd
 	// registered is set once the socket is in p's set, in slot.
 	registered atomic.Bool
@@ -68,7 +67,6 @@ type Arm struct{ Starter }
 // NewSock wraps fd, a nonblocking TCP socket, which joins p's set when it first has to wait.
 func NewSock(p *Poll, fd int) *Sock {
 	s := &Sock{fd: fd, p: p}
-	s.rc = (*sockConn)(s)
 	s.r.ready = make(chan struct{}, 1)
 	s.w.ready = make(chan struct{}, 1)
 	return s
@@ -279,7 +277,7 @@ type sockConn Sock
 var _ syscall.RawConn = (*sockConn)(nil)
 
 // RawConn returns the socket as a syscall.RawConn.
-func (s *Sock) RawConn() syscall.RawConn { return s.rc }
+func (s *Sock) RawConn() syscall.RawConn { return (*sockConn)(s) }
 
 // Control calls f with the descriptor, unless the socket is closed (net.ErrClosed). A
 // blocking call in f keeps the descriptor open until it returns.

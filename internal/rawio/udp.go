@@ -78,9 +78,7 @@ func open(ap netip.AddrPort, buf int, listen bool) (*Sock, error) {
 	if err != nil {
 		return fail("getsockname", err)
 	}
-	s := &Sock{fd: fd, local: AddrPort(bound)}
-	s.rc = (*sockConn)(s)
-	return s, nil
+	return &Sock{fd: fd, local: AddrPort(bound)}, nil
 }
 
 // Local returns the bound address of a UDP Sock or a Listener's; the zero AddrPort for other

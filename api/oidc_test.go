@@ -2,16 +2,9 @@ package api
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,12 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
 	"github.com/frontdoor-vdi/frontdoor/internal/testidp"
-	"github.com/frontdoor-vdi/frontdoor/store/memory"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -33,14 +24,8 @@ import (
 // guid-west mapped to west-office, and an access rule that asks the calculator's users for a
 // multi-factor login. Its front doors are real launch APIs over TLS on loopback.
 type ssoSite struct {
-	t        *testing.T
-	idp      *testidp.Provider
-	cfg      *configs.Config
-	br       *broker.Broker
-	clk      *testclock.Clock
-	verifier *ticket.Verifier
-	signer   *ticket.Signer
-	logins   *Logins
+	*loginSite
+	idp *testidp.Provider
 }
 
 func newSSOSite(t *testing.T) *ssoSite {
@@ -59,34 +44,7 @@ func newSSOSite(t *testing.T) *ssoSite {
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := broker.New(context.Background(), cfg, memory.New(), clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, key, _ := ed25519.GenerateKey(rand.Reader)
-	return &ssoSite{t: t, idp: idp, cfg: cfg, br: br, clk: clk, logins: &Logins{},
-		signer:   ticket.NewSigner(key, clk.Now),
-		verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, clk.Now), clk.Now)}
-}
-
-// frontDoor serves a launch API of the site over TLS on 127.0.0.1 and returns its URL and
-// the pool that trusts it.
-func (s *ssoSite) frontDoor() (string, uint16, *x509.CertPool) {
-	s.t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l := NewLaunch(LaunchOptions{Config: s.cfg, Broker: s.br, Signer: s.signer, Verifier: s.verifier, Logins: s.logins, Logger: quiet, Now: s.clk.Now,
-		Gateways: func(zone string) []GatewayEndpoint {
-			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
-		}})
-	srv := httptest.NewUnstartedServer(l)
-	srv.Config.ErrorLog = slog.NewLogLogger(quiet.Handler(), slog.LevelDebug)
-	srv.StartTLS()
-	s.t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	p, _ := strconv.Atoi(port)
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
-	return srv.URL, uint16(p), pool
+	return &ssoSite{loginSite: newLoginSite(t, cfg, clk), idp: idp}
 }
 
 // browser follows the provider's redirects, as a browser whose user signs in does.

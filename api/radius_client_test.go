@@ -16,7 +16,7 @@ import (
 func TestTheLauncherSendsARADIUSPasscode(t *testing.T) {
 	srv := startRADIUS(t, radiusSecretText, false)
 	s := newRADIUSSite(t, "role: factor, users: [alice]", srv.addr)
-	url, pool := s.frontDoor()
+	url, _, pool := s.frontDoor()
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "https://"))
 	p, _ := strconv.Atoi(port)
 	l := &client.Launcher{Name: host, Port: uint16(p), User: "alice", Password: "lab", OTP: "123456", Resource: "desktop", RootCAs: pool}

@@ -3,10 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/md5"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -14,10 +12,8 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -32,11 +28,9 @@ import (
 	"layeh.com/radius/rfc2865"
 	"layeh.com/radius/rfc2869"
 
-	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
-	"github.com/frontdoor-vdi/frontdoor/store/memory"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -176,15 +170,9 @@ func closedUDP(t *testing.T) netip.AddrPort {
 // radiusSite is the lab site whose site.auth.radius asks servers, on a fake clock, with an
 // access rule that asks staff for the radius factor (and, in role factor, a password).
 type radiusSite struct {
-	t        *testing.T
-	cfg      *configs.Config
-	br       *broker.Broker
-	clk      *testclock.Clock
-	signer   *ticket.Signer
-	verifier *ticket.Verifier
-	logins   *Logins
-	secret   string // the secret file
-	logs     *syncBuffer
+	*loginSite
+	secret string // the secret file
+	logs   *syncBuffer
 }
 
 // syncBuffer is a bytes.Buffer for a logger that goroutines share.
@@ -236,32 +224,9 @@ func newRADIUSSite(t *testing.T, radiusYAML string, servers ...netip.AddrPort) *
 		t.Fatal(err)
 	}
 	clk := testclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	br, err := broker.New(context.Background(), cfg, memory.New(), clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, key, _ := ed25519.GenerateKey(rand.Reader)
-	return &radiusSite{t: t, cfg: cfg, br: br, clk: clk, logins: &Logins{}, secret: secret, logs: &syncBuffer{},
-		signer:   ticket.NewSigner(key, clk.Now),
-		verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, clk.Now), clk.Now)}
-}
-
-// frontDoor serves a launch API of the site over TLS on 127.0.0.1 and returns its URL and
-// the pool that trusts it.
-func (s *radiusSite) frontDoor() (string, *x509.CertPool) {
-	s.t.Helper()
-	logger := slog.New(slog.NewTextHandler(s.logs, nil))
-	l := NewLaunch(LaunchOptions{Config: s.cfg, Broker: s.br, Signer: s.signer, Verifier: s.verifier, Logins: s.logins, Logger: logger, Now: s.clk.Now,
-		Gateways: func(zone string) []GatewayEndpoint {
-			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
-		}})
-	srv := httptest.NewUnstartedServer(l)
-	srv.Config.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
-	srv.StartTLS()
-	s.t.Cleanup(srv.Close)
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
-	return srv.URL, pool
+	s := &radiusSite{loginSite: newLoginSite(t, cfg, clk), secret: secret, logs: &syncBuffer{}}
+	s.loginSite.logs = s.logs
+	return s
 }
 
 // launch posts a launch of the desktop as user with pass and code (OTPHeader; "" for none)
@@ -307,7 +272,7 @@ func (s *radiusSite) launch(url string, pool *x509.CertPool, user, pass, code st
 func TestARADIUSPasscodeIsASecondFactor(t *testing.T) {
 	srv := startRADIUS(t, radiusSecretText, false)
 	s := newRADIUSSite(t, "role: factor, users: [alice]", srv.addr)
-	url, pool := s.frontDoor()
+	url, _, pool := s.frontDoor()
 
 	if code, msg, _ := s.launch(url, pool, "alice", "lab", ""); code != http.StatusForbidden || !strings.Contains(msg, "lacks radius") {
 		t.Fatalf("the password alone: %d %q, want 403 naming the lacking radius factor", code, msg)
@@ -397,7 +362,7 @@ func TestRADIUSServersFailOverAndNoAnswerIs503(t *testing.T) {
 			clear(good.used) // each case logs in with 123456 afresh
 			good.mu.Unlock()
 			s := newRADIUSSite(t, "role: factor, users: [alice], "+tt.extra, tt.servers()...)
-			url, pool := s.frontDoor()
+			url, _, pool := s.frontDoor()
 			code, msg, _ := s.launch(url, pool, "alice", "lab", "123456")
 			if code != tt.want {
 				t.Fatalf("a login: %d %q, want %d", code, msg, tt.want)
@@ -453,7 +418,7 @@ func startRADIUSNoCheck(t *testing.T, secret string) *radiusServer {
 func TestRADIUSAsThePrimaryCheckOfThePassword(t *testing.T) {
 	srv := startRADIUS(t, radiusSecretText, false)
 	s := newRADIUSSite(t, "role: primary, users: [alice]", srv.addr)
-	url, pool := s.frontDoor()
+	url, _, pool := s.frontDoor()
 	code, msg, c := s.launch(url, pool, "alice", "radius-pw", "")
 	if code != http.StatusOK || c.Factors != ticket.FactorRADIUS {
 		t.Fatalf("alice's RADIUS password: %d %q, factors %v; want 200 with radius", code, msg, c)
@@ -485,7 +450,7 @@ func TestRADIUSAsThePrimaryCheckOfThePassword(t *testing.T) {
 func TestARADIUSSecretFileOthersMayReadIsRefused(t *testing.T) {
 	srv := startRADIUS(t, radiusSecretText, false)
 	s := newRADIUSSite(t, "role: factor, users: [alice]", srv.addr)
-	url, pool := s.frontDoor()
+	url, _, pool := s.frontDoor()
 	if b, err := ReadRADIUSSecret(s.secret); err != nil || string(b) != radiusSecretText {
 		t.Fatalf("ReadRADIUSSecret: %q %v; want the secret without its newline", b, err)
 	}

@@ -2,18 +2,14 @@ package api
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,11 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
-	"github.com/frontdoor-vdi/frontdoor/store/memory"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"
@@ -38,15 +32,9 @@ const cheapLabHash = "$2a$04$0oosNBEwQYGXKSpwSt7CL.RI9X3WyfF4i3nqEFiU4AfmC3D7JOK
 // an access rule that asks staff for a password and a code, and a fake clock for the codes,
 // the logins and the tickets. Its front doors are real launch APIs over TLS on loopback.
 type otpSite struct {
-	t        *testing.T
-	cfg      *configs.Config
-	br       *broker.Broker
-	clk      *testclock.Clock
-	signer   *ticket.Signer
-	verifier *ticket.Verifier // one ledger: the site's
-	secret   string
-	file     string
-	logins   *Logins // one process's throttle
+	*loginSite
+	secret string
+	file   string
 }
 
 func newOTPSite(t *testing.T, lifetime string) *otpSite {
@@ -72,34 +60,7 @@ func newOTPSite(t *testing.T, lifetime string) *otpSite {
 		t.Fatal(err)
 	}
 	clk := testclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	br, err := broker.New(context.Background(), cfg, memory.New(), clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, key, _ := ed25519.GenerateKey(rand.Reader)
-	return &otpSite{t: t, cfg: cfg, br: br, clk: clk, secret: e.Secret, file: file, logins: &Logins{},
-		signer:   ticket.NewSigner(key, clk.Now),
-		verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, clk.Now), clk.Now)}
-}
-
-// frontDoor serves a launch API of the site over TLS on 127.0.0.1 and returns its port and
-// the pool that trusts it.
-func (s *otpSite) frontDoor() (uint16, *x509.CertPool) {
-	s.t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	l := NewLaunch(LaunchOptions{Config: s.cfg, Broker: s.br, Signer: s.signer, Verifier: s.verifier, Logins: s.logins, Logger: quiet, Now: s.clk.Now,
-		Gateways: func(zone string) []GatewayEndpoint {
-			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
-		}})
-	srv := httptest.NewUnstartedServer(l)
-	srv.Config.ErrorLog = slog.NewLogLogger(quiet.Handler(), slog.LevelDebug)
-	srv.StartTLS()
-	s.t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	p, _ := strconv.Atoi(port)
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
-	return uint16(p), pool
+	return &otpSite{loginSite: newLoginSite(t, cfg, clk), secret: e.Secret, file: file}
 }
 
 // code is alice's code at the site's clock plus d.
@@ -128,7 +89,7 @@ func (s *otpSite) launch(port uint16, pool *x509.CertPool, code, endpoint string
 // login cache's minutes is that login (its time too); a code is good one step either side.
 func TestATOTPLoginIsSealedIntoTheTickets(t *testing.T) {
 	s := newOTPSite(t, "8h")
-	port, pool := s.frontDoor()
+	_, port, pool := s.frontDoor()
 	_, err := s.launch(port, pool, "", "pc")
 	var de *client.DeniedError
 	if !errors.As(err, &de) || !strings.Contains(de.Reason, `access rule "staff-two-factors"`) || !strings.Contains(de.Reason, "the login has password, lacks totp") {
@@ -188,8 +149,8 @@ func TestATOTPLoginIsSealedIntoTheTickets(t *testing.T) {
 // it, as a failed login; the next code is taken, also spaced as apps show it.
 func TestAOneTimeCodeIsAcceptedOnce(t *testing.T) {
 	s := newOTPSite(t, "10h")
-	port1, pool1 := s.frontDoor()
-	port2, pool2 := s.frontDoor()
+	_, port1, pool1 := s.frontDoor()
+	_, port2, pool2 := s.frontDoor()
 	code := s.code(0)
 	if _, err := s.launch(port1, pool1, code, "pc"); err != nil {
 		t.Fatalf("the first login with the code: %v", err)
@@ -210,7 +171,7 @@ func TestAOneTimeCodeIsAcceptedOnce(t *testing.T) {
 // it is answered 429 without a check, even with the right code.
 func TestWrongCodesAreThrottledAsWrongPasswords(t *testing.T) {
 	s := newOTPSite(t, "10h")
-	port, pool := s.frontDoor()
+	_, port, pool := s.frontDoor()
 	right := s.code(0)
 	wrong := "000000"
 	if wrong == right {
@@ -239,7 +200,7 @@ func TestWrongCodesAreThrottledAsWrongPasswords(t *testing.T) {
 // lifetime from the login is over, and checks until then.
 func TestAReconnectAfterTheFactorLifetimeIsRefused(t *testing.T) {
 	s := newOTPSite(t, "2h")
-	port, pool := s.frontDoor()
+	_, port, pool := s.frontDoor()
 	d, err := s.launch(port, pool, s.code(0), "pc")
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +228,7 @@ func TestAReconnectAfterTheFactorLifetimeIsRefused(t *testing.T) {
 // with a code is answered 503 (no failure counted) rather than checked against it.
 func TestATOTPFileOthersMayReadIsRefused(t *testing.T) {
 	s := newOTPSite(t, "10h")
-	port, pool := s.frontDoor()
+	_, port, pool := s.frontDoor()
 	if err := os.Chmod(s.file, 0o644); err != nil {
 		t.Fatal(err)
 	}

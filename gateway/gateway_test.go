@@ -174,11 +174,21 @@ func startHealth(t *testing.T, name, ip string, port, health uint16, s *sessions
 // startFor is startHealth with machine vda-1 reached at machineIP.
 func startFor(t *testing.T, machineIP, name, ip string, port, health uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker) *rig {
 	t.Helper()
+	return startWith(t, machineIP, name, ip, port, health, s, signer, v, tr, nil)
+}
+
+// startWith is startFor with the gateway's options changed by edit (nil: none), before New.
+func startWith(t *testing.T, machineIP, name, ip string, port, health uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker, edit func(*Options)) *rig {
+	t.Helper()
 	tlsc, pool := selfSigned(t)
-	g, err := New(Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, PlainUDP: true,
+	o := Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, PlainUDP: true,
 		HealthPort: health, TLS: tlsc, MachineTLS: machineTLS(name, ip), Verifier: v, Sessions: s, UDPIdle: 200 * time.Millisecond,
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" },
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}, tr)
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if edit != nil {
+		edit(&o)
+	}
+	g, err := New(o, tr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -19,22 +17,8 @@ func TestATicketPastItsLoginsLifetimeIsAnsweredLoginExpired(t *testing.T) {
 	port, stop := machine(t, pub)
 	t.Cleanup(stop)
 	var logs testbuf.Buffer
-	tlsc, pool := selfSigned(t)
-	g, err := New(Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.1"), TCPPorts: []uint16{port}, TLS: tlsc,
-		MachineTLS: machineTLS("gw-1", "127.0.50.1"), Verifier: v, Sessions: newSessions("s-1"),
-		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" },
-		Logger:  slog.New(slog.NewTextHandler(&logs, nil))}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	r := &rig{gw: g, signer: signer, v: v, pool: pool, port: port, addr: "127.0.50.1"}
+	r := startWith(t, "127.0.60.1", "gw-1", "127.0.50.1", port, 0, newSessions("s-1"), signer, v, nil,
+		func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 
 	login := time.Now().Add(-2 * time.Hour)
 	tok, _, err := signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: "s-1", Machine: "vda-1", Mode: ticket.ModeGateway,

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"slices"
-	"strings"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -83,8 +81,8 @@ func (a *Admin) explain(w http.ResponseWriter, r *http.Request) {
 		req.Factors = []string{configs.FactorPassword}
 	}
 	for _, f := range req.Factors {
-		if !slices.Contains(configs.Factors, f) {
-			httpError(w, http.StatusBadRequest, fmt.Sprintf("factors: %q is not a factor (%s)", f, strings.Join(configs.Factors, ", ")))
+		if err := configs.CheckFactor(f); err != nil {
+			httpError(w, http.StatusBadRequest, "factors: "+err.Error())
 			return
 		}
 	}

@@ -324,14 +324,14 @@ func TestACodeBesideACertificate(t *testing.T) {
 // bit a login seals.
 func TestTicketFactorsAreTheConfigurationsFactors(t *testing.T) {
 	var all ticket.Factors
-	for _, n := range configs.Factors {
+	for _, n := range configs.Factors() {
 		f, ok := ticket.ParseFactor(n)
 		if !ok {
 			t.Fatalf("configs.%s is no ticket factor", n)
 		}
 		all |= f
 	}
-	if got := strings.Join(all.Names(), ","); got != strings.Join(configs.Factors, ",") {
-		t.Fatalf("ticket factors %s, configuration factors %v", got, configs.Factors)
+	if got := strings.Join(all.Names(), ","); got != strings.Join(configs.Factors(), ",") {
+		t.Fatalf("ticket factors %s, configuration factors %v", got, configs.Factors())
 	}
 }

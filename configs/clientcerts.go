@@ -17,8 +17,8 @@ const (
 	UserFromUPN = "upn"
 )
 
-// UserFroms are the values of ClientCertificates.UserFrom.
-var UserFroms = []string{UserFromCommonName, UserFromEmail, UserFromUPN}
+// userFroms are the values of ClientCertificates.UserFrom.
+var userFroms = [...]string{UserFromCommonName, UserFromEmail, UserFromUPN}
 
 // ClientCertificates is a CA of the operator (a smart-card or corporate PKI) whose client
 // certificates log users in to the launch and admin APIs with the certificate factor, as
@@ -65,7 +65,7 @@ func (k *checker) validateClientCertificates() {
 		default:
 			files[cc.CAFile] = p + ".ca_file"
 		}
-		k.oneOf(p+".user_from", cc.UserFrom, UserFroms...)
+		k.oneOf(p+".user_from", cc.UserFrom, userFroms[:]...)
 		if d := cc.StripDomain; d != "" && !domainRE.MatchString(d) {
 			k.errf(p+".strip_domain", "%q is not a domain (e.g. corp.example, without @)", d)
 		}

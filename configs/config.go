@@ -7,7 +7,12 @@
 // groups, users, ports, durations). Load does all three and is what callers use.
 package configs
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
 
 // Config is one frontdoor site: everything one store (one bolt file or one etcd cluster) holds.
 type Config struct {
@@ -99,8 +104,19 @@ const (
 	FactorMFA = "mfa"
 )
 
-// Factors are the login factors there are.
-var Factors = []string{FactorPassword, FactorCertificate, FactorTOTP, FactorOIDC, FactorMFA, FactorRADIUS}
+// factors are the login factors there are, in the order tickets number them.
+var factors = [...]string{FactorPassword, FactorCertificate, FactorTOTP, FactorOIDC, FactorMFA, FactorRADIUS}
+
+// Factors returns the login factors there are, in the order tickets number them.
+func Factors() []string { return append([]string(nil), factors[:]...) }
+
+// CheckFactor refuses a name that is no login factor, listing those there are.
+func CheckFactor(f string) error {
+	if slices.Contains(factors[:], f) {
+		return nil
+	}
+	return fmt.Errorf("%q is not a factor (%s)", f, strings.Join(factors[:], ", "))
+}
 
 // Auth configures how users log in.
 type Auth struct {

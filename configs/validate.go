@@ -699,8 +699,8 @@ func (k *checker) factors(p string, r AccessRule) {
 	for j, f := range r.Factors {
 		fp := fmt.Sprintf("%s.factors[%d]", p, j)
 		switch {
-		case !slices.Contains(Factors, f):
-			k.errf(fp, "%q is not a factor (%s)", f, strings.Join(Factors, ", "))
+		case CheckFactor(f) != nil:
+			k.errf(fp, "%v", CheckFactor(f))
 		case seen[f]:
 			k.errf(fp, "factor %q is listed twice", f)
 		case f == FactorTOTP && k.c.Site.Auth.TOTPFile == "":

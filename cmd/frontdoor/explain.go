@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -76,7 +75,7 @@ creating anything, and prints the outcome with its trace.`,
 	f.StringVar(&o.zone, "location-zone", "", "user-location zone")
 	f.StringVar(&o.endpoint, "endpoint", "", "client endpoint (device) id")
 	f.StringVar(&o.site, "site", "", "connecting federation site (global resources; default: the site of the location zone)")
-	f.StringSliceVar(&o.factors, "factors", []string{configs.FactorPassword}, "the login's factors, for access rules that require some: "+strings.Join(configs.Factors, ", "))
+	f.StringSliceVar(&o.factors, "factors", []string{configs.FactorPassword}, "the login's factors, for access rules that require some: "+strings.Join(configs.Factors(), ", "))
 	f.StringSliceVar(&o.groups, "groups", nil, "user groups the login vouches for (an identity provider's groups claim, after group_map): they count as the user's, and make an unlisted user one of the site's")
 	f.BoolVar(&o.json, "json", false, "print JSON instead of text")
 	for _, n := range []string{"config", "user", "resource"} {
@@ -92,8 +91,8 @@ func runExplain(w io.Writer, o explainOpts) error {
 		return err
 	}
 	for _, f := range o.factors {
-		if !slices.Contains(configs.Factors, f) {
-			return fmt.Errorf("--factors: %q is not a factor (%s)", f, strings.Join(configs.Factors, ", "))
+		if err := configs.CheckFactor(f); err != nil {
+			return fmt.Errorf("--factors: %w", err)
 		}
 	}
 	var st explainState

@@ -222,6 +222,14 @@ type Sessions struct {
 	// DisconnectTimeout is how long a disconnected session is kept for reconnection.
 	// Default: 1h.
 	DisconnectTimeout Duration `yaml:"disconnect_timeout"`
+	// ReliabilityTimeout is how long a display channel waits for its client to come back
+	// through another gateway (or path) after its transport broke, the viewer's and the
+	// desktop server's connections held open meanwhile (session reliability). Default: 180s.
+	ReliabilityTimeout Duration `yaml:"session_reliability_timeout"`
+	// ReliabilityBuffer bounds, per channel and direction, the bytes an end keeps until the
+	// other end acknowledges them; when it is full the end stops reading its program (the
+	// desktop server or the viewer waits), nothing is dropped. Default: 4194304 (4 MiB).
+	ReliabilityBuffer int `yaml:"session_reliability_buffer"`
 }
 
 // Zone is a part of the site, usually a data centre or region.
@@ -389,6 +397,9 @@ type Machine struct {
 	// AssignedUser is the owner of a private desktop; only for machines of assigned groups.
 	// Default: "" (unassigned).
 	AssignedUser string `yaml:"assigned_user"`
+	// Desktop overrides the group's desktop for this machine; keys left out are the
+	// group's (its server only when the protocol is the group's). Default: the group's.
+	Desktop *Desktop `yaml:"desktop"`
 }
 
 // Group is a delivery group: a set of machines and how sessions are placed on them.
@@ -413,6 +424,9 @@ type Group struct {
 	DisconnectTimeout Duration `yaml:"disconnect_timeout"`
 	// Load sets how new sessions are spread over the group's machines. Default: see LoadPolicy.
 	Load LoadPolicy `yaml:"load"`
+	// Desktop is the desktop server the agents of the group's machines front. Default: see
+	// Desktop (the agent's builtin desktop).
+	Desktop Desktop `yaml:"desktop"`
 }
 
 // LoadPolicy configures the load index of a group's machines.

@@ -100,6 +100,8 @@ func (c *Config) SetDefaults() {
 	setStr(&s.TLS.ACME.Challenge, "dns-01")
 	setDur(&s.Sessions.PendingTimeout, 90*time.Second)
 	setDur(&s.Sessions.DisconnectTimeout, time.Hour)
+	setDur(&s.Sessions.ReliabilityTimeout, 180*time.Second)
+	setInt(&s.Sessions.ReliabilityBuffer, 4<<20)
 	setInt(&s.Auth.MinPasswordCost, DefaultMinPasswordCost)
 	setDur(&s.Auth.FactorLifetime, DefaultFactorLifetime)
 	for i := range s.Auth.ClientCertificates {
@@ -196,6 +198,7 @@ func (c *Config) SetDefaults() {
 			g.Load.MaxLogons = intPtr(2)
 		}
 	}
+	setDesktopDefaults(c)
 	for i := range c.Resources {
 		r := &c.Resources[i]
 		setStr(&r.Kind, "desktop")

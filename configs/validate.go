@@ -155,6 +155,12 @@ func (c *Config) Validate() error {
 	gws := k.validateGateways(zones, nodes)
 	users, ugroups := k.validateUsers(zones)
 	groups := k.validateGroups()
+	if rt := c.Site.Sessions.ReliabilityTimeout.D(); rt < time.Second || rt > 24*time.Hour {
+		k.errf("site.sessions.session_reliability_timeout", "%s: give 1s to 24h", rt)
+	}
+	if rb := c.Site.Sessions.ReliabilityBuffer; rb < 64<<10 || rb > 256<<20 {
+		k.errf("site.sessions.session_reliability_buffer", "%d bytes: give 65536 (64 KiB) to 268435456 (256 MiB)", rb)
+	}
 	k.validateMachines(zones, groups, users)
 	k.validateResources(zones, groups, users, ugroups)
 	k.validateGSLB(zones, gws)
@@ -463,6 +469,7 @@ func (k *checker) validateGroups() map[string]int {
 		if g.Load.MaxLogons != nil && *g.Load.MaxLogons < 0 {
 			k.errf(p+".load.max_logons", "max_logons must not be negative")
 		}
+		k.validateDesktop(p+".desktop", g.Desktop, nil)
 	}
 	return groups
 }
@@ -490,6 +497,15 @@ func (k *checker) validateMachines(zones, groups, users map[string]int) {
 		}
 		if m.MaxSessions < 1 {
 			k.errf(p+".max_sessions", "max_sessions must be at least 1")
+		}
+		if m.Desktop != nil {
+			k.validateDesktop(p+".desktop", *m.Desktop, m.DisplayPorts)
+		} else if gi, ok := groups[m.Group]; ok {
+			if d := c.Groups[gi].Desktop; d.Channel != "" {
+				if n, proto, err := ParsePortSpec(d.Channel); err == nil && !hasPort(m.DisplayPorts, n, proto) {
+					k.errf(p+".display_ports", "the group's desktop rides %s, which is not one of these", d.Channel)
+				}
+			}
 		}
 		gi, ok := groups[m.Group]
 		if m.AssignedUser != "" {

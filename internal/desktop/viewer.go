@@ -1,0 +1,162 @@
+package desktop
+
+import (
+	"image"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
+)
+
+// Rows of the screen's text grid.
+const (
+	rowTitle = iota
+	_
+	rowMachine
+	rowZone
+	rowUser
+	rowSession
+	rowPath
+	rowClock
+	rowKeys
+	numRows
+)
+
+// maxKeys is how many of the last characters typed the screen shows.
+const maxKeys = 40
+
+// viewer is the screen as one viewer sees it: the framebuffer, what is drawn on each row and
+// what the viewer has not been sent yet. It is used only by the serving loop.
+type viewer struct {
+	sc   *rfb.ServerConn
+	info func() Info
+	d    *Desktop
+	fb   *image.RGBA
+	lay  layout
+
+	drawn  [numRows]string // text on each row of fb
+	dirty  [numRows]bool   // rows drawn since they were last sent
+	unsent bool            // the viewer has not yet been sent the whole screen
+	keys   []rune          // the last characters typed, at most maxKeys
+	tick   bool            // a second passed since the last flush
+
+	// The request waiting for an answer, if waiting.
+	waiting     bool
+	incremental bool
+	area        image.Rectangle // within fb
+}
+
+func newViewer(d *Desktop, sc *rfb.ServerConn, info func() Info) *viewer {
+	v := &viewer{sc: sc, info: info, d: d, fb: image.NewRGBA(image.Rect(0, 0, d.width, d.height)), unsent: true}
+	v.lay = layoutFor(d.width, d.height)
+	v.lay.background(v.fb)
+	return v
+}
+
+// handle takes a request or key press from the viewer.
+func (v *viewer) handle(m rfb.ClientMessage) {
+	switch m := m.(type) {
+	case rfb.FramebufferUpdateRequest:
+		area := m.Rect().Intersect(v.fb.Rect)
+		if !v.waiting {
+			v.waiting, v.incremental, v.area = true, m.Incremental, area
+			return
+		}
+		// Requests that arrive while one waits are answered together, by one update.
+		v.incremental = v.incremental && m.Incremental
+		v.area = v.area.Union(area)
+	case rfb.KeyEvent:
+		if !m.Down {
+			return
+		}
+		switch k := m.Key; {
+		case k >= 0x20 && k <= 0x7e:
+			v.keys = append(v.keys, rune(k))
+		case k == keyReturn || k == keyKPEnter:
+			v.keys = append(v.keys, returnMark)
+		case k == keyBackSpace && len(v.keys) > 0:
+			v.keys = v.keys[:len(v.keys)-1]
+		}
+		if len(v.keys) > maxKeys {
+			v.keys = append(v.keys[:0], v.keys[len(v.keys)-maxKeys:]...)
+		}
+	}
+}
+
+// Keysyms the keys line understands (X11 keysymdef.h).
+const (
+	keyBackSpace = 0xff08
+	keyReturn    = 0xff0d
+	keyKPEnter   = 0xff8d
+)
+
+// flush answers the waiting request, if any: a non-incremental one at once with its whole
+// area, an incremental one with the rows that changed, or, once a second has passed with
+// nothing changed, with the clock row alone, so that viewers keep hearing from the desktop.
+func (v *viewer) flush() error {
+	heartbeat := v.tick
+	v.tick = false
+	if !v.waiting {
+		return nil
+	}
+	v.draw()
+	area := v.area
+	var rects []image.Rectangle
+	switch {
+	case !v.incremental || v.unsent:
+		rects = []image.Rectangle{area}
+	default:
+		for row := range numRows {
+			if v.dirty[row] {
+				rects = appendNonEmpty(rects, v.lay.row(row).Intersect(area))
+			}
+		}
+		if len(rects) == 0 && !heartbeat {
+			return nil // wait for a change or a second
+		}
+		if len(rects) == 0 {
+			rects = appendNonEmpty(rects, v.lay.row(rowClock).Intersect(area))
+		}
+	}
+	if area == v.fb.Rect {
+		v.unsent = false
+	}
+	for row := range numRows {
+		if v.lay.row(row).In(area) {
+			v.dirty[row] = false
+		}
+	}
+	v.waiting = false
+	return v.sc.WriteUpdate(v.fb, rects...)
+}
+
+func appendNonEmpty(rs []image.Rectangle, r image.Rectangle) []image.Rectangle {
+	if r.Empty() {
+		return rs
+	}
+	return append(rs, r)
+}
+
+// draw brings every row of the framebuffer up to date, marking the rows it changes.
+func (v *viewer) draw() {
+	info := v.info()
+	path := info.Path
+	if path == "" {
+		path = "direct"
+	}
+	lines := [numRows]string{
+		rowTitle:   "frontdoor desktop",
+		rowMachine: "machine " + info.Machine,
+		rowZone:    "zone " + info.Zone,
+		rowUser:    "user " + info.User,
+		rowSession: "session " + info.Session,
+		rowPath:    "path " + path,
+		rowClock:   "time " + v.d.now().Format("15:04:05"),
+		rowKeys:    "keys: " + string(v.keys),
+	}
+	for row, text := range lines {
+		if text != v.drawn[row] {
+			v.lay.text(v.fb, v.d.font, row, text)
+			v.drawn[row] = text
+			v.dirty[row] = true
+		}
+	}
+}

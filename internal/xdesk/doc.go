@@ -3,7 +3,7 @@
 // xvnc`), the tests and the benchmarks use. It only ever binds loopback or Unix sockets, runs
 // each process in its own process group, keeps each server's log in the directory it is
 // given, and leaves no process behind: Close, or the end of the context a process was started
-// under, stops the whole group.
+// under, stops the whole group, and on Linux a process whose starter died gets SIGTERM.
 //
 // The binaries come from Debian packages (see ErrNotInstalled); nothing here needs root.
 package xdesk

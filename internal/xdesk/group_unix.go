@@ -5,13 +5,8 @@ package xdesk
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"syscall"
 )
-
-// newGroup makes cmd the leader of a process group of its own, so that stopping it stops
-// whatever it started too.
-func newGroup(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
 
 // terminate asks the process group led by p to exit (SIGTERM).
 func terminate(p *os.Process) error { return signalGroup(p, syscall.SIGTERM) }

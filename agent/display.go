@@ -1,5 +1,7 @@
-// Package agent is the VDA side of frontdoor: it serves a machine's display ports as a small
-// desktop simulator (each channel opens with a ticket, then echoes), keeps track of the
+// Package agent is the VDA side of frontdoor: it serves a machine's display ports, each
+// channel opened with a ticket, and carries each desktop stream to the desktop server it
+// fronts (a VNC or RDP server on loopback or a Unix socket, or its builtin desktop), a stream
+// outliving the channels that carry it (session reliability, package resume); it keeps track of the
 // machine's sessions — a session whose client vanished stays "disconnected" until a timeout —
 // and reports load and direct-mode session events to a front door of its own zone, else of the
 // primary zone, never of another satellite zone. Its display ports speak the frames of package
@@ -14,10 +16,13 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
+	"github.com/frontdoor-vdi/frontdoor/internal/resume"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -72,18 +77,31 @@ type DisplayOptions struct {
 	RevokeFor time.Duration
 	// Report receives connected/disconnected events. Optional.
 	Report EventFunc
+	// Desktop is the desktop server the display port carries. Default: the builtin desktop
+	// on the first TCP port.
+	Desktop Desktop
+	// Zone is the machine's zone, which the builtin desktop shows. Default: "".
+	Zone string
+	// ReliabilityTimeout is how long a desktop stream waits for its client after its
+	// channel broke. Default: 180s.
+	ReliabilityTimeout time.Duration
+	// ReliabilityBuffer bounds a stream's unacknowledged bytes per direction. Default: 4 MiB.
+	ReliabilityBuffer int
 	// Logger receives logs. Default: slog.Default().
 	Logger *slog.Logger
 }
 
 // Display serves a machine's display ports.
 type Display struct {
-	o    DisplayOptions
-	log  *slog.Logger
-	done chan struct{}
-	wg   sync.WaitGroup
+	o       DisplayOptions
+	log     *slog.Logger
+	done    chan struct{}
+	ctx     context.Context // ends with Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	builtin *desktop.Desktop
 
-	mu        sync.Mutex // guards listeners, packets, open, state, since, conns, closed
+	mu        sync.Mutex // guards listeners, packets, open, state, since, conns, streams, closed
 	listeners []net.Listener
 	packets   []*udpPort
 	open      map[string]int         // session -> open channels
@@ -92,6 +110,7 @@ type Display struct {
 	conns     map[io.Closer]ticketOf // open channels -> the ticket that opened them
 	direct    map[string]bool        // sessions launched in direct mode
 	gone      map[string]bool        // sessions the front door ended whose channels are closing
+	streams   map[resume.ID]*stream  // live desktop streams, attached or waiting for their client
 	closed    bool
 }
 
@@ -101,10 +120,17 @@ type ticketOf struct {
 	issued  time.Time
 }
 
-// ForMachine returns options with the machine's name, address and display ports from its
-// configuration; the caller adds the verifier and the rest.
-func ForMachine(m configs.Machine) (DisplayOptions, error) {
-	o := DisplayOptions{Machine: m.Name}
+// ForMachine returns options with the machine's name, zone, address, display ports, desktop
+// and session reliability from the configuration (after SetDefaults); the caller adds the
+// verifier and the rest.
+func ForMachine(cfg *configs.Config, m configs.Machine) (DisplayOptions, error) {
+	o := DisplayOptions{Machine: m.Name, Zone: m.Zone, ReliabilityTimeout: cfg.Site.Sessions.ReliabilityTimeout.D(),
+		ReliabilityBuffer: cfg.Site.Sessions.ReliabilityBuffer}
+	dk, err := DesktopFor(cfg, m)
+	if err != nil {
+		return o, err
+	}
+	o.Desktop = dk
 	if !m.Address.IsValid() {
 		return o, fmt.Errorf("machine %s: no address", m.Name)
 	}
@@ -143,9 +169,29 @@ func NewDisplay(o DisplayOptions) (*Display, error) {
 	if o.Report == nil {
 		o.Report = func(context.Context, string, string) {}
 	}
-	return &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
+	if o.Desktop.Protocol == "" {
+		o.Desktop = Desktop{Protocol: configs.DesktopBuiltin, Port: 8443}
+		if len(o.TCPPorts) > 0 {
+			o.Desktop.Port = o.TCPPorts[0]
+		}
+	}
+	if o.Desktop.Protocol != configs.DesktopBuiltin && (o.Desktop.Network == "" || o.Desktop.Address == "") {
+		return nil, fmt.Errorf("agent: the %s desktop needs the server's address", o.Desktop.Protocol)
+	}
+	if o.ReliabilityTimeout == 0 {
+		o.ReliabilityTimeout = 180 * time.Second
+	}
+	if o.ReliabilityBuffer == 0 {
+		o.ReliabilityBuffer = 4 << 20
+	}
+	d := &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
 		open: map[string]int{}, state: map[string]string{}, since: map[string]time.Time{},
-		conns: map[io.Closer]ticketOf{}, direct: map[string]bool{}, gone: map[string]bool{}}, nil
+		conns: map[io.Closer]ticketOf{}, direct: map[string]bool{}, gone: map[string]bool{}, streams: map[resume.ID]*stream{}}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	if o.Desktop.Protocol == configs.DesktopBuiltin {
+		d.builtin = desktop.New(desktop.Options{Logger: d.log})
+	}
+	return d, nil
 }
 
 // Listen opens the display ports.
@@ -159,6 +205,16 @@ func (d *Display) Listen() error {
 			return fmt.Errorf("agent %s: %w", d.o.Machine, err)
 		}
 		d.listeners = append(d.listeners, l)
+	}
+	if len(d.o.TCPPorts) > 0 && !slices.Contains(d.o.TCPPorts, d.o.Desktop.Port) {
+		d.closeLocked()
+		return fmt.Errorf("agent %s: the desktop's channel %d/tcp is not a display port", d.o.Machine, d.o.Desktop.Port)
+	}
+	if d.exposedDesktop() {
+		d.log.Warn("the desktop server takes connections from elsewhere than this agent: anyone who reaches it needs no ticket; make it listen on loopback or a Unix socket only", "desktop", d.o.Desktop.String())
+	}
+	if err := d.checkDesktop(context.Background()); err != nil {
+		d.log.Error("the desktop server does not answer: channels will be refused until it does", "desktop", d.o.Desktop.String(), "err", err)
 	}
 	for _, p := range d.o.UDPPorts {
 		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(d.o.Address, p)))
@@ -206,6 +262,7 @@ func (d *Display) Close() error {
 	if !d.closed {
 		d.closed = true
 		close(d.done)
+		d.cancel()
 		d.closeLocked()
 		for c := range d.conns {
 			c.Close()

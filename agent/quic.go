@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/quicguard"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
@@ -149,13 +150,27 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 	st.SetDeadline(time.Time{})
 	d.opened(claims.Session, claims.Mode)
 	defer d.released(claims.Session)
+	echoAll := d.o.Desktop.Protocol == configs.DesktopBuiltin
 	for {
 		b, err := c.ReceiveDatagram(c.Context())
 		if err != nil {
 			return
 		}
+		// The client's keepalives come back, so that it sees the path alive. The builtin
+		// desktop echoes every datagram (the lab's UDP checks); VNC and RDP servers here
+		// have no UDP transport, and their datagrams are dropped.
+		if !echoAll && !isKeepalive(b) {
+			continue
+		}
 		if c.SendDatagram(b) != nil {
 			return
 		}
 	}
+}
+
+// keepaliveMagic starts the payload of a client's keepalive datagram (after the 2-byte port).
+const keepaliveMagic = "FDKA"
+
+func isKeepalive(b []byte) bool {
+	return len(b) >= 2+len(keepaliveMagic) && string(b[2:2+len(keepaliveMagic)]) == keepaliveMagic
 }

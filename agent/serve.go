@@ -2,7 +2,7 @@ package agent
 
 import (
 	"crypto/tls"
-	"io"
+	"fmt"
 	"net"
 	"time"
 
@@ -21,17 +21,18 @@ func (d *Display) acceptTCP(l net.Listener, port uint16) {
 }
 
 // handleTCP completes the TLS handshake, checks the channel's ticket (a gateway-mode one only
-// from a gateway), then echoes: the desktop simulator.
+// from a gateway), then serves the channel's desktop stream (serveStream).
 func (d *Display) handleTCP(raw net.Conn, port uint16) {
 	c := tls.Server(raw, d.o.Identity.ServerTLS())
-	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if err := c.Handshake(); err != nil {
 		d.log.Debug("tls handshake failed", "client", raw.RemoteAddr().String(), "err", err)
+		c.Close()
 		return
 	}
 	tok, err := ticket.ReadFrame(c)
 	if err != nil {
+		c.Close()
 		return
 	}
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
@@ -39,41 +40,25 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 	if err == nil && claims.Mode != ticket.ModeDirect && !fromGateway(c.ConnectionState()) {
 		err = ErrNotFromGateway
 	}
+	if err == nil && port != d.o.Desktop.Port {
+		err = fmt.Errorf("%w: %s (the desktop is on %d/tcp)", ErrNoDesktop, ch, d.o.Desktop.Port)
+	}
 	if err == nil && d.full(claims.Session) {
 		err = ErrSessionCap
 	}
 	if err != nil {
 		d.log.Warn("channel denied", "channel", ch.String(), "client", c.RemoteAddr().String(), "reason", err)
 		c.Write([]byte{ticket.DeniedStatus(err)})
+		c.Close()
 		return
 	}
 	if _, err := c.Write([]byte{ticket.StatusOK}); err != nil {
+		c.Close()
 		return
 	}
-	c.SetDeadline(time.Time{})
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return
-	}
-	d.conns[c] = ticketOf{claims.Session, claims.Issued}
-	d.mu.Unlock()
-	if d.o.Verifier.Revoked(claims) {
-		// Revoked between the check and the registration, which a cut would miss.
-		d.mu.Lock()
-		delete(d.conns, c)
-		d.mu.Unlock()
-		return
-	}
-	d.opened(claims.Session, claims.Mode)
-	defer func() {
-		d.mu.Lock()
-		delete(d.conns, c)
-		d.mu.Unlock()
-		d.released(claims.Session)
-	}()
-	if _, err := io.Copy(c, c); err == nil {
-		c.CloseWrite() // close_notify: the far end reads its end of the stream
+	if err := d.serveStream(c, claims); err != nil {
+		d.log.Debug("desktop stream refused", "session", claims.Session, "channel", ch.String(), "err", err)
+		c.Close()
 	}
 }
 

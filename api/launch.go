@@ -71,9 +71,18 @@ type Descriptor struct {
 	LaunchTicket    string            `json:"launch_ticket,omitempty"`
 	ReconnectTicket string            `json:"reconnect_ticket,omitempty"`
 	Address         string            `json:"address,omitempty"`
+	// Desktop says which desktop protocol the machine serves and which channel carries it.
+	Desktop *DesktopInfo `json:"desktop,omitempty"`
 	// Trace is the broker's trace of the decision, for admin users only (it names other
 	// machines, their load and the site's zones); empty for the others.
 	Trace []string `json:"trace"`
+}
+
+// DesktopInfo is a descriptor's desktop: its protocol (builtin, which speaks VNC, vnc or rdp)
+// and the TCP channel that carries it.
+type DesktopInfo struct {
+	Protocol string  `json:"protocol"`
+	Channel  Channel `json:"channel"`
 }
 
 // LaunchOptions configure the launch API.
@@ -303,6 +312,13 @@ func (l *Launch) describe(d broker.Decision, zone string, li login) (Descriptor,
 		}
 		desc.Channels = append(desc.Channels, Channel{Port: uint16(port), Proto: proto})
 		chans = append(chans, ticket.Channel{Port: uint16(port), Proto: proto})
+	}
+	if dk := l.o.Config.DesktopOf(m); dk.Channel != "" {
+		port, proto, err := configs.ParsePortSpec(dk.Channel)
+		if err != nil {
+			return desc, time.Time{}, err
+		}
+		desc.Desktop = &DesktopInfo{Protocol: dk.Protocol, Channel: Channel{Port: uint16(port), Proto: proto}}
 	}
 	if d.Mode != "gateway" {
 		// Direct: the client talks to the machine, whose agent checks the same tickets.

@@ -25,7 +25,23 @@ type Descriptor struct {
 	LaunchTicket    string            `json:"launch_ticket,omitempty"`
 	ReconnectTicket string            `json:"reconnect_ticket,omitempty"`
 	Address         string            `json:"address,omitempty"`
+	Desktop         *DesktopInfo      `json:"desktop,omitempty"`
 	Trace           []string          `json:"trace"`
+}
+
+// DesktopInfo is the descriptor's desktop: its protocol ("builtin", which speaks VNC, "vnc"
+// or "rdp") and the TCP channel that carries it.
+type DesktopInfo struct {
+	Protocol string  `json:"protocol"`
+	Channel  Channel `json:"channel"`
+}
+
+// Speaks returns the protocol a viewer speaks to the desktop: "vnc" or "rdp".
+func (d DesktopInfo) Speaks() string {
+	if d.Protocol == "rdp" {
+		return "rdp"
+	}
+	return "vnc"
 }
 
 // Channel is one display channel of a session: a port and "tcp" or "udp".

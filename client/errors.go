@@ -29,8 +29,9 @@ var (
 	ErrLost = errors.New("session lost")
 	// ErrNoChannel is returned for a port the session did not open.
 	ErrNoChannel = errors.New("no such channel")
-	// ErrBusy is returned by Attach when another connection rides the channel.
-	ErrBusy = errors.New("channel already attached")
+	// ErrDesktop is returned when the machine's desktop server does not take the session's
+	// connection (the agent says why).
+	ErrDesktop = errors.New("the desktop server is unavailable")
 	// ErrNotTheMachine is returned when a direct-mode machine's certificate does not name
 	// the descriptor's machine.
 	ErrNotTheMachine = errors.New("the certificate does not name the session's machine")

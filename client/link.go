@@ -28,25 +28,28 @@ type link struct {
 	via      route
 	routeIdx int    // index of via in the routes of the descriptor it came from
 	ticket   string // "launch" or "reconnect"
-	tcp      map[uint16]*tcpLink
 	udp      map[uint16]*udpLink
 	quics    []*quicLink // the QUIC connections carrying channels: a gateway's first, or a machine's UDP ports
+	gw       *quicLink   // the gateway's QUIC connection, which carries TCP channels with Options.QUIC
 	opened   time.Time
 
-	down     atomic.Bool
-	mu       sync.Mutex // guards cutAt, reason
-	cutAt    time.Time
-	reason   string
-	downOnce sync.Once
+	down       atomic.Bool
+	mu         sync.Mutex // guards cutAt, reason, transports
+	cutAt      time.Time
+	reason     string
+	transports []io.Closer // the TCP channels of desktop streams riding the link
+	downOnce   sync.Once
 }
 
-// tcpLink is one TCP channel of a link.
-type tcpLink struct {
-	port uint16
-	conn io.ReadWriteCloser // a TLS or TCP connection, or a QUIC stream
-
-	mu    sync.Mutex // guards local
-	local net.Conn   // the attached local connection, or nil
+// keep registers a desktop stream's channel, which teardown closes; on a link already down
+// it is closed at once (its stream moves on).
+func (l *link) keep(t io.Closer) {
+	l.mu.Lock()
+	l.transports = append(l.transports, t)
+	l.mu.Unlock()
+	if l.down.Load() {
+		t.Close()
+	}
 }
 
 // udpLink is one UDP flow of a link.
@@ -60,14 +63,12 @@ type udpLink struct {
 // teardown closes every channel of the link and its attached local connections, once.
 func (l *link) teardown() {
 	l.downOnce.Do(func() {
-		for _, t := range l.tcp {
-			t.conn.Close()
-			t.mu.Lock()
-			if t.local != nil {
-				t.local.Close()
-				t.local = nil
-			}
-			t.mu.Unlock()
+		l.mu.Lock()
+		ts := l.transports
+		l.transports = nil
+		l.mu.Unlock()
+		for _, t := range ts {
+			t.Close()
 		}
 		for _, u := range l.udp {
 			u.conn.Close()
@@ -78,10 +79,13 @@ func (l *link) teardown() {
 	})
 }
 
-// connect opens every channel of the session on r, with d's launch ticket (kind "launch") or
-// with its reconnect ticket, which every channel a gateway admits rotates; on error none stays
-// open.
+// connect opens the session's UDP channels on r, with d's launch ticket (kind "launch") or
+// with its reconnect ticket, which every channel a gateway admits rotates, and resumes its
+// desktop streams there (each TCP channel is a viewer connection's, opened when it comes:
+// openStream); on error none stays open.
 func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind string, idx int) (*link, error) {
+	s.ticketMu.Lock()
+	defer s.ticketMu.Unlock()
 	tok := func() string {
 		if kind == "launch" {
 			return d.LaunchTicket
@@ -91,7 +95,7 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 	if tok() == "" {
 		return nil, fmt.Errorf("descriptor has no %s ticket", kind)
 	}
-	l := &link{via: r, routeIdx: idx, ticket: kind, tcp: map[uint16]*tcpLink{}, udp: map[uint16]*udpLink{}}
+	l := &link{via: r, routeIdx: idx, ticket: kind, udp: map[uint16]*udpLink{}}
 	// Through a gateway, one QUIC connection to its QUIC port carries the UDP channels (and
 	// with Options.QUIC every channel); plain UDP only to a gateway without one. Directly,
 	// each UDP channel is a QUIC connection to the machine's port.
@@ -107,22 +111,23 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 			return nil, fmt.Errorf("quic: %w", err)
 		}
 		gw = q
+		l.gw = q
 		l.quics = append(l.quics, q)
+	}
+	// The TCP channels first: they carry a gateway's word on a refused ticket (a login
+	// past its lifetime), which a plain UDP flow does not.
+	if err := s.resumeStreamsLocked(ctx, l); err != nil {
+		l.teardown()
+		return nil, err
+	}
+	if err := s.probeLocked(ctx, l, tok); err != nil {
+		l.teardown()
+		return nil, err
 	}
 	for _, ch := range s.chans {
 		var err error
 		var next string // the next reconnect ticket, from a gateway
 		switch {
-		case ch.Proto == "tcp" && allQUIC:
-			var c io.ReadWriteCloser
-			if c, next, err = s.quicTCP(ctx, gw, ch.Port, tok()); err == nil {
-				l.tcp[ch.Port] = &tcpLink{port: ch.Port, conn: c}
-			}
-		case ch.Proto == "tcp":
-			var c net.Conn
-			if c, next, err = s.dialTCP(ctx, r, ch.Port, tok()); err == nil {
-				l.tcp[ch.Port] = &tcpLink{port: ch.Port, conn: c}
-			}
 		case ch.Proto == "udp":
 			var c io.ReadWriteCloser
 			switch q := gw; {
@@ -282,10 +287,6 @@ func (s *Session) dialUDP(ctx context.Context, r route, port uint16, tok string)
 
 // run starts the link's goroutines: a reader per channel and the UDP keepalive.
 func (s *Session) run(l *link) {
-	for _, t := range l.tcp {
-		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.readTCP(l, t) }()
-	}
 	for _, u := range l.udp {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.readUDP(l, u) }()
@@ -298,43 +299,6 @@ func (s *Session) run(l *link) {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.quicDemux(l, q) }()
 	}
-}
-
-// readTCP carries the tunnel's bytes to the attached local connection (or drops them when
-// none is attached) until the channel breaks.
-func (s *Session) readTCP(l *link, t *tcpLink) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := t.conn.Read(buf)
-		if n > 0 {
-			t.mu.Lock()
-			local := t.local
-			t.mu.Unlock()
-			if local != nil {
-				local.SetWriteDeadline(time.Now().Add(5 * time.Second))
-				if _, werr := local.Write(buf[:n]); werr != nil {
-					t.detach(local)
-				}
-			}
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("closed by the far end")
-			}
-			s.fail(l, fmt.Errorf("%d/tcp: %w", t.port, err))
-			return
-		}
-	}
-}
-
-// detach closes local and forgets it if it is still the attached connection.
-func (t *tcpLink) detach(local net.Conn) {
-	t.mu.Lock()
-	if t.local == local {
-		t.local = nil
-	}
-	t.mu.Unlock()
-	local.Close()
 }
 
 // readUDP takes the flow's datagrams: keepalive echoes mark the flow alive, ticket answers are

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 )
@@ -18,85 +16,23 @@ type listener struct {
 	port uint16
 }
 
-// Attach returns a connection riding the TCP channel on port: what is written to it goes
-// through the tunnel, what the machine sends comes out of it. One connection rides a channel at
-// a time (ErrBusy otherwise); closing it frees the channel and keeps the tunnel open. A cut
-// closes it: bytes in flight are lost, so Attach again after WaitUp. While the session is
-// reconnecting Attach returns ErrDown.
-func (s *Session) Attach(port uint16) (net.Conn, error) {
+// Attach opens a desktop stream on the TCP channel on port and returns its end: what is
+// written to it reaches the desktop server, what the server sends comes out of it, from the
+// server's first byte on. Each Attach is a connection of its own to the desktop server (a
+// viewer's handshake starts afresh). The stream outlives a cut: while the session reconnects
+// the connection stays open, and nothing written or sent is lost (session reliability). It
+// waits for the session while it reconnects, within ctx.
+func (s *Session) Attach(ctx context.Context, port uint16) (net.Conn, error) {
+	if !s.hasChannel(port, "tcp") {
+		return nil, fmt.Errorf("%w: %d/tcp", ErrNoChannel, port)
+	}
 	a, b := net.Pipe()
-	t, err := s.attach(port, b)
-	if err != nil {
+	if _, err := s.openStream(ctx, port, b); err != nil {
 		a.Close()
 		b.Close()
 		return nil, err
 	}
-	return &attached{Conn: a, detach: func() { t.detach(b) }}, nil
-}
-
-// attached is the caller's end of an attached pipe; closing it frees the channel at once.
-type attached struct {
-	net.Conn
-	detach func()
-}
-
-// Close detaches from the channel and closes the pipe.
-func (a *attached) Close() error {
-	a.detach()
-	return a.Conn.Close()
-}
-
-// attach makes local ride the TCP channel on port and starts carrying its bytes to the tunnel.
-func (s *Session) attach(port uint16, local net.Conn) (*tcpLink, error) {
-	if !s.hasChannel(port, "tcp") {
-		return nil, fmt.Errorf("%w: %d/tcp", ErrNoChannel, port)
-	}
-	s.mu.Lock()
-	l, closed := s.link, s.closed
-	if closed || l == nil {
-		s.mu.Unlock()
-		if closed {
-			return nil, ErrClosed
-		}
-		return nil, ErrDown
-	}
-	s.wg.Add(1) // under mu, so that Close waits for the pump
-	s.mu.Unlock()
-	t := l.tcp[port]
-	t.mu.Lock()
-	err := error(nil)
-	switch {
-	case l.down.Load():
-		err = ErrDown
-	case t.local != nil:
-		err = ErrBusy
-	default:
-		t.local = local
-	}
-	t.mu.Unlock()
-	if err != nil {
-		s.wg.Done()
-		return nil, err
-	}
-	go func() {
-		defer s.wg.Done()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := local.Read(buf)
-			if n > 0 {
-				if _, werr := t.conn.Write(buf[:n]); werr != nil {
-					s.fail(l, fmt.Errorf("%d/tcp: %w", port, werr))
-					t.detach(local)
-					return
-				}
-			}
-			if err != nil {
-				t.detach(local)
-				return
-			}
-		}
-	}()
-	return t, nil
+	return a, nil
 }
 
 func (s *Session) hasChannel(port uint16, proto string) bool {
@@ -108,11 +44,11 @@ func (s *Session) hasChannel(port uint16, proto string) bool {
 	return false
 }
 
-// Expose listens on addr (e.g. "127.0.0.1:2222"; port 0 picks one) and lets each accepted
-// connection ride the TCP channel on port, so that a program such as nc or ssh uses the
-// tunnel. One local connection rides the channel at a time: a second one is closed at once.
-// A connection accepted while the session reconnects waits up to 5s for it. It returns the
-// listening address; Close closes the listener.
+// Expose listens on addr (e.g. "127.0.0.1:5900"; port 0 picks one) and gives each accepted
+// connection a desktop stream of its own on the TCP channel on port (Attach), so that a viewer
+// such as vncviewer or xfreerdp uses the tunnel. A connection accepted while the session
+// reconnects waits up to 10s for it. It returns the listening address; Close closes the
+// listener.
 func (s *Session) Expose(addr string, port uint16) (net.Addr, error) {
 	if !s.hasChannel(port, "tcp") {
 		return nil, fmt.Errorf("%w: %d/tcp", ErrNoChannel, port)
@@ -150,26 +86,23 @@ func (s *Session) Expose(addr string, port uint16) (net.Addr, error) {
 				return
 			}
 			backoff = 0
-			s.serveLocal(c, port)
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.serveLocal(c, port) }()
 		}
 	}()
 	return ln.Addr(), nil
 }
 
-// serveLocal attaches an accepted connection, waiting briefly when the session is down.
+// serveLocal gives an accepted connection its desktop stream.
 func (s *Session) serveLocal(c net.Conn, port uint16) {
-	_, err := s.attach(port, c)
-	if errors.Is(err, ErrDown) {
-		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-		if s.WaitUp(ctx) == nil {
-			_, err = s.attach(port, c)
-		}
-		cancel()
-	}
-	if err != nil {
-		s.log.Info("local connection refused", "port", port, "client", c.RemoteAddr().String(), "reason", err)
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.openStream(ctx, port, c); err != nil {
+		s.log.Warn("local connection refused", "port", port, "client", c.RemoteAddr().String(), "reason", err)
 		c.Close()
+		return
 	}
+	s.log.Info("viewer connected", "port", port, "client", c.RemoteAddr().String())
 }
 
 // WriteDatagram sends b on the UDP channel on port. Datagrams starting with "FDT1" or "FDKA"
@@ -207,39 +140,6 @@ func (s *Session) ReadDatagram(ctx context.Context, port uint16) ([]byte, error)
 	case <-s.done:
 		return nil, s.Err()
 	}
-}
-
-// EchoTCP proves the TCP channel on port against an echoing machine (the agent's display
-// simulator): it sends n random bytes, reads them back and compares their SHA-256. It attaches
-// to the channel for the duration.
-func (s *Session) EchoTCP(ctx context.Context, port uint16, n int) error {
-	c, err := s.Attach(port)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	data := make([]byte, n)
-	rand.Read(data)
-	werr := make(chan error, 1)
-	go func() { _, err := c.Write(data); werr <- err }()
-	got := make([]byte, n)
-	_, rerr := io.ReadFull(c, got)
-	c.Close()
-	if err := <-werr; err != nil {
-		return fmt.Errorf("echo %d/tcp: writing: %w", port, err)
-	}
-	if rerr != nil {
-		return fmt.Errorf("echo %d/tcp: reading: %w", port, rerr)
-	}
-	if sha256.Sum256(got) != sha256.Sum256(data) {
-		return fmt.Errorf("echo %d/tcp: %d bytes came back different", port, n)
-	}
-	return nil
 }
 
 // EchoUDP proves the UDP channel on port against an echoing machine: it sends count numbered

@@ -65,7 +65,7 @@ func TestQUICCarriesTheChannelsAndSurvivesAnAddressChange(t *testing.T) {
 	defer sess.Close()
 	ev.wait(t, EventUp)
 	ctx := ctxT(t)
-	if err := sess.EchoTCP(ctx, s.port, 1<<20); err != nil {
+	if _, err := sess.CheckDesktop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := sess.EchoUDP(ctx, s.port, 20, 800); err != nil {
@@ -79,7 +79,7 @@ func TestQUICCarriesTheChannelsAndSurvivesAnAddressChange(t *testing.T) {
 		t.Fatalf("migrated event %+v", m)
 	}
 	// The old address is silent now; everything flows from the new one.
-	if err := sess.EchoTCP(ctx, s.port, 1<<20); err != nil {
+	if _, err := sess.CheckDesktop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := sess.EchoUDP(ctx, s.port, 20, 800); err != nil {
@@ -111,7 +111,7 @@ func TestQUICGatewayClosedMeansTheNextWithTheReconnectTicket(t *testing.T) {
 		t.Fatalf("back event %+v, want the same session via gw-b with the reconnect ticket", back)
 	}
 	ctx := ctxT(t)
-	if err := sess.EchoTCP(ctx, s.port, 64<<10); err != nil {
+	if _, err := sess.CheckDesktop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := sess.EchoUDP(ctx, s.port, 5, 100); err != nil {
@@ -172,7 +172,7 @@ func TestQUICGatewayShutdownKeepsConnectedClientsAndRefusesNewOnes(t *testing.T)
 		time.Sleep(20 * time.Millisecond)
 	}
 	ctx := ctxT(t)
-	if err := sess.EchoTCP(ctx, s.port, 64<<10); err != nil {
+	if _, err := sess.CheckDesktop(ctx); err != nil {
 		t.Fatalf("connected client while draining: %v", err)
 	}
 	if err := sess.EchoUDP(ctx, s.port, 5, 100); err != nil {
@@ -224,7 +224,7 @@ func TestQUICGatewayDrainModeTakesNoNewSession(t *testing.T) {
 	}
 	defer carried.Close()
 	g.Drain(true)
-	if err := carried.EchoTCP(ctxT(t), s.port, 64<<10); err != nil {
+	if _, err := carried.CheckDesktop(ctxT(t)); err != nil {
 		t.Fatalf("the carried session in drain mode: %v", err)
 	}
 	if other, err := open("s-qd4"); !errors.Is(err, ErrTicketDenied) {

@@ -76,6 +76,8 @@ type site struct {
 	gws    map[string]*gateway.Gateway
 	stops  map[string]func()
 	quic   map[string]*gateway.QUIC
+	// desktop is the desktop server the machine fronts: nil for its builtin desktop.
+	desktop *agent.Desktop
 }
 
 // alwaysActive is a gateway.Sessions for which every session is live.
@@ -85,7 +87,10 @@ func (alwaysActive) Active(string) bool                           { return true 
 func (alwaysActive) Connected(context.Context, string, string)    {}
 func (alwaysActive) Disconnected(context.Context, string, string) {}
 
-func newSite(t *testing.T) *site {
+func newSite(t *testing.T) *site { return newSiteWith(t, nil) }
+
+// newSiteWith is newSite with a machine that fronts desktop (nil: its builtin one).
+func newSiteWith(t *testing.T, desktop *agent.Desktop) *site {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -96,7 +101,7 @@ func newSite(t *testing.T) *site {
 	s := &site{t: t, signer: ticket.NewSigner(key, nil), pub: pub, tls: tc, pool: pool,
 		gwVer: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
 		track: gateway.NewTracker(alwaysActive{}), gws: map[string]*gateway.Gateway{}, stops: map[string]func(){},
-		quic: map[string]*gateway.QUIC{}}
+		quic: map[string]*gateway.QUIC{}, desktop: desktop}
 	s.startMachine()
 	return s
 }
@@ -137,9 +142,14 @@ func (s *site) startMachine() {
 		}
 		port := uint16(l.Addr().(*net.TCPAddr).Port)
 		l.Close()
-		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(machineIP),
+		o := agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(machineIP),
 			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
-			Verifier: ticket.NewVerifier(s.pub, ticket.NewMemoryLedger(0, nil), nil), Identity: s.machineIdentity(), Logger: quiet})
+			Verifier: ticket.NewVerifier(s.pub, ticket.NewMemoryLedger(0, nil), nil), Identity: s.machineIdentity(), Logger: quiet}
+		if s.desktop != nil {
+			o.Desktop = *s.desktop
+			o.Desktop.Port = port
+		}
+		d, err := agent.NewDisplay(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +231,8 @@ func (s *site) descriptor(session, mode string, gws ...string) *Descriptor {
 	}
 	d := &Descriptor{SessionID: session, Outcome: "new", Mode: mode, Machine: "vda-1", Zone: "z1", PreferredZone: "z1",
 		PreferredSource: "user_location", Channels: s.channels(), LaunchTicket: lt, ReconnectTicket: rt,
-		Trace: []string{"preferred zone z1 (user location)", "step 3: new session on vda-1"}}
+		Trace:   []string{"preferred zone z1 (user location)", "step 3: new session on vda-1"},
+		Desktop: &DesktopInfo{Protocol: "builtin", Channel: Channel{Port: s.port, Proto: "tcp"}}}
 	if mode == ModeDirect {
 		d.Address = machineIP
 	}

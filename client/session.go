@@ -38,6 +38,12 @@ type Options struct {
 	MaxBackoff time.Duration
 	// GiveUpAfter ends reconnecting this long after a cut (EventLost). Default: 2m.
 	GiveUpAfter time.Duration
+	// ReliabilityTimeout is how long a desktop stream waits for the session to come back
+	// after its channel broke, the viewer's connection held open meanwhile. Default: 180s.
+	ReliabilityTimeout time.Duration
+	// ReliabilityBuffer bounds the bytes a stream keeps until the machine has them; when it
+	// is full the viewer's connection is not read until the machine catches up. Default: 4 MiB.
+	ReliabilityBuffer int
 	// QUIC, when set, carries every channel to gateways over one QUIC connection (TCP
 	// channels as streams too, not TLS). Without it the UDP channels alone ride QUIC, to the
 	// gateway's quic_port. Direct mode ignores it. Default: nil.
@@ -63,7 +69,12 @@ type Session struct {
 	cuts   chan *link
 	done   chan struct{} // closed when the session ends (Close or lost)
 
-	mu        sync.Mutex // guards desc, link, up, err, closed, listeners
+	// ticketMu serializes the channels' openings: each uses the reconnect ticket the last
+	// one was given (a gateway rotates it), never one used already.
+	ticketMu sync.Mutex
+
+	mu        sync.Mutex // guards desc, link, up, err, closed, listeners, streams, and each stream's link
+	streams   map[*cstream]struct{}
 	desc      *Descriptor
 	link      *link         // the open channels; nil while cut
 	up        chan struct{} // closed while link is set
@@ -101,6 +112,12 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	if o.GiveUpAfter <= 0 {
 		o.GiveUpAfter = 2 * time.Minute
 	}
+	if o.ReliabilityTimeout <= 0 {
+		o.ReliabilityTimeout = 180 * time.Second
+	}
+	if o.ReliabilityBuffer <= 0 {
+		o.ReliabilityBuffer = 4 << 20
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -109,7 +126,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	}
 	d := *o.Descriptor
 	s := &Session{o: o, log: o.Logger.With("session", d.SessionID), now: o.Now, udpIn: map[uint16]chan []byte{},
-		cuts: make(chan *link, 4), done: make(chan struct{}), desc: &d, up: make(chan struct{})}
+		cuts: make(chan *link, 4), done: make(chan struct{}), desc: &d, up: make(chan struct{}), streams: map[*cstream]struct{}{}}
 	for _, c := range o.Channels {
 		if !slices.Contains(s.chans, c) {
 			s.chans = append(s.chans, c)
@@ -251,6 +268,7 @@ func (s *Session) supervise() {
 			return
 		case l := <-s.cuts:
 			if !s.recover(l) {
+				s.abortStreams() // the viewers' connections close: the session is over
 				return
 			}
 		}
@@ -388,6 +406,7 @@ func (s *Session) Close() error {
 	for _, x := range ls {
 		x.ln.Close()
 	}
+	s.abortStreams()
 	if l != nil {
 		l.down.Store(true)
 		l.teardown()

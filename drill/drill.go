@@ -922,7 +922,7 @@ func (r *run) hold(ctx context.Context, user string) (*held, error) {
 			}
 			if s.Up() {
 				ectx, c := context.WithTimeout(hctx, 500*time.Millisecond)
-				s.EchoTCP(ectx, 8443, 512)
+				s.EchoUDP(ectx, 4172, 1, 64)
 				c()
 			}
 		}

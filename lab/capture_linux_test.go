@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
 )
 
 // capture records every packet on the loopback interface (an AF_PACKET socket, which needs
@@ -114,18 +114,26 @@ func marker(t *testing.T, what string) []byte {
 func pushThrough(ctx context.Context, t *testing.T, s *client.Session, what string) [][]byte {
 	t.Helper()
 	tcp, udp := marker(t, what+"-tcp"), marker(t, what+"-udp")
-	c, err := s.Attach(8443)
+	c, err := s.Attach(ctx, 8443)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write(tcp); err != nil {
+	// The marker rides to the desktop as a viewer's clipboard text; the update asked for
+	// after it comes back only once the desktop has read past it.
+	v, err := rfb.NewClient(c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	back := make([]byte, len(tcp))
-	if _, err := io.ReadFull(c, back); err != nil || !bytes.Equal(back, tcp) {
-		t.Fatalf("the TCP marker did not come back: %q %v", back, err)
+	if err := v.CutText(string(tcp)); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.RequestAll(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.ReadMessage(); err != nil {
+		t.Fatalf("the desktop did not answer after the TCP marker: %v", err)
 	}
 	for try := 0; ; try++ {
 		if try == 20 {

@@ -35,7 +35,7 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	if desc.Mode != client.ModeGateway {
 		t.Fatalf("first launch mode %s, want gateway", desc.Mode)
 	}
-	if err := s.EchoTCP(ctx, 8443, 256<<10); err != nil {
+	if _, err := s.CheckDesktop(ctx); err != nil {
 		t.Fatalf("TCP echo through the gateway: %v", err)
 	}
 	if err := s.EchoUDP(ctx, 4172, 20, 1000); err != nil {
@@ -53,7 +53,7 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	if !back.SameSession || back.Relaunched || back.Via == via {
 		t.Fatalf("back: %+v; want the same session through another gateway", back)
 	}
-	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+	if _, err := s.CheckDesktop(ctx); err != nil {
 		t.Fatalf("TCP echo after the reconnect: %v", err)
 	}
 	waitState(t, l, desc.SessionID, broker.StateConnected)
@@ -114,7 +114,7 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
-		if err := s2.EchoTCP(ctx, 8443, 32<<10); err != nil {
+		if _, err := s2.CheckDesktop(ctx); err != nil {
 			t.Fatalf("direct session after its front door %s stopped: %v", node, err)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -186,7 +186,7 @@ func TestQUICTransportThroughTheLab(t *testing.T) {
 	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "bob", Password: "lab",
 		Resource: "desktop", Endpoint: "bob-tablet", RootCAs: l.CA().Pool()}
 	s, desc, _, _ := openSession(ctx, t, l, ln, client.Options{QUIC: &client.QUICOptions{Port: 4433}})
-	if err := s.EchoTCP(ctx, 8443, 64<<10); err != nil {
+	if _, err := s.CheckDesktop(ctx); err != nil {
 		t.Fatalf("TCP channel over QUIC: %v", err)
 	}
 	if err := s.EchoUDP(ctx, 4172, 10, 800); err != nil {

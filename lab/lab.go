@@ -223,7 +223,7 @@ func (l *Lab) buildAgents() error {
 			return err
 		}
 		rep := agent.NewReporter(m.Name, api.AgentToken(l.agentKey, m.Name), doors, l.TLSClientConfig(), l.log.With("component", "agent"))
-		o, err := agent.ForMachine(m)
+		o, err := agent.ForMachine(l.Config, m)
 		if err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ func TestSiteDatabaseLostAndBack(t *testing.T) {
 			Resource: "desktop", Endpoint: user + "-laptop", RootCAs: l.CA().Pool()}
 	}
 	alice, before, _, events := openSession(ctx, t, l, launcher("alice"), client.Options{})
-	if err := alice.EchoTCP(ctx, 8443, 64<<10); err != nil {
+	if _, err := alice.CheckDesktop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, l, before.SessionID, broker.StateConnected)
@@ -50,11 +50,11 @@ func TestSiteDatabaseLostAndBack(t *testing.T) {
 	t.Logf("every node in outage mode %v after etcd began to stop", time.Since(lost))
 
 	// The running session goes on; a new one launches and carries data.
-	if err := alice.EchoTCP(ctx, 8443, 64<<10); err != nil {
+	if _, err := alice.CheckDesktop(ctx); err != nil {
 		t.Fatalf("alice's session in the outage: %v", err)
 	}
 	bob, during, _, _ := openSession(ctx, t, l, launcher("bob"), client.Options{})
-	if err := bob.EchoTCP(ctx, 8443, 64<<10); err != nil {
+	if _, err := bob.CheckDesktop(ctx); err != nil {
 		t.Fatalf("a session launched in the outage: %v", err)
 	}
 	t.Logf("launched %s on %s in the outage", during.SessionID, during.Machine)
@@ -97,7 +97,7 @@ func TestSiteDatabaseLostAndBack(t *testing.T) {
 			t.Errorf("alice's session was cut during the outage: %+v", e)
 		}
 	}
-	if err := alice.EchoTCP(ctx, 8443, 64<<10); err != nil {
+	if _, err := alice.CheckDesktop(ctx); err != nil {
 		t.Fatalf("alice's session after the outage: %v", err)
 	}
 }

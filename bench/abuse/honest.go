@@ -161,7 +161,7 @@ func (h *honest) open(ctx context.Context, d *client.Descriptor, onEvent func(cl
 	if err != nil {
 		return nil, errors.New(errClass(err))
 	}
-	if err := s.EchoTCP(ctx, 8443, 1024); err != nil {
+	if _, err := s.CheckDesktop(ctx); err != nil {
 		s.Close()
 		return nil, errors.New(errClass(err))
 	}
@@ -305,7 +305,7 @@ func (h *honest) keepEchoing(ctx context.Context, st *standing, interval time.Du
 		}
 		phase := *h.phase.Load()
 		ectx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := st.s.EchoTCP(ectx, 8443, 256)
+		err := st.s.EchoUDP(ectx, 4172, 1, 64)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -327,7 +327,7 @@ func (h *honest) check(ctx context.Context, hc *http.Client, st *standing) error
 	}
 	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := st.s.EchoTCP(ectx, 8443, 256); err != nil {
+	if _, err := st.s.CheckDesktop(ectx); err != nil {
 		return fmt.Errorf("echo: %w", err)
 	}
 	b, err := call(ctx, hc, http.MethodGet, h.url+"/v1/sessions", st.user, "")

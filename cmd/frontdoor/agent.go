@@ -70,7 +70,7 @@ func newAgentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o, err := agent.ForMachine(*m)
+			o, err := agent.ForMachine(cfg, *m)
 			if err != nil {
 				return err
 			}

@@ -26,7 +26,7 @@ type connectOpts struct {
 	launchPort, quicPort                          uint16
 	tcp, udp                                      []uint
 	duration, echo                                time.Duration
-	verbose, sso                                  bool
+	verbose, sso, open                            bool
 }
 
 func newConnectCmd() *cobra.Command {
@@ -40,8 +40,12 @@ and opens the session's channels: through a secure gateway (TLS and UDP, each op
 launch ticket) or directly to the machine. It proves each channel with a little echo traffic and
 reconnects by itself when a channel breaks — the reconnect ticket through the next gateway
 first, then a new launch through another front door — printing when it was cut and when it was
-back. With --local, a local TCP port rides the first TCP channel (one connection at a time), so
-that nc, ssh or an RDP client can use the tunnel. It runs until Ctrl-C or --duration.
+back. The descriptor names the desktop's protocol (vnc, rdp, or the agent's builtin desktop,
+which speaks VNC) and its TCP channel; connect reads the desktop once as a viewer would to
+prove it. With --local, a local TCP port leads to the desktop: every connection a viewer
+makes there is a stream of its own to the desktop server, which outlives a gateway's loss
+(the viewer stays connected while the session moves to another gateway). --open starts a
+viewer found on PATH on it, or prints what to run. It runs until Ctrl-C or --duration.
 
 The password comes from --password or the FRONTDOOR_PASSWORD environment variable. Instead
 of a password, --cert (and --key) logs in with a client certificate: one of the site CA
@@ -83,7 +87,8 @@ and connect says to log in again.`,
 	f.StringVar(&o.ca, "ca", "", "PEM file of the CA that signs the front doors' and gateways' certificates (default: system roots)")
 	f.UintSliceVar(&o.tcp, "tcp", []uint{8443}, "TCP channels to open")
 	f.UintSliceVar(&o.udp, "udp", []uint{4172}, "UDP channels to open")
-	f.StringVar(&o.local, "local", "", "expose the first TCP channel on this local address, e.g. 127.0.0.1:2222")
+	f.StringVar(&o.local, "local", "", "expose the desktop on this local address, e.g. 127.0.0.1:5900: every connection a viewer makes is a desktop stream of its own")
+	f.BoolVar(&o.open, "open", false, "start a viewer found on PATH for the desktop's protocol (vncviewer, xfreerdp; mstsc on Windows) on the local tunnel (--local, else a free port of 127.0.0.1)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	f.DurationVar(&o.echo, "echo", time.Second, "period of the echo traffic that proves the channels; 0 for none")
 	f.Uint16Var(&o.quicPort, "quic", 0, "carry every channel to gateways, TCP ones too, over QUIC on this UDP port (a gateway's quic_port); 0: TCP channels over TLS, UDP channels over QUIC at the quic_port the launch names")
@@ -191,24 +196,17 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 		return err
 	}
 	defer sess.Close()
-	exposed := -1
-	if o.local != "" {
-		if len(o.tcp) == 0 {
-			return errors.New("--local needs a TCP channel (--tcp)")
-		}
-		addr, err := sess.Expose(o.local, uint16(o.tcp[0]))
-		if err != nil {
+	if o.local != "" || o.open {
+		if err := exposeDesktop(ctx, sess, o, errw, out); err != nil {
 			return err
 		}
-		exposed = int(o.tcp[0])
-		out.printf("local %s rides %d/tcp (one connection at a time)\n", addr, o.tcp[0])
 	}
 	var tick <-chan time.Time
 	if o.echo > 0 {
 		t := time.NewTicker(o.echo)
 		defer t.Stop()
 		tick = t.C
-		connectEcho(ctx, sess, chans, exposed, echoed, out, o.verbose)
+		connectEcho(ctx, sess, chans, echoed, out, o.verbose)
 	}
 	for {
 		select {
@@ -224,9 +222,41 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 			}
 			return sess.Err()
 		case <-tick:
-			connectEcho(ctx, sess, chans, exposed, echoed, out, o.verbose)
+			connectEcho(ctx, sess, chans, echoed, out, o.verbose)
 		}
 	}
+}
+
+// exposeDesktop serves the desktop on --local (or a free loopback port for --open) and,
+// with --open, starts a viewer on it.
+func exposeDesktop(ctx context.Context, sess *client.Session, o connectOpts, errw io.Writer, out *syncWriter) error {
+	dk := sess.Desktop()
+	local := o.local
+	if local == "" {
+		local = "127.0.0.1:0"
+	}
+	addr, err := sess.Expose(local, dk.Channel.Port)
+	if err != nil {
+		return err
+	}
+	out.printf("local %s leads to the %s desktop on %s (each connection a stream of its own)\n", addr, dk.Protocol, dk.Channel)
+	if !o.open {
+		return nil
+	}
+	cmd, err := client.ViewerCommand(dk, addr.String(), os.TempDir())
+	if err != nil {
+		out.printf("no viewer started: %v\n  point a %s viewer at %s\n", err, strings.ToUpper(dk.Speaks()), addr)
+		return nil
+	}
+	cmd.Stdout, cmd.Stderr = errw, errw
+	if err := cmd.Start(); err != nil {
+		out.printf("starting %s: %v\n  point a %s viewer at %s\n", cmd.Path, err, strings.ToUpper(dk.Speaks()), addr)
+		return nil
+	}
+	out.printf("viewer started: %s\n", strings.Join(cmd.Args, " "))
+	go cmd.Wait()
+	context.AfterFunc(ctx, func() { cmd.Process.Kill() })
+	return nil
 }
 
 // loadClientCert reads a client certificate and its key (PEM; key "" for the certificate's
@@ -341,9 +371,10 @@ func (m *echoMarks) first(c client.Channel) bool {
 	return !was
 }
 
-// connectEcho sends a little echo traffic on each channel (not on the exposed one) and prints
-// the first success after each (re)connect and every failure while the session is up.
-func connectEcho(ctx context.Context, sess *client.Session, chans []client.Channel, exposed int, marks *echoMarks, out *syncWriter, verbose bool) {
+// connectEcho proves the channels and prints the first success after each (re)connect and
+// every failure while the session is up: the desktop channel by reading the desktop as a
+// viewer does (once per (re)connect), each UDP channel with a little echo traffic.
+func connectEcho(ctx context.Context, sess *client.Session, chans []client.Channel, marks *echoMarks, out *syncWriter, verbose bool) {
 	if !sess.Up() {
 		return
 	}
@@ -354,10 +385,15 @@ func connectEcho(ctx context.Context, sess *client.Session, chans []client.Chann
 		var what string
 		switch c.Proto {
 		case "tcp":
-			if int(c.Port) == exposed {
+			if c != sess.Desktop().Channel || !marks.first(c) {
 				continue
 			}
-			err, what = sess.EchoTCP(ctx, c.Port, 4096), "4096 bytes, sha256 match"
+			var dc client.DesktopCheck
+			if dc, err = sess.CheckDesktop(ctx); err == nil {
+				out.printf("desktop on %s ok (%s)\n", c, dc)
+				continue
+			}
+			marks.reset()
 		case "udp":
 			err, what = sess.EchoUDP(ctx, c.Port, 3, 200), "3 datagrams of 200 bytes"
 		}
@@ -366,7 +402,7 @@ func connectEcho(ctx context.Context, sess *client.Session, chans []client.Chann
 			if marks.first(c) || verbose {
 				out.printf("echo %s ok (%s)\n", c, what)
 			}
-		case errors.Is(err, client.ErrDown) || errors.Is(err, client.ErrBusy) || ctx.Err() != nil || !sess.Up():
+		case errors.Is(err, client.ErrDown) || ctx.Err() != nil || !sess.Up():
 		default:
 			out.printf("echo %s failed: %v\n", c, err)
 		}

@@ -7,7 +7,8 @@
 // server) keep their connections across the change and see every byte once, in order.
 //
 // The wire format runs inside a channel, after its ticket was admitted; gateways relay it
-// without reading it. The client opens with a hello (HelloMagic, flags, the 16-byte stream
+// without reading it. The client opens with a hello (HelloMagic, flags — 1: resume, 2: a
+// probe that opens no stream, only asks whether the desktop server answers —, the 16-byte stream
 // ID, the bytes it has received and whether it has received the end); the agent answers a
 // reply (HelloMagic, a status, the bytes it has received, whether it has received the end,
 // and a reason of at most 255 bytes). Then both ends send frames:
@@ -83,6 +84,7 @@ func (id ID) String() string { return hex.EncodeToString(id[:]) }
 // Hello is the client's opening of a stream on a transport.
 type Hello struct {
 	Resume   bool   // resume stream ID; false: open a new stream named ID
+	Probe    bool   // open no stream: the agent answers whether its desktop server takes connections
 	ID       ID     // the stream
 	Received uint64 // bytes the client has received (0 for a new stream)
 	Fin      bool   // the client has received the end of the stream
@@ -94,7 +96,7 @@ const helloLen = len(HelloMagic) + 1 + 16 + 8 + 1
 func WriteHello(w io.Writer, h Hello) error {
 	b := make([]byte, 0, helloLen)
 	b = append(b, HelloMagic...)
-	b = append(b, boolByte(h.Resume))
+	b = append(b, boolByte(h.Resume)|boolByte(h.Probe)<<1)
 	b = append(b, h.ID[:]...)
 	b = binary.BigEndian.AppendUint64(b, h.Received)
 	b = append(b, boolByte(h.Fin))
@@ -108,10 +110,10 @@ func ReadHello(r io.Reader) (Hello, error) {
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return Hello{}, err
 	}
-	if string(b[:4]) != HelloMagic || b[4] > 1 || b[29] > 1 {
+	if string(b[:4]) != HelloMagic || b[4] > 2 || b[29] > 1 {
 		return Hello{}, fmt.Errorf("%w: bad hello", ErrProtocol)
 	}
-	h := Hello{Resume: b[4] == 1, Received: binary.BigEndian.Uint64(b[21:29]), Fin: b[29] == 1}
+	h := Hello{Resume: b[4] == 1, Probe: b[4] == 2, Received: binary.BigEndian.Uint64(b[21:29]), Fin: b[29] == 1}
 	copy(h.ID[:], b[5:21])
 	if !h.Resume && (h.Received != 0 || h.Fin) {
 		return Hello{}, fmt.Errorf("%w: a new stream has received nothing", ErrProtocol)

@@ -1,0 +1,159 @@
+package client
+
+import (
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/agent"
+)
+
+var errFakePathChange = errors.New("the path changed")
+
+// hashingServer is a desktop server that sends each connection n pseudo-random bytes and
+// hashes what it sends and what it reads, so that a test compares both ends of a stream.
+type hashingServer struct {
+	ln   net.Listener
+	n    int
+	sums chan [2][32]byte // sent, received: one per connection
+}
+
+func startHashingServer(t *testing.T, n int) *hashingServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hashingServer{ln: ln, n: n, sums: make(chan [2][32]byte, 4)}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go h.serve(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return h
+}
+
+func (h *hashingServer) serve(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	sent := make(chan [32]byte, 1)
+	go func() {
+		hw := sha256.New()
+		rng := rand.New(rand.NewPCG(1, 2))
+		buf := make([]byte, 32<<10)
+		for left := h.n; left > 0; {
+			b := buf[:min(left, len(buf))]
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			if _, err := c.Write(b); err != nil {
+				break
+			}
+			hw.Write(b)
+			left -= len(b)
+		}
+		c.(*net.TCPConn).CloseWrite()
+		var s [32]byte
+		copy(s[:], hw.Sum(nil))
+		sent <- s
+	}()
+	hr := sha256.New()
+	n, _ := io.Copy(hr, c)
+	var got [32]byte
+	copy(got[:], hr.Sum(nil))
+	if s := <-sent; n > 0 { // not an agent's check that the server answers
+		h.sums <- [2][32]byte{s, got}
+	}
+}
+
+// A gateway that dies while a viewer downloads costs the viewer nothing: its connection stays
+// open, the stream moves to the next gateway, and every byte arrives once, in order, both
+// ways.
+func TestADesktopStreamOutlivesItsGateway(t *testing.T) {
+	for _, mode := range []string{ModeGateway, ModeDirect} {
+		t.Run(mode, func(t *testing.T) {
+			const down, up = 24 << 20, 3 << 20
+			srv := startHashingServer(t, down)
+			s := newSiteWith(t, &agent.Desktop{Protocol: "vnc", Network: "tcp", Address: srv.ln.Addr().String()})
+			s.startGateway("gw-a", gwA)
+			s.startGateway("gw-b", gwB)
+			ev := newEvents()
+			sess := s.open(t, s.descriptor("s-rel-"+mode, mode, "gw-a", "gw-b"), ev, nil)
+			ev.wait(t, EventUp)
+			addr, err := sess.Expose("127.0.0.1:0", s.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := net.Dial("tcp", addr.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(60 * time.Second))
+			upSum := make(chan [32]byte, 1)
+			go func() {
+				rng := rand.New(rand.NewPCG(3, 4))
+				hw := sha256.New()
+				buf := make([]byte, 16<<10)
+				for left := up; left > 0; left -= len(buf) {
+					for i := range buf {
+						buf[i] = byte(rng.Uint32())
+					}
+					c.Write(buf)
+					hw.Write(buf)
+				}
+				var s [32]byte
+				copy(s[:], hw.Sum(nil))
+				upSum <- s
+			}()
+			hr := sha256.New()
+			if _, err := io.CopyN(hr, c, down/4); err != nil {
+				t.Fatalf("reading the first quarter: %v", err)
+			}
+			// The path breaks mid-stream: the gateway shuts down, or in direct mode the
+			// stream's channel is cut as a path change would.
+			if mode == ModeGateway {
+				s.stops["gw-a"]()
+			} else {
+				sess.mu.Lock()
+				l := sess.link
+				sess.mu.Unlock()
+				sess.fail(l, errFakePathChange)
+			}
+			back := ev.wait(t, EventBack)
+			if !back.SameSession {
+				t.Fatalf("back %+v, want the same session", back)
+			}
+			n, err := io.Copy(hr, c)
+			if err != nil || n != down-down/4 {
+				t.Fatalf("after the break the viewer read %d more bytes (%v), want %d and the end", n, err, down-down/4)
+			}
+			// The viewer's end: everything it wrote, then its end of the stream.
+			want := <-upSum
+			c.(*net.TCPConn).CloseWrite()
+			var sums [2][32]byte
+			select {
+			case sums = <-srv.sums:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the desktop server never saw the end of the stream")
+			}
+			var got [32]byte
+			copy(got[:], hr.Sum(nil))
+			if got != sums[0] {
+				t.Error("the viewer received other bytes than the desktop server sent")
+			}
+			if sums[1] != want {
+				t.Error("the desktop server received other bytes than the viewer sent")
+			}
+		})
+	}
+}

@@ -19,7 +19,7 @@ type Desktop struct {
 	// 127.0.0.1:5900 for vnc, 127.0.0.1:3389 for rdp, none for builtin.
 	Server string `yaml:"server"`
 	// Channel is the machine's TCP display port that carries the desktop, "port/tcp".
-	// Default: 8443/tcp.
+	// Default: 8443/tcp, or for a machine without it its first TCP display port.
 	Channel string `yaml:"channel"`
 }
 
@@ -44,8 +44,10 @@ func defaultDesktopServer(protocol string) string {
 // setDesktopDefaults fills a group's desktop, then each machine's override from its group's.
 func setDesktopDefaults(c *Config) {
 	groups := map[string]*Desktop{}
+	chosen := map[string]bool{} // groups whose channel the config gives
 	for i := range c.Groups {
 		d := &c.Groups[i].Desktop
+		chosen[c.Groups[i].Name] = d.Channel != ""
 		setStr(&d.Protocol, DesktopBuiltin)
 		setStr(&d.Server, defaultDesktopServer(d.Protocol))
 		setStr(&d.Channel, "8443/tcp")
@@ -54,6 +56,14 @@ func setDesktopDefaults(c *Config) {
 	for i := range c.Machines {
 		m := &c.Machines[i]
 		if m.Desktop == nil {
+			// A machine without the default channel has its desktop on its first TCP port.
+			if g := groups[m.Group]; g != nil && !chosen[m.Group] && !hasPort(m.DisplayPorts, 8443, "tcp") {
+				if first := firstTCP(m.DisplayPorts); first != "" {
+					d := *g
+					d.Channel = first
+					m.Desktop = &d
+				}
+			}
 			continue
 		}
 		g := groups[m.Group]
@@ -69,7 +79,12 @@ func setDesktopDefaults(c *Config) {
 		default:
 			setStr(&m.Desktop.Server, defaultDesktopServer(m.Desktop.Protocol))
 		}
-		setStr(&m.Desktop.Channel, g.Channel)
+		if m.Desktop.Channel == "" {
+			m.Desktop.Channel = g.Channel
+			if !chosen[m.Group] && !hasPort(m.DisplayPorts, 8443, "tcp") {
+				m.Desktop.Channel = firstTCP(m.DisplayPorts)
+			}
+		}
 	}
 }
 
@@ -134,6 +149,16 @@ func (k *checker) validateDesktop(path string, d Desktop, ports []string) {
 	case ports != nil && !hasPort(ports, n, proto):
 		k.errf(path+".channel", "%s is not one of the machine's display_ports %v", d.Channel, ports)
 	}
+}
+
+// firstTCP returns the first TCP port of specs, or "".
+func firstTCP(specs []string) string {
+	for _, s := range specs {
+		if _, p, err := ParsePortSpec(s); err == nil && p == "tcp" {
+			return s
+		}
+	}
+	return ""
 }
 
 func hasPort(specs []string, port int, proto string) bool {

@@ -501,7 +501,7 @@ func (k *checker) validateMachines(zones, groups, users map[string]int) {
 		if m.Desktop != nil {
 			k.validateDesktop(p+".desktop", *m.Desktop, m.DisplayPorts)
 		} else if gi, ok := groups[m.Group]; ok {
-			if d := c.Groups[gi].Desktop; d.Channel != "" {
+			if d := c.Groups[gi].Desktop; d.Channel != "" && firstTCP(m.DisplayPorts) != "" {
 				if n, proto, err := ParsePortSpec(d.Channel); err == nil && !hasPort(m.DisplayPorts, n, proto) {
 					k.errf(p+".display_ports", "the group's desktop rides %s, which is not one of these", d.Channel)
 				}

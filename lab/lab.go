@@ -27,6 +27,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/internal/xdesk"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -37,6 +38,10 @@ import (
 type Options struct {
 	// Config is the site; default: the embedded configs/lab.yaml.
 	Config *configs.Config
+	// Desktop is what the machines' agents front: "builtin" (each agent draws a desktop
+	// itself) or "xvnc" (the lab starts a TigerVNC Xvnc with an xterm per machine, on a Unix
+	// socket in the data directory). Default: "builtin".
+	Desktop string
 	// DataDir keeps the store, keys and certificates; default: a new temporary directory,
 	// removed by Close.
 	DataDir string
@@ -94,6 +99,9 @@ type Lab struct {
 	ConfigFile string
 	Displays   map[string]*agent.Display
 	Reports    map[string]*agent.Reporter
+	// Desktops are the desktop servers the lab started for its machines (Options.Desktop
+	// "xvnc"), by machine.
+	Desktops map[string]*xdesk.Xvnc
 
 	o        Options
 	tmpDir   bool
@@ -170,7 +178,7 @@ func New(ctx context.Context, o Options) (*Lab, error) {
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = 2 * time.Second
 	}
-	l := &Lab{Config: o.Config, DataDir: o.DataDir, Displays: map[string]*agent.Display{}, Reports: map[string]*agent.Reporter{}, o: o, log: o.Logger,
+	l := &Lab{Config: o.Config, DataDir: o.DataDir, Displays: map[string]*agent.Display{}, Reports: map[string]*agent.Reporter{}, Desktops: map[string]*xdesk.Xvnc{}, o: o, log: o.Logger,
 		verifiers: map[string]*ticket.Verifier{}}
 	if l.DataDir == "" {
 		d, err := os.MkdirTemp("", "frontdoor-lab-")
@@ -239,6 +247,15 @@ func (l *Lab) buildAgents() error {
 			return err
 		}
 		rep.UseIdentity(o.Identity) // the agent API knows the machine by its certificate
+		if l.o.Desktop == "xvnc" {
+			x, err := xdesk.StartXvnc(context.Background(), xdesk.XvncOptions{Dir: filepath.Join(l.DataDir, "desktops", m.Name), Xterm: true, Logger: l.log})
+			if err != nil {
+				l.closeDesktops()
+				return fmt.Errorf("machine %s: %w", m.Name, err)
+			}
+			l.Desktops[m.Name] = x
+			o.Desktop = agent.Desktop{Protocol: configs.DesktopVNC, Network: x.Network(), Address: x.Address(), Port: o.Desktop.Port}
+		}
 		o.DisconnectTimeout, o.Report, o.Logger = groups[m.Group].DisconnectTimeout.D(), rep.Event, l.log.With("component", "agent")
 		o.RevokeFor = l.Config.Site.Tickets.ReconnectTTL.D()
 		d, err := agent.NewDisplay(o)
@@ -305,6 +322,7 @@ func (l *Lab) Serve(ctx context.Context) error {
 		g.Go(func() error { return machine(rep.FollowKeys(mctx, keyRefresh, l.verifiers[name].SetKeys)) })
 	}
 	err := g.Wait()
+	l.closeDesktops()
 	l.stop()
 	if errors.Is(err, context.Canceled) {
 		return nil
@@ -317,8 +335,17 @@ func (l *Lab) Close() error {
 	for _, d := range l.Displays {
 		d.Close()
 	}
+	l.closeDesktops()
 	l.stop()
 	return nil
+}
+
+// closeDesktops stops the desktop servers the lab started.
+func (l *Lab) closeDesktops() {
+	for name, x := range l.Desktops {
+		x.Close()
+		delete(l.Desktops, name)
+	}
 }
 
 func (l *Lab) cleanup() {
@@ -425,6 +452,7 @@ func (l *Lab) Describe() string {
 	fmt.Fprintf(&b, "\nTry, in another terminal (users alice, bob, carol, dave; password \"lab\"):\n\n")
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor resolve %s --dns %s --client-subnet 127.2.0.0/24\n", name, dns)
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --user alice --password lab --resource desktop --duration 10s\n", name, dns, l.CAFile())
+	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --user bob --password lab --resource desktop --open\n", name, dns, l.CAFile())
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor explain --config configs/lab.yaml --user carol --resource browser --client-ip 127.3.0.9\n")
 	fmt.Fprintf(&b, "\nCtrl-C stops everything.\n")
 	return b.String()

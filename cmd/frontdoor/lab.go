@@ -15,7 +15,7 @@ import (
 )
 
 func newLabCmd() *cobra.Command {
-	var file, data, logFile string
+	var file, data, logFile, desktop string
 	var verbose, single, sso bool
 	c := &cobra.Command{
 		Use:   "lab [--config FILE] [--data DIR]",
@@ -77,7 +77,10 @@ func newLabCmd() *cobra.Command {
 			if single {
 				blocking, _ = reserveProcs(cfg, names...)
 			}
-			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, Source: src, Processes: !single, DataDir: data, BlockingUDP: blocking,
+			if desktop != "builtin" && desktop != "xvnc" {
+				return fmt.Errorf("--desktop %q: give builtin or xvnc", desktop)
+			}
+			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, Source: src, Processes: !single, DataDir: data, BlockingUDP: blocking, Desktop: desktop,
 				Logger:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level})),
 				Progress: func(step string) { fmt.Fprintf(out, "  ... %s\n", step) }})
 			if err != nil {
@@ -109,6 +112,7 @@ func newLabCmd() *cobra.Command {
 	c.Flags().StringVar(&logFile, "log", "", "write component logs to this file")
 	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every component's events to stderr")
 	c.Flags().BoolVar(&sso, "sso", false, "also start a lab identity provider (OpenID Connect, no passwords: pick a user on its page) and sign in through it: connect --sso and the console's single sign-on")
+	c.Flags().StringVar(&desktop, "desktop", "builtin", "what the machines' agents front: builtin (a desktop each agent draws itself) or xvnc (a TigerVNC Xvnc with an xterm per machine; apt-get install tigervnc-standalone-server xterm)")
 	c.Flags().BoolVar(&single, "single-process", false, "run every node in this process, over a one-member embedded etcd, instead of one process per node over a 3-member etcd")
 	return c
 }

@@ -72,15 +72,16 @@ func (l Ledger) Revoke(session string, before, until time.Time) (err error) {
 	if l.st.local(func() { l.st.revokeLocal(session, before, until) }) {
 		return nil
 	}
-	if err = l.revoke(session, before, until); err != nil && l.st.local(func() { l.st.revokeLocal(session, before, until) }) {
+	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
+	defer cancel()
+	if err = l.revoke(ctx, session, before, until); err != nil && l.st.local(func() { l.st.revokeLocal(session, before, until) }) {
 		return nil
 	}
 	return err
 }
 
-func (l Ledger) revoke(session string, before, until time.Time) error {
-	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
-	defer cancel()
+// revoke writes a revocation to etcd within ctx.
+func (l Ledger) revoke(ctx context.Context, session string, before, until time.Time) error {
 	lease, err := l.st.leaseUntil(ctx, until)
 	if err != nil {
 		return err
@@ -115,15 +116,16 @@ func (l Ledger) Supersede(session string, mark uint64, until time.Time) (err err
 	if l.st.local(func() { l.st.supersedeLocal(session, mark, until) }) {
 		return nil
 	}
-	if err = l.supersede(session, mark, until); err != nil && l.st.local(func() { l.st.supersedeLocal(session, mark, until) }) {
+	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
+	defer cancel()
+	if err = l.supersede(ctx, session, mark, until); err != nil && l.st.local(func() { l.st.supersedeLocal(session, mark, until) }) {
 		return nil
 	}
 	return err
 }
 
-func (l Ledger) supersede(session string, mark uint64, until time.Time) error {
-	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
-	defer cancel()
+// supersede writes a generation's mark to etcd within ctx.
+func (l Ledger) supersede(ctx context.Context, session string, mark uint64, until time.Time) error {
 	lease, err := l.st.leaseUntil(ctx, until)
 	if err != nil {
 		return err

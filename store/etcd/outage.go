@@ -689,14 +689,22 @@ func (st *Store) writeBack(ctx context.Context, j *journal) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	// Straight to etcd: the outage-aware Revoke and Supersede would journal them again,
+	// and in the last pass wait for the outage's gate, which it holds.
 	for s, r := range j.Revoked {
-		if err := st.Ledger().Revoke(s, r[0], r[1]); err != nil {
+		wctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		err := st.Ledger().revoke(wctx, s, r[0], r[1])
+		cancel()
+		if err != nil {
 			return err
 		}
 		delete(j.Revoked, s)
 	}
 	for s, m := range j.Superseded {
-		if err := st.Ledger().Supersede(s, m.Mark, m.Until); err != nil {
+		wctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+		err := st.Ledger().supersede(wctx, s, m.Mark, m.Until)
+		cancel()
+		if err != nil {
 			return err
 		}
 		delete(j.Superseded, s)

@@ -135,6 +135,14 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(made, mine)
+	// A reconnect ticket rotates and a session is revoked in the outage: the journal holds
+	// both, and the write-back (whose last pass holds the outage's gate) takes them to etcd.
+	if err := a.Ledger().Supersede("before", 7, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Ledger().Revoke("gone", now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	if st := a.Outage(); !st.Active || st.Pending == 0 {
 		t.Fatalf("outage status %+v, want active with changes pending", st)
 	}
@@ -161,6 +169,11 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if ok, err := b.Ledger().Use(id, "443/tcp", now.Add(time.Minute)); ok || err != nil {
 		t.Errorf("the launch ticket channel used in the outage opens again after it: %v %v", ok, err)
 	}
+	eventually(t, "the outage's rotation and revocation at b", func() bool {
+		mark, err1 := b.Ledger().Superseded("before")
+		before, err2 := b.Ledger().Revoked("gone")
+		return err1 == nil && err2 == nil && mark == 7 && !before.IsZero()
+	})
 	snap, _ := b.Load(t.Context())
 	per := map[string]int{}
 	for _, s := range snap.Sessions {

@@ -157,3 +157,32 @@ func TestADesktopStreamOutlivesItsGateway(t *testing.T) {
 		})
 	}
 }
+
+// A viewer typing on the builtin desktop through a gateway that shuts down keeps its
+// connection: the desktop then shows the next gateway as the session's path, every key typed
+// once and in order, and the same session.
+func TestAViewerKeepsItsDesktopWhenItsGatewayGoes(t *testing.T) {
+	s := newSite(t)
+	s.startGateway("gw-a", gwA)
+	s.startGateway("gw-b", gwB)
+	ev := newEvents()
+	sess := s.open(t, s.descriptor("s-watch", ModeGateway, "gw-a", "gw-b"), ev, nil)
+	ev.wait(t, EventUp)
+	w, err := sess.Watch(ctxT(t), 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	waitFor(t, "the desktop to show the path through gw-a", func() bool { return w.Stats().Line("path ") == "gw-a" })
+	s.stops["gw-a"]()
+	ev.wait(t, EventBack)
+	waitFor(t, "the desktop to show the path through gw-b", func() bool { return w.Stats().Line("path ") == "gw-b" })
+	if err := w.CheckKeys(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	if st.Err != nil || st.Line("session ") != "s-watch" || st.KeysOutOfOrder != 0 {
+		t.Fatalf("viewer: %+v; want its connection open on session s-watch", st)
+	}
+	t.Logf("viewer: %d updates, %d keys, longest stall %v", st.Updates, st.Keys, st.LongestStall)
+}

@@ -236,6 +236,15 @@ type ClientResult struct {
 	Relaunched  bool           `json:"relaunched"`
 	Cuts        int            `json:"cuts"`
 	Events      []client.Event `json:"events"`
+	// The user's viewer on the desktop: whether its connection stayed open, the longest
+	// time the picture stood still from the failure on, the times its typed keys showed
+	// one lost, doubled or reordered (must be 0), and whether the desktop drew the same
+	// session at the end.
+	ViewerKept     bool          `json:"viewer_kept"`
+	LongestStall   time.Duration `json:"longest_stall_ns"`
+	KeysOutOfOrder int           `json:"keys_out_of_order"`
+	SameDrawn      bool          `json:"same_session_drawn"`
+	DrawnPath      string        `json:"drawn_path"`
 }
 
 // Result is one scenario in one mode.
@@ -608,6 +617,9 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	for _, h := range sessions {
 		before[h], _ = h.s.Via()
 	}
+	for _, h := range sessions {
+		h.w.ResetStall() // the stall the failure causes, not the viewers' start
+	}
 	res.FaultAt = time.Now()
 	if res.Target, err = s.inject(sctx, r, target); err != nil {
 		return fmt.Errorf("injecting %s: %w", s.Name, err)
@@ -844,18 +856,21 @@ func (r *run) doorFor(h *held) *frontDoor {
 type held struct {
 	user   string
 	s      *client.Session
+	w      *client.Watcher // the user's viewer on the desktop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 func (h *held) stop() {
 	h.cancel()
+	h.w.Close()
 	h.s.Close()
 	h.wg.Wait()
 }
 
 // hold launches a desktop for user through DNS, as a client does, opens its channels and
-// keeps TCP traffic flowing. In gateway mode it launches again (the same session) until the
+// watches the desktop as a user does — a VNC viewer that asks for every update and types a
+// key every 100ms (client.Watcher) — with a little UDP traffic beside. In gateway mode it launches again (the same session) until the
 // descriptor offers every gateway of the site: each node's health sees the gateways come up
 // by itself.
 func (r *run) hold(ctx context.Context, user string) (*held, error) {
@@ -907,8 +922,13 @@ func (r *run) hold(ctx context.Context, user string) (*held, error) {
 		s.Close()
 		return nil, err
 	}
+	w, err := s.Watch(lctx, 100*time.Millisecond)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("watching the desktop: %w", err)
+	}
 	hctx, hcancel := context.WithCancel(ctx)
-	h := &held{user: user, s: s, cancel: hcancel}
+	h := &held{user: user, s: s, w: w, cancel: hcancel}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -981,6 +1001,9 @@ func summarize(h *held, via string, target *frontDoor, mode string, quiet bool, 
 	d := h.s.Descriptor()
 	cr := ClientResult{User: h.user, Session: d.SessionID, Machine: d.Machine, ViaBefore: via}
 	cr.ViaAfter, _ = h.s.Via()
+	ws := h.w.Stats()
+	cr.ViewerKept, cr.LongestStall, cr.KeysOutOfOrder = ws.Err == nil, ws.LongestStall, ws.KeysOutOfOrder
+	cr.SameDrawn, cr.DrawnPath = ws.Line("session ") == d.SessionID, ws.Line("path ")
 	cr.Affected = quiet || via == target.gateway || (mode == "direct" && d.Zone == zoneOf(target))
 	var cutAt time.Time
 	for _, ev := range h.s.Timeline() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,7 +19,7 @@ import (
 // client saw the cut, time until it was back, same session, pass.
 func WriteTable(w io.Writer, rep Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CRITERION\tSECURE GATEWAY\tEXPECTED\tACTUAL\tCUT SEEN\tBACK IN DESKTOP\tSAME SESSION\tRESULT")
+	fmt.Fprintln(tw, "CRITERION\tSECURE GATEWAY\tEXPECTED\tACTUAL\tCUT SEEN\tBACK IN DESKTOP\tSAME SESSION\tVIEWER KEPT\tLONGEST STALL\tKEYS LOST/DOUBLED\tSAME SESSION DRAWN\tRESULT")
 	for _, r := range rep.Results {
 		cut, back, same := "-", "-", "-"
 		for _, c := range r.Clients {
@@ -38,9 +39,35 @@ func WriteTable(w io.Writer, rep Report) {
 			cut, back, same = "no cut", "n/a", "yes"
 		}
 		mode := map[string]string{"gateway": "ticked", "direct": "unticked"}[r.Mode]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Criterion, mode, r.Expected, r.Actual, cut, back, same, passWord(r.Pass))
+		v := viewerOf(r)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Criterion, mode, r.Expected, r.Actual, cut, back, same,
+			v.kept, v.stall, v.keys, v.drawn, passWord(r.Pass))
 	}
 	tw.Flush()
+}
+
+// viewerCols are a row's viewer columns, over its affected clients (every client when none
+// was affected): the viewers' connections all kept, their longest stall, the keys that came
+// out of order, the same session drawn by every desktop.
+type viewerCols struct{ kept, stall, keys, drawn string }
+
+func viewerOf(r Result) viewerCols {
+	cs := r.Clients
+	if slices.ContainsFunc(cs, func(c ClientResult) bool { return c.Affected }) {
+		cs = slices.DeleteFunc(slices.Clone(cs), func(c ClientResult) bool { return !c.Affected })
+	}
+	if len(cs) == 0 {
+		return viewerCols{"-", "-", "-", "-"}
+	}
+	kept, drawn, keys := true, true, 0
+	var stall time.Duration
+	for _, c := range cs {
+		kept = kept && c.ViewerKept
+		drawn = drawn && c.SameDrawn
+		keys += c.KeysOutOfOrder
+		stall = max(stall, c.LongestStall)
+	}
+	return viewerCols{yesNo(kept), fmt.Sprintf("%.2f s", stall.Seconds()), fmt.Sprint(keys), yesNo(drawn)}
 }
 
 // WriteNotes prints, once per scenario of the report, how the lab realises its failure.
@@ -185,8 +212,8 @@ text{font-size:12px}circle{fill:#222}
 {{range $l.Marks}}<circle cx="{{.X}}" cy="{{laneY $i}}" r="2.5"><title>{{.Title}}</title></circle>{{end}}
 {{end}}<line class="fault" x1="{{.FaultX}}" x2="{{.FaultX}}" y1="16" y2="{{height (len .Lanes)}}"/>
 </svg>
-<table><tr><th>Client</th><th>Session</th><th>Via before</th><th>Via after</th><th>Cut seen</th><th>Back</th><th>Same session</th></tr>
-{{range .Clients}}<tr><td>{{.User}}</td><td>{{.Session}}</td><td>{{.ViaBefore}}</td><td>{{.ViaAfter}}</td><td>{{if .Cut}}{{secs .CutAfter}}{{else}}no cut{{end}}</td><td>{{if .Back}}{{secs .BackAfter}}{{else}}-{{end}}</td><td>{{if .Back}}{{.SameSession}}{{else}}-{{end}}</td></tr>
+<table><tr><th>Client</th><th>Session</th><th>Via before</th><th>Via after</th><th>Cut seen</th><th>Back</th><th>Same session</th><th>Viewer kept</th><th>Longest stall</th><th>Keys lost/doubled</th><th>Desktop drew</th></tr>
+{{range .Clients}}<tr><td>{{.User}}</td><td>{{.Session}}</td><td>{{.ViaBefore}}</td><td>{{.ViaAfter}}</td><td>{{if .Cut}}{{secs .CutAfter}}{{else}}no cut{{end}}</td><td>{{if .Back}}{{secs .BackAfter}}{{else}}-{{end}}</td><td>{{if .Back}}{{.SameSession}}{{else}}-{{end}}</td><td>{{.ViewerKept}}</td><td>{{secs .LongestStall}}</td><td>{{.KeysOutOfOrder}}</td><td>{{if .SameDrawn}}same session{{else}}other session{{end}}, {{.DrawnPath}}</td></tr>
 {{end}}</table>
 {{end}}
 </body></html>

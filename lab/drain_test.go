@@ -32,6 +32,12 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 	if desc.Mode != client.ModeGateway {
 		t.Fatalf("launch mode %s, want gateway", desc.Mode)
 	}
+	// A user watches the desktop, typing, the whole time.
+	w, err := s.Watch(ctx, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	via, _ := s.Via()
 	host := nodeOf(t, l, via)
 	if host == "fd-hq-1" {
@@ -56,7 +62,7 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if _, err := s.CheckDesktop(ctx); err != nil {
-		t.Fatalf("TCP echo through the draining gateway: %v", err)
+		t.Fatalf("the desktop through the draining gateway: %v", err)
 	}
 	if err := s.EchoUDP(ctx, 4172, 10, 500); err != nil {
 		t.Fatalf("UDP echo through the draining gateway: %v", err)
@@ -74,8 +80,20 @@ func TestGatewayDrainKeepsTheSessionThenHandsItOn(t *testing.T) {
 		t.Fatalf("no timeout line for %s:\n%s", via, logs.String())
 	}
 	if _, err := s.CheckDesktop(ctx); err != nil {
-		t.Fatalf("TCP echo after the hand-over: %v", err)
+		t.Fatalf("the desktop after the hand-over: %v", err)
 	}
+	// The viewer never noticed but for a stall: its connection stayed, and its keys all
+	// reached the desktop, which now shows the new path.
+	for w.Stats().Line("path ") != back.Via {
+		if ctx.Err() != nil {
+			t.Fatalf("the viewer's desktop shows path %q, want %s", w.Stats().Line("path "), back.Via)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.CheckKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the viewer's longest stall: %v", w.Stats().LongestStall)
 	waitState(t, l, desc.SessionID, broker.StateConnected)
 }
 
@@ -91,6 +109,11 @@ func TestLabDrainKeepsTheSessionUntilTheDeadline(t *testing.T) {
 	ln := &client.Launcher{Name: "desktop.vdi.lab.test", DNSServer: "127.41.0.1:5353", User: "alice", Password: "lab",
 		Resource: "desktop", Endpoint: "alice-laptop", RootCAs: l.CA().Pool()}
 	s, _, _, events := openSession(ctx, t, l, ln, client.Options{})
+	w, err := s.Watch(ctx, 0) // a viewer holds a channel on the gateway
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	via, _ := s.Via()
 	status := func() int { return gatewayHealth(t, l, via) }
 	if st := status(); st != http.StatusOK {
@@ -113,7 +136,7 @@ func TestLabDrainKeepsTheSessionUntilTheDeadline(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := s.CheckDesktop(ctx); err != nil {
-		t.Fatalf("TCP echo while the lab drains: %v", err)
+		t.Fatalf("the desktop while the lab drains: %v", err)
 	}
 	if err := s.EchoUDP(ctx, 4172, 10, 500); err != nil {
 		t.Fatalf("UDP echo while the lab drains: %v", err)
@@ -208,7 +231,7 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 	}
 	waitVerdict("draining")
 	if _, err := s.CheckDesktop(ctx); err != nil {
-		t.Fatalf("TCP echo through the drained gateway: %v", err)
+		t.Fatalf("the desktop through the drained gateway: %v", err)
 	}
 	_, d2, _, _ := openSession(ctx, t, l, launcher("dave"), client.Options{})
 	if len(d2.Gateways) == 0 {

@@ -277,11 +277,14 @@ func (l *Lab) buildAgents() error {
 // Serve runs the site until ctx ends, then stops everything.
 func (l *Lab) Serve(ctx context.Context) error {
 	var g errgroup.Group
-	// The machines stop once the front doors have: after a drain (Options.Drain), the
+	// A stop goes in order. The machines' agents stop reporting first, so that none reports
+	// to a front door that is gone or holds one's shutdown up with a long poll. The front
+	// doors stop next, and the machines once they have: after a drain (Options.Drain), the
 	// sessions it let finish ran on them. A machine that fails stops the front doors at
 	// once: closed first, a drain finds nothing left to wait for.
 	mctx, stopMachines := context.WithCancel(context.Background())
-	rctx, stopNodes := context.WithCancel(ctx)
+	actx, stopReports := context.WithCancel(context.Background())
+	rctx, stopNodes := context.WithCancel(context.Background())
 	defer stopNodes()
 	if len(l.members) > 0 {
 		var nodes errgroup.Group
@@ -314,13 +317,24 @@ func (l *Lab) Serve(ctx context.Context) error {
 		}
 		return err
 	}
+	var reports errgroup.Group
 	for name, d := range l.Displays {
 		g.Go(func() error { return machine(d.Serve(mctx)) })
 		rep := l.Reports[name]
-		g.Go(func() error { return machine(rep.Run(mctx, l.o.HeartbeatInterval, simulatedLoad(d))) })
-		g.Go(func() error { return machine(rep.Follow(mctx, d)) })
-		g.Go(func() error { return machine(rep.FollowKeys(mctx, keyRefresh, l.verifiers[name].SetKeys)) })
+		reports.Go(func() error { return machine(rep.Run(actx, l.o.HeartbeatInterval, simulatedLoad(d))) })
+		reports.Go(func() error { return machine(rep.Follow(actx, d)) })
+		reports.Go(func() error { return machine(rep.FollowKeys(actx, keyRefresh, l.verifiers[name].SetKeys)) })
 	}
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+		case <-rctx.Done(): // a node or a machine failed
+		}
+		stopReports()
+		err := reports.Wait()
+		stopNodes()
+		return err
+	})
 	err := g.Wait()
 	l.closeDesktops()
 	l.stop()

@@ -2,8 +2,6 @@ package lab
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -18,6 +16,8 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/resume"
+	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/miekg/dns"
@@ -207,12 +207,8 @@ func TestLabEndToEnd(t *testing.T) {
 	if ok, next := readStatus(c); !ok || next == "" {
 		t.Fatalf("channel admitted %v, next reconnect ticket %q; want admitted with one", ok, next)
 	}
-	data := make([]byte, 1<<20)
-	rand.Read(data)
-	go func() { c.Write(data) }()
-	got := make([]byte, len(data))
-	if _, err := io.ReadFull(c, got); err != nil || sha256.Sum256(got) != sha256.Sum256(data) {
-		t.Fatalf("echo through the gateway differs: %v", err)
+	if name := desktopName(t, c); !strings.Contains(name, desc.SessionID) {
+		t.Fatalf("the desktop through the gateway is %q, want the session's", name)
 	}
 	waitState(t, l, desc.SessionID, broker.StateConnected)
 
@@ -260,14 +256,11 @@ func TestLabPrivateDesktopIsDirect(t *testing.T) {
 	}
 	defer c.Close()
 	ticket.WriteFrame(c, desc.LaunchTicket)
-	st := make([]byte, 1)
-	if _, err := io.ReadFull(c, st); err != nil || st[0] != ticket.StatusOK {
-		t.Fatalf("direct channel status %v, %v", st, err)
+	if ok, _ := readStatus(c); !ok {
+		t.Fatal("the machine refused the direct channel")
 	}
-	c.Write([]byte("hello"))
-	got := make([]byte, 5)
-	if _, err := io.ReadFull(c, got); err != nil || string(got) != "hello" {
-		t.Fatalf("direct echo %q, %v", got, err)
+	if name := desktopName(t, c); !strings.Contains(name, desc.SessionID) || !strings.Contains(name, "pc-alice") {
+		t.Fatalf("the desktop is %q, want pc-alice's with the session", name)
 	}
 	// The agent reports the direct session to its front door.
 	waitState(t, l, desc.SessionID, broker.StateConnected)
@@ -305,10 +298,12 @@ func TestLogoffCutsADirectSessionAtItsMachine(t *testing.T) {
 		}
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		ticket.WriteFrame(c, tok)
-		st := []byte{ticket.StatusDenied}
-		io.ReadFull(c, st)
+		st := ticket.StatusDenied
+		if ok, _ := readStatus(c); ok {
+			st = ticket.StatusOK
+		}
 		c.SetDeadline(time.Time{})
-		return c, st[0]
+		return c, st
 	}
 	c, st := dial(desc.LaunchTicket)
 	defer c.Close()
@@ -336,9 +331,7 @@ func TestLogoffCutsADirectSessionAtItsMachine(t *testing.T) {
 	}
 	loggedOff := time.Now()
 	c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err == nil {
-		t.Fatal("the channel still carries data after the logoff")
-	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if _, err := io.Copy(io.Discard, c); isTimeout(err) {
 		t.Fatal("the machine did not cut the channel within 3s of the logoff")
 	}
 	t.Logf("the machine cut the channel %v after the logoff", time.Since(loggedOff).Round(time.Millisecond))
@@ -415,9 +408,7 @@ func TestStealCutsTheOldEndpointAndRevokesItsTickets(t *testing.T) {
 			}
 			stole := time.Now()
 			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := conn.Read(make([]byte, 1)); err == nil {
-				t.Fatal("the old endpoint's channel still carries data")
-			} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			if _, err := io.Copy(io.Discard, conn); isTimeout(err) {
 				t.Fatal("the old endpoint's channel was not cut within 5s of the steal")
 			}
 			t.Logf("the old endpoint's channel was cut %v after the steal", time.Since(stole).Round(time.Millisecond))
@@ -439,21 +430,55 @@ func TestStealCutsTheOldEndpointAndRevokesItsTickets(t *testing.T) {
 	}
 }
 
-// readStatus reads a channel's status from a gateway or a machine: whether it admitted the
-// channel, and the next reconnect ticket that a gateway hands out with it.
-func readStatus(c io.Reader) (bool, string) {
+// readStatus reads a channel's status from a gateway or a machine and, when it admitted the
+// channel, opens a desktop stream on it as a client does (a hello, the machine's reply): it
+// returns whether both went through, and the next reconnect ticket that a gateway hands out
+// with the status.
+func readStatus(c io.ReadWriter) (bool, string) {
 	st := []byte{ticket.StatusDenied}
 	if _, err := io.ReadFull(c, st); err != nil {
 		return false, ""
 	}
+	var next string
 	switch st[0] {
 	case ticket.StatusOK:
-		return true, ""
 	case ticket.StatusRotated:
-		next, err := ticket.ReadFrame(c)
-		return err == nil, next
+		var err error
+		if next, err = ticket.ReadFrame(c); err != nil {
+			return false, ""
+		}
+	default:
+		return false, ""
 	}
-	return false, ""
+	if err := resume.WriteHello(c, resume.Hello{ID: resume.NewID()}); err != nil {
+		return false, next
+	}
+	rep, err := resume.ReadReply(c)
+	return err == nil && rep.Status == resume.StatusOK, next
+}
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// desktopName reads the greeting and ServerInit of the desktop at the far end of a stream
+// that readStatus opened (the stream's frames around the RFB bytes) and returns its name.
+func desktopName(t *testing.T, c io.ReadWriteCloser) string {
+	t.Helper()
+	a, b := net.Pipe()
+	st := resume.New(resume.NewID(), b, resume.Options{})
+	defer st.Abort(nil)
+	if err := st.Attach(c, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	a.SetDeadline(time.Now().Add(10 * time.Second))
+	v, err := rfb.NewClient(a)
+	if err != nil {
+		t.Fatalf("the desktop's handshake: %v", err)
+	}
+	return v.Name()
 }
 
 // oneNodeSite is a site of one front door and one machine, its group in direct mode.

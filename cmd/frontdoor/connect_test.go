@@ -318,17 +318,58 @@ func runConnectCmd(t *testing.T, args []string) (out *testbuf.Buffer, stop func(
 	return out, stop
 }
 
+// viewerOn connects a viewer to connect's local port and reads the desktop's greeting; it
+// keeps the connection (a desktop stream through the session's gateway) open.
+func viewerOn(t *testing.T, local string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	got := make([]byte, 12)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "RFB 003.008\n" {
+		t.Fatalf("the local port's first bytes %q, %v; want the desktop's greeting", got, err)
+	}
+	c.SetDeadline(time.Time{})
+	return c
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// freeLocal returns a free loopback address for --local.
+func freeLocal(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
 func TestConnectThroughAGatewaySurvivesItsShutdown(t *testing.T) {
 	args, stopA, _ := connectSite(t, client.ModeGateway)
-	out, stop := runConnectCmd(t, args)
+	local := freeLocal(t)
+	out, stop := runConnectCmd(t, append(args, "--local", local))
 	for _, want := range []string{"launched session s-42 through front door " + connFD, "machine vda-1 in zone east, gateway mode",
-		"preferred zone east (user_location), location zone east", "preferred zone east: the user's location", "/tcp ok (4096 bytes, sha256 match)",
+		"preferred zone east (user_location), location zone east", "preferred zone east: the user's location", "/tcp ok (",
 		"/udp ok (3 datagrams"} {
 		waitFor(t, out, want)
 	}
+	viewer := viewerOn(t, local) // a user watches the desktop through gw-a
 	stopA()
 	waitFor(t, out, "cut at ")
 	waitFor(t, out, "(same session via gw-b "+connGwB+")")
+	// The viewer's connection outlived the gateway: the server waits for its answer.
+	viewer.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := viewer.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("the viewer's connection after the gateway's shutdown: %v, want it open and quiet", err)
+	}
 	if err := stop(); err != nil {
 		t.Fatalf("connect: %v\n%s", err, out)
 	}
@@ -348,17 +389,19 @@ func TestConnectDirectWithALocalPort(t *testing.T) {
 	l.Close()
 	out, _ := runConnectCmd(t, append(args, "--local", local))
 	waitFor(t, out, "machine address "+connMachine)
-	waitFor(t, out, "local "+local+" rides")
-	c, err := net.Dial("tcp", local)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	c.Write([]byte("hello through the tunnel"))
-	got := make([]byte, len("hello through the tunnel"))
-	if _, err := io.ReadFull(c, got); err != nil || string(got) != "hello through the tunnel" {
-		t.Fatalf("local port echo %q, %v", got, err)
+	waitFor(t, out, "local "+local+" leads to the ")
+	// Every viewer connection gets the desktop server's greeting: a stream of its own.
+	for range 2 {
+		c, err := net.Dial("tcp", local)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		got := make([]byte, 12)
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != "RFB 003.008\n" {
+			t.Fatalf("the local port's first bytes %q, %v; want the desktop's greeting", got, err)
+		}
 	}
 }
 
@@ -366,7 +409,7 @@ func TestConnectOverQUIC(t *testing.T) {
 	args, _, quicPort := connectSite(t, client.ModeGateway)
 	out, stop := runConnectCmd(t, append(args, "--quic", strconv.Itoa(int(quicPort))))
 	waitFor(t, out, "via gw-a "+connGwA+" (launch ticket)")
-	waitFor(t, out, "/tcp ok (4096 bytes, sha256 match)")
+	waitFor(t, out, "/tcp ok (")
 	waitFor(t, out, "/udp ok (3 datagrams")
 	if err := stop(); err != nil {
 		t.Fatalf("connect --quic: %v\n%s", err, out)
@@ -382,8 +425,10 @@ func TestConnectWithACodeIsToldToLogInAgainAfterTheFactorLifetime(t *testing.T) 
 	if _, errs, err := run(t, append(args, "--duration", "5s")...); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("connect without the code: %v\n%s", err, errs)
 	}
-	out, stop := runConnectCmd(t, append(args, "--otp", "123456"))
-	waitFor(t, out, "/tcp ok (4096 bytes, sha256 match)")
+	local := freeLocal(t)
+	out, stop := runConnectCmd(t, append(args, "--otp", "123456", "--local", local))
+	waitFor(t, out, "/tcp ok (")
+	viewerOn(t, local)
 	clk.Advance(20 * time.Minute)
 	stopA()
 	waitFor(t, out, "log in again: the login is older than the site's factor lifetime")
@@ -421,7 +466,7 @@ func TestConnectWithSingleSignOn(t *testing.T) {
 		t.Fatalf("the redirect back to connect: %s", resp.Status)
 	}
 	waitFor(t, out, "launched session s-42")
-	waitFor(t, out, "/tcp ok (4096 bytes, sha256 match)")
+	waitFor(t, out, "/tcp ok (")
 	if err := stop(); err != nil {
 		t.Fatalf("connect --sso: %v\n%s", err, out)
 	}
@@ -459,7 +504,7 @@ func TestConnectWithAClientCertificate(t *testing.T) {
 	}
 	out, stop := runConnectCmd(t, append(login, "--cert", certFile, "--key", keyFile))
 	waitFor(t, out, "launched session s-42 through front door "+connFD)
-	waitFor(t, out, "/tcp ok (4096 bytes, sha256 match)")
+	waitFor(t, out, "/tcp ok (")
 	if err := stop(); err != nil {
 		t.Fatalf("connect --cert: %v\n%s", err, out)
 	}

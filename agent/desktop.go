@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -223,6 +224,70 @@ func (d *Display) checkDesktop(ctx context.Context) error {
 		return fmt.Errorf("desktop server %s: %w", d.o.Desktop, err)
 	}
 	c.Close()
+	return nil
+}
+
+// watchDesktop checks the desktop server every DesktopCheckEvery. While it does not answer,
+// the desktop's display port is closed: the front doors' probes of the machine, which
+// connect to its TCP display ports, then see it down and send no new session there; it opens
+// again when the server answers. Streams already open are not touched.
+func (d *Display) watchDesktop() {
+	t := time.NewTicker(d.o.DesktopCheckEvery)
+	defer t.Stop()
+	up := true
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		err := d.checkDesktop(d.ctx)
+		switch {
+		case err != nil && up:
+			if d.closeDesktopPort() {
+				up = false
+				d.log.Error("the desktop server does not answer: its display port is closed until it does, so that the machine reads down", "desktop", d.o.Desktop.String(), "port", d.o.Desktop.Port, "err", err)
+			}
+		case err == nil && !up:
+			if lerr := d.openDesktopPort(); lerr != nil {
+				d.log.Warn("the desktop server answers again, but its display port does not open", "port", d.o.Desktop.Port, "err", lerr)
+				continue
+			}
+			up = true
+			d.log.Info("the desktop server answers again: its display port is open", "desktop", d.o.Desktop.String(), "port", d.o.Desktop.Port)
+		}
+	}
+}
+
+// closeDesktopPort closes the desktop's display port listener; false when it is not open.
+func (d *Display) closeDesktopPort() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, l := range d.listeners {
+		if uint16(l.Addr().(*net.TCPAddr).Port) == d.o.Desktop.Port {
+			l.Close()
+			d.listeners = slices.Delete(d.listeners, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// openDesktopPort listens on the desktop's display port again and accepts its channels.
+func (d *Display) openDesktopPort() error {
+	l, err := net.Listen("tcp", netip.AddrPortFrom(d.o.Address, d.o.Desktop.Port).String())
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		l.Close()
+		return nil
+	}
+	d.listeners = append(d.listeners, l)
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); d.acceptTCP(l, d.o.Desktop.Port) }()
 	return nil
 }
 

@@ -87,6 +87,9 @@ type DisplayOptions struct {
 	ReliabilityTimeout time.Duration
 	// ReliabilityBuffer bounds a stream's unacknowledged bytes per direction. Default: 4 MiB.
 	ReliabilityBuffer int
+	// DesktopCheckEvery is how often the agent checks that its desktop server takes
+	// connections (not for the builtin desktop). Default: 5s.
+	DesktopCheckEvery time.Duration
 	// Logger receives logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -184,6 +187,9 @@ func NewDisplay(o DisplayOptions) (*Display, error) {
 	if o.ReliabilityBuffer == 0 {
 		o.ReliabilityBuffer = 4 << 20
 	}
+	if o.DesktopCheckEvery == 0 {
+		o.DesktopCheckEvery = 5 * time.Second
+	}
 	d := &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
 		open: map[string]int{}, state: map[string]string{}, since: map[string]time.Time{},
 		conns: map[io.Closer]ticketOf{}, direct: map[string]bool{}, gone: map[string]bool{}, streams: map[resume.ID]*stream{}}
@@ -248,6 +254,10 @@ func (d *Display) Serve(ctx context.Context) error {
 	}
 	d.wg.Add(1)
 	go func() { defer d.wg.Done(); d.janitor() }()
+	if d.o.Desktop.Protocol != configs.DesktopBuiltin && len(d.o.TCPPorts) > 0 {
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); d.watchDesktop() }()
+	}
 	d.mu.Unlock()
 	select {
 	case <-ctx.Done():

@@ -1,0 +1,185 @@
+package main
+
+// The site every process of a run shares, kept in a directory: the site CA (api.GenerateCA,
+// loaded with api.NewCA), the ticket signing key, and the relays' server certificate, which
+// frontdoor's gateways and HAProxy both present (one P-256 key of the site CA for every
+// gateway address and 127.0.0.1), so that their TLS handshakes cost the same.
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// The loopback addresses and ports of the site. A gateway relays its channel port to the
+// machine's display port of the same number.
+var (
+	gatewayIPs   = []netip.Addr{netip.MustParseAddr("127.0.81.1"), netip.MustParseAddr("127.0.81.2")}
+	gatewayNames = []string{"gw-a", "gw-b"}
+)
+
+const (
+	displayPort = 14801 // the gateways' channel port and the machines' TCP display port
+
+	straightAddr    = "127.0.0.1:14811" // the builtin desktop served straight, plain TCP
+	straightTLSAddr = "127.0.0.1:14812" // the same, TLS 1.3 with a client certificate (HAProxy's re-encrypting backend)
+)
+
+// machineIP is the address of machine vda-n (n from 1).
+func machineIP(n int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 82, byte(n)}) }
+
+func machineName(n int) string { return fmt.Sprintf("vda-%d", n) }
+
+// machineOf resolves a machine name to its address, as the broker would for a gateway.
+func machineOf(name string) (netip.Addr, bool) {
+	var n int
+	if _, err := fmt.Sscanf(name, "vda-%d", &n); err != nil || n < 1 || n > 250 {
+		return netip.Addr{}, false
+	}
+	return machineIP(n), true
+}
+
+// The files of the site directory.
+const (
+	caFile     = "ca.pem"
+	caKeyFile  = "ca-key.pem"
+	ticketFile = "ticket.key"
+	relayFile  = "relay.pem" // the relays' certificate and key, PEM (HAProxy's crt)
+)
+
+// writeSite writes a new site to dir.
+func writeSite(dir string) error {
+	cert, key, err := api.GenerateCA("bench-desktop")
+	if err != nil {
+		return err
+	}
+	ca, err := api.NewCA(cert, key, discard())
+	if err != nil {
+		return err
+	}
+	_, sk, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	ips := append([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, gatewayIPs...)
+	relay, err := ca.PartyCertificate(siteid.RoleGateway, "relay", ips)
+	if err != nil {
+		return err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(relay.PrivateKey)
+	if err != nil {
+		return err
+	}
+	relayPEM := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: relay.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})...)
+	for name, b := range map[string][]byte{caFile: cert, caKeyFile: key, ticketFile: ticket.EncodeKey(sk), relayFile: relayPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// site is what a process loads of the site directory.
+type site struct {
+	dir    string
+	ca     *api.CA
+	key    ed25519.PrivateKey
+	relay  tls.Certificate
+	signer *ticket.Signer
+}
+
+func loadSite(dir string) (*site, error) {
+	read := func(name string) []byte {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return b
+	}
+	ca, err := api.NewCA(read(caFile), read(caKeyFile), discard())
+	if err != nil {
+		return nil, fmt.Errorf("site %s: %w", dir, err)
+	}
+	key, err := ticket.ParseKey(read(ticketFile))
+	if err != nil {
+		return nil, fmt.Errorf("site %s: %w", dir, err)
+	}
+	relay, err := tls.X509KeyPair(read(relayFile), read(relayFile))
+	if err != nil {
+		return nil, fmt.Errorf("site %s: %w", dir, err)
+	}
+	return &site{dir: dir, ca: ca, key: key, relay: relay, signer: ticket.NewSigner(key, nil)}, nil
+}
+
+func (s *site) verifier() *ticket.Verifier {
+	return ticket.NewVerifier(s.key.Public().(ed25519.PublicKey), ticket.NewMemoryLedger(0, nil), nil)
+}
+
+// reissue rotates a session's reconnect ticket at every channel, as a node's gateways do.
+func (s *site) reissue(c ticket.Claims) (string, error) {
+	exp := c.Expires
+	if c.Kind == ticket.Launch {
+		exp = c.Issued.Add(time.Hour)
+	}
+	tok, _, err := s.signer.Reissue(c, exp)
+	return tok, err
+}
+
+// descriptor issues a gateway-mode launch of session on machine m through the gateways
+// numbered gws (0: gw-a), with the desktop's TCP channel alone.
+func (s *site) descriptor(session string, m int, protocol string, gws ...int) (*client.Descriptor, error) {
+	chans := []ticket.Channel{{Port: displayPort, Proto: "tcp"}}
+	c := ticket.Claims{Kind: ticket.Launch, Session: session, Machine: machineName(m), Mode: ticket.ModeGateway,
+		Channels: chans, User: "bench"}
+	lt, _, err := s.signer.Issue(c, 10*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	c.Kind = ticket.Reconnect
+	rt, _, err := s.signer.Issue(c, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	d := &client.Descriptor{SessionID: session, Outcome: "new", Mode: ticket.ModeGateway, Machine: machineName(m),
+		Zone: "z1", Channels: []client.Channel{{Port: displayPort, Proto: "tcp"}}, LaunchTicket: lt, ReconnectTicket: rt,
+		Desktop: &client.DesktopInfo{Protocol: protocol, Channel: client.Channel{Port: displayPort, Proto: "tcp"}},
+		Trace:   []string{"bench"}}
+	for _, g := range gws {
+		d.Gateways = append(d.Gateways, client.GatewayEndpoint{Name: gatewayNames[g], Zone: "z1",
+			Addresses: []string{gatewayIPs[g].String()}})
+	}
+	return d, nil
+}
+
+// open opens a session of d whose logs are dropped. dialTimeout bounds each channel's
+// opening (0: the client's default, 500ms).
+func (s *site) open(ctx context.Context, d *client.Descriptor, dialTimeout time.Duration) (*client.Session, error) {
+	return client.Open(ctx, client.Options{Descriptor: d, RootCAs: s.ca.Pool(), Channels: d.Channels, DialTimeout: dialTimeout,
+		Logger: discard()})
+}
+
+// clientTLS is a viewer's TLS config toward HAProxy.
+func (s *site) clientTLS() *tls.Config {
+	return &tls.Config{RootCAs: s.ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// sessions is a gateway.Sessions for which every session is live.
+type sessions struct{}
+
+func (sessions) Active(string) bool                           { return true }
+func (sessions) Connected(context.Context, string, string)    {}
+func (sessions) Disconnected(context.Context, string, string) {}

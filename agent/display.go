@@ -87,6 +87,11 @@ type DisplayOptions struct {
 	ReliabilityTimeout time.Duration
 	// ReliabilityBuffer bounds a stream's unacknowledged bytes per direction. Default: 4 MiB.
 	ReliabilityBuffer int
+	// EchoDatagrams makes the UDP display ports echo every datagram, as the builtin desktop's
+	// do, whatever the desktop: a stand-in for a desktop protocol's UDP transport (tests,
+	// benchmarks). Otherwise a VNC or RDP desktop's UDP channels echo only the clients'
+	// keepalives. Default: false.
+	EchoDatagrams bool
 	// DesktopCheckEvery is how often the agent checks that its desktop server takes
 	// connections (not for the builtin desktop). Default: 5s.
 	DesktopCheckEvery time.Duration

@@ -150,7 +150,7 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 	st.SetDeadline(time.Time{})
 	d.opened(claims.Session, claims.Mode)
 	defer d.released(claims.Session)
-	echoAll := d.o.Desktop.Protocol == configs.DesktopBuiltin
+	echoAll := d.o.Desktop.Protocol == configs.DesktopBuiltin || d.o.EchoDatagrams
 	for {
 		b, err := c.ReceiveDatagram(c.Context())
 		if err != nil {

@@ -124,6 +124,7 @@ func machineAt(t *testing.T, pub ed25519.PublicKey, name, ip string, also ...str
 	if err != nil {
 		t.Fatal(err)
 	}
+	desktop := echoDesktop(t)
 	for i := 0; i < 20; i++ {
 		l, err := net.Listen("tcp", ip+":0")
 		if err != nil {
@@ -133,6 +134,7 @@ func machineAt(t *testing.T, pub ed25519.PublicKey, name, ip string, also ...str
 		l.Close()
 		d, err := agent.NewDisplay(agent.DisplayOptions{Machine: name, Address: addrs[0],
 			TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, UDPIdle: time.Minute,
+			Desktop: agent.Desktop{Protocol: "vnc", Network: "tcp", Address: desktop, Port: port}, EchoDatagrams: true,
 			Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), Identity: id,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
@@ -230,7 +232,7 @@ func startOne(t *testing.T, health ...bool) (*rig, *sessions) {
 
 // launchTCP opens a TCP channel of session s-1 with a launch ticket and waits for the
 // session's connected event.
-func (r *rig) launchTCP(t *testing.T) *tls.Conn {
+func (r *rig) launchTCP(t *testing.T) *chanConn {
 	t.Helper()
 	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1"))
 	if st != ticket.StatusOK {
@@ -250,8 +252,9 @@ func (r *rig) issue(t *testing.T, kind ticket.Kind, session, machine string) str
 	return tok
 }
 
-// dialTCP opens a TCP channel and returns the conn and the status byte.
-func (r *rig) dialTCP(t *testing.T, tok string) (*tls.Conn, byte) {
+// dialTCP opens a TCP channel and a desktop stream on it, and returns the conn and the
+// status byte (StatusDenied too when the machine refused the stream).
+func (r *rig) dialTCP(t *testing.T, tok string) (*chanConn, byte) {
 	t.Helper()
 	c, err := tls.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr(r.addr), r.port).String(), &tls.Config{RootCAs: r.pool})
 	if err != nil {
@@ -267,7 +270,15 @@ func (r *rig) dialTCP(t *testing.T, tok string) (*tls.Conn, byte) {
 		return nil, ticket.StatusDenied
 	}
 	c.SetReadDeadline(time.Time{})
-	return c, st[0]
+	if st[0] != ticket.StatusOK {
+		return &chanConn{Conn: c}, st[0]
+	}
+	cc, err := openStream(c)
+	if err != nil {
+		c.Close()
+		return nil, ticket.StatusDenied
+	}
+	return cc, st[0]
 }
 
 func TestTCPChannelCarriesDataAfterATicket(t *testing.T) {

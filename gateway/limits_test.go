@@ -20,7 +20,7 @@ import (
 func TestASessionsChannelsBeyondItsCapAreRefused(t *testing.T) {
 	r, _ := startOne(t)
 	tok := r.issue(t, ticket.Reconnect, "s-1", "vda-1")
-	var open []*tls.Conn
+	var open []*chanConn
 	defer func() {
 		for _, c := range open {
 			c.Close()

@@ -395,6 +395,9 @@ func connectEcho(ctx context.Context, sess *client.Session, chans []client.Chann
 			}
 			marks.reset()
 		case "udp":
+			if d := sess.Descriptor().Desktop; d != nil && d.Protocol != "builtin" {
+				continue // only the builtin desktop echoes datagrams; VNC and RDP here have no UDP
+			}
 			err, what = sess.EchoUDP(ctx, c.Port, 3, 200), "3 datagrams of 200 bytes"
 		}
 		switch {

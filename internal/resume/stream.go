@@ -229,7 +229,10 @@ func (s *Stream) breakLocked(gen uint64, err error) {
 	if gen != s.gen || s.t == nil || s.ended {
 		return
 	}
-	if s.closing != "" {
+	if s.closing != "" || (s.finAcked && s.finDone && s.ackedFin) {
+		// Over already: the reset is sent, or both ends have everything (the far end may
+		// close the moment our last acknowledgement reaches it, before this end's writer
+		// has seen its write return).
 		s.endLocked(nil)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,4 +263,35 @@ func FuzzReadHello(f *testing.F) {
 		}
 		ReadReply(bytes.NewReader(in))
 	})
+}
+
+// A stream whose ends both finish is over, not broken: the far end closes its transport the
+// moment this end's last acknowledgement reaches it, which must not read as a break (a
+// client would move its whole session to another gateway).
+func TestACleanEndIsNoBreak(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var breaks atomic.Int32
+	for i := 0; i < 100; i++ {
+		appA, locA := tcpPair(t)
+		appB, locB := tcpPair(t)
+		ta, tb := tcpPair(t)
+		var ends sync.WaitGroup
+		ends.Add(2)
+		o := Options{OnBreak: func(error) { breaks.Add(1) }, OnEnd: func(error) { ends.Done() }}
+		a := New(NewID(), locA, o)
+		b := New(a.ID(), locB, o)
+		a.Attach(ta, 0, false)
+		b.Attach(tb, 0, false)
+		appB.Write([]byte("RFB 003.008\n"))
+		buf := make([]byte, 12)
+		io.ReadFull(appA, buf)
+		appA.CloseWrite()
+		io.Copy(io.Discard, appB)
+		appB.CloseWrite()
+		io.Copy(io.Discard, appA)
+		ends.Wait()
+	}
+	if n := breaks.Load(); n != 0 {
+		t.Errorf("%d clean ends read as breaks", n)
+	}
 }

@@ -134,5 +134,3 @@ func (c *chanConn) Read(b []byte) (int, error) {
 	c.buf = c.buf[n:]
 	return n, nil
 }
-
-

@@ -109,8 +109,8 @@ func (c *Config) Summary() string {
 			} else if l := g.ZonePrefs(); len(l) > 0 {
 				zp = strings.Join(l, " > ")
 			}
-			line("  %s\t%s\tzone_preferences %s\treconnection %s\tsecure_gateway %s\tload %s",
-				g.Name, g.Kind, zp, g.SessionReconnection, onOff(*g.SecureGateway), g.Load.Policy)
+			line("  %s\t%s\tzone_preferences %s\treconnection %s\tsecure_gateway %s\tload %s\tdesktop %s",
+				g.Name, g.Kind, zp, g.SessionReconnection, onOff(*g.SecureGateway), g.Load.Policy, g.Desktop)
 		}
 	}
 
@@ -277,6 +277,14 @@ func entitled(e Entitlement) string {
 		p = append(p, "groups "+strings.Join(e.UserGroups, ", "))
 	}
 	return strings.Join(p, "; ")
+}
+
+// String sums a desktop up: "vnc at unix:/run/vnc.sock on 8443/tcp", "builtin on 8443/tcp".
+func (d Desktop) String() string {
+	if d.Server == "" {
+		return d.Protocol + " on " + d.Channel
+	}
+	return d.Protocol + " at " + d.Server + " on " + d.Channel
 }
 
 func onOff(b bool) string {

@@ -13,10 +13,14 @@
 // ticket.StatusLoginExpired), or whose new launch is refused the credentials it holds, ends
 // with ErrLoginRequired instead: only a login the user makes again brings it back.
 //
-// TCP channels are carried for one user at a time: Attach hands out the channel's stream (a
-// local pipe), Expose serves it on a local TCP port. A cut closes the attached connection —
-// bytes in flight are lost, so a stream protocol must reconnect — and the next connection rides
-// the new channel.
+// The desktop rides TCP channels, one per viewer connection: Attach opens one and hands out
+// its end (a local pipe), Expose serves viewers on a local TCP port, each connection on a
+// channel of its own, so every viewer gets the desktop server's greeting and handshake. Each
+// is a resumable stream to the machine's agent (package internal/resume: session
+// reliability): a cut does not close the viewer's connection; the session's next link resumes
+// the stream from the last byte each end acknowledged, and nothing is lost or doubled. A link
+// with no stream proves its route with a probe that also asks whether the desktop server
+// answers. Watch runs a viewer loop on the desktop (drills, tests); CheckDesktop reads it once.
 //
 // UDP channels through a gateway ride one QUIC connection to its quic_port as DATAGRAM frames
 // (plain UDP only to a gateway whose descriptor offers no QUIC port, which takes it only when

@@ -423,12 +423,23 @@ func (c *Cluster) zapLogger(name string, stopping *atomic.Bool) *zap.Logger {
 		lvl = zapcore.DebugLevel
 	}
 	h := c.log.Handler().WithAttrs([]slog.Attr{slog.String("component", "etcd"), slog.String("member", name)})
-	return zap.New(&slogCore{h: h, lvl: lvl, stopping: stopping})
+	return zap.New(&slogCore{h: h, lvl: lvl, stopping: stopping, storageRaced: new(atomic.Bool)})
 }
 
 // serveEndedMsg is what etcd logs, as an error, when a serving loop ends, which it does
 // on every stop.
 const serveEndedMsg = "setting up serving from embedded etcd failed."
+
+// storageVersionMsg is what etcd logs, as an error, when it cannot write the storage
+// version of the cluster version just decided. On a new member it fails once with
+// errNoTermYet: the cluster version is applied (and the storage version monitor woken at
+// once) before the backend's first batch commit, and only that commit writes the raft term
+// the monitor looks for. The monitor tries again 4 s later and succeeds; etcd's own tests
+// ignore this error as harmless (etcd-io/etcd#18978, #19040).
+const storageVersionMsg = "failed to update storage version"
+
+// errNoTermYet is the error of storageVersionMsg before the backend's first commit.
+const errNoTermYet = "missing term information"
 
 func normalize(o Options) (Options, error) {
 	if o.Dir == "" {
@@ -510,25 +521,39 @@ type slogCore struct {
 	h        slog.Handler
 	lvl      zapcore.LevelEnabler
 	stopping *atomic.Bool // optional
+	// storageRaced is set once the member's storage version failed for want of a term
+	// (storageVersionMsg): the first time is the known race of a new member, an info; a
+	// second would not be, and stays an error.
+	storageRaced *atomic.Bool
 }
 
 func (s *slogCore) Enabled(l zapcore.Level) bool { return s.lvl.Enabled(l) }
 
 func (s *slogCore) With(fs []zapcore.Field) zapcore.Core {
-	return &slogCore{h: s.h.WithAttrs(attrs(fs)), lvl: s.lvl, stopping: s.stopping}
+	return &slogCore{h: s.h.WithAttrs(attrs(fs)), lvl: s.lvl, stopping: s.stopping, storageRaced: s.storageRaced}
 }
 
 func (s *slogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if ent.Message == serveEndedMsg && s.stopping != nil && s.stopping.Load() {
 		ent.Level = zapcore.DebugLevel
 	}
-	if s.Enabled(ent.Level) && s.h.Enabled(context.Background(), slogLevel(ent.Level)) {
+	if s.enabled(ent.Level) {
 		return ce.AddCore(ent, s)
 	}
 	return ce
 }
 
+func (s *slogCore) enabled(l zapcore.Level) bool {
+	return s.Enabled(l) && s.h.Enabled(context.Background(), slogLevel(l))
+}
+
 func (s *slogCore) Write(ent zapcore.Entry, fs []zapcore.Field) error {
+	if ent.Message == storageVersionMsg && s.storageRaced != nil && hasError(fs, errNoTermYet) && s.storageRaced.CompareAndSwap(false, true) {
+		// The race of a new member (storageVersionMsg), which etcd mends by itself.
+		if ent.Level = zapcore.InfoLevel; !s.enabled(ent.Level) {
+			return nil
+		}
+	}
 	r := slog.NewRecord(ent.Time, slogLevel(ent.Level), ent.Message, 0)
 	if ent.LoggerName != "" {
 		r.AddAttrs(slog.String("logger", ent.LoggerName))
@@ -550,6 +575,16 @@ func slogLevel(l zapcore.Level) slog.Level {
 	default:
 		return slog.LevelError
 	}
+}
+
+// hasError reports whether one of fs is an error whose text contains text.
+func hasError(fs []zapcore.Field, text string) bool {
+	for _, f := range fs {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType && strings.Contains(err.Error(), text) {
+			return true
+		}
+	}
+	return false
 }
 
 // attrs converts zap fields to slog attributes, in key order.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -258,5 +259,48 @@ func TestZapToSlog(t *testing.T) {
 		if got := strings.Contains(out, "became leader"); got != debug {
 			t.Errorf("debug %v: info logged: %v; %q", debug, got, out)
 		}
+	}
+}
+
+// TestStorageVersionRaceIsNoError feeds etcd's storage version failures to a member's
+// logger: the first for want of a term (the race of a new member, which etcd mends 4 s
+// later) is an info; a second, or any other failure of it, stays an error.
+func TestStorageVersionRaceIsNoError(t *testing.T) {
+	noTerm := errors.New("cannot detect storage schema version: missing term information")
+	noPlan := errors.New(`cannot create migration plan: version "3.9.0" is not supported`)
+	for _, tc := range []struct {
+		name string
+		errs []error
+		want []string // the level of each line written, "" for none
+	}{
+		{"the first missing term is an info", []error{noTerm}, []string{"INFO"}},
+		{"a second missing term is an error", []error{noTerm, noTerm}, []string{"INFO", "ERROR"}},
+		{"another failure is an error", []error{noPlan, noTerm}, []string{"ERROR", "INFO"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf syncBuffer
+			c := &Cluster{opts: Options{Debug: true},
+				log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+			lg := c.zapLogger("member-0", nil)
+			for _, err := range tc.errs {
+				lg.Error(storageVersionMsg, zap.String("cluster-version", "3.7.0"), zap.Error(err))
+			}
+			var got []string
+			for line := range strings.Lines(buf.String()) {
+				_, after, _ := strings.Cut(line, "level=")
+				level, _, _ := strings.Cut(after, " ")
+				got = append(got, level)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("levels %v, want %v:\n%s", got, tc.want, buf.String())
+			}
+		})
+	}
+	// Without Debug, only errors pass: the race writes nothing.
+	var buf syncBuffer
+	c := &Cluster{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	c.zapLogger("member-0", nil).Error(storageVersionMsg, zap.Error(noTerm))
+	if buf.String() != "" {
+		t.Errorf("the race was written without Debug: %q", buf.String())
 	}
 }

@@ -26,6 +26,8 @@ require (
 	golang.org/x/time v0.15.0
 	google.golang.org/grpc v1.83.2
 	layeh.com/radius v0.0.0-20231213012653-1006025d24f8
+
+	golang.org/x/image v0.48.0
 )
 
 require (

@@ -16,8 +16,9 @@
 #
 # Usage: bench/desktop.sh — env: BENCHES (default latency,throughput,stall,capacity),
 # LAT_SAMPLES (2000) LAT_ROUNDS (4) LAT_DESKTOPS (builtin,xvnc), TPUT_DUR (5s) TPUT_ROUNDS (3),
-# KILLS (24), CAP_N (9900) CAP_RATE (100/s) CAP_HOLD (15s), RELAY_CPU (0) LOAD_CPU (1).
-# Results go to bench/results/desktop.md (or $OUT); progress to stderr. About 8 minutes.
+# KILLS (24), CAP_N (9900) CAP_RATE (100/s) CAP_HOLD (15s)
+# CAP_RAMP_MAX (5m), RELAY_CPU (0) LOAD_CPU (1).
+# Results go to bench/results/desktop.md (or $OUT); progress to stderr. About 9 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCHES=${BENCHES:-latency,throughput,stall,capacity}
@@ -30,6 +31,7 @@ KILLS=${KILLS:-24}
 CAP_N=${CAP_N:-9900}
 CAP_RATE=${CAP_RATE:-100}
 CAP_HOLD=${CAP_HOLD:-15s}
+CAP_RAMP_MAX=${CAP_RAMP_MAX:-5m}
 RELAY_CPU=${RELAY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 OUT=${OUT:-bench/results/desktop.md}
@@ -91,7 +93,7 @@ for b in ${BENCHES//,/ }; do
 		run throughput "${common[@]}" -dur "$TPUT_DUR" -rounds "$TPUT_ROUNDS" -haproxy-pid "$(pidof_ haproxy)"
 		kill "$(pidof_ haproxy)" ;;
 	stall) run stall "${common[@]}" -kills "$KILLS" ;;
-	capacity) run capacity "${common[@]}" -n "$CAP_N" -rate "$CAP_RATE" -hold "$CAP_HOLD" ;;
+	capacity) run capacity "${common[@]}" -n "$CAP_N" -rate "$CAP_RATE" -hold "$CAP_HOLD" -ramp-max "$CAP_RAMP_MAX" ;;
 	*) echo "desktop.sh: unknown benchmark $b" >&2; exit 2 ;;
 	esac
 done

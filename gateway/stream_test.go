@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -132,5 +133,41 @@ func (c *chanConn) Read(b []byte) (int, error) {
 	}
 	n := copy(b, c.buf)
 	c.buf = c.buf[n:]
+	return n, nil
+}
+
+// pump copies what io.Copy does, whatever sizes its reads come in, and ends at io.EOF
+// without an error.
+func TestPumpCopiesLikeIOCopy(t *testing.T) {
+	for _, sizes := range [][]int{{1}, {pumpSmall}, {pumpSmall, 40 << 10, 10, 70 << 10, 5}, {100 << 10}} {
+		var want []byte
+		var chunks [][]byte
+		for i, n := range sizes {
+			b := make([]byte, n)
+			for j := range b {
+				b[j] = byte(i*31 + j)
+			}
+			chunks = append(chunks, b)
+			want = append(want, b...)
+		}
+		var got bytes.Buffer
+		n, err := pump(&got, &chunked{chunks: chunks})
+		if err != nil || n != int64(len(want)) || !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("sizes %v: copied %d bytes (%v), equal %v; want %d", sizes, n, err, bytes.Equal(got.Bytes(), want), len(want))
+		}
+	}
+}
+
+// chunked returns its chunks one Read at a time (as far as the buffer takes), then io.EOF.
+type chunked struct{ chunks [][]byte }
+
+func (c *chunked) Read(b []byte) (int, error) {
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, c.chunks[0])
+	if c.chunks[0] = c.chunks[0][n:]; len(c.chunks[0]) == 0 {
+		c.chunks = c.chunks[1:]
+	}
 	return n, nil
 }

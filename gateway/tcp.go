@@ -100,27 +100,71 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	splice(conn, up, cut)
 }
 
-// splice copies both ways; when one side ends it half-closes the other (close_notify), and
-// when both are done (or one fails) it cuts both.
+// splice copies both ways, one direction on the caller's goroutine; when one side ends it
+// half-closes the other (close_notify), and when both are done (or one fails) it cuts both.
 func splice(client, up *tls.Conn, cut func()) {
-	done := make(chan struct{}, 2)
+	done := make(chan struct{})
 	go func() {
-		if _, err := io.Copy(up, client); err == nil {
+		if _, err := pump(up, client); err == nil {
 			up.CloseWrite()
 		} else {
 			cut()
 		}
-		done <- struct{}{}
+		close(done)
 	}()
-	go func() {
-		if _, err := io.Copy(client, up); err == nil {
-			client.CloseWrite()
-		} else {
-			cut()
-		}
-		done <- struct{}{}
-	}()
-	<-done
+	if _, err := pump(client, up); err == nil {
+		client.CloseWrite()
+	} else {
+		cut()
+	}
 	<-done
 	cut()
+}
+
+// pumpSmall is the buffer a direction of a channel keeps for its whole life; pumpBufs lends
+// a large one while it is busy.
+const pumpSmall = 2 << 10
+
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// pump copies src to dst until src ends (nil at io.EOF), as io.Copy does, but an idle
+// direction holds 2 KiB rather than 32: a read that fills the small buffer borrows a large one
+// from a pool, and a read that uses little of it gives it back. A gateway carries thousands of
+// mostly idle desktop channels.
+func pump(dst io.Writer, src io.Reader) (int64, error) {
+	small := make([]byte, pumpSmall)
+	var big *[]byte
+	defer func() {
+		if big != nil {
+			pumpBufs.Put(big)
+		}
+	}()
+	var n int64
+	for {
+		buf := small
+		if big != nil {
+			buf = *big
+		}
+		r, err := src.Read(buf)
+		if r > 0 {
+			w, werr := dst.Write(buf[:r])
+			n += int64(w)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, err
+		}
+		switch {
+		case big == nil && r == len(small):
+			big = pumpBufs.Get().(*[]byte)
+		case big != nil && r < len(*big)/8:
+			pumpBufs.Put(big)
+			big = nil
+		}
+	}
 }

@@ -96,8 +96,12 @@ func TestDirectModeTalksToTheMachine(t *testing.T) {
 		t.Fatalf("up event %+v, want direct to %s", up, machineIP)
 	}
 	ctx := ctxT(t)
-	if _, err := sess.CheckDesktop(ctx); err != nil {
+	dc, err := sess.CheckDesktop(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !hasLine(dc.Lines, "session s-d") || !hasLine(dc.Lines, "path direct") {
+		t.Errorf("the desktop drew %q, want the session and the direct path", dc.Lines)
 	}
 	if err := sess.EchoUDP(ctx, s.port, 20, 500); err != nil {
 		t.Fatal(err)

@@ -77,6 +77,12 @@ type DisplayOptions struct {
 	RevokeFor time.Duration
 	// Report receives connected/disconnected events. Optional.
 	Report EventFunc
+	// Live returns the sessions the site holds live on this machine (Reporter.Live): a
+	// direct-mode channel of a session the machine does not hold — the first after a launch,
+	// or any after the agent restarted and forgot which sessions ended — is admitted only if
+	// it is listed, and refused when no front door answers. Default: nil, no such check
+	// (gateway-mode channels are checked against the site's ledger by the gateway).
+	Live func(ctx context.Context) ([]string, error)
 	// Desktop is the desktop server the display port carries. Default: the builtin desktop
 	// on the first TCP port.
 	Desktop Desktop
@@ -437,8 +443,45 @@ func (d *Display) cut(session string, before time.Time) int {
 	return len(conns)
 }
 
+// check verifies a channel's ticket for this machine; a direct-mode ticket of a session the
+// machine does not hold must also name a session the site holds live (liveInSite).
 func (d *Display) check(tok string, ch ticket.Channel) (ticket.Claims, error) {
-	return d.o.Verifier.Check(tok, d.o.Machine, ch)
+	c, err := d.o.Verifier.Check(tok, d.o.Machine, ch)
+	if err == nil && c.Mode == ticket.ModeDirect {
+		err = d.liveInSite(c.Session)
+	}
+	return c, err
+}
+
+// ErrNotLive refuses a direct-mode ticket of a session the site does not hold live (logged
+// off, expired, or of another machine).
+var ErrNotLive = errors.New("the site holds no such live session on this machine")
+
+// ErrSiteUnreachable refuses a direct-mode ticket the machine cannot vouch for: no front door
+// answered whether its session lives.
+var ErrSiteUnreachable = errors.New("no front door answered whether the session lives")
+
+// liveInSite lets a direct-mode channel of session in only if the machine holds the session
+// (it followed the site's ends since), else if the site says it lives: a machine's agent that
+// restarted has forgotten which sessions the site ended, and a direct-mode reconnect ticket
+// lives for hours. With no front door to ask, such a channel is refused.
+func (d *Display) liveInSite(session string) error {
+	d.mu.Lock()
+	_, held := d.state[session]
+	d.mu.Unlock()
+	if held || d.o.Live == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, 3*time.Second)
+	defer cancel()
+	live, err := d.o.Live(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSiteUnreachable, err)
+	}
+	if !slices.Contains(live, session) {
+		return ErrNotLive
+	}
+	return nil
 }
 
 // janitor forgets sessions disconnected for longer than the timeout.

@@ -286,16 +286,26 @@ func (r *Reporter) Follow(ctx context.Context, m Ends) error {
 	return nil
 }
 
-// reconcile ends the sessions the machine holds that the front door no longer knows.
-func (r *Reporter) reconcile(ctx context.Context, m Ends) error {
+// Live asks the front door which sessions the site holds live (not ended) on the machine
+// (GET /v1/agent/live).
+func (r *Reporter) Live(ctx context.Context) ([]string, error) {
 	var live struct {
 		Sessions []string `json:"sessions"`
 	}
 	if err := r.request(ctx, false, http.MethodGet, "/v1/agent/live?machine="+url.QueryEscape(r.machine), nil, &live); err != nil {
+		return nil, err
+	}
+	return live.Sessions, nil
+}
+
+// reconcile ends the sessions the machine holds that the front door no longer knows.
+func (r *Reporter) reconcile(ctx context.Context, m Ends) error {
+	live, err := r.Live(ctx)
+	if err != nil {
 		return err
 	}
 	known := map[string]bool{}
-	for _, s := range live.Sessions {
+	for _, s := range live {
 		known[s] = true
 	}
 	for _, s := range m.Held() {

@@ -257,7 +257,7 @@ func (l *Lab) buildAgents() error {
 			o.Desktop = agent.Desktop{Protocol: configs.DesktopVNC, Network: x.Network(), Address: x.Address(), Port: o.Desktop.Port}
 		}
 		o.DisconnectTimeout, o.Report, o.Logger = groups[m.Group].DisconnectTimeout.D(), rep.Event, l.log.With("component", "agent")
-		o.RevokeFor = l.Config.Site.Tickets.ReconnectTTL.D()
+		o.RevokeFor, o.Live = l.Config.Site.Tickets.ReconnectTTL.D(), rep.Live
 		d, err := agent.NewDisplay(o)
 		if err != nil {
 			return err

@@ -76,7 +76,7 @@ func newAgentCmd() *cobra.Command {
 			}
 			o.Verifier = ticket.NewVerifier(keys[0], ticket.NewMemoryLedger(0, nil), nil)
 			o.Verifier.SetKeys(keys)
-			o.Report, o.Logger, o.RevokeFor = rep.Event, log, cfg.Site.Tickets.ReconnectTTL.D()
+			o.Report, o.Logger, o.RevokeFor, o.Live = rep.Event, log, cfg.Site.Tickets.ReconnectTTL.D(), rep.Live
 			if stored != nil {
 				o.Identity = stored
 				rep.UseIdentity(stored)

@@ -1,0 +1,106 @@
+package agent_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
+)
+
+// A machine's agent that restarted has forgotten which sessions the site ended; a direct-mode
+// reconnect ticket lives for hours. So a direct-mode channel of a session the agent does not
+// hold is admitted only if the site lists it live, and refused when no front door answers.
+func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing.T) {
+	const ip = "127.0.74.2"
+	caCert, caKey, err := api.GenerateCA("live-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := api.NewCA(caCert, caKey, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.PartyCertificate(siteid.RoleMachine, "vda-1", []netip.Addr{netip.MustParseAddr(ip)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := agent.NewIdentity("vda-1", cert, ca.Pool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	signer := ticket.NewSigner(key, nil)
+	var mu sync.Mutex
+	var live []string
+	var liveErr error
+	probe, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(probe.Addr().(*net.TCPAddr).Port)
+	probe.Close()
+	d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
+		Verifier: ticket.NewVerifier(key.Public().(ed25519.PublicKey), ticket.NewMemoryLedger(0, nil), nil), Identity: id,
+		Logger: slog.New(slog.DiscardHandler),
+		Live: func(context.Context) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return live, liveErr
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Serve(context.Background()) }()
+	defer func() { d.Close(); <-done }()
+	status := func(session string) byte {
+		t.Helper()
+		tok, _, err := signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: session, Machine: "vda-1", Mode: ticket.ModeDirect}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.Dial("tcp", net.JoinHostPort(ip, strconv.Itoa(int(port))), &tls.Config{RootCAs: ca.Pool(), ServerName: ip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		ticket.WriteFrame(c, tok)
+		st := []byte{ticket.StatusDenied}
+		io.ReadFull(c, st)
+		return st[0]
+	}
+	set := func(l []string, err error) {
+		mu.Lock()
+		live, liveErr = l, err
+		mu.Unlock()
+	}
+	set([]string{"s-live"}, nil)
+	if st := status("s-ended"); st == ticket.StatusOK {
+		t.Error("a session the site does not list was admitted")
+	}
+	if st := status("s-live"); st != ticket.StatusOK {
+		t.Errorf("a session the site lists live: status %d, want OK", st)
+	}
+	set(nil, errors.New("no front door"))
+	if st := status("s-other"); st == ticket.StatusOK {
+		t.Error("a session nobody vouched for was admitted while no front door answered")
+	}
+}

@@ -80,9 +80,10 @@ type DisplayOptions struct {
 	// Live returns the sessions the site holds live on this machine (Reporter.Live): a
 	// direct-mode channel of a session the machine does not hold — the first after a launch,
 	// or any after the agent restarted and forgot which sessions ended — is admitted only if
-	// it is listed, and refused when no front door answers. Default: nil, no such check
+	// it is listed and its ticket was not revoked (a steal), and refused when no front door
+	// answers. Default: nil, no such check
 	// (gateway-mode channels are checked against the site's ledger by the gateway).
-	Live func(ctx context.Context) ([]string, error)
+	Live func(ctx context.Context) (SiteSessions, error)
 	// Desktop is the desktop server the display port carries. Default: the builtin desktop
 	// on the first TCP port.
 	Desktop Desktop
@@ -448,7 +449,7 @@ func (d *Display) cut(session string, before time.Time) int {
 func (d *Display) check(tok string, ch ticket.Channel) (ticket.Claims, error) {
 	c, err := d.o.Verifier.Check(tok, d.o.Machine, ch)
 	if err == nil && c.Mode == ticket.ModeDirect {
-		err = d.liveInSite(c.Session)
+		err = d.liveInSite(c)
 	}
 	return c, err
 }
@@ -465,9 +466,9 @@ var ErrSiteUnreachable = errors.New("no front door answered whether the session 
 // (it followed the site's ends since), else if the site says it lives: a machine's agent that
 // restarted has forgotten which sessions the site ended, and a direct-mode reconnect ticket
 // lives for hours. With no front door to ask, such a channel is refused.
-func (d *Display) liveInSite(session string) error {
+func (d *Display) liveInSite(c ticket.Claims) error {
 	d.mu.Lock()
-	_, held := d.state[session]
+	_, held := d.state[c.Session]
 	d.mu.Unlock()
 	if held || d.o.Live == nil {
 		return nil
@@ -478,8 +479,14 @@ func (d *Display) liveInSite(session string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSiteUnreachable, err)
 	}
-	if !slices.Contains(live, session) {
+	if !slices.Contains(live.Sessions, c.Session) {
 		return ErrNotLive
+	}
+	if before := live.RevokedBefore[c.Session]; c.Issued.Before(before) {
+		// Another endpoint took the session: this ticket is the old one's. The machine
+		// learns it for good.
+		d.RevokeBefore(c.Session, before)
+		return ticket.ErrRevoked
 	}
 	return nil
 }

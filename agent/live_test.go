@@ -45,7 +45,7 @@ func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	signer := ticket.NewSigner(key, nil)
 	var mu sync.Mutex
-	var live []string
+	var live agent.SiteSessions
 	var liveErr error
 	probe, err := net.Listen("tcp", ip+":0")
 	if err != nil {
@@ -56,7 +56,7 @@ func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing
 	d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
 		Verifier: ticket.NewVerifier(key.Public().(ed25519.PublicKey), ticket.NewMemoryLedger(0, nil), nil), Identity: id,
 		Logger: slog.New(slog.DiscardHandler),
-		Live: func(context.Context) ([]string, error) {
+		Live: func(context.Context) (agent.SiteSessions, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			return live, liveErr
@@ -70,12 +70,16 @@ func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing
 	done := make(chan error, 1)
 	go func() { done <- d.Serve(context.Background()) }()
 	defer func() { d.Close(); <-done }()
-	status := func(session string) byte {
+	issue := func(session string) string {
 		t.Helper()
 		tok, _, err := signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: session, Machine: "vda-1", Mode: ticket.ModeDirect}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
+		return tok
+	}
+	statusOf := func(tok string) byte {
+		t.Helper()
 		c, err := tls.Dial("tcp", net.JoinHostPort(ip, strconv.Itoa(int(port))), &tls.Config{RootCAs: ca.Pool(), ServerName: ip})
 		if err != nil {
 			t.Fatal(err)
@@ -87,19 +91,32 @@ func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing
 		io.ReadFull(c, st)
 		return st[0]
 	}
-	set := func(l []string, err error) {
+	status := func(session string) byte { t.Helper(); return statusOf(issue(session)) }
+	set := func(l []string, revoked map[string]time.Time, err error) {
 		mu.Lock()
-		live, liveErr = l, err
+		live, liveErr = agent.SiteSessions{Sessions: l, RevokedBefore: revoked}, err
 		mu.Unlock()
 	}
-	set([]string{"s-live"}, nil)
+	set([]string{"s-live"}, nil, nil)
 	if st := status("s-ended"); st == ticket.StatusOK {
 		t.Error("a session the site does not list was admitted")
 	}
 	if st := status("s-live"); st != ticket.StatusOK {
 		t.Errorf("a session the site lists live: status %d, want OK", st)
 	}
-	set(nil, errors.New("no front door"))
+	// A session another endpoint took: the old endpoint's ticket is refused, the new one's
+	// taken.
+	old := issue("s-taken")
+	time.Sleep(5 * time.Millisecond)
+	set([]string{"s-taken"}, map[string]time.Time{"s-taken": time.Now()}, nil)
+	time.Sleep(5 * time.Millisecond)
+	if st := statusOf(old); st == ticket.StatusOK {
+		t.Error("the old endpoint's ticket of a session taken by another was admitted")
+	}
+	if st := status("s-taken"); st != ticket.StatusOK {
+		t.Errorf("the new endpoint's ticket: status %d, want OK", st)
+	}
+	set(nil, nil, errors.New("no front door"))
 	if st := status("s-other"); st == ticket.StatusOK {
 		t.Error("a session nobody vouched for was admitted while no front door answered")
 	}

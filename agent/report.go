@@ -286,16 +286,31 @@ func (r *Reporter) Follow(ctx context.Context, m Ends) error {
 	return nil
 }
 
-// Live asks the front door which sessions the site holds live (not ended) on the machine
-// (GET /v1/agent/live).
-func (r *Reporter) Live(ctx context.Context) ([]string, error) {
+// SiteSessions are the sessions the site holds live (not ended) on a machine, and for those
+// whose older tickets were revoked (a steal), the time before which they were.
+type SiteSessions struct {
+	Sessions      []string
+	RevokedBefore map[string]time.Time
+}
+
+// Live asks the front door which sessions the site holds live on the machine, and which of
+// their tickets it revoked (GET /v1/agent/live).
+func (r *Reporter) Live(ctx context.Context) (SiteSessions, error) {
 	var live struct {
 		Sessions []string `json:"sessions"`
+		Revoked  []struct {
+			Session string    `json:"session"`
+			Before  time.Time `json:"before"`
+		} `json:"revoked"`
 	}
 	if err := r.request(ctx, false, http.MethodGet, "/v1/agent/live?machine="+url.QueryEscape(r.machine), nil, &live); err != nil {
-		return nil, err
+		return SiteSessions{}, err
 	}
-	return live.Sessions, nil
+	out := SiteSessions{Sessions: live.Sessions, RevokedBefore: map[string]time.Time{}}
+	for _, rv := range live.Revoked {
+		out.RevokedBefore[rv.Session] = rv.Before
+	}
+	return out, nil
 }
 
 // reconcile ends the sessions the machine holds that the front door no longer knows.
@@ -305,7 +320,7 @@ func (r *Reporter) reconcile(ctx context.Context, m Ends) error {
 		return err
 	}
 	known := map[string]bool{}
-	for _, s := range live {
+	for _, s := range live.Sessions {
 		known[s] = true
 	}
 	for _, s := range m.Held() {

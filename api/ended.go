@@ -117,13 +117,28 @@ func (a *Agents) liveSessions(w http.ResponseWriter, r *http.Request) {
 	if !a.auth(w, r, machine) {
 		return
 	}
-	out := []string{}
+	out := LiveSessions{Sessions: []string{}}
 	for _, s := range a.o.Broker.SessionsOn(machine) {
-		if s.State != broker.StateEnded {
-			out = append(out, s.ID)
+		if s.State == broker.StateEnded {
+			continue
+		}
+		out.Sessions = append(out.Sessions, s.ID)
+		if a.o.Verifier == nil {
+			continue
+		}
+		if before, err := a.o.Verifier.RevokedBefore(s.ID); err == nil && !before.IsZero() {
+			out.Revoked = append(out.Revoked, RevokedTickets{Session: s.ID, Before: before})
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string][]string{"sessions": out})
+	writeJSON(w, http.StatusOK, out)
+}
+
+// LiveSessions is the answer of GET /v1/agent/live: the machine's sessions the site holds
+// (not ended), and the revocations of their older tickets (a steal gave the session to
+// another endpoint), which an agent that restarted has forgotten.
+type LiveSessions struct {
+	Sessions []string         `json:"sessions"`
+	Revoked  []RevokedTickets `json:"revoked,omitempty"`
 }
 
 // RevokedTickets is a revocation of a session's tickets issued before Before.

@@ -321,6 +321,12 @@ func (v *Verifier) Revoked(c Claims) bool {
 	return err == nil && c.Issued.Before(before)
 }
 
+// RevokedBefore returns the time before which session's tickets are revoked (a steal, or
+// every ticket: AllIssued for a session that ended), zero when none are.
+func (v *Verifier) RevokedBefore(session string) (time.Time, error) {
+	return v.ledger.Revoked(session)
+}
+
 // enrolChannel is what the ledger records of an enrolment ticket's one use.
 var enrolChannel = Channel{Port: 0, Proto: "enrol"}
 

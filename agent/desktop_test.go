@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"log/slog"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
-	"github.com/frontdoor-vdi/frontdoor/api"
-	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -39,29 +36,9 @@ func TestADesktopServerDownClosesItsDisplayPort(t *testing.T) {
 	}
 	srvAddr := srv.Addr().String()
 	go serveAndDrop(srv)
-	caCert, caKey, err := api.GenerateCA("desktop-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := api.NewCA(caCert, caKey, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.PartyCertificate(siteid.RoleMachine, "vda-1", []netip.Addr{netip.MustParseAddr(ip)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := agent.NewIdentity("vda-1", cert, ca.Pool())
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, _ := machineIdentity(t, ip)
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	probe, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := uint16(probe.Addr().(*net.TCPAddr).Port)
-	probe.Close()
+	port := freePort(t, ip)
 	d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
 		Desktop:  agent.Desktop{Protocol: "vnc", Network: "tcp", Address: srvAddr, Port: port},
 		Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), Identity: id,
@@ -69,12 +46,7 @@ func TestADesktopServerDownClosesItsDisplayPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(context.Background()) }()
-	defer func() { d.Close(); <-done }()
+	serve(t, d)
 	display := net.JoinHostPort(ip, strconv.Itoa(int(port)))
 	open := func() bool {
 		c, err := net.DialTimeout("tcp", display, time.Second)

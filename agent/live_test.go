@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
-	"github.com/frontdoor-vdi/frontdoor/api"
-	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -26,33 +24,13 @@ import (
 // hold is admitted only if the site lists it live, and refused when no front door answers.
 func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing.T) {
 	const ip = "127.0.74.2"
-	caCert, caKey, err := api.GenerateCA("live-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := api.NewCA(caCert, caKey, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.PartyCertificate(siteid.RoleMachine, "vda-1", []netip.Addr{netip.MustParseAddr(ip)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := agent.NewIdentity("vda-1", cert, ca.Pool())
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, ca := machineIdentity(t, ip)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	signer := ticket.NewSigner(key, nil)
 	var mu sync.Mutex
 	var live agent.SiteSessions
 	var liveErr error
-	probe, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := uint16(probe.Addr().(*net.TCPAddr).Port)
-	probe.Close()
+	port := freePort(t, ip)
 	d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
 		Verifier: ticket.NewVerifier(key.Public().(ed25519.PublicKey), ticket.NewMemoryLedger(0, nil), nil), Identity: id,
 		Logger: slog.New(slog.DiscardHandler),
@@ -64,12 +42,7 @@ func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Serve(context.Background()) }()
-	defer func() { d.Close(); <-done }()
+	serve(t, d)
 	issue := func(session string) string {
 		t.Helper()
 		tok, _, err := signer.Issue(ticket.Claims{Kind: ticket.Reconnect, Session: session, Machine: "vda-1", Mode: ticket.ModeDirect}, time.Hour)

@@ -336,13 +336,7 @@ func (l *Launch) describe(d broker.Decision, zone string, li login) (Descriptor,
 	if life := l.o.Config.Site.Auth.FactorLifetime.D(); life > 0 {
 		c.LoginExpires = li.at.Add(life)
 	}
-	c.Kind = ticket.Launch
-	lt, lc, err := l.o.Signer.Issue(c, t.LaunchTTL.D())
-	if err != nil {
-		return desc, time.Time{}, err
-	}
-	c.Kind = ticket.Reconnect
-	rt, _, err := l.o.Signer.Issue(c, t.ReconnectTTL.D())
+	lt, rt, lc, err := l.o.Signer.IssueLaunch(c, t.LaunchTTL.D(), t.ReconnectTTL.D())
 	if err != nil {
 		return desc, time.Time{}, err
 	}

@@ -179,6 +179,30 @@ func (s *Signer) KeyID() KeyID { return KeyIDOf((*s.key.Load()).Public().(ed2551
 
 // Issue signs c for ttl from now, filling in ID, Issued and Expires.
 func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
+	return s.issueAt(c, s.now(), ttl)
+}
+
+// IssueLaunch issues a launch's two tickets from c (its Kind is ignored): the launch ticket,
+// good for ttl, and the session's first reconnect ticket, good for reconnectTTL, both issued
+// at one reading of the clock — a chain's rotations keep its issue time and count up its
+// generation, so a reconnect ticket issued a millisecond after the launch ticket would rank
+// above every ticket rotated from the launch's and never be superseded. It returns the launch
+// ticket's claims.
+func (s *Signer) IssueLaunch(c Claims, ttl, reconnectTTL time.Duration) (launch, reconnect string, lc Claims, err error) {
+	now := s.now()
+	c.Kind = Launch
+	if launch, lc, err = s.issueAt(c, now, ttl); err != nil {
+		return "", "", lc, err
+	}
+	c.Kind = Reconnect
+	if reconnect, _, err = s.issueAt(c, now, reconnectTTL); err != nil {
+		return "", "", lc, err
+	}
+	return launch, reconnect, lc, nil
+}
+
+// issueAt issues c as of now.
+func (s *Signer) issueAt(c Claims, now time.Time, ttl time.Duration) (string, Claims, error) {
 	if c.Kind != Launch && c.Kind != Reconnect && c.Kind != Enrol {
 		return "", c, fmt.Errorf("issuing ticket: %w: %v", ErrWrongKind, c.Kind)
 	}
@@ -188,7 +212,6 @@ func (s *Signer) Issue(c Claims, ttl time.Duration) (string, Claims, error) {
 	if _, err := rand.Read(c.ID[:]); err != nil {
 		return "", c, fmt.Errorf("issuing ticket: %w", err)
 	}
-	now := s.now()
 	c.Issued = now.Truncate(time.Millisecond)
 	c.Expires = now.Add(ttl).Truncate(time.Millisecond)
 	c.AuthTime, c.LoginExpires = sealTime(c.AuthTime), sealTime(c.LoginExpires)

@@ -319,3 +319,37 @@ func TestEnrolmentTicketIsGoodOnceForItsMachine(t *testing.T) {
 		t.Fatalf("a launch ticket as an enrolment: %v, want ErrWrongKind", err)
 	}
 }
+
+// A launch's reconnect ticket ranks below every ticket rotated from its launch ticket, however
+// the clock moves between the two: they are issued at one reading of it (finding M3 of the
+// security review: a millisecond between two readings made the reconnect ticket outrank the
+// rotated chain, so it was never superseded).
+func TestALaunchsReconnectTicketRanksBelowTheRotatedChain(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	clock := time.Unix(1_800_000_000, 0)
+	tick := func() time.Time { clock = clock.Add(time.Millisecond); return clock } // every reading a millisecond on
+	s := NewSigner(key, tick)
+	v := NewVerifier(key.Public().(ed25519.PublicKey), NewMemoryLedger(0, nil), func() time.Time { return clock })
+	lt, rt, _, err := s.IssueLaunch(Claims{Session: "s-1", Machine: "m", Mode: ModeGateway, Channels: []Channel{{Port: 8443, Proto: "tcp"}}}, time.Minute, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := v.Peek(lt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := v.Peek(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, next, err := s.Reissue(lc, clock.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Kind != Launch || rc.Kind != Reconnect || !rc.Issued.Equal(lc.Issued) {
+		t.Fatalf("launch %v issued %v, reconnect %v issued %v: want one issue time", lc.Kind, lc.Issued, rc.Kind, rc.Issued)
+	}
+	if rc.Mark() >= next.Mark() {
+		t.Fatalf("the launch's reconnect ticket ranks %d, the chain's next %d: want it below", rc.Mark(), next.Mark())
+	}
+}

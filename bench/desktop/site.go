@@ -141,14 +141,8 @@ func (s *site) reissue(c ticket.Claims) (string, error) {
 // numbered gws (0: gw-a), with the desktop's TCP channel alone.
 func (s *site) descriptor(session string, m int, protocol string, gws ...int) (*client.Descriptor, error) {
 	chans := []ticket.Channel{{Port: displayPort, Proto: "tcp"}}
-	c := ticket.Claims{Kind: ticket.Launch, Session: session, Machine: machineName(m), Mode: ticket.ModeGateway,
-		Channels: chans, User: "bench"}
-	lt, _, err := s.signer.Issue(c, 10*time.Minute)
-	if err != nil {
-		return nil, err
-	}
-	c.Kind = ticket.Reconnect
-	rt, _, err := s.signer.Issue(c, time.Hour)
+	c := ticket.Claims{Session: session, Machine: machineName(m), Mode: ticket.ModeGateway, Channels: chans, User: "bench"}
+	lt, rt, _, err := s.signer.IssueLaunch(c, 10*time.Minute, time.Hour)
 	if err != nil {
 		return nil, err
 	}

@@ -504,6 +504,9 @@ func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (t
 	if err != nil {
 		return c, netip.Addr{}, err
 	}
+	if c.Mode == ticket.ModeDirect {
+		return c, netip.Addr{}, ErrDirectTicket
+	}
 	if c.Reused && g.o.Carried != nil && g.o.Carried(c.Session) {
 		return c, netip.Addr{}, ErrUsedWhileCarried
 	}

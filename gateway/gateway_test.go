@@ -244,7 +244,13 @@ func (r *rig) launchTCP(t *testing.T) *chanConn {
 
 func (r *rig) issue(t *testing.T, kind ticket.Kind, session, machine string) string {
 	t.Helper()
-	tok, _, err := r.signer.Issue(ticket.Claims{Kind: kind, Session: session, Machine: machine, Mode: "gateway",
+	return r.issueMode(t, kind, session, machine, ticket.ModeGateway)
+}
+
+// issueMode is issue for a session in mode.
+func (r *rig) issueMode(t *testing.T, kind ticket.Kind, session, machine, mode string) string {
+	t.Helper()
+	tok, _, err := r.signer.Issue(ticket.Claims{Kind: kind, Session: session, Machine: machine, Mode: mode,
 		Channels: []ticket.Channel{{Port: r.port, Proto: "tcp"}, {Port: r.port, Proto: "udp"}}}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -315,6 +321,7 @@ func TestBadTicketsAreDenied(t *testing.T) {
 		"garbage":           "hello",
 		"unknown machine":   r.issue(t, ticket.Launch, "s-1", "vda-9"),
 		"session not alive": r.issue(t, ticket.Launch, "s-3", "vda-1"),
+		"direct-mode":       r.issueMode(t, ticket.Reconnect, "s-2", "vda-1", ticket.ModeDirect), // L8 of the security review
 	} {
 		if c, st := r.dialTCP(t, tok); st != ticket.StatusDenied {
 			c.Close()

@@ -26,6 +26,10 @@ const (
 // ErrSessionCap refuses a channel past its session's cap on this gateway.
 var ErrSessionCap = errors.New("the session has as many channels open here as a session may")
 
+// ErrDirectTicket refuses a direct-mode ticket at a gateway: it is the machine's to check, and
+// no gateway rotates it, so through a gateway it would escape rotation.
+var ErrDirectTicket = errors.New("a direct-mode ticket opens channels at its machine, not at a gateway")
+
 // ErrUsedWhileCarried refuses a reconnect ticket used already while its session is connected.
 var ErrUsedWhileCarried = errors.New("a reconnect ticket used already, while its session is connected")
 

@@ -405,6 +405,9 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		}
 	}
 	claims, err := g.o.Verifier.Check(tok, "", ch)
+	if err == nil && claims.Mode == ticket.ModeDirect {
+		err = ErrDirectTicket
+	}
 	if err == nil && claims.Reused && g.o.Carried != nil && g.o.Carried(claims.Session) {
 		err = ErrUsedWhileCarried
 	}

@@ -159,19 +159,21 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 }
 
 // dialTCP opens one TCP channel: TLS to a gateway, or to the machine whose certificate names
-// it, the ticket frame, and the status (with a gateway's next reconnect ticket), all within
-// DialTimeout.
+// it, within DialTimeout, then the ticket frame and the status (with a gateway's next
+// reconnect ticket) within StatusTimeout.
 func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string) (net.Conn, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
-	defer cancel()
+	dctx, dcancel := context.WithTimeout(ctx, s.o.DialTimeout)
+	defer dcancel()
 	addr := netip.AddrPortFrom(r.addr, port).String()
 	// TCP keepalives notice a gateway that vanished without a word within about 3s, even on
 	// a session without a UDP flow.
 	nd := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 2}}
-	c, err := (&tls.Dialer{NetDialer: nd, Config: s.tlsFor(r)}).DialContext(ctx, "tcp", addr)
+	c, err := (&tls.Dialer{NetDialer: nd, Config: s.tlsFor(r)}).DialContext(dctx, "tcp", addr)
 	if err != nil {
 		return nil, "", err
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.o.StatusTimeout)
+	defer cancel()
 	dl, _ := ctx.Deadline()
 	c.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })

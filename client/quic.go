@@ -137,7 +137,8 @@ func (s *Session) dialQUIC(ctx context.Context, r route, port uint16) (*quicLink
 // quicOpen opens a channel's stream and exchanges the ticket for the status (with a gateway's
 // next reconnect ticket).
 func (s *Session) quicOpen(ctx context.Context, q *quicLink, kind byte, port uint16, tok string) (*quic.Stream, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.DialTimeout)
+	// The connection answered already: the time is the status's (StatusTimeout).
+	ctx, cancel := context.WithTimeout(ctx, s.o.StatusTimeout)
 	defer cancel()
 	st, err := q.conn.OpenStreamSync(ctx)
 	if err != nil {

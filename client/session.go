@@ -27,8 +27,15 @@ type Options struct {
 	// OnEvent receives every event as it happens, from the session's goroutines; it must not
 	// block. Default: nil.
 	OnEvent func(Event)
-	// DialTimeout bounds opening one channel (connect, TLS, ticket, status). Default: 500ms.
+	// DialTimeout bounds reaching a gateway or machine for one channel: the connection and
+	// its TLS or QUIC handshake (a gateway that does not answer is given up this soon).
+	// Default: 500ms.
 	DialTimeout time.Duration
+	// StatusTimeout bounds the wait for a channel's status once the gateway or machine
+	// answered: a gateway admits a channel only after reaching the machine, and a client that
+	// gave up after the gateway admitted it would have used up its reconnect ticket (the
+	// gateway rotated it) for nothing. Default: 3s.
+	StatusTimeout time.Duration
 	// KeepaliveInterval is the period of UDP keepalive datagrams. Default: 200ms.
 	KeepaliveInterval time.Duration
 	// KeepaliveTimeout cuts the session when a UDP flow's keepalive echo is missing this
@@ -99,6 +106,9 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 500 * time.Millisecond
+	}
+	if o.StatusTimeout <= 0 {
+		o.StatusTimeout = 3 * time.Second
 	}
 	if o.KeepaliveInterval <= 0 {
 		o.KeepaliveInterval = 200 * time.Millisecond

@@ -83,9 +83,13 @@ func guardOf(l *Logins) *loginGuard {
 
 // loginGuard holds the limiters and the comparison slots of the APIs that share it.
 type loginGuard struct {
-	mu      sync.Mutex // guards sources, users, trySources and tryUsers
+	mu      sync.Mutex // guards sources, users, the overflows, trySources and tryUsers
 	sources map[netip.Addr]*rate.Limiter
 	users   map[string]*rate.Limiter
+	// overSources and overUsers are shared by the sources and users that find their map
+	// full of limiters in use: a flood of new names or addresses meets one budget rather
+	// than a fresh one each (the guard fails closed).
+	overSources, overUsers *rate.Limiter
 	// trySources and tryUsers count the comparisons under way of each source and user:
 	// each holds one of their tokens until it ends, so that logins at once compare no
 	// more passwords than the tokens allow.
@@ -101,6 +105,8 @@ type loginGuard struct {
 func (g *loginGuard) init() {
 	g.once.Do(func() {
 		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
+		g.overSources = rate.NewLimiter(rate.Every(refill), failuresPerSource)
+		g.overUsers = rate.NewLimiter(rate.Every(refill), failuresPerUser)
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
 		cpus := g.cpus
 		if cpus <= 0 {
@@ -126,8 +132,10 @@ func sourceOf(a netip.Addr) netip.Addr {
 }
 
 // limiter returns m's limiter of k, made full on first use; a full map drops the limiters
-// that are full again (nobody failed from there lately).
-func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int) *rate.Limiter {
+// that are full again (nobody failed from there lately), and when none is, k shares
+// overflow, the map's one limiter for whatever does not fit: never a fresh one that
+// forgets, which would let a guesser who filled the map guess on unthrottled.
+func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int, overflow *rate.Limiter) *rate.Limiter {
 	if l := m[k]; l != nil {
 		return l
 	}
@@ -139,10 +147,11 @@ func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int) *rate.Limiter 
 			}
 		}
 	}
-	l := rate.NewLimiter(rate.Every(refill), burst)
-	if len(m) < guardEntries {
-		m[k] = l
+	if len(m) >= guardEntries {
+		return overflow
 	}
+	l := rate.NewLimiter(rate.Every(refill), burst)
+	m[k] = l
 	return l
 }
 
@@ -161,7 +170,7 @@ func (g *loginGuard) admit(src netip.Addr, user string) (suspect bool, err error
 	for _, c := range []struct {
 		l      *rate.Limiter
 		trying int
-	}{{limiter(g.sources, src, failuresPerSource), g.trySources[src]}, {limiter(g.users, user, failuresPerUser), g.tryUsers[user]}} {
+	}{{limiter(g.sources, src, failuresPerSource, g.overSources), g.trySources[src]}, {limiter(g.users, user, failuresPerUser, g.overUsers), g.tryUsers[user]}} {
 		t := c.l.TokensAt(now)
 		switch {
 		case t < 1:
@@ -191,8 +200,8 @@ func (g *loginGuard) done(src netip.Addr, user string, failed bool) {
 	release(g.trySources, src)
 	release(g.tryUsers, user)
 	if failed {
-		limiter(g.sources, src, failuresPerSource).Allow()
-		limiter(g.users, user, failuresPerUser).Allow()
+		limiter(g.sources, src, failuresPerSource, g.overSources).Allow()
+		limiter(g.users, user, failuresPerUser, g.overUsers).Allow()
 	}
 }
 

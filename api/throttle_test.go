@@ -220,3 +220,35 @@ func TestIPv6LoginsCountPerSlash64(t *testing.T) {
 		t.Fatalf("an address of another /64: %v", err)
 	}
 }
+
+// A guard whose maps are full of limiters in use fails closed: the names and addresses that
+// do not fit share one budget, so guesses past it are throttled (finding M4 of the security
+// review: they each got a fresh limiter that was never stored, and guessed on unthrottled).
+func TestAFullGuardFailsClosed(t *testing.T) {
+	var g loginGuard
+	g.init()
+	for i := range guardEntries {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		if _, err := g.admit(a, fmt.Sprintf("filler-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		g.done(a, fmt.Sprintf("filler-%d", i), true) // each keeps a limiter in use
+	}
+	guesser, victim := netip.MustParseAddr("198.51.100.9"), "admin"
+	throttled := false
+	for i := 0; i < 2*failuresPerSource+2 && !throttled; i++ {
+		_, err := g.admit(guesser, victim)
+		var th throttledError
+		switch {
+		case errors.As(err, &th):
+			throttled = true
+		case err != nil:
+			t.Fatalf("guess %d: %v", i, err)
+		default:
+			g.done(guesser, victim, true)
+		}
+	}
+	if !throttled {
+		t.Fatalf("%d wrong guesses from a source that does not fit the full guard were all compared, want it throttled", 2*failuresPerSource+2)
+	}
+}

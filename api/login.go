@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // login is an authenticated request's login: who, with which factors, and when they were
@@ -65,6 +67,39 @@ type authenticator struct {
 	lifetime time.Duration
 	now      func() time.Time
 	log      *slog.Logger
+	// dummy is compared for unknown users: a hash at the cost most of the users' hashes have,
+	// so that an unknown name takes as long as a known one (made on first use).
+	dummy     string
+	dummyOnce sync.Once
+}
+
+// dummyFor returns the hash compared for unknown users: dummyHash at cost 10, or a hash at
+// the cost most of the site's users' hashes have (the highest of those as common), made once.
+func (a *authenticator) dummyFor() string {
+	a.dummyOnce.Do(func() {
+		a.dummy = dummyHash
+		count := map[int]int{}
+		for _, u := range a.users {
+			if c, err := bcrypt.Cost([]byte(u.PasswordHash)); err == nil {
+				count[c]++
+			}
+		}
+		best := bcrypt.DefaultCost
+		for c, n := range count {
+			if n > count[best] || (n == count[best] && c > best) {
+				best = c
+			}
+		}
+		if best == bcrypt.DefaultCost {
+			return
+		}
+		pass := make([]byte, 16)
+		rand.Read(pass)
+		if h, err := bcrypt.GenerateFromPassword(pass, best); err == nil {
+			a.dummy = string(h)
+		}
+	})
+	return a.dummy
 }
 
 // newAuthenticator builds the authenticator of an API over cfg's users; v (optional)
@@ -96,7 +131,8 @@ func newAuthenticator(cfg *configs.Config, guard *loginGuard, v *ticket.Verifier
 	return a
 }
 
-// dummyHash is a valid bcrypt hash compared for unknown users.
+// dummyHash is a valid bcrypt hash at cost 10 (bcrypt.DefaultCost), compared for unknown users
+// where the users' hashes have that cost.
 const dummyHash = "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"
 
 // radiusHash stands for the hash in the cache's key of a login whose password the RADIUS
@@ -205,7 +241,7 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 		hash = radiusHash // keys the cache: a login the RADIUS servers checked
 	case !known || hash == "":
 		// Compare anyway so that unknown users take as long as known ones.
-		hash = dummyHash
+		hash = a.dummyFor()
 	}
 	k := a.cache.key(name, pass, code, hash)
 	if e, hit := a.cache.get(k, a.now()); hit && known && (u.PasswordHash != "" || viaRADIUS) {

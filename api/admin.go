@@ -201,6 +201,12 @@ func (a *Admin) wrap(h http.HandlerFunc, read bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		u, viaConsole, err := a.consoleUser(r)
 		if !viaConsole {
+			// A console session's writes carry its CSRF token; any other credential
+			// rides with whatever a browser sends, so a write from another site is refused.
+			if code, cerr := crossSiteWrite(r); cerr != nil {
+				httpError(w, code, cerr.Error())
+				return
+			}
 			var li login
 			li, err = a.logins.authenticate(r)
 			u = li.user

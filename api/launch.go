@@ -181,6 +181,10 @@ func (l *Launch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if code, err := crossSiteWrite(r); err != nil {
+			httpError(w, code, err.Error())
+			return
+		}
 		li, err := l.logins.authenticate(r)
 		if err != nil {
 			loginRefused(w, err, "frontdoor")

@@ -63,7 +63,9 @@ type AdminOptions struct {
 	// until now, and its token; it ends the machine's sessions and puts it in maintenance.
 	// Optional: without it the endpoint answers 501.
 	RevokeMachine func(ctx context.Context, machine string) (MachineRevocation, error)
-	// Registry is served on /metrics, to admins. Optional.
+	// Registry is served on /metrics, to admins and monitors (read-only operators: the
+	// metrics name machines and gateways and show the site's load, as the console does).
+	// Optional.
 	Registry *prometheus.Registry
 	// Logger receives admin logs (every toggle is logged).
 	Logger *slog.Logger

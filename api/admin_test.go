@@ -13,7 +13,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// /metrics answers admins only: it names machines and gateways and shows the site's load.
+// /metrics answers admins and monitors only: it names machines and gateways and shows the
+// site's load.
 func TestMetricsNeedAnAdmin(t *testing.T) {
 	cfg := &configs.Config{Users: []configs.User{
 		{Name: "admin", Admin: true, PasswordHash: "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"},

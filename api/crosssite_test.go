@@ -61,3 +61,34 @@ func TestAdminWritesFromAnotherSiteAreRefused(t *testing.T) {
 		t.Fatalf("the CLI's write: %d %s, want it past the cross-site check", rec.Code, rec.Body)
 	}
 }
+
+// The launch API refuses the same: another site's page must not launch — and so take — a
+// user's session, or log one off, with the user's cached login.
+func TestLaunchWritesFromAnotherSiteAreRefused(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("lab"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &configs.Config{Users: []configs.User{{Name: "alice", PasswordHash: string(hash)}}}
+	l := NewLaunch(LaunchOptions{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for _, c := range []struct {
+		path    string
+		headers map[string]string
+		want    int
+	}{
+		{"/v1/launch", map[string]string{"Origin": "https://evil.example", "Content-Type": "application/x-www-form-urlencoded"}, http.StatusForbidden},
+		{"/v1/launch", map[string]string{"Content-Type": "text/plain"}, http.StatusUnsupportedMediaType},
+		{"/v1/sessions/s-1/logoff", map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "https://fd.example"+c.path, strings.NewReader(`{"resource":"desktop"}`))
+		req.SetBasicAuth("alice", "lab")
+		for k, v := range c.headers {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		l.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("POST %s with %v: %d %s, want %d", c.path, c.headers, rec.Code, rec.Body, c.want)
+		}
+	}
+}

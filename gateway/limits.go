@@ -18,6 +18,12 @@ const (
 	maxStreamsPerConn = 16
 	maxQUICConns      = 10000
 	maxQUICPerSession = 4
+	// maxQUICPerSource bounds one source's QUIC connections (an IPv4 address, an IPv6 /64):
+	// a NAT's users each hold one a session, and one address cannot take every place.
+	maxQUICPerSource = 1000
+	// maxQUICTicketless bounds the QUIC connections that have shown no ticket yet (each
+	// holds a place for up to TicketWithin).
+	maxQUICTicketless = 1000
 	newPerSource      = 200
 	newPerSourceBurst = 400
 	maxSourcesTracked = 1 << 16

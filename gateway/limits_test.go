@@ -175,3 +175,70 @@ func TestAUsedReconnectTicketIsRefusedWhileItsSessionIsConnected(t *testing.T) {
 		c.Close()
 	}
 }
+
+// One source cannot take every place of a gateway's QUIC end, and connections that show no
+// ticket have a budget of their own (finding M5 of the security review: one address held all
+// 10,000 places, each ticketless connection for 10 s).
+func TestOneSourceCannotTakeEveryQUICPlace(t *testing.T) {
+	r, _ := startOne(t)
+	tlsc, pool := selfSigned(t)
+	q, err := ListenQUIC(QUICOptions{Name: "gw-1", Address: net.JoinHostPort(r.addr, "0"), TLS: tlsc, Verifier: r.v,
+		MachineTLS: machineTLS("gw-1", r.addr), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.perSource, q.maxTicketless = 3, 2
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	served := make(chan error, 1)
+	go func() { served <- q.Serve(ctx) }()
+	defer func() { cancel(); <-served; q.Close() }()
+	dial := func() *quic.Conn {
+		t.Helper()
+		qc, err := quic.DialAddr(ctx, q.Addr().String(), &tls.Config{RootCAs: pool, NextProtos: []string{ticket.QUICALPN}}, &quic.Config{EnableDatagrams: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { qc.CloseWithError(0, "") })
+		return qc
+	}
+	refused := func(qc *quic.Conn) bool {
+		select {
+		case <-qc.Context().Done():
+			return true
+		case <-time.After(500 * time.Millisecond):
+			return false
+		}
+	}
+	ticketed := func(qc *quic.Conn) {
+		t.Helper()
+		st, err := qc.OpenStreamSync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Write([]byte{ticket.QUICKindUDP, byte(r.port >> 8), byte(r.port)})
+		ticket.WriteFrame(st, r.issue(t, ticket.Reconnect, "s-1", "vda-1"))
+		st.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b := []byte{ticket.StatusDenied}
+		io.ReadFull(st, b)
+		if b[0] == ticket.StatusDenied {
+			t.Fatalf("the ticket was refused")
+		}
+	}
+	a, b := dial(), dial()
+	if refused(a) || refused(b) {
+		t.Fatal("a connection within the budgets was refused")
+	}
+	if c := dial(); !refused(c) {
+		t.Fatal("a third connection without a ticket was taken past the ticketless budget of 2")
+	}
+	ticketed(a) // a shows its ticket: one ticketless place frees
+	c := dial()
+	if refused(c) {
+		t.Fatal("a connection was refused with a ticketless place free")
+	}
+	ticketed(c) // one ticketless place is free again; the source holds 3
+	if d := dial(); !refused(d) {
+		t.Fatal("a fourth connection of one source was taken past its share of 3")
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/quicguard"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
+	"golang.org/x/time/rate"
 )
 
 // QUIC is the gateway end of the QUIC transport (wire format in package ticket). It checks
@@ -33,12 +34,19 @@ type QUIC struct {
 	log   *slog.Logger
 	wg    sync.WaitGroup
 
-	mu       sync.Mutex // guards conns, closed, draining, serving
+	mu       sync.Mutex // guards conns, bySource, ticketless, closed, draining, serving
 	conns    map[*quic.Conn]*qconn
-	closed   bool
-	draining bool          // Shutdown closed the listener: connected clients carry on
-	serving  bool          // Serve's accept loop runs, or ran
-	accepted chan struct{} // closed when Serve's accept loop has returned
+	bySource map[netip.Addr]int // open connections by source (quicSource)
+	// ticketless counts the open connections with no channel admitted yet.
+	ticketless int
+	// perSource and maxTicketless are the caps of refuseLocked: maxQUICPerSource and
+	// maxQUICTicketless (tests lower them).
+	perSource, maxTicketless int
+	refusals                 *rate.Limiter // paces the log of refused connections
+	closed                   bool
+	draining                 bool          // Shutdown closed the listener: connected clients carry on
+	serving                  bool          // Serve's accept loop runs, or ran
+	accepted                 chan struct{} // closed when Serve's accept loop has returned
 
 	drainMode atomic.Bool // Drain: no channel for a session not carried here (needs Track)
 	sources   sourceLimits
@@ -70,7 +78,7 @@ type QUICOptions struct {
 	// Default: nil.
 	Reissue func(claims ticket.Claims) (string, error)
 	// TicketWithin closes a connection that has no channel admitted this long after its
-	// handshake. Default: 10s.
+	// handshake. Default: 5s.
 	TicketWithin time.Duration
 	// Logger receives the gateway's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -85,7 +93,7 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 		o.Logger = slog.Default()
 	}
 	if o.TicketWithin == 0 {
-		o.TicketWithin = 10 * time.Second
+		o.TicketWithin = 5 * time.Second
 	}
 	pc, err := net.ListenPacket("udp", o.Address)
 	if err != nil {
@@ -115,7 +123,8 @@ func ListenQUIC(o QUICOptions) (*QUIC, error) {
 		pc.Close()
 		return nil, fmt.Errorf("quic gateway: %w", err)
 	}
-	return &QUIC{o: o, ln: ln, tr: tr, pc: pc, guard: guard, log: log, conns: map[*quic.Conn]*qconn{},
+	return &QUIC{o: o, ln: ln, tr: tr, pc: pc, guard: guard, log: log, conns: map[*quic.Conn]*qconn{}, bySource: map[netip.Addr]int{},
+		perSource: maxQUICPerSource, maxTicketless: maxQUICTicketless, refusals: rate.NewLimiter(rate.Every(10*time.Second), 1),
 		accepted: make(chan struct{})}, nil
 }
 
@@ -155,13 +164,19 @@ func (g *QUIC) Serve(ctx context.Context) error {
 			c.CloseWithError(0, "gateway closed")
 			return nil
 		}
-		if len(g.conns) >= maxQUICConns {
+		src := quicSource(c.RemoteAddr())
+		if why := g.refuseLocked(src); why != "" {
 			g.mu.Unlock()
-			g.log.Warn("quic connection refused: the gateway holds its cap of connections", "client", c.RemoteAddr().String(), "cap", maxQUICConns)
+			if g.refusals.Allow() {
+				g.log.Warn("quic connection refused", "client", c.RemoteAddr().String(), "reason", why)
+			}
 			c.CloseWithError(0, "busy")
 			continue
 		}
-		g.conns[c] = &qconn{sessions: map[string]time.Time{}}
+		q := &qconn{sessions: map[string]time.Time{}, src: src}
+		g.conns[c] = q
+		g.bySource[src]++
+		g.ticketless++
 		g.wg.Add(1)
 		g.mu.Unlock()
 		go func() {
@@ -169,6 +184,12 @@ func (g *QUIC) Serve(ctx context.Context) error {
 			g.serveConn(c)
 			g.mu.Lock()
 			delete(g.conns, c)
+			if g.bySource[src]--; g.bySource[src] <= 0 {
+				delete(g.bySource, src)
+			}
+			if !q.ticketed {
+				g.ticketless--
+			}
 			g.mu.Unlock()
 		}()
 	}
@@ -262,6 +283,39 @@ func (g *QUIC) Close() error {
 // carry, each with the earliest issue time of the tickets that opened them.
 type qconn struct {
 	sessions map[string]time.Time // guarded by QUIC.mu
+	src      netip.Addr           // the client's source (quicSource)
+	ticketed bool                 // a channel was admitted; guarded by QUIC.mu
+}
+
+// quicSource is the source a connection counts against: an IPv4 address, or an IPv6 /64.
+func quicSource(a net.Addr) netip.Addr {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is6() {
+		if p, err := ip.Prefix(64); err == nil {
+			return p.Addr()
+		}
+	}
+	return ip
+}
+
+// refuseLocked says why a new connection from src is refused, "" when it is not: the
+// gateway's cap of connections, its source's share of it (one address could otherwise take
+// every place), or too many connections that have shown no ticket yet (which cost the
+// gateway a handshake and a place each, and a client nothing).
+func (g *QUIC) refuseLocked(src netip.Addr) string {
+	switch {
+	case len(g.conns) >= maxQUICConns:
+		return "the gateway holds its cap of connections"
+	case g.bySource[src] >= g.perSource:
+		return "its source holds its share of the connections"
+	case g.ticketless >= g.maxTicketless:
+		return "too many connections without a ticket yet"
+	}
+	return ""
 }
 
 // CloseSession cuts the connections that carry channels of session (after a logoff).
@@ -306,6 +360,10 @@ func (g *QUIC) carry(c *quic.Conn, session string, issued time.Time) error {
 	}
 	if !ok || issued.Before(at) {
 		q.sessions[session] = issued
+	}
+	if !q.ticketed {
+		q.ticketed = true
+		g.ticketless--
 	}
 	return nil
 }

@@ -282,7 +282,13 @@ func (r *Node) publish(ctx context.Context) {
 			recs[n], _ = json.Marshal(healthRecord{Report: reps[n], Fence: rev, Prober: r.spec.Name})
 		}
 		if err := r.shared.PutHealth(ctx, r.spec.Zone, rev, recs); err != nil {
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case errors.Is(err, etcd.ErrNotLeader):
+				// The fence at work: another node leads the zone now (a run-off at start),
+				// and its verdicts are the zone's.
+				r.log.Info("health verdicts not published: another node leads the zone now", "zone", r.spec.Zone)
+			default:
 				r.log.Warn("publishing health verdicts", "err", err)
 			}
 			return

@@ -2,14 +2,13 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
+	"github.com/frontdoor-vdi/frontdoor/internal/xdesk"
 )
 
 // Desktop returns the session's desktop: its protocol and the TCP channel that carries it
@@ -64,7 +63,7 @@ func (s *Session) CheckDesktop(ctx context.Context) (DesktopCheck, error) {
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if dk.Speaks() == "rdp" {
-		return out, rdpAnswers(c)
+		return out, xdesk.AnswersRDP(c)
 	}
 	v, err := rfb.NewClient(c)
 	if err != nil {
@@ -90,23 +89,4 @@ func (s *Session) CheckDesktop(ctx context.Context) (DesktopCheck, error) {
 		out.Lines = desktop.ReadText(v.Framebuffer())
 	}
 	return out, nil
-}
-
-// x224Request is an RDP connection request (TPKT, X.224 CR, RDP negotiation request asking
-// for TLS or CredSSP).
-var x224Request = []byte{0x03, 0x00, 0x00, 0x13, 0x0e, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x08, 0x00, 0x03, 0x00, 0x00, 0x00}
-
-// rdpAnswers sends an RDP connection request on c and checks that a TPKT answer comes back.
-func rdpAnswers(c io.ReadWriter) error {
-	if _, err := c.Write(x224Request); err != nil {
-		return err
-	}
-	var hdr [4]byte
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		return fmt.Errorf("the RDP server's answer: %w", err)
-	}
-	if hdr[0] != 0x03 {
-		return errors.New("the desktop's answer is not RDP")
-	}
-	return nil
 }

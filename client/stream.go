@@ -261,18 +261,3 @@ func (s *Session) abortStreams() {
 		<-cs.rs.Done()
 	}
 }
-
-// StreamStats are what one desktop stream carried: bytes each way, bytes sent again after
-// a move and duplicates dropped (package resume), and the channels that carried it.
-type StreamStats = resume.Stats
-
-// Streams returns the stats of the live desktop streams.
-func (s *Session) Streams() []StreamStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]StreamStats, 0, len(s.streams))
-	for cs := range s.streams {
-		out = append(out, cs.rs.Stats())
-	}
-	return out
-}

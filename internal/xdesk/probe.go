@@ -20,20 +20,24 @@ const x224Request = "\x03\x00\x00\x13" +
 // request with an X.224 Connection Confirm: a port that merely accepts could be anyone's.
 func speaksRDP(address string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		return probeConn(ctx, "tcp", address, func(c net.Conn) error {
-			if _, err := io.WriteString(c, x224Request); err != nil {
-				return fmt.Errorf("sending an RDP connection request: %w", err)
-			}
-			var head [6]byte // TPKT header, X.224 length and code
-			if _, err := io.ReadFull(c, head[:]); err != nil {
-				return fmt.Errorf("reading an RDP connection confirm: %w", err)
-			}
-			if head[0] != 0x03 || head[5]&0xf0 != 0xd0 {
-				return errors.New("the answer to an RDP connection request is no connection confirm")
-			}
-			return nil
-		})
+		return probeConn(ctx, "tcp", address, func(c net.Conn) error { return AnswersRDP(c) })
 	}
+}
+
+// AnswersRDP sends an RDP connection request on c and checks that an X.224 Connection
+// Confirm comes back: the far end speaks RDP.
+func AnswersRDP(c io.ReadWriter) error {
+	if _, err := io.WriteString(c, x224Request); err != nil {
+		return fmt.Errorf("sending an RDP connection request: %w", err)
+	}
+	var head [6]byte // TPKT header, X.224 length and code
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		return fmt.Errorf("reading an RDP connection confirm: %w", err)
+	}
+	if head[0] != 0x03 || head[5]&0xf0 != 0xd0 {
+		return errors.New("the answer to an RDP connection request is no connection confirm")
+	}
+	return nil
 }
 
 // speaksVNC is a probe that succeeds once the server at network, address greets a

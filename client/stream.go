@@ -23,24 +23,31 @@ type cstream struct {
 // deadliner is a transport whose deadline can be set (a TLS connection, a QUIC stream).
 type deadliner interface{ SetDeadline(time.Time) error }
 
-// openTransport opens a TCP channel to port on l's route with the session's reconnect
+// openTransportLocked opens a TCP channel to port on l's route with the session's reconnect
 // ticket (rotated by a gateway) and returns it, with ticketMu held by the caller.
 func (s *Session) openTransportLocked(ctx context.Context, l *link, port uint16) (io.ReadWriteCloser, error) {
+	return s.openTransportWithLocked(ctx, l, port, func(d *Descriptor) string {
+		if tok := s.reconnectTicket(d); tok != "" {
+			return tok
+		}
+		return d.LaunchTicket
+	})
+}
+
+// openTransportWithLocked is openTransportLocked with the ticket tok picks from the
+// session's descriptor; the next ticket a gateway hands out replaces the reconnect ticket.
+func (s *Session) openTransportWithLocked(ctx context.Context, l *link, port uint16, tok func(*Descriptor) string) (io.ReadWriteCloser, error) {
 	s.mu.Lock()
 	d := s.desc
 	s.mu.Unlock()
-	tok := s.reconnectTicket(d)
-	if tok == "" {
-		tok = d.LaunchTicket
-	}
 	var t io.ReadWriteCloser
 	var next string
 	var err error
 	if l.gw != nil && s.o.QUIC != nil {
-		t, next, err = s.quicTCP(ctx, l.gw, port, tok)
+		t, next, err = s.quicTCP(ctx, l.gw, port, tok(d))
 	} else {
 		var c net.Conn
-		c, next, err = s.dialTCP(ctx, l.via, port, tok)
+		c, next, err = s.dialTCP(ctx, l.via, port, tok(d))
 		t = c
 	}
 	s.rotate(d, next)
@@ -197,22 +204,9 @@ func (s *Session) probeLocked(ctx context.Context, l *link, tok func() string) e
 	if n > 0 || !s.hasChannel(dk.Channel.Port, "tcp") {
 		return nil
 	}
-	s.mu.Lock()
-	d := s.desc
-	s.mu.Unlock()
-	var t io.ReadWriteCloser
-	var next string
-	var err error
-	if l.gw != nil && s.o.QUIC != nil {
-		t, next, err = s.quicTCP(ctx, l.gw, dk.Channel.Port, tok())
-	} else {
-		var c net.Conn
-		c, next, err = s.dialTCP(ctx, l.via, dk.Channel.Port, tok())
-		t = c
-	}
-	s.rotate(d, next)
+	t, err := s.openTransportWithLocked(ctx, l, dk.Channel.Port, func(*Descriptor) string { return tok() })
 	if err != nil {
-		return fmt.Errorf("%s: %w", dk.Channel, err)
+		return err
 	}
 	defer t.Close()
 	rep, err := s.hello(t, resume.Hello{Probe: true, ID: resume.NewID()})

@@ -123,6 +123,7 @@ type LaunchOptions struct {
 type Launch struct {
 	o      LaunchOptions
 	mach   map[string]configs.Machine
+	desk   map[string]*DesktopInfo // each machine's desktop, as descriptors name it
 	log    *slog.Logger
 	mux    *http.ServeMux
 	logins *authenticator
@@ -133,11 +134,16 @@ func NewLaunch(o LaunchOptions) *Launch {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	l := &Launch{o: o, mach: map[string]configs.Machine{}, log: o.Logger, mux: http.NewServeMux(),
+	l := &Launch{o: o, mach: map[string]configs.Machine{}, desk: map[string]*DesktopInfo{}, log: o.Logger, mux: http.NewServeMux(),
 		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, o.Now, o.Logger)}
 	l.logins.certs = o.ClientCAs
 	for _, m := range o.Config.Machines {
 		l.mach[m.Name] = m
+		if dk := o.Config.DesktopOf(m); dk.Channel != "" {
+			if port, proto, err := configs.ParsePortSpec(dk.Channel); err == nil {
+				l.desk[m.Name] = &DesktopInfo{Protocol: dk.Protocol, Channel: Channel{Port: uint16(port), Proto: proto}}
+			}
+		}
 	}
 	if c := o.Config.Site.Auth.MinPasswordCost; c > 0 && c < bcrypt.DefaultCost {
 		// (0 is a configuration built in code, without configs.SetDefaults.)
@@ -317,13 +323,7 @@ func (l *Launch) describe(d broker.Decision, zone string, li login) (Descriptor,
 		desc.Channels = append(desc.Channels, Channel{Port: uint16(port), Proto: proto})
 		chans = append(chans, ticket.Channel{Port: uint16(port), Proto: proto})
 	}
-	if dk := l.o.Config.DesktopOf(m); dk.Channel != "" {
-		port, proto, err := configs.ParsePortSpec(dk.Channel)
-		if err != nil {
-			return desc, time.Time{}, err
-		}
-		desc.Desktop = &DesktopInfo{Protocol: dk.Protocol, Channel: Channel{Port: uint16(port), Proto: proto}}
-	}
+	desc.Desktop = l.desk[d.Machine]
 	if d.Mode != "gateway" {
 		// Direct: the client talks to the machine, whose agent checks the same tickets.
 		desc.Address = m.Address.String()

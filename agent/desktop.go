@@ -204,7 +204,12 @@ func (d *Display) dialDesktop(st *stream) (net.Conn, error) {
 		}()
 		return a, nil
 	}
-	ctx, cancel := context.WithTimeout(d.ctx, 3*time.Second)
+	return d.dialServer(d.ctx)
+}
+
+// dialServer connects to the configured desktop server within 3s.
+func (d *Display) dialServer(ctx context.Context) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var nd net.Dialer
 	return nd.DialContext(ctx, d.o.Desktop.Network, d.o.Desktop.Address)
@@ -216,10 +221,7 @@ func (d *Display) checkDesktop(ctx context.Context) error {
 	if d.o.Desktop.Protocol == configs.DesktopBuiltin {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, d.o.Desktop.Network, d.o.Desktop.Address)
+	c, err := d.dialServer(ctx)
 	if err != nil {
 		return fmt.Errorf("desktop server %s: %w", d.o.Desktop, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/frontdoor-vdi/frontdoor/internal/lowprio"
 )
 
@@ -121,15 +122,7 @@ func (g *loginGuard) init() {
 // sourceOf is the source a login is counted against: an IPv4 address, or the /64 of an IPv6
 // one (one host's usual share, as the listeners count connections), so that a guesser does
 // not get a fresh budget from each address of its /64.
-func sourceOf(a netip.Addr) netip.Addr {
-	a = a.Unmap()
-	if a.Is6() {
-		if p, err := a.Prefix(64); err == nil {
-			return p.Addr()
-		}
-	}
-	return a
-}
+func sourceOf(a netip.Addr) netip.Addr { return connlimit.SourceOf(a).Addr() }
 
 // limiter returns m's limiter of k, made full on first use; a full map drops the limiters
 // that are full again (nobody failed from there lately), and when none is, k shares

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/frontdoor-vdi/frontdoor/internal/quicguard"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
@@ -287,19 +288,14 @@ type qconn struct {
 	ticketed bool                 // a channel was admitted; guarded by QUIC.mu
 }
 
-// quicSource is the source a connection counts against: an IPv4 address, or an IPv6 /64.
+// quicSource is the source a connection counts against: an IPv4 address, or an IPv6 /64
+// (connlimit.SourceOf, as the HTTPS listeners count).
 func quicSource(a net.Addr) netip.Addr {
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
 		return netip.Addr{}
 	}
-	ip := ap.Addr().Unmap()
-	if ip.Is6() {
-		if p, err := ip.Prefix(64); err == nil {
-			return p.Addr()
-		}
-	}
-	return ip
+	return connlimit.SourceOf(ap.Addr()).Addr()
 }
 
 // refuseLocked says why a new connection from src is refused, "" when it is not: the

@@ -191,12 +191,20 @@ func (l *Listener) source(a net.Addr) (netip.Prefix, bool) {
 			return netip.Prefix{}, false
 		}
 	}
+	return SourceOf(ip), true
+}
+
+// SourceOf is the source an address counts against: an IPv4 address, or the /64 of an IPv6
+// one (one host's usual share), so that a client does not get a fresh budget from each
+// address of its /64.
+func SourceOf(a netip.Addr) netip.Prefix {
+	a = a.Unmap().WithZone("")
 	bits := 32
-	if ip.Is6() {
+	if a.Is6() {
 		bits = 64
 	}
-	p, _ := ip.Prefix(bits)
-	return p, true
+	p, _ := a.Prefix(bits)
+	return p
 }
 
 // ConnState follows an http.Server's connections (set it as the server's ConnState): a

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"net"
@@ -56,9 +57,11 @@ func TestASessionsChannelsBeyondItsCapAreRefused(t *testing.T) {
 	}
 }
 
-// A session holds at most maxQUICPerSession QUIC connections on a gateway's QUIC end.
-func TestASessionsQUICConnectionsBeyondItsCapAreRefused(t *testing.T) {
-	r, _ := startOne(t)
+// startQUICBeside runs a QUIC end gw-1 on r's address in front of vda-1, edited by edit
+// (nil: none) before it serves, until the test ends; it returns the pool that trusts it and
+// a context that ends with the test.
+func startQUICBeside(t *testing.T, r *rig, edit func(*QUIC)) (*QUIC, *x509.CertPool, context.Context) {
+	t.Helper()
 	tlsc, pool := selfSigned(t)
 	q, err := ListenQUIC(QUICOptions{Name: "gw-1", Address: net.JoinHostPort(r.addr, "0"), TLS: tlsc, Verifier: r.v,
 		MachineTLS: machineTLS("gw-1", r.addr), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -66,10 +69,20 @@ func TestASessionsQUICConnectionsBeyondItsCapAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if edit != nil {
+		edit(q)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	served := make(chan error, 1)
 	go func() { served <- q.Serve(ctx) }()
-	defer func() { cancel(); <-served; q.Close() }()
+	t.Cleanup(func() { cancel(); <-served; q.Close() })
+	return q, pool, ctx
+}
+
+// A session holds at most maxQUICPerSession QUIC connections on a gateway's QUIC end.
+func TestASessionsQUICConnectionsBeyondItsCapAreRefused(t *testing.T) {
+	r, _ := startOne(t)
+	q, pool, ctx := startQUICBeside(t, r, nil)
 	tok := r.issue(t, ticket.Reconnect, "s-1", "vda-1")
 	channel := func() (byte, *quic.Conn) {
 		t.Helper()
@@ -181,18 +194,7 @@ func TestAUsedReconnectTicketIsRefusedWhileItsSessionIsConnected(t *testing.T) {
 // 10,000 places, each ticketless connection for 10 s).
 func TestOneSourceCannotTakeEveryQUICPlace(t *testing.T) {
 	r, _ := startOne(t)
-	tlsc, pool := selfSigned(t)
-	q, err := ListenQUIC(QUICOptions{Name: "gw-1", Address: net.JoinHostPort(r.addr, "0"), TLS: tlsc, Verifier: r.v,
-		MachineTLS: machineTLS("gw-1", r.addr), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.perSource, q.maxTicketless = 3, 2
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	served := make(chan error, 1)
-	go func() { served <- q.Serve(ctx) }()
-	defer func() { cancel(); <-served; q.Close() }()
+	q, pool, ctx := startQUICBeside(t, r, func(q *QUIC) { q.perSource, q.maxTicketless = 3, 2 })
 	dial := func() *quic.Conn {
 		t.Helper()
 		qc, err := quic.DialAddr(ctx, q.Addr().String(), &tls.Config{RootCAs: pool, NextProtos: []string{ticket.QUICALPN}}, &quic.Config{EnableDatagrams: true})

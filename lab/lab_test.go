@@ -469,7 +469,9 @@ func desktopName(t *testing.T, c io.ReadWriteCloser) string {
 	t.Helper()
 	a, b := net.Pipe()
 	st := resume.New(resume.NewID(), b, resume.Options{})
-	defer st.Abort(nil)
+	// The stream stays open until the test ends: aborting it ends the session's only
+	// channel, and the caller still looks at the session connected.
+	t.Cleanup(func() { st.Abort(nil) })
 	if err := st.Attach(c, 0, false); err != nil {
 		t.Fatal(err)
 	}

@@ -257,7 +257,7 @@ func (a *authenticator) certificateUser(r *http.Request) (configs.User, error) {
 		who = leaf.Subject.String()
 	}
 	src := clientAddr(r)
-	if _, err := a.guard.admit(src, who); err != nil {
+	if _, err := a.guard.admit(r.Context(), src, who); err != nil {
 		return configs.User{}, err
 	}
 	a.guard.done(src, who, true)

@@ -215,7 +215,7 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 		}
 		// A code beside a certificate is checked, and throttled, as beside a password.
 		src := clientAddr(r)
-		if _, err := a.guard.admit(src, u.Name); err != nil {
+		if _, err := a.guard.admit(r.Context(), src, u.Name); err != nil {
 			return login{}, err
 		}
 		f, err := a.checkSecond(r, u.Name, code)
@@ -248,7 +248,7 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 		return login{user: u, factors: e.factors, at: e.at}, nil
 	}
 	src := clientAddr(r)
-	suspect, err := a.guard.admit(src, name)
+	suspect, err := a.guard.admit(r.Context(), src, name)
 	if err != nil {
 		return login{}, err
 	}
@@ -256,7 +256,7 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	if viaRADIUS {
 		factors, err = ticket.FactorRADIUS, a.checkPrimary(r, name, pass)
 	} else {
-		err = a.guard.compare(hash, pass, suspect)
+		err = a.guard.compare(r.Context(), hash, pass, suspect)
 	}
 	busy := errors.Is(err, errLoginBusy)
 	failed := !busy && (err != nil || !known || (u.PasswordHash == "" && !viaRADIUS))
@@ -310,7 +310,7 @@ func ssoKey(src netip.Addr) string { return "\x00sso " + src.String() }
 func (a *authenticator) ssoLogin(r *http.Request, raw string) (login, error) {
 	src := clientAddr(r)
 	key := ssoKey(src)
-	if _, err := a.guard.admit(src, key); err != nil {
+	if _, err := a.guard.admit(r.Context(), src, key); err != nil {
 		return login{}, err
 	}
 	sl, err := a.sso.verify(r.Context(), raw, "")

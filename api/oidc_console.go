@@ -95,7 +95,7 @@ func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: "", Path: "/console/oidc/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
 	src := clientAddr(r)
 	key := ssoKey(src)
-	if _, err := a.logins.guard.admit(src, key); err != nil {
+	if _, err := a.logins.guard.admit(r.Context(), src, key); err != nil {
 		loginRefused(w, err, "frontdoor admin")
 		return
 	}

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/netip"
@@ -11,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
 
@@ -19,33 +22,46 @@ import (
 )
 
 // Password logins are throttled: every failed one costs its source address and its user name
-// a token, and a source or a user without a token is answered 429 with Retry-After, without a
-// bcrypt comparison; a comparison under way holds a token of each, so that logins sent at
-// once compare no more passwords than the tokens allow (the next is answered 503 with
-// Retry-After 1). Each comparison runs on a thread of its own (internal/lowprio): it holds
-// a CPU for tens of milliseconds, and on a goroutine it made every request the CPU served
-// meanwhile wait a 10 ms scheduling slice at each read it waited for; the kernel preempts
-// the thread instead. At most one clean comparison runs at once per CPU the Go runtime runs
-// on, at lowprio.Low. A suspect login —
-// its source or user failed lately, or has another comparison under way — takes one of
-// half as many suspect slots instead (at least one), runs at lowprio.Lowest, and suspect
-// comparisons take at most suspectShare of the wall time, however many guessers wait. So
-// a guesser never holds the slot an honest first login waits for, gets a CPU only when
-// the node's requests and clean logins leave it one, and is answered 503 past bcryptWait;
-// guessers leave the CPU to the logins of users who have not failed (honest first logins)
-// and to everything else the node serves. Behind a load balancer the source is the
-// client only when the listener reads its PROXY header (proxy_protocol_from); else every
-// client shares its address.
+// a token, and a source without a token is answered 429 with Retry-After, without a bcrypt
+// comparison; so is a user without one, unless the login comes from a clean source (below):
+// a user whose name others guess at is not locked out where they log in from. A comparison
+// under way holds a token of each, so that logins sent at once compare no more passwords than
+// the tokens allow; the next ones wait their turn (up to loginWait, then 503 with Retry-After
+// 1), as a logon storm of an office behind one NAT does: its users' logins are queued, not
+// refused. Each comparison runs on a thread of its own (internal/lowprio): it holds a CPU for
+// tens of milliseconds, and on a goroutine it made every request the CPU served meanwhile
+// wait a 10 ms scheduling slice at each read it waited for; the kernel preempts the thread
+// instead. At most one clean comparison runs at once per CPU the Go runtime runs on, at
+// lowprio.Low. A suspect login — its user failed lately, or it comes from a source that is
+// not clean — takes one of half as many suspect slots instead (at least one), runs at
+// lowprio.Lowest, and suspect comparisons take at most suspectShare of the wall time,
+// however many guessers wait; a suspect login waits no longer than bcryptWait. So a guesser
+// never holds the slot an honest first login waits for, gets a CPU only when the node's
+// requests and clean logins leave it one, and guessers leave the CPU to the logins of users
+// who have not failed (honest first logins) and to everything else the node serves.
+//
+// A source is clean when it has not failed lately, or has had successesPerFailure
+// successful logins lately for each failure: an office whose users log on together stays
+// clean when one of them mistypes. Its successes do not give it failures back: a source
+// guesses no faster for logging in as itself in between. Waiting logins hold no place of
+// their listener (connlimit.Pace). Behind a load balancer the source is the client only when
+// the listener reads its PROXY header (proxy_protocol_from); else every client shares its
+// address.
 const (
 	failuresPerSource = 10               // failed logins a source address may make at once
 	failuresPerUser   = 20               // failed logins of one user name at once, from anywhere
 	refill            = 10 * time.Second // a token of each comes back after this
-	bcryptWait        = 2 * time.Second  // a login waits no longer for a comparison slot
+	bcryptWait        = 2 * time.Second  // a suspect login waits no longer for its comparison
+	loginWait         = 15 * time.Second // a clean login waits no longer for its turn
 	guardEntries      = 10000            // limiters kept per kind; full, the idle ones go
 	// suspectShare is the most of the node's CPU time that suspect comparisons take: a
 	// quarter, so at cost 10 (about 60 ms here) about four a second per CPU, at cost 12
 	// (the default of hash-password) about one.
 	suspectShare = 0.25
+	// successesPerFailure is how many successful logins lately keep a source that failed
+	// clean, per failure; a success counts half after successHalfLife.
+	successesPerFailure = 10
+	successHalfLife     = time.Minute
 )
 
 // Login failures of authenticate.
@@ -70,7 +86,13 @@ type Logins struct {
 	// a program that raises GOMAXPROCS for workers of its own (cmd/frontdoor serve) sets
 	// it to the count from before.
 	CPUs int
-	g    loginGuard
+	// Logger tells when a user's failures are used up (others may be guessing at its
+	// password). Default: none.
+	Logger *slog.Logger
+	// Registry, when set, gets the counters frontdoor_login_user_exhausted_total and
+	// frontdoor_login_locked_user_admitted_total. Default: none.
+	Registry prometheus.Registerer
+	g        loginGuard
 }
 
 // guardOf returns l's guard, or a guard of its own for an API given none.
@@ -78,29 +100,40 @@ func guardOf(l *Logins) *loginGuard {
 	if l == nil {
 		return &loginGuard{}
 	}
-	l.g.cpus = l.CPUs
+	l.g.cpus, l.g.log, l.g.reg = l.CPUs, l.Logger, l.Registry
 	return &l.g
 }
 
 // loginGuard holds the limiters and the comparison slots of the APIs that share it.
 type loginGuard struct {
-	mu      sync.Mutex // guards sources, users, the overflows, trySources and tryUsers
+	mu      sync.Mutex // guards sources, users, the overflows, oks, trySources, tryUsers and changed
 	sources map[netip.Addr]*rate.Limiter
 	users   map[string]*rate.Limiter
 	// overSources and overUsers are shared by the sources and users that find their map
 	// full of limiters in use: a flood of new names or addresses meets one budget rather
 	// than a fresh one each (the guard fails closed).
 	overSources, overUsers *rate.Limiter
+	// oks counts the successful logins of each source lately (decaying); a source that
+	// does not fit is judged by its failures alone.
+	oks map[netip.Addr]decaying
 	// trySources and tryUsers count the comparisons under way of each source and user:
 	// each holds one of their tokens until it ends, so that logins at once compare no
 	// more passwords than the tokens allow.
 	trySources map[netip.Addr]int
 	tryUsers   map[string]int
+	// changed is closed, and replaced, when a comparison ends: logins waiting for a
+	// token look again.
+	changed    chan struct{}
 	slots      chan struct{} // clean comparisons: one per CPU
 	suspects   chan struct{} // suspect comparisons: half as many
 	suspectCPU timeShare     // the suspect comparisons' share of the CPU time
 	cpus       int           // Logins.CPUs; 0: GOMAXPROCS at init
-	once       sync.Once
+	log        *slog.Logger  // Logins.Logger; nil: none
+	reg        prometheus.Registerer
+	// exhausted counts users whose failures ran out; lockedAdmitted the logins of such
+	// users from clean sources let in (as suspects).
+	exhausted, lockedAdmitted prometheus.Counter
+	once                      sync.Once
 }
 
 func (g *loginGuard) init() {
@@ -108,7 +141,9 @@ func (g *loginGuard) init() {
 		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
 		g.overSources = rate.NewLimiter(rate.Every(refill), failuresPerSource)
 		g.overUsers = rate.NewLimiter(rate.Every(refill), failuresPerUser)
+		g.oks = map[netip.Addr]decaying{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
+		g.changed = make(chan struct{})
 		cpus := g.cpus
 		if cpus <= 0 {
 			cpus = runtime.GOMAXPROCS(0) // read, not set
@@ -116,6 +151,17 @@ func (g *loginGuard) init() {
 		g.slots = make(chan struct{}, cpus)
 		g.suspects = make(chan struct{}, suspectSlots(cpus))
 		g.suspectCPU.share = suspectShare * float64(cpus)
+		g.exhausted = prometheus.NewCounter(prometheus.CounterOpts{Name: "frontdoor_login_user_exhausted_total",
+			Help: "Times a user name's failed logins used up its budget: someone may be guessing its password."})
+		g.lockedAdmitted = prometheus.NewCounter(prometheus.CounterOpts{Name: "frontdoor_login_locked_user_admitted_total",
+			Help: "Logins of a user whose failures are used up let in from a clean source, as suspect logins."})
+		if g.reg != nil {
+			for _, c := range []prometheus.Collector{g.exhausted, g.lockedAdmitted} {
+				if err := g.reg.Register(c); err != nil && g.log != nil {
+					g.log.Warn("registering a login counter", "err", err)
+				}
+			}
+		}
 	})
 }
 
@@ -123,6 +169,20 @@ func (g *loginGuard) init() {
 // one (one host's usual share, as the listeners count connections), so that a guesser does
 // not get a fresh budget from each address of its /64.
 func sourceOf(a netip.Addr) netip.Addr { return connlimit.SourceOf(a).Addr() }
+
+// decaying is a count that halves every successHalfLife.
+type decaying struct {
+	v  float64
+	at time.Time
+}
+
+// valueAt returns the count at now.
+func (d decaying) valueAt(now time.Time) float64 {
+	if d.v == 0 {
+		return 0
+	}
+	return d.v * math.Exp2(-float64(now.Sub(d.at))/float64(successHalfLife))
+}
 
 // limiter returns m's limiter of k, made full on first use; a full map drops the limiters
 // that are full again (nobody failed from there lately), and when none is, k shares
@@ -149,42 +209,69 @@ func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int, overflow *rate
 }
 
 // admit lets a password of user from src be compared, or says why not: a throttledError
-// when either has no token left, errLoginBusy when their tokens are all held by
-// comparisons under way. An admitted comparison holds a token of each until done; it is
-// suspect when either failed lately or has another comparison under way.
-func (g *loginGuard) admit(src netip.Addr, user string) (suspect bool, err error) {
+// when the source has no token left, or the user none and the source is not clean;
+// errLoginBusy when their tokens stay held by comparisons under way for loginWait (the
+// wait holds no place of the request's listener, and ends if its connection goes). An
+// admitted comparison holds a token of each until done; it is suspect when the source is
+// not clean or the user failed lately.
+func (g *loginGuard) admit(ctx context.Context, src netip.Addr, user string) (suspect bool, err error) {
 	g.init()
 	src = sourceOf(src)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := time.Now()
-	var longest time.Duration
-	busy := false
-	for _, c := range []struct {
-		l      *rate.Limiter
-		trying int
-	}{{limiter(g.sources, src, failuresPerSource, g.overSources), g.trySources[src]}, {limiter(g.users, user, failuresPerUser, g.overUsers), g.tryUsers[user]}} {
-		t := c.l.TokensAt(now)
-		switch {
-		case t < 1:
-			longest = max(longest, time.Duration((1-t)*float64(refill)))
-		case t-float64(c.trying) < 1:
-			busy = true
+	deadline := time.Now().Add(loginWait)
+	var gone <-chan struct{}
+	for {
+		g.mu.Lock()
+		now := time.Now()
+		sl := limiter(g.sources, src, failuresPerSource, g.overSources)
+		ul := limiter(g.users, user, failuresPerUser, g.overUsers)
+		ts, tu := sl.TokensAt(now), ul.TokensAt(now)
+		clean := ts >= float64(sl.Burst()) || g.oks[src].valueAt(now) >= successesPerFailure*math.Ceil(float64(sl.Burst())-ts)
+		locked := tu < 1
+		var wait time.Duration
+		if ts < 1 {
+			wait = time.Duration((1 - ts) * float64(refill))
 		}
-		suspect = suspect || c.trying > 0 || t < float64(c.l.Burst())
+		if locked && !clean {
+			wait = max(wait, time.Duration((1-tu)*float64(refill)))
+		}
+		if wait > 0 {
+			g.mu.Unlock()
+			return false, throttledError{wait}
+		}
+		if ts-float64(g.trySources[src]) >= 1 && (locked || tu-float64(g.tryUsers[user]) >= 1) {
+			g.trySources[src]++
+			g.tryUsers[user]++
+			if locked {
+				g.lockedAdmitted.Inc()
+			}
+			g.mu.Unlock()
+			return !clean || tu < float64(ul.Burst()), nil
+		}
+		changed := g.changed
+		g.mu.Unlock()
+		if gone == nil {
+			var done func()
+			done, gone = connlimit.Pace(ctx)
+			defer done()
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+			return false, errLoginBusy
+		case <-gone:
+			t.Stop()
+			return false, errLoginBusy
+		case <-ctx.Done():
+			t.Stop()
+			return false, errLoginBusy
+		}
 	}
-	switch {
-	case longest > 0:
-		return false, throttledError{longest}
-	case busy:
-		return false, errLoginBusy
-	}
-	g.trySources[src]++
-	g.tryUsers[user]++
-	return suspect, nil
 }
 
-// done ends a comparison that admit let in; a failed one costs src and user a token.
+// done ends a comparison that admit let in; a failed one costs src and user a token, a
+// successful one counts for src's cleanness.
 func (g *loginGuard) done(src netip.Addr, user string, failed bool) {
 	g.init()
 	src = sourceOf(src)
@@ -192,10 +279,38 @@ func (g *loginGuard) done(src netip.Addr, user string, failed bool) {
 	defer g.mu.Unlock()
 	release(g.trySources, src)
 	release(g.tryUsers, user)
+	now := time.Now()
 	if failed {
 		limiter(g.sources, src, failuresPerSource, g.overSources).Allow()
-		limiter(g.users, user, failuresPerUser, g.overUsers).Allow()
+		ul := limiter(g.users, user, failuresPerUser, g.overUsers)
+		if ul.TokensAt(now) >= 1 && ul.AllowN(now, 1) && ul.TokensAt(now) < 1 {
+			g.exhausted.Inc()
+			if g.log != nil {
+				g.log.Warn("a user's failed logins are used up: from sources that failed lately its logins are refused for a while; someone may be guessing its password",
+					"user", user, "last_from", src)
+			}
+		}
+	} else {
+		g.succeededLocked(src, now)
 	}
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// succeededLocked counts a successful login of src.
+func (g *loginGuard) succeededLocked(src netip.Addr, now time.Time) {
+	d, ok := g.oks[src]
+	if !ok && len(g.oks) >= guardEntries {
+		for k, e := range g.oks {
+			if e.valueAt(now) < 1 {
+				delete(g.oks, k)
+			}
+		}
+		if len(g.oks) >= guardEntries {
+			return
+		}
+	}
+	g.oks[src] = decaying{v: d.valueAt(now) + 1, at: now}
 }
 
 // release counts one comparison of k less in m.
@@ -208,20 +323,27 @@ func release[K comparable](m map[K]int, k K) {
 }
 
 // compare runs a bcrypt comparison in one of the slots, a suspect one in a suspect slot
-// instead and in its turn of suspectShare; errLoginBusy when none frees within bcryptWait, or
-// when a suspect comparison's turn comes later.
-func (g *loginGuard) compare(hash, pass string, suspect bool) error {
+// instead and in its turn of suspectShare; errLoginBusy when none frees within loginWait
+// (bcryptWait for a suspect one), or when a suspect comparison's turn comes later. Its
+// waits hold no place of the request's listener (connlimit.Pace).
+func (g *loginGuard) compare(ctx context.Context, hash, pass string, suspect bool) error {
 	g.init()
-	deadline := time.Now().Add(bcryptWait)
-	t := time.NewTimer(bcryptWait)
-	defer t.Stop()
-	slots, nice := g.slots, lowprio.Low
+	wait, slots, nice := loginWait, g.slots, lowprio.Low
 	if suspect {
-		slots, nice = g.suspects, lowprio.Lowest
+		wait, slots, nice = bcryptWait, g.suspects, lowprio.Lowest
 	}
+	deadline := time.Now().Add(wait)
+	done, gone := connlimit.Pace(ctx)
+	defer done()
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	select {
 	case slots <- struct{}{}:
 	case <-t.C:
+		return errLoginBusy
+	case <-gone:
+		return errLoginBusy
+	case <-ctx.Done():
 		return errLoginBusy
 	}
 	defer func() { <-slots }()
@@ -234,6 +356,7 @@ func (g *loginGuard) compare(hash, pass string, suspect bool) error {
 		start := time.Now()
 		defer func() { g.suspectCPU.charge(start, time.Now()) }()
 	}
+	done()
 	return lowprio.Run(nice, func() error { return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) })
 }
 

@@ -1,6 +1,9 @@
 package node
 
 import (
+	"context"
+	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -26,15 +30,15 @@ func TestPerSourceBoundBehindATrustedProxy(t *testing.T) {
 		header       func(i int) string
 		wantAccepted int
 	}{
-		{"one client through the balancer", "127.0.0.5", func(int) string { return "PROXY TCP4 127.43.7.7 127.0.0.1 50000 443\r\n" }, perSourceHTTPSConns},
+		{"one client through the balancer", "127.0.0.5", func(int) string { return "PROXY TCP4 127.43.7.7 127.0.0.1 50000 443\r\n" }, perSourceHTTPSConns(maxHTTPSConns)},
 		{"many clients through the balancer", "127.0.0.5", func(i int) string {
-			return fmt.Sprintf("PROXY TCP4 127.43.8.%d 127.0.0.1 50000 443\r\n", i+1)
-		}, perSourceHTTPSConns + extra},
-		{"the balancer's own connections, without a header", "127.0.0.5", func(int) string { return "x" }, perSourceHTTPSConns + extra},
-		{"the balancer's own connections, a header without an address", "127.0.0.5", func(int) string { return "PROXY UNKNOWN\r\n" }, perSourceHTTPSConns + extra},
+			return fmt.Sprintf("PROXY TCP4 127.43.%d.%d 127.0.0.1 50000 443\r\n", 8+i/250, 1+i%250)
+		}, perSourceHTTPSConns(maxHTTPSConns) + extra},
+		{"the balancer's own connections, without a header", "127.0.0.5", func(int) string { return "x" }, perSourceHTTPSConns(maxHTTPSConns) + extra},
+		{"the balancer's own connections, a header without an address", "127.0.0.5", func(int) string { return "PROXY UNKNOWN\r\n" }, perSourceHTTPSConns(maxHTTPSConns) + extra},
 		{"an untrusted peer's header", "127.0.0.6", func(i int) string {
-			return fmt.Sprintf("PROXY TCP4 127.43.8.%d 127.0.0.1 50000 443\r\n", i+1)
-		}, perSourceHTTPSConns},
+			return fmt.Sprintf("PROXY TCP4 127.43.%d.%d 127.0.0.1 50000 443\r\n", 8+i/250, 1+i%250)
+		}, perSourceHTTPSConns(maxHTTPSConns)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -49,7 +53,7 @@ func TestPerSourceBoundBehindATrustedProxy(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer h.ln.Close()
-			accepted := make(chan net.Conn, 2*perSourceHTTPSConns)
+			accepted := make(chan net.Conn, 2*perSourceHTTPSConns(maxHTTPSConns))
 			go func() {
 				for {
 					c, err := h.ln.Accept()
@@ -60,7 +64,7 @@ func TestPerSourceBoundBehindATrustedProxy(t *testing.T) {
 				}
 			}()
 			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(c.from)}, Timeout: 5 * time.Second}
-			total := perSourceHTTPSConns + extra
+			total := perSourceHTTPSConns(maxHTTPSConns) + extra
 			for i := range total {
 				nc, err := d.Dial("tcp", raw.Addr().String())
 				if err != nil {
@@ -86,5 +90,76 @@ func TestPerSourceBoundBehindATrustedProxy(t *testing.T) {
 				(<-accepted).Close()
 			}
 		})
+	}
+}
+
+// bodylessSite is a site of one node with a launch listener and a user, alice (password
+// "lab").
+const bodylessSite = `
+site: {name: bodyless}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes: [{name: fd, zone: hq, listeners: [{kind: launch, address: "127.0.97.1:9443"}]}]
+groups: [{name: desktops}]
+machines: [{name: vda-1, address: 127.0.97.11, zone: hq, group: desktops}]
+resources: [{name: desktop, groups: [{group: desktops}], entitled: {everyone: true}}]
+users: [{name: alice, password_hash: "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"}]
+`
+
+// Finding H1 of the security review, through a node's launch listener: requests whose
+// headers came and whose body never does — sent by a user of the site, so they pass the
+// login and wait in the handler — from many sources fill every place of the listener. They
+// held it for the 30 s ReadTimeout and Accept blocked: the launch, agent and admin APIs were
+// gone. Now a connection that waits for its body is closed for a new one when the listener
+// is full, and an honest client gets through.
+func TestBodylessRequestsDoNotStopTheLaunchAPI(t *testing.T) {
+	cfg, err := configs.Load("site.yaml", []byte(bodylessSite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	const places = 64
+	r.httpsMax = places
+	if err := r.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	serveNode(t, r)
+	lim := r.httpServers[0].ln.(*connlimit.Listener)
+	tc := &tls.Config{RootCAs: r.ca.Pool()}
+	auth := base64.StdEncoding.EncodeToString([]byte("alice:lab"))
+	perSource := perSourceHTTPSRequests(places) / 2
+	for i := range places {
+		d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 96, byte(1+i/perSource))}}
+		c, err := tls.DialWithDialer(d, "tcp", "127.0.97.1:9443", tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST /v1/launch HTTP/1.1\r\nHost: 127.0.97.1\r\nAuthorization: Basic %s\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n", auth)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st := lim.Stats(); st.Open < places || st.Waiting < places; st = lim.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %+v, want %d connections open, all waiting for their bodies", st, places)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 95, 1)}}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, TLSClientConfig: tc, DisableKeepAlives: true}}
+	req, _ := http.NewRequest(http.MethodGet, "https://127.0.97.1:9443/v1/sessions", nil)
+	req.SetBasicAuth("alice", "lab")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("an honest client while the listener is full of bodyless requests: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("an honest client's sessions: %d, want 200", resp.StatusCode)
+	}
+	if st := lim.Stats(); st.Shed == 0 {
+		t.Fatalf("stats %+v: want a bodyless request's connection closed for the honest one", st)
 	}
 }

@@ -89,6 +89,9 @@ type Node struct {
 	o   Options
 	cfg *configs.Config
 	log *slog.Logger
+	// httpsMax is the most connections an HTTPS listener holds at once; 0: maxHTTPSConns.
+	// Tests set it small.
+	httpsMax int
 
 	store    broker.Store
 	broker   *broker.Broker
@@ -517,7 +520,7 @@ func (r *Node) gatewaysFor(zone string) []api.GatewayEndpoint {
 func (r *Node) buildListeners() error {
 	n := r.spec
 	log := r.log.With("node", n.Name)
-	logins := &api.Logins{CPUs: r.cpus()} // the launch and admin APIs take turns on the node's CPUs
+	logins := &api.Logins{CPUs: r.cpus(), Logger: r.log.With("component", "logins"), Registry: r.o.Registry} // the launch and admin APIs take turns on the node's CPUs
 	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
 		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, ClientCAs: r.userCAs, Logger: log.With("component", "launch")})
 	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca, Verifier: r.verifier,
@@ -631,10 +634,6 @@ func (r *Node) quics() map[string]*gateway.QUIC {
 	defer r.quicMu.Unlock()
 	return maps.Clone(r.quic)
 }
-
-// maxHTTPSConns bounds the connections one HTTPS listener serves at once (the process may
-// hold 20,000 descriptors here).
-const maxHTTPSConns = 4096
 
 // Name returns the node's name.
 func (r *Node) Name() string { return r.spec.Name }

@@ -2,9 +2,12 @@
 // any TLS or HTTP work: at most Max at once, at most PerSource from one source (an IPv4
 // address, an IPv6 /64), and, once Max are open, a new connection takes the place of the
 // oldest one that is waiting for a request (its TLS handshake and first headers, or the next
-// request of a kept-alive connection), so that connections that stall cannot keep new ones
-// out. An http.Server tells the listener which connections are in a request through
-// ConnState.
+// request of a kept-alive connection) or whose requests all wait for something a client
+// controls or the server paces (a body still to come, a turn: Handler, Pace), so that
+// connections that stall cannot keep new ones out. An http.Server tells the listener which
+// connections are in a request through ConnState, and which request is whose through
+// ConnContext; its Handler bounds the requests a source has in flight and the wait for a
+// body.
 //
 // Why close the oldest waiting connection rather than give every connection less time for
 // its handshake and headers once the listener fills: it needs no clock and no threshold,
@@ -56,6 +59,14 @@ type Options struct {
 	// BusyWait bounds a gated connection's wait for a slot; past it, its first read fails
 	// and its server closes it. Default: 5s.
 	BusyWait time.Duration
+	// RequestsPerSource is the most requests one source may have in flight at once through
+	// Handler; the next is answered 503 with Retry-After and its connection closed. It
+	// bounds what one source holds in handlers, kept-alive connections between requests
+	// not counted. Default 0: no bound.
+	RequestsPerSource int
+	// BodyTimeout bounds the wait for a request's body through Handler: a body that has not
+	// arrived whole within it fails its read and its connection closes. Default: 5s.
+	BodyTimeout time.Duration
 }
 
 // Listener is a net.Listener that enforces Options. Set its ConnState as the http.Server's
@@ -68,19 +79,25 @@ type Listener struct {
 	busySource     int
 	busy           chan struct{} // the gated connections' slots
 	busyWait       time.Duration
+	perSourceReqs  int
+	bodyTimeout    time.Duration
 
 	mu   sync.Mutex // guards the fields below
 	room sync.Cond  // signalled when a connection is released or starts waiting; L is &mu
 	// open counts the connections accepted and not yet closed.
 	open     int
 	bySource map[netip.Prefix]int
-	// waiting holds the open connections that wait for a request, oldest first.
+	// requests counts the requests in flight through Handler per source.
+	requests map[netip.Prefix]int
+	// waiting holds the open connections that wait for a request, or whose requests all
+	// wait for something the server paces (Pace), oldest first.
 	waiting  list.List
 	closed   bool
 	accepted uint64 // connections handed on
 	refused  uint64 // connections closed at accept past PerSource
 	shed     uint64 // connections closed to make room
 	gated    uint64 // connections gated (BusySource)
+	busyReqs uint64 // requests answered 503 past RequestsPerSource
 }
 
 // New wraps l.
@@ -89,7 +106,11 @@ func New(l net.Listener, o Options) *Listener {
 		o.Max = 1
 	}
 	cl := &Listener{Listener: l, max: o.Max, perSource: o.PerSource, exempt: o.Exempt, bySource: map[netip.Prefix]int{},
-		busySource: o.BusySource, busyWait: o.BusyWait}
+		busySource: o.BusySource, busyWait: o.BusyWait, perSourceReqs: o.RequestsPerSource, bodyTimeout: o.BodyTimeout,
+		requests: map[netip.Prefix]int{}}
+	if cl.bodyTimeout <= 0 {
+		cl.bodyTimeout = 5 * time.Second
+	}
 	if cl.busySource > 0 {
 		cl.busy = make(chan struct{}, max(o.BusySlots, 1))
 		if cl.busyWait <= 0 {
@@ -115,7 +136,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		src, bounded := l.source(nc.RemoteAddr())
 		l.mu.Lock()
-		if bounded && l.bySource[src] >= l.perSource {
+		if bounded && l.perSource > 0 && l.bySource[src] >= l.perSource {
 			l.refused++
 			l.mu.Unlock()
 			nc.Close()
@@ -137,7 +158,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.releaseLocked(victim)
 			l.shed++
 		}
-		c := &conn{Conn: nc, l: l, src: src, bounded: bounded}
+		c := &conn{Conn: nc, l: l, src: src, bounded: bounded, gone: make(chan struct{})}
 		l.open++
 		l.accepted++
 		if bounded {
@@ -173,7 +194,7 @@ func (l *Listener) waitForRoom() error {
 
 // source returns the key a connection from a counts under, and whether PerSource bounds it.
 func (l *Listener) source(a net.Addr) (netip.Prefix, bool) {
-	if l.perSource <= 0 || a == nil {
+	if (l.perSource <= 0 && l.perSourceReqs <= 0 && l.busySource <= 0) || a == nil {
 		return netip.Prefix{}, false
 	}
 	var ap netip.AddrPort
@@ -226,16 +247,33 @@ func (l *Listener) ConnState(nc net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateIdle:
 		// Waiting again, since now: the newest of those that wait.
-		if c.elem != nil {
-			l.waiting.Remove(c.elem)
-		}
-		c.elem = l.waiting.PushBack(c)
-		l.room.Signal()
-	case http.StateActive, http.StateHijacked:
+		c.active = false
 		if c.elem != nil {
 			l.waiting.Remove(c.elem)
 			c.elem = nil
 		}
+	case http.StateActive, http.StateHijacked:
+		c.active = true
+	}
+	l.placeLocked(c)
+}
+
+// placeLocked puts c in the waiting list or takes it out, as its state says: it waits
+// when no request is under way (its handshake and first headers, or kept alive between
+// requests), or when every request of it under way waits for something the server paces —
+// its body, a turn (Pace) — and so would lose nothing but that wait if closed.
+func (l *Listener) placeLocked(c *conn) {
+	if c.released {
+		return
+	}
+	waits := !c.active || (c.requests > 0 && c.pacing == c.requests)
+	switch {
+	case waits && c.elem == nil:
+		c.elem = l.waiting.PushBack(c)
+		l.room.Signal()
+	case !waits && c.elem != nil:
+		l.waiting.Remove(c.elem)
+		c.elem = nil
 	}
 }
 
@@ -255,6 +293,7 @@ func (l *Listener) releaseLocked(c *conn) {
 		l.waiting.Remove(c.elem)
 		c.elem = nil
 	}
+	close(c.gone)
 	l.room.Signal()
 }
 
@@ -274,15 +313,17 @@ type Stats struct {
 	Open, Waiting int
 	// Accepted counts the connections handed on; Refused those closed at accept past their
 	// source's bound; Shed those closed to make room for a new one; Gated those whose first
-	// work waited for a slot (BusySource).
-	Accepted, Refused, Shed, Gated uint64
+	// work waited for a slot (BusySource); BusyRequests the requests answered 503 past
+	// RequestsPerSource.
+	Accepted, Refused, Shed, Gated, BusyRequests uint64
 }
 
 // Stats returns the listener's counts.
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Open: l.open, Waiting: l.waiting.Len(), Accepted: l.accepted, Refused: l.refused, Shed: l.shed, Gated: l.gated}
+	return Stats{Open: l.open, Waiting: l.waiting.Len(), Accepted: l.accepted, Refused: l.refused, Shed: l.shed, Gated: l.gated,
+		BusyRequests: l.busyReqs}
 }
 
 // Register adds the listener's gauge of open connections and its counters of refused and
@@ -297,6 +338,8 @@ func (l *Listener) Register(reg prometheus.Registerer, labels prometheus.Labels)
 			Help: "Connections waiting for a request closed to make room for a new one while the listener was full."}, func() float64 { return float64(l.Stats().Shed) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "frontdoor_listener_connections_gated_total", ConstLabels: labels,
 			Help: "Connections from a source holding many whose first work (the TLS handshake) waited for a slot."}, func() float64 { return float64(l.Stats().Gated) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "frontdoor_listener_requests_refused_total", ConstLabels: labels,
+			Help: "Requests answered 503 because their source had as many in flight as it may."}, func() float64 { return float64(l.Stats().BusyRequests) }),
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -315,7 +358,14 @@ type conn struct {
 	// its place was given back. Both guarded by l.mu.
 	elem     *list.Element
 	released bool
-	gate     atomic.Int32 // gateNone, gateWaiting or gateHeld
+	// active is set while the server says c is in a request (ConnState); requests counts
+	// its requests in Handler and pacing those of them that wait for something paced
+	// (Pace). All three guarded by l.mu.
+	active           bool
+	requests, pacing int
+	// gone is closed when c gives its place back (closed, or shed for a new one).
+	gone chan struct{}
+	gate atomic.Int32 // gateNone, gateWaiting or gateHeld
 	// head, seen and need follow a gated connection's first message (firstMessage); only
 	// its reads touch them.
 	head       [5]byte

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -106,7 +107,7 @@ func guardOf(l *Logins) *loginGuard {
 
 // loginGuard holds the limiters and the comparison slots of the APIs that share it.
 type loginGuard struct {
-	mu      sync.Mutex // guards sources, users, the overflows, oks, trySources, tryUsers and changed
+	mu      sync.Mutex // guards sources, users, the overflows, oks, trySources, tryUsers, queues and changed
 	sources map[netip.Addr]*rate.Limiter
 	users   map[string]*rate.Limiter
 	// overSources and overUsers are shared by the sources and users that find their map
@@ -121,8 +122,9 @@ type loginGuard struct {
 	// more passwords than the tokens allow.
 	trySources map[netip.Addr]int
 	tryUsers   map[string]int
-	// changed is closed, and replaced, when a comparison ends: logins waiting for a
-	// token look again.
+	// queues holds each source's waiting logins, in order; changed is closed, and
+	// replaced, when a comparison ends or a waiting login leaves: they look again.
+	queues     map[netip.Addr]*list.List
 	changed    chan struct{}
 	slots      chan struct{} // clean comparisons: one per CPU
 	suspects   chan struct{} // suspect comparisons: half as many
@@ -143,7 +145,7 @@ func (g *loginGuard) init() {
 		g.overUsers = rate.NewLimiter(rate.Every(refill), failuresPerUser)
 		g.oks = map[netip.Addr]decaying{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
-		g.changed = make(chan struct{})
+		g.changed, g.queues = make(chan struct{}), map[netip.Addr]*list.List{}
 		cpus := g.cpus
 		if cpus <= 0 {
 			cpus = runtime.GOMAXPROCS(0) // read, not set
@@ -218,7 +220,17 @@ func (g *loginGuard) admit(ctx context.Context, src netip.Addr, user string) (su
 	g.init()
 	src = sourceOf(src)
 	deadline := time.Now().Add(loginWait)
-	var gone <-chan struct{}
+	var (
+		gone <-chan struct{}
+		me   *list.Element // this login's place in its source's queue, once it waits
+	)
+	defer func() {
+		if me != nil {
+			g.mu.Lock()
+			g.unqueueLocked(src, me)
+			g.mu.Unlock()
+		}
+	}()
 	for {
 		g.mu.Lock()
 		now := time.Now()
@@ -238,14 +250,29 @@ func (g *loginGuard) admit(ctx context.Context, src netip.Addr, user string) (su
 			g.mu.Unlock()
 			return false, throttledError{wait}
 		}
-		if ts-float64(g.trySources[src]) >= 1 && (locked || tu-float64(g.tryUsers[user]) >= 1) {
+		// The logins a source waits with take their turns in order: a logon storm's
+		// last login waits about as long as its first.
+		q := g.queues[src]
+		first := q == nil || q.Front() == me
+		if first && ts-float64(g.trySources[src]) >= 1 && (locked || tu-float64(g.tryUsers[user]) >= 1) {
 			g.trySources[src]++
 			g.tryUsers[user]++
 			if locked {
 				g.lockedAdmitted.Inc()
 			}
+			if me != nil {
+				g.unqueueLocked(src, me)
+				me = nil
+			}
 			g.mu.Unlock()
 			return !clean || tu < float64(ul.Burst()), nil
+		}
+		if me == nil {
+			if q == nil {
+				q = list.New()
+				g.queues[src] = q
+			}
+			me = q.PushBack(nil)
 		}
 		changed := g.changed
 		g.mu.Unlock()
@@ -268,6 +295,23 @@ func (g *loginGuard) admit(ctx context.Context, src netip.Addr, user string) (su
 			return false, errLoginBusy
 		}
 	}
+}
+
+// unqueueLocked takes a waiting login out of src's queue and tells the others.
+func (g *loginGuard) unqueueLocked(src netip.Addr, me *list.Element) {
+	if q := g.queues[src]; q != nil {
+		q.Remove(me)
+		if q.Len() == 0 {
+			delete(g.queues, src)
+		}
+	}
+	g.changedLocked()
+}
+
+// changedLocked wakes the waiting logins to look again.
+func (g *loginGuard) changedLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
 }
 
 // done ends a comparison that admit let in; a failed one costs src and user a token, a
@@ -293,8 +337,7 @@ func (g *loginGuard) done(src netip.Addr, user string, failed bool) {
 	} else {
 		g.succeededLocked(src, now)
 	}
-	close(g.changed)
-	g.changed = make(chan struct{})
+	g.changedLocked()
 }
 
 // succeededLocked counts a successful login of src.

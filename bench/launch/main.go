@@ -53,23 +53,37 @@ func main() {
 		users    = flag.Int("users", 1000, "bench users")
 		stats    = flag.Bool("stats", false, "print what the site's etcd did per launch in the window (etcd's counters in this process, one node's store metrics)")
 		prof     = flag.String("cpuprofile", "", "write CPU profiles of the measuring window: PREFIX-MODE-bench.pprof for this process (etcd members, clients, agents) and PREFIX-etcd-NODE.pprof for each node process")
+		stormN   = flag.Int("storm", 500, "the one-node site's logon storm before its launches: this many users' first logins from one address, by the clients at once (0: none)")
+		cost     = flag.Int("storm-cost", bcrypt.DefaultCost, "the bcrypt cost of the storm's users' password hashes")
 	)
 	flag.Parse()
 	src, err := source(*perZone, *users)
 	if err != nil {
 		fail(err)
 	}
+	stormOf = storm{users: *stormN, cost: *cost}
 	fmt.Printf("| site | launches/s | p50 | p99 | errors | sessions left after the logoffs | CPU per launch: this process + node processes |\n|---|---|---|---|---|---|---|\n")
+	var storms []string
 	for _, m := range strings.Split(*modes, ",") {
 		r, err := measure(m, *bin, src, *clients, *users, *warm, *duration, *prof, *stats)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", m, err))
+		}
+		if r.storm != "" {
+			storms = append(storms, r.storm)
 		}
 		left := fmt.Sprint(r.left)
 		if r.left < 0 {
 			left = "–" // a site of one node has no site database to count them in
 		}
 		fmt.Printf("| %s | %.0f | %s | %s | %d | %s | %s |\n", r.site, r.rate, r.p50, r.p99, r.errors, left, cpuPerLaunch(r))
+	}
+	if len(storms) > 0 {
+		fmt.Printf("\nLogon storm: first logins of distinct users, passwords right, all from 127.0.0.1, %d at once:\n\n", *clients)
+		fmt.Printf("| site | logins | bcrypt cost | logins/s | p50 | p99 | errors |\n|---|---|---|---|---|---|---|\n")
+		for _, row := range storms {
+			fmt.Println(row)
+		}
 	}
 }
 
@@ -116,6 +130,60 @@ type result struct {
 	// cpuBench and cpuNodes are the CPU time this process (the site's etcd members, the
 	// agents and the clients) and the node processes took in the window.
 	cpuBench, cpuNodes time.Duration
+	// storm is the row of the logon storm's table, if the site had one.
+	storm string
+}
+
+// storm is the one-node site's logon storm: users su0… with hashes of cost cost.
+type storm struct{ users, cost int }
+
+// stormOf is the storm of this run (flags -storm, -storm-cost).
+var stormOf storm
+
+// runStorm signs the storm's users in, each once, by clients at once from fresh
+// connections of this address, and returns its table row.
+func runStorm(ctx context.Context, site string, tc *tls.Config, url string, clients int) string {
+	var (
+		next atomic.Int64
+		errs atomic.Int64
+		mu   sync.Mutex
+		lat  []time.Duration
+		wg   sync.WaitGroup
+		last atomic.Value
+	)
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 1}}
+			defer hc.CloseIdleConnections()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(stormOf.users) {
+					return
+				}
+				t0 := time.Now()
+				if err := login(ctx, hc, url, fmt.Sprintf("su%d", i)); err != nil {
+					errs.Add(1)
+					last.Store(err.Error())
+					continue
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(t0))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if e, _ := last.Load().(string); e != "" {
+		fmt.Fprintln(os.Stderr, "launch: storm: the last error:", e)
+	}
+	p50, p99 := "–", "–"
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		p50, p99 = lat[len(lat)/2].Round(time.Millisecond).String(), lat[len(lat)*99/100].Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("| %s | %d | %d | %.0f | %s | %s | %d |", site, stormOf.users, stormOf.cost, float64(len(lat))/took.Seconds(), p50, p99, errs.Load())
 }
 
 func measure(mode, bin string, src []byte, clients, users int, warm, window time.Duration, prof string, stats bool) (result, error) {
@@ -176,6 +244,9 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 	tc := l.TLSClientConfig()
 	if err := waitReady(ctx, tc, urls); err != nil {
 		return res, err
+	}
+	if mode == "bolt" && stormOf.users > 0 {
+		res.storm = runStorm(ctx, res.site, tc, urls[0], clients)
 	}
 	var (
 		measuring atomic.Bool
@@ -529,7 +600,7 @@ func perZoneOf(src []byte) int { return strings.Count(string(src), "name: bm-hq-
 
 // oneNode is a site of one front door (launch listener 127.71.0.11:9443) with machines bench
 // machines (max_sessions 50 each) in direct mode — no gateway, which would need nodes of its
-// own — a resource on them and the bench users.
+// own — a resource on them, the bench users and the storm's users (stormOf).
 func oneNode(machines, users int) ([]byte, error) {
 	hash, err := bcrypt.GenerateFromPassword([]byte("lab"), 4)
 	if err != nil {
@@ -552,6 +623,15 @@ machines:
 	b.WriteString("users:\n")
 	for i := 0; i < users; i++ {
 		fmt.Fprintf(&b, "  - {name: bu%d, password_hash: %q}\n", i, hash)
+	}
+	if stormOf.users > 0 {
+		sh, err := bcrypt.GenerateFromPassword([]byte("lab"), stormOf.cost)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < stormOf.users; i++ {
+			fmt.Fprintf(&b, "  - {name: su%d, password_hash: %q}\n", i, sh)
+		}
 	}
 	return []byte(b.String()), nil
 }

@@ -4,8 +4,10 @@
 # NODE_CPU; the lab's machine agents, the honest clients and (in a child process) the
 # abusers pinned to LOAD_CPU. The honest clients launch and open their session's channel
 # through the gateway over and over, unloaded for UNLOADED, then while the abusers send
-# WRONG wrong-password launches (WRONG_RATE a second), hold SLOW slow-header connections and
-# stall HANDSHAKES TLS handshakes (HS_AT_ONCE at once) at the launch listener, then for AFTER
+# WRONG wrong-password launches (WRONG_RATE a second), hold SLOW slow-header connections,
+# stall HANDSHAKES TLS handshakes (HS_AT_ONCE at once) and send BODYLESS launches whose body
+# never comes (BODYLESS_AT_ONCE at once, from BODYLESS_SOURCES addresses, logged in as an
+# insider) at the launch listener, then for AFTER
 # more. The abuse stops at LIMIT at the latest; the run takes about two minutes. Prints
 # markdown tables: the honest launches' p50/p99 per phase and their ratio, how the abusers
 # were answered, the node's RSS, heap, descriptors and CPU, and the standing sessions' fate.
@@ -25,6 +27,9 @@ SLOW=${SLOW:-5000}
 HANDSHAKES=${HANDSHAKES:-10000}
 HS_AT_ONCE=${HS_AT_ONCE:-3000}
 SOURCES=${SOURCES:-8}
+BODYLESS=${BODYLESS:-20000}
+BODYLESS_AT_ONCE=${BODYLESS_AT_ONCE:-4096}
+BODYLESS_SOURCES=${BODYLESS_SOURCES:-64}
 LIMIT=${LIMIT:-100s}
 PROFILE=${PROFILE:-}
 
@@ -38,10 +43,10 @@ cp -r bench/abuse "$WORK/src/bench/"
 (cd "$WORK/src" && go build -o "$WORK/frontdoor" ./cmd/frontdoor && go build -o "$WORK/abuse" ./bench/abuse)
 rm -rf "$WORK/src"
 
-echo "# bench/abuse.sh (UNLOADED=$UNLOADED AFTER=$AFTER WRONG=$WRONG WRONG_RATE=$WRONG_RATE SLOW=$SLOW HANDSHAKES=$HANDSHAKES HS_AT_ONCE=$HS_AT_ONCE SOURCES=$SOURCES LIMIT=$LIMIT NODE_CPU=$NODE_CPU LOAD_CPU=$LOAD_CPU), $(date -u +%F), $(git rev-parse --short HEAD)"
+echo "# bench/abuse.sh (UNLOADED=$UNLOADED AFTER=$AFTER WRONG=$WRONG WRONG_RATE=$WRONG_RATE SLOW=$SLOW HANDSHAKES=$HANDSHAKES HS_AT_ONCE=$HS_AT_ONCE SOURCES=$SOURCES BODYLESS=$BODYLESS BODYLESS_AT_ONCE=$BODYLESS_AT_ONCE BODYLESS_SOURCES=$BODYLESS_SOURCES LIMIT=$LIMIT NODE_CPU=$NODE_CPU LOAD_CPU=$LOAD_CPU), $(date -u +%F), $(git rev-parse --short HEAD)"
 echo "open files: $(ulimit -n) a process; somaxconn $(cat /proc/sys/net/core/somaxconn); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 taskset -c "$LOAD_CPU" "$WORK/abuse" -frontdoor "$WORK/frontdoor" -node-cpu "$NODE_CPU" -unloaded "$UNLOADED" -after "$AFTER" \
 	-wrong "$WRONG" -wrong-rate "$WRONG_RATE" -slow "$SLOW" -handshakes "$HANDSHAKES" -hs-at-once "$HS_AT_ONCE" \
-	-sources "$SOURCES" -limit "$LIMIT" ${PROFILE:+-cpuprofile "$PROFILE"}
+	-sources "$SOURCES" -bodyless "$BODYLESS" -bodyless-at-once "$BODYLESS_AT_ONCE" -bodyless-sources "$BODYLESS_SOURCES" -limit "$LIMIT" ${PROFILE:+-cpuprofile "$PROFILE"}
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -2,8 +2,9 @@
 
 package main
 
-// The abusers, in a process of their own (-role abuse): wrong passwords, slow headers and
-// TLS handshakes that never finish, all at the node's launch listener, each kind from its
+// The abusers, in a process of their own (-role abuse): wrong passwords, slow headers, TLS
+// handshakes that never finish and requests whose body never comes, all at the node's
+// launch listener, each kind from its
 // own block of loopback source addresses. Every kind is bounded in count, in connections
 // held at once and, through the context, in time.
 
@@ -37,7 +38,11 @@ type abuseConfig struct {
 	Handshakes int      // stalled TLS handshakes
 	HSAtOnce   int      // of them held at once
 	OpenRate   int      // new abusive connections per second, per kind
-	Limit      time.Duration
+	// Bodyless requests (a POST's headers with a right password, and never its body), from
+	// BodylessSources addresses, BodylessAtOnce held at once.
+	Bodyless, BodylessAtOnce, BodylessSources int
+	Insider                                   string // the user they log in as
+	Limit                                     time.Duration
 }
 
 // The source blocks: kind k's i-th address is 127.0.k.(i+1).
@@ -45,6 +50,7 @@ const (
 	wrongBlock = 1
 	slowBlock  = 2
 	hsBlock    = 3
+	bodyBlock  = 4
 )
 
 func source(block, i int) netip.Addr {
@@ -62,6 +68,7 @@ type abuseResult struct {
 	} `json:"wrong"`
 	Slow  connStats `json:"slow"`
 	HS    connStats `json:"hs"`
+	Body  connStats `json:"body"`
 	Peak  int64     `json:"peak"` // abusive connections open at once, all kinds
 	Notes []string  `json:"notes,omitempty"`
 }
@@ -159,14 +166,14 @@ func maxOf(v []float64) float64 {
 	return slices.Max(v)
 }
 
-// runAbuse runs the three kinds at once until each is done or cfg.Limit passes, printing
+// runAbuse runs the four kinds at once until each is done or cfg.Limit passes, printing
 // "HELD {json}" every second and "RESULT {json}" at the end.
 func runAbuse(cfg abuseConfig) abuseResult {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Limit)
 	defer cancel()
 	var res abuseResult
 	var total, peak atomic.Int64
-	var slow, hs tally
+	var slow, hs, body tally
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -177,7 +184,7 @@ func runAbuse(cfg abuseConfig) abuseResult {
 			case <-done:
 				return
 			case <-tick.C:
-				printLine("HELD", map[string]int64{"slow": slow.open.Load(), "hs": hs.open.Load(), "total": total.Load()})
+				printLine("HELD", map[string]int64{"slow": slow.open.Load(), "hs": hs.open.Load(), "body": body.open.Load(), "total": total.Load()})
 			}
 		}
 	}()
@@ -185,10 +192,11 @@ func runAbuse(cfg abuseConfig) abuseResult {
 	wg.Go(func() { wrongPasswords(ctx, cfg, &res) })
 	wg.Go(func() { slowHeaders(ctx, cfg, &slow, &total, &peak) })
 	wg.Go(func() { stalledHandshakes(ctx, cfg, &hs, &total, &peak) })
+	wg.Go(func() { bodyless(ctx, cfg, &body, &total, &peak) })
 	wg.Wait()
 	close(done)
 	res.Seconds = time.Since(start).Seconds()
-	res.Slow, res.HS, res.Peak = slow.stats(), hs.stats(), peak.Load()
+	res.Slow, res.HS, res.Body, res.Peak = slow.stats(), hs.stats(), body.stats(), peak.Load()
 	if ctx.Err() != nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("stopped by the time limit (%s)", cfg.Limit))
 	}
@@ -393,6 +401,73 @@ func stalledHandshakes(ctx context.Context, cfg abuseConfig, t *tally, total, pe
 				return
 			}
 			if err == nil {
+				t.answered.Add(1)
+			}
+			t.cut.Add(1)
+			t.record(established.Sub(t0).Seconds(), time.Since(established).Seconds())
+		})
+	}
+	wg.Wait()
+}
+
+// bodyless opens cfg.Bodyless connections, cfg.BodylessAtOnce at most at once, from
+// cfg.BodylessSources addresses: each completes its TLS handshake and sends a launch's
+// headers with the insider's right password and a Content-Length, and then never the body,
+// until the node answers or closes it, or ctx ends (finding H1 of the security review).
+func bodyless(ctx context.Context, cfg abuseConfig, t *tally, total, peak *atomic.Int64) {
+	if cfg.Bodyless == 0 {
+		return
+	}
+	slots := make(chan struct{}, cfg.BodylessAtOnce)
+	auth := base64.StdEncoding.EncodeToString([]byte(cfg.Insider + ":" + password))
+	head := "POST /v1/launch HTTP/1.1\r\nHost: frontdoor\r\nAuthorization: Basic " + auth + "\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n"
+	var wg sync.WaitGroup
+	for i := range pace(ctx, cfg.Bodyless, cfg.OpenRate) {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		t.started.Add(1)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			src := source(bodyBlock, i%max(cfg.BodylessSources, 1))
+			t0 := time.Now()
+			raw, err := dialer(src, 10*time.Second).DialContext(ctx, "tcp", cfg.Target.String())
+			if err != nil {
+				t.fail(err)
+				return
+			}
+			t.opened(total, peak)
+			defer total.Add(-1)
+			defer t.open.Add(-1)
+			c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: "frontdoor"})
+			defer c.Close()
+			stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) })
+			defer stop()
+			if err := c.Handshake(); err != nil {
+				if ctx.Err() != nil {
+					t.openEnd.Add(1)
+					return
+				}
+				t.fail(err)
+				return
+			}
+			established := time.Now()
+			if _, err := io.WriteString(c, head); err != nil {
+				t.cut.Add(1)
+				t.record(established.Sub(t0).Seconds(), 0)
+				return
+			}
+			n, _ := c.Read(make([]byte, 512))
+			if ctx.Err() != nil {
+				t.openEnd.Add(1)
+				t.record(established.Sub(t0).Seconds(), -1)
+				return
+			}
+			if n > 0 {
 				t.answered.Add(1)
 			}
 			t.cut.Add(1)

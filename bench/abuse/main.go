@@ -74,7 +74,10 @@ func main() {
 	flag.IntVar(&o.abuse.Handshakes, "handshakes", 10000, "stalled TLS handshakes")
 	flag.IntVar(&o.abuse.HSAtOnce, "hs-at-once", 3000, "stalled handshakes held at once")
 	flag.IntVar(&o.abuse.OpenRate, "open-rate", 2000, "new slow or stalled connections per second, each kind")
-	flag.IntVar(&o.abuse.Sources, "sources", 8, "source addresses per kind of abuse")
+	flag.IntVar(&o.abuse.Sources, "sources", 8, "source addresses per kind of abuse (but bodyless requests)")
+	flag.IntVar(&o.abuse.Bodyless, "bodyless", 20000, "bodyless requests (a launch's headers with a right password, never its body)")
+	flag.IntVar(&o.abuse.BodylessAtOnce, "bodyless-at-once", 4096, "bodyless requests held at once")
+	flag.IntVar(&o.abuse.BodylessSources, "bodyless-sources", 64, "source addresses of the bodyless requests")
 	flag.DurationVar(&o.abuse.Limit, "limit", 100*time.Second, "the abuse stops after this at the latest")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write the node's CPU profile of the abuse window to FILE")
 	flag.Parse()
@@ -209,6 +212,7 @@ func run(o options) error {
 	cfg := o.abuse
 	cfg.Target = netip.MustParseAddrPort(launchAddr)
 	cfg.Users = append(append(slices.Clone(users.fresh), users.kept...), users.victims...)
+	cfg.Insider = users.insiders[0]
 	res, err := runChild(ctx, cfg, func(pid int) { smu.Lock(); child = pid; smu.Unlock() })
 	if o.profile != "" {
 		syscall.Kill(node.PID, syscall.SIGUSR2)

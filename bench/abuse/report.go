@@ -125,8 +125,9 @@ func (r report) print() {
 	fmt.Printf("node: one frontdoor serve process (bolt, secure gateway on its own address), %s, GOMAXPROCS %d (from its GC trace); the lab's agents and the honest clients in this process, the abusers in its child: CPUs %s\n\n", r.pin, procs, cpusAllowed())
 	fmt.Printf("honest clients: fresh (new TCP+TLS connection per launch, client.Launch's timeouts: connect 2 s, TLS 3 s, 10 s in all) from %s; kept (two keep-alive connections) from %s; a launch of each arrives every %s whatever the node answers (open loop, %d users each: at most that many under way), opens the session's 8443/tcp channel through the gateway, echoes 1 KiB and logs off. cold: a login of a user not seen before (bcrypt cost 10) every second from %s. %d standing sessions echo 256 B every second\n\n",
 		freshIP, keptIP, o.interval, o.pool, coldIP, o.standing)
-	fmt.Printf("abuse: %d wrong passwords at %d/s over %d keep-alive connections from 127.0.1.1-%d (half of them naming real users: the honest ones and 10 victims); %d slow-header connections from 127.0.2.1-%d, all held; %d stalled handshakes from 127.0.3.1-%d, %d held at once; new connections at %d/s a kind; limit %s\n\n",
-		o.abuse.Wrong, o.abuse.WrongRate, o.abuse.Workers, o.abuse.Sources, o.abuse.Slow, o.abuse.Sources, o.abuse.Handshakes, o.abuse.Sources, o.abuse.HSAtOnce, o.abuse.OpenRate, o.abuse.Limit)
+	fmt.Printf("abuse: %d wrong passwords at %d/s over %d keep-alive connections from 127.0.1.1-%d (half of them naming real users: the honest ones and 10 victims); %d slow-header connections from 127.0.2.1-%d, all held; %d stalled handshakes from 127.0.3.1-%d, %d held at once; %d bodyless launches (headers with an insider's right password, never the body) from 127.0.4.1-%d, %d held at once; new connections at %d/s a kind; limit %s\n\n",
+		o.abuse.Wrong, o.abuse.WrongRate, o.abuse.Workers, o.abuse.Sources, o.abuse.Slow, o.abuse.Sources, o.abuse.Handshakes, o.abuse.Sources, o.abuse.HSAtOnce,
+		o.abuse.Bodyless, o.abuse.BodylessSources, o.abuse.BodylessAtOnce, o.abuse.OpenRate, o.abuse.Limit)
 
 	fmt.Println("### The honest clients (ms; a failed launch or login counts as infinitely slow)")
 	fmt.Println()
@@ -153,7 +154,7 @@ func (r report) print() {
 	}
 
 	fmt.Println()
-	fmt.Printf("### How the abusers were answered (%.1f s of abuse; at most %d abusive connections open at once: %d slow, %d handshakes)\n\n", a.Seconds, a.Peak, a.Slow.Peak, a.HS.Peak)
+	fmt.Printf("### How the abusers were answered (%.1f s of abuse; at most %d abusive connections open at once: %d slow, %d handshakes, %d bodyless)\n\n", a.Seconds, a.Peak, a.Slow.Peak, a.HS.Peak, a.Body.Peak)
 	var st []string
 	for k, v := range a.Wrong.Status {
 		st = append(st, fmt.Sprintf("%s: %d", k, v))
@@ -166,7 +167,7 @@ func (r report) print() {
 		name string
 		c    connStats
 		wait string
-	}{{"slow headers", a.Slow, "dial to TLS done"}, {"stalled handshakes", a.HS, "dial to connected"}} {
+	}{{"slow headers", a.Slow, "dial to TLS done"}, {"stalled handshakes", a.HS, "dial to connected"}, {"bodyless requests", a.Body, "dial to TLS done"}} {
 		fmt.Printf("| %s | %d | cut by the node %d (after %.1f s median, %.1f s max, from %s); answered first %d; failed to connect %d (%s); open at the time limit %d; %s p50 %.2f s, max %.1f s |\n",
 			k.name, k.c.Started, k.c.CutByServer, k.c.HoldP50, k.c.HoldMax, strings.SplitN(k.wait, " to ", 2)[1], k.c.Answered, k.c.Failed, strings.Join(k.c.FailReasons, ", "), k.c.OpenAtEnd, k.wait, k.c.WaitP50, k.c.WaitMax)
 	}

@@ -43,6 +43,8 @@ type siteUsers struct {
 	standing    []string
 	cold        []string
 	victims     []string
+	// insiders are the abusers' own accounts: their bodyless requests pass the login.
+	insiders []string
 }
 
 func newSiteUsers(pool, standing, cold int) siteUsers {
@@ -57,6 +59,7 @@ func newSiteUsers(pool, standing, cold int) siteUsers {
 	add(&u.standing, standing, "standing")
 	add(&u.cold, cold, "cold")
 	add(&u.victims, 10, "victim")
+	add(&u.insiders, 1, "insider")
 	return u
 }
 
@@ -87,7 +90,7 @@ machines:
 	for _, g := range []struct {
 		names []string
 		hash  string
-	}{{users.fresh, string(quick)}, {users.kept, string(quick)}, {users.standing, string(quick)}, {users.cold, labHash}, {users.victims, labHash}} {
+	}{{users.fresh, string(quick)}, {users.kept, string(quick)}, {users.standing, string(quick)}, {users.cold, labHash}, {users.victims, labHash}, {users.insiders, string(quick)}} {
 		for _, n := range g.names {
 			fmt.Fprintf(&b, "  - {name: %s, password_hash: %q}\n", n, g.hash)
 		}

@@ -304,9 +304,9 @@ func ssoKey(src netip.Addr) string { return "\x00sso " + src.String() }
 
 // ssoLogin checks an ID token of the site's provider sent as a bearer credential. A token
 // names no user until it is verified, so a failure counts against its source alone. Its user
-// is the configuration's when listed (roles, home zone, groups), else one of the site's for
-// the groups the token names; a token naming an unlisted user in none of the site's user
-// groups is no login.
+// is the configuration's when the token's subject is bound to it (oidc_subject: roles, home
+// zone, groups), else one of the site's for the groups the token names (through group_map);
+// a token naming an unlisted user in none of the site's user groups is no login.
 func (a *authenticator) ssoLogin(r *http.Request, raw string) (login, error) {
 	src := clientAddr(r)
 	key := ssoKey(src)
@@ -314,10 +314,8 @@ func (a *authenticator) ssoLogin(r *http.Request, raw string) (login, error) {
 		return login{}, err
 	}
 	sl, err := a.sso.verify(r.Context(), raw, "")
-	if err == nil {
-		if _, listed := a.users[sl.name]; !listed && len(sl.groups) == 0 {
-			err = fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", errNoLogin, sl.name)
-		}
+	if err == nil && !sl.listed && len(sl.groups) == 0 {
+		err = fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", errNoLogin, sl.name)
 	}
 	a.guard.done(src, key, err != nil && !errors.Is(err, errSSOUnavailable))
 	if err != nil {
@@ -326,11 +324,7 @@ func (a *authenticator) ssoLogin(r *http.Request, raw string) (login, error) {
 		}
 		return login{}, err
 	}
-	u, listed := a.users[sl.name]
-	if !listed {
-		u = configs.User{Name: sl.name}
-	}
-	return login{user: u, factors: sl.factors, at: sl.at, groups: sl.groups}, nil
+	return login{user: sl.user, factors: sl.factors, at: sl.at, groups: sl.groups}, nil
 }
 
 // checkCode checks user's one-time code: false for a wrong code, one of a user without a

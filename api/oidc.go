@@ -13,6 +13,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+	"golang.org/x/text/secure/precis"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -44,8 +45,12 @@ var errSSOUnavailable = errors.New("the identity provider cannot be reached now"
 type oidcLogins struct {
 	cfg        configs.OIDC
 	userGroups map[string]bool
-	now        func() time.Time
-	log        *slog.Logger
+	// bySubject holds the listed users bound to a subject (oidc_subject); listed maps the
+	// listed users' canonical names (canonicalUser) to their names.
+	bySubject map[string]configs.User
+	listed    map[string]string
+	now       func() time.Time
+	log       *slog.Logger
 
 	mu       sync.Mutex // guards provider, verifier, failedAt
 	provider *oidc.Provider
@@ -54,9 +59,19 @@ type oidcLogins struct {
 }
 
 func newOIDCLogins(cfg *configs.Config, now func() time.Time, log *slog.Logger) *oidcLogins {
-	o := &oidcLogins{cfg: cfg.Site.Auth.OIDC, userGroups: map[string]bool{}, now: now, log: log}
+	o := &oidcLogins{cfg: cfg.Site.Auth.OIDC, userGroups: map[string]bool{}, now: now, log: log,
+		bySubject: map[string]configs.User{}, listed: map[string]string{}}
 	for _, g := range cfg.UserGroups {
 		o.userGroups[g.Name] = true
+	}
+	for _, u := range cfg.Users {
+		if u.OIDCSubject != "" {
+			o.bySubject[u.OIDCSubject] = u
+		}
+		if c, err := canonicalUser(u.Name); err == nil {
+			o.listed[c] = u.Name
+		}
+		o.listed[u.Name] = u.Name
 	}
 	return o
 }
@@ -90,7 +105,11 @@ func (o *oidcLogins) ready(ctx context.Context) (*oidc.Provider, *oidc.IDTokenVe
 
 // ssoLogin is what an ID token says of a login.
 type ssoLogin struct {
-	name    string
+	name string
+	// user is the listed user the token's subject is bound to (listed), else a user of
+	// that name alone, whose groups come from the token.
+	user    configs.User
+	listed  bool
 	groups  []string // the site's user groups among the token's, mapped
 	factors ticket.Factors
 	at      time.Time // auth_time, else iat
@@ -118,20 +137,31 @@ func (o *oidcLogins) verify(ctx context.Context, raw, nonce string) (ssoLogin, e
 	if err := tok.Claims(&claims); err != nil {
 		return ssoLogin{}, fmt.Errorf("%w: %v", errNoLogin, err)
 	}
-	name, _ := claims[o.cfg.UserClaim].(string)
-	if name == "" {
-		return ssoLogin{}, fmt.Errorf("%w: the ID token has no %s claim", errNoLogin, o.cfg.UserClaim)
+	l := ssoLogin{factors: ticket.FactorOIDC, at: tok.IssuedAt}
+	if u, ok := o.bySubject[tok.Subject]; ok && tok.Subject != "" {
+		l.name, l.user, l.listed = u.Name, u, true
+	} else {
+		claim, _ := claims[o.cfg.UserClaim].(string)
+		if claim == "" {
+			return ssoLogin{}, fmt.Errorf("%w: the ID token has no %s claim", errNoLogin, o.cfg.UserClaim)
+		}
+		name, err := canonicalUser(claim)
+		if err != nil {
+			return ssoLogin{}, fmt.Errorf("%w: the ID token's %s %q is no user name: %v", errNoLogin, o.cfg.UserClaim, claim, err)
+		}
+		if listed, ok := o.listed[name]; ok {
+			return ssoLogin{}, fmt.Errorf("%w: the ID token's %s %q is the local account %q, which single sign-on reaches only through its oidc_subject (this token's subject is %q)",
+				errNoLogin, o.cfg.UserClaim, claim, listed, tok.Subject)
+		}
+		l.name, l.user = name, configs.User{Name: name}
 	}
-	l := ssoLogin{name: name, factors: ticket.FactorOIDC, at: tok.IssuedAt}
 	if at, ok := claims["auth_time"].(float64); ok && at > 0 {
 		l.at = time.Unix(int64(at), 0)
 	}
 	for _, g := range claimList(claims[o.cfg.GroupsClaim]) {
-		if m, ok := o.cfg.GroupMap[g]; ok {
-			g = m
-		}
-		if o.userGroups[g] && !slices.Contains(l.groups, g) {
-			l.groups = append(l.groups, g)
+		m, ok := o.cfg.GroupMap[g]
+		if ok && o.userGroups[m] && !slices.Contains(l.groups, m) {
+			l.groups = append(l.groups, m)
 		}
 	}
 	for _, m := range claimList(claims["amr"]) {
@@ -140,6 +170,13 @@ func (o *oidcLogins) verify(ctx context.Context, raw, nonce string) (ssoLogin, e
 		}
 	}
 	return l, nil
+}
+
+// canonicalUser returns a user name as RFC 8265 compares them (UsernameCaseMapped: width
+// and case folded, normalised to NFC), so that "Admin", "ＡＤＭＩＮ" and "admin" are one
+// name; an error for a string that is no user name.
+func canonicalUser(name string) (string, error) {
+	return precis.UsernameCaseMapped.String(name)
 }
 
 // claimList returns a claim that is a list of strings (or one string) as a list.

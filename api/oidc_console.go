@@ -157,11 +157,10 @@ func (a *Admin) ssoUser(ctx context.Context, r *http.Request, state, code, provi
 	if err != nil {
 		return configs.User{}, err
 	}
-	u, listed := a.logins.users[sl.name]
-	if !listed || !mayConsole(u) {
-		return configs.User{}, fmt.Errorf("%w: %q may not use the console (only users the configuration lists as admins or monitors)", errNoLogin, sl.name)
+	if !sl.listed || !mayConsole(sl.user) {
+		return configs.User{}, fmt.Errorf("%w: %q may not use the console (only users the configuration lists as admins or monitors, bound by their oidc_subject)", errNoLogin, sl.name)
 	}
-	return u, nil
+	return sl.user, nil
 }
 
 // randomHex returns 128 random bits in hex.

@@ -38,6 +38,7 @@ func ssoConsole(t *testing.T) (*testidp.Provider, string, *httptest.Server) {
 	raw, _ := configs.Shipped("lab.yaml")
 	site := strings.Replace(string(raw), "\nsite:\n", "\nsite:\n  auth:\n    oidc: {issuer: "+strconv.Quote(idp.Issuer)+
 		", client_id: frontdoor, client_secret_file: "+strconv.Quote(secret)+", redirect_url: "+strconv.Quote(base+configs.OIDCCallbackPath)+"}\n", 1)
+	site = bindSubjects(site, map[string]string{"admin": "admin-1", "alice": "alice-1"})
 	cfg, err := configs.Load("lab.yaml", []byte(site))
 	if err != nil {
 		t.Fatal(err)

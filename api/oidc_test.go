@@ -40,11 +40,21 @@ func newSSOSite(t *testing.T) *ssoSite {
 	site := strings.Replace(string(raw), "\nsite:\n", "\nsite:\n  auth:\n    oidc: {issuer: "+strconv.Quote(idp.Issuer)+
 		", client_id: frontdoor, native_client_id: frontdoor-cli, group_map: {guid-west: west-office}}\n", 1)
 	site += "\naccess_rules:\n  - {name: calculator-mfa, action: allow, everyone: true, resources: [calculator], factors: [oidc, mfa]}\n"
+	site = bindSubjects(site, map[string]string{"alice": "alice-1"})
 	cfg, err := configs.Load("lab.yaml", []byte(site))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &ssoSite{loginSite: newLoginSite(t, cfg, clk), idp: idp}
+}
+
+// bindSubjects binds users of the lab site's YAML to the provider's subjects
+// (oidc_subject).
+func bindSubjects(site string, subjects map[string]string) string {
+	for user, sub := range subjects {
+		site = strings.Replace(site, "- {name: "+user+",", "- {name: "+user+", oidc_subject: "+strconv.Quote(sub)+",", 1)
+	}
+	return site
 }
 
 // browser follows the provider's redirects, as a browser whose user signs in does.
@@ -140,6 +150,21 @@ func TestSingleSignOnRefuses(t *testing.T) {
 		{"an unlisted user in none of the site's groups", func() string {
 			return s.idp.Token(t, testidp.Identity{Subject: "m", Username: "mallory", Groups: []string{"wheel"}}, "frontdoor-cli", "")
 		}},
+		// Finding M2 of the security review: an identity of the provider was the local
+		// account of its name, and a group missing from group_map counted as the site's
+		// group of that name.
+		{"a listed user's name from another subject", func() string {
+			return s.idp.Token(t, testidp.Identity{Subject: "mallory-1", Username: "alice", Groups: []string{"guid-west"}}, "frontdoor-cli", "")
+		}},
+		{"a listed user's name in other case and width", func() string {
+			return s.idp.Token(t, testidp.Identity{Subject: "mallory-2", Username: "ＡＤＭＩＮ", Groups: []string{"guid-west"}}, "frontdoor-cli", "")
+		}},
+		{"a listed user with no subject bound", func() string {
+			return s.idp.Token(t, testidp.Identity{Subject: "bob-1", Username: "bob"}, "frontdoor-cli", "")
+		}},
+		{"a group the map does not name, though the site has one of its name", func() string {
+			return s.idp.Token(t, testidp.Identity{Subject: "m", Username: "mallory", Groups: []string{"west-office"}}, "frontdoor-cli", "")
+		}},
 		{"a token for another client", func() string {
 			return s.idp.Token(t, testidp.Identity{Subject: "a", Username: "alice"}, "some-other-app", "")
 		}},
@@ -162,7 +187,7 @@ func TestSingleSignOnRefuses(t *testing.T) {
 			}
 		})
 	}
-	// The six failures above came from one source; a few more and it is throttled.
+	// The ten failures above came from one source; a few more and it is throttled.
 	var err error
 	for range 20 {
 		if _, err = s.launch(port, pool, "not.a.token", "desktop"); err != nil && strings.Contains(err.Error(), "429") {

@@ -570,6 +570,11 @@ type User struct {
 	// Monitor lets the user read the admin API and the console without changing anything
 	// (an admin may do both). Default: false.
 	Monitor bool `yaml:"monitor"`
+	// OIDCSubject binds the account to the identity of the site's OpenID Connect provider
+	// (site.auth.oidc) whose ID tokens carry this subject (sub): only such a token signs in
+	// as this user. A listed user without one is never reached by single sign-on, whatever
+	// name a token gives. Default: "" (no single sign-on as this user).
+	OIDCSubject string `yaml:"oidc_subject"`
 }
 
 // UserGroup is a group of user accounts.

@@ -39,13 +39,17 @@ type OIDC struct {
 	RedirectURL string `yaml:"redirect_url"`
 	// Scopes are asked for besides openid. Default: [profile, email].
 	Scopes []string `yaml:"scopes"`
-	// UserClaim is the ID token's claim that names the user. Default: preferred_username.
+	// UserClaim is the ID token's claim that names a user the configuration does not list
+	// (one whose user groups come from the token); listed users sign in by their
+	// oidc_subject only, and a name that is a listed user's (compared as RFC 8265
+	// usernames, case-folded) is refused. Default: preferred_username.
 	UserClaim string `yaml:"user_claim"`
 	// GroupsClaim is the claim that lists the user's groups (a list of strings). Default:
 	// groups.
 	GroupsClaim string `yaml:"groups_claim"`
 	// GroupMap maps the provider's group names (or IDs, as Entra ID sends them) to the
-	// site's user groups; a group it does not map keeps its name. Default: none.
+	// site's user groups: the only groups a token vouches for; a group it does not map
+	// counts for nothing. Default: none.
 	GroupMap map[string]string `yaml:"group_map"`
 	// MFAMethods are the amr values (RFC 8176) that make the login's factors include mfa.
 	// Default: [mfa, otp, hwk, swk, sc].

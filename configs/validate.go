@@ -378,6 +378,7 @@ func (k *checker) validateUsers(zones map[string]int) (users, ugroups map[string
 	for i, s := range c.Sites {
 		sites[s.Name] = i
 	}
+	subjects := map[string]string{} // oidc_subject -> user
 	for i, u := range c.Users {
 		p := fmt.Sprintf("users[%d]", i)
 		if u.HomeZone != "" {
@@ -391,6 +392,15 @@ func (k *checker) validateUsers(zones map[string]int) (users, ugroups map[string
 			k.errf(p+".password_hash", "password_hash is the reference's placeholder: make a hash with `frontdoor hash-password`")
 		case u.PasswordHash != "":
 			k.passwordCost(p+".password_hash", u.PasswordHash)
+		}
+		switch {
+		case u.OIDCSubject == "":
+		case !c.Site.Auth.OIDC.Enabled():
+			k.errf(p+".oidc_subject", "no single sign-on can reach it: set site.auth.oidc")
+		case subjects[u.OIDCSubject] != "":
+			k.errf(p+".oidc_subject", "%q is also %s's: a subject is one identity", u.OIDCSubject, subjects[u.OIDCSubject])
+		default:
+			subjects[u.OIDCSubject] = u.Name
 		}
 	}
 	names = make([]string, len(c.UserGroups))

@@ -67,11 +67,26 @@ func WithSSO(src []byte) (*SSO, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--sso: starting the lab's identity provider: %w", err)
 	}
-	oidc := fmt.Sprintf("\nsite:\n  auth:\n    oidc: {issuer: %q, client_id: frontdoor-lab-console, native_client_id: frontdoor-lab-connect, redirect_url: %q}\n", idp.Issuer, redirect)
+	// The provider's groups are named as the site's user groups, each mapped to itself;
+	// every listed user is bound to its identity at the provider (oidc_subject).
+	var groups []string
+	for _, g := range cfg.UserGroups {
+		groups = append(groups, fmt.Sprintf("%q: %q", g.Name, g.Name))
+	}
+	oidc := fmt.Sprintf("\nsite:\n  auth:\n    oidc: {issuer: %q, client_id: frontdoor-lab-console, native_client_id: frontdoor-lab-connect, redirect_url: %q, group_map: {%s}}\n",
+		idp.Issuer, redirect, strings.Join(groups, ", "))
 	out := strings.Replace(string(src), "\nsite:\n", oidc, 1)
 	if out == string(src) || strings.Count(out, "\n  auth:") > 1 {
 		idp.Close()
 		return nil, nil, errors.New("--sso: the site's YAML needs a top-level site: block without an auth: key, to add site.auth.oidc to")
+	}
+	for _, u := range cfg.Users {
+		entry := "- {name: " + u.Name + ","
+		if !strings.Contains(out, entry) || u.OIDCSubject != "" {
+			idp.Close()
+			return nil, nil, fmt.Errorf("--sso: user %s: the site's YAML needs its users as one-line entries ({name: %s, ...}) without oidc_subject, to bind them to the lab's provider", u.Name, u.Name)
+		}
+		out = strings.Replace(out, entry, fmt.Sprintf("- {name: %s, oidc_subject: %q,", u.Name, "lab-"+u.Name), 1)
 	}
 	return &SSO{idp}, []byte(out), nil
 }

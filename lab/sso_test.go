@@ -29,6 +29,16 @@ func TestLabSSOConfiguresTheSite(t *testing.T) {
 		o.RedirectURL != "https://127.1.0.1:9090"+configs.OIDCCallbackPath {
 		t.Fatalf("site.auth.oidc %+v", o)
 	}
+	// Single sign-on reaches a listed user only through its subject, and the provider's
+	// groups count only through group_map.
+	for _, u := range cfg.Users {
+		if u.OIDCSubject != "lab-"+u.Name {
+			t.Errorf("user %s is bound to subject %q, want the lab provider's lab-%s", u.Name, u.OIDCSubject, u.Name)
+		}
+	}
+	if o.GroupMap["west-office"] != "west-office" {
+		t.Errorf("group_map %v, want the provider's west-office mapped to the site's", o.GroupMap)
+	}
 	again := strings.Replace(string(src), "\nsite:\n", "\nsite:\n  auth: {oidc: {issuer: \"https://idp.example.com\", client_id: x}}\n", 1)
 	if _, _, err := WithSSO([]byte(again)); err == nil || !strings.Contains(err.Error(), "already") {
 		t.Fatalf("a site with its own oidc: %v, want a refusal", err)

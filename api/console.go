@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -31,6 +32,14 @@ const (
 	consoleIdle     = 15 * time.Minute
 	consoleMaxAge   = 12 * time.Hour
 	consoleSessions = 1000 // at once at one front door; the least recently used goes
+	// consolePerUser bounds one user's console sessions at one front door: past it the
+	// user's least recently used goes, so that one account's logins (a monitor's, say)
+	// cannot evict everyone else's.
+	consolePerUser = 8
+	// consoleLoginAudit is how often the audit log records a user's console logins from one
+	// address: the first, then the next after this, with how many came between (every
+	// login is in the node's log).
+	consoleLoginAudit = 10 * time.Minute
 )
 
 //go:embed console
@@ -48,9 +57,45 @@ type consoleSession struct {
 
 // consoleStore holds the console sessions of one Admin.
 type consoleStore struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards byID and audited
 	byID map[string]*consoleSession
-	now  func() time.Time
+	// audited holds, per user and address, when a console login was last audited and how
+	// many came since.
+	audited map[string]auditedLogin
+	now     func() time.Time
+}
+
+// auditedLogin is the audit log's last word on a user's console logins from one address.
+type auditedLogin struct {
+	at    time.Time
+	since int
+}
+
+// audit reports whether a console login of user from src goes in the audit log, and how
+// many logins of theirs from there since the last that did (consoleLoginAudit).
+func (cs *consoleStore) audit(user, src string) (record bool, since int) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	now := cs.clock()
+	if cs.audited == nil {
+		cs.audited = map[string]auditedLogin{}
+	}
+	k := user + "\x00" + src
+	if a, ok := cs.audited[k]; ok && now.Sub(a.at) < consoleLoginAudit {
+		a.since++
+		cs.audited[k] = a
+		return false, a.since
+	}
+	since = cs.audited[k].since
+	if len(cs.audited) >= consoleSessions {
+		for k, a := range cs.audited {
+			if now.Sub(a.at) >= consoleLoginAudit {
+				delete(cs.audited, k)
+			}
+		}
+	}
+	cs.audited[k] = auditedLogin{at: now}
+	return true, since
 }
 
 func randomToken() string {
@@ -74,13 +119,22 @@ func (cs *consoleStore) start(u configs.User) (string, *consoleSession) {
 		cs.byID = map[string]*consoleSession{}
 	}
 	now := cs.clock()
-	if len(cs.byID) >= consoleSessions {
-		var oldest string
-		for id, s := range cs.byID {
-			if oldest == "" || s.last.Before(cs.byID[oldest].last) {
-				oldest = id
+	mine, oldestMine, oldest := 0, "", ""
+	for id, s := range cs.byID {
+		if s.user.Name == u.Name {
+			mine++
+			if oldestMine == "" || s.last.Before(cs.byID[oldestMine].last) {
+				oldestMine = id
 			}
 		}
+		if oldest == "" || s.last.Before(cs.byID[oldest].last) {
+			oldest = id
+		}
+	}
+	switch {
+	case mine >= consolePerUser:
+		delete(cs.byID, oldestMine)
+	case len(cs.byID) >= consoleSessions:
 		delete(cs.byID, oldest)
 	}
 	id := randomToken()
@@ -274,8 +328,26 @@ func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 	id, _ := a.console.start(u)
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", clientAddr(r))
-	a.record(r.WithContext(withAdmin(r.Context(), u.Name)), "console.login", u.Name, "role "+roleOf(u))
+	a.recordLogin(r, u, "")
 	http.Redirect(w, r, "/site", http.StatusSeeOther)
+}
+
+// recordLogin puts u's console login in the audit log, unless one of theirs from the same
+// address is there from the last consoleLoginAudit; the next entry says how many came
+// between. via names the way in ("" for a password).
+func (a *Admin) recordLogin(r *http.Request, u configs.User, via string) {
+	record, since := a.console.audit(u.Name, clientAddr(r).String())
+	if !record {
+		return
+	}
+	detail := "role " + roleOf(u)
+	if via != "" {
+		detail += ", via " + via
+	}
+	if since > 0 {
+		detail += fmt.Sprintf(" (%d more logins from %s since the last entry)", since, clientAddr(r))
+	}
+	a.record(r.WithContext(withAdmin(r.Context(), u.Name)), "console.login", u.Name, detail)
 }
 
 // consoleLogout ends the request's console session (a write: it needs the CSRF token).

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
 )
 
@@ -190,5 +191,54 @@ func TestConsoleLoginTakesAOneTimeCode(t *testing.T) {
 				t.Fatalf("the login form: %d %s; want %d saying %q", rec.Code, rec.Body, tc.status, tc.says)
 			}
 		})
+	}
+}
+
+// Finding L1 of the security review: a monitor's repeated console logins evicted every
+// admin's console session (one least-recently-used list of 1,000 for everyone), and each
+// added an entry to the audit log. A user's logins now evict only that user's own sessions,
+// and the audit log records a user's logins from one address once per consoleLoginAudit,
+// the next entry counting those between.
+func TestOneUsersConsoleLoginsEvictOnlyTheirOwn(t *testing.T) {
+	clk := testclock.New(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	cs := &consoleStore{now: clk.Now}
+	admin, _ := cs.start(configs.User{Name: "admin", Admin: true})
+	monitor := configs.User{Name: "operator", Monitor: true}
+	var last string
+	for range consoleSessions + 10 {
+		clk.Advance(time.Millisecond)
+		last, _ = cs.start(monitor)
+	}
+	if _, ok := cs.get(admin); !ok {
+		t.Fatal("the admin's console session was evicted by the monitor's logins")
+	}
+	if _, ok := cs.get(last); !ok {
+		t.Fatal("the monitor's newest session is gone")
+	}
+	mine := 0
+	for _, s := range cs.byID {
+		if s.user.Name == monitor.Name {
+			mine++
+		}
+	}
+	if mine != consolePerUser {
+		t.Fatalf("the monitor holds %d sessions, want %d", mine, consolePerUser)
+	}
+
+	if rec, _ := cs.audit("operator", "192.0.2.7"); !rec {
+		t.Fatal("a first console login is not audited")
+	}
+	for i := range 5 {
+		clk.Advance(time.Minute)
+		if rec, n := cs.audit("operator", "192.0.2.7"); rec || n != i+1 {
+			t.Fatalf("a repeated login within %s: audited %v, %d since; want not audited, %d", consoleLoginAudit, rec, n, i+1)
+		}
+	}
+	if rec, _ := cs.audit("operator", "192.0.2.8"); !rec {
+		t.Fatal("a login from another address is not audited")
+	}
+	clk.Advance(consoleLoginAudit)
+	if rec, n := cs.audit("operator", "192.0.2.7"); !rec || n != 5 {
+		t.Fatalf("a login after %s: audited %v, %d since; want audited, with the 5 between", consoleLoginAudit, rec, n)
 	}
 }

@@ -113,7 +113,7 @@ func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	id, _ := a.console.start(u)
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", src, "via", "sso")
-	a.record(r.WithContext(withAdmin(r.Context(), u.Name)), "console.login", u.Name, "role "+roleOf(u)+", single sign-on")
+	a.recordLogin(r, u, "single sign-on")
 	// A page of this site takes the browser on: the navigation that brought it here came
 	// from the provider's site, and a Strict session cookie is not sent with the redirects
 	// of such a navigation, so a redirect from here would arrive without it.

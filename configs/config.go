@@ -83,6 +83,9 @@ type Site struct {
 	TLS TLS `yaml:"tls"`
 	// Sessions configures session lifetimes. Default: see Sessions.
 	Sessions Sessions `yaml:"sessions"`
+	// AuditRetention is how long the audit log keeps an entry: every front door deletes
+	// older ones each hour. At least 24h. Default: 8760h (a year).
+	AuditRetention Duration `yaml:"audit_retention"`
 	// Auth configures how users log in: passwords, one-time codes, how long a login
 	// lasts. Default: see Auth.
 	Auth Auth `yaml:"auth"`

@@ -102,6 +102,7 @@ func (c *Config) SetDefaults() {
 	setDur(&s.Sessions.DisconnectTimeout, time.Hour)
 	setDur(&s.Sessions.ReliabilityTimeout, 180*time.Second)
 	setInt(&s.Sessions.ReliabilityBuffer, 4<<20)
+	setDur(&s.AuditRetention, DefaultAuditRetention)
 	setInt(&s.Auth.MinPasswordCost, DefaultMinPasswordCost)
 	setDur(&s.Auth.FactorLifetime, DefaultFactorLifetime)
 	for i := range s.Auth.ClientCertificates {
@@ -327,3 +328,7 @@ func (g *Group) ZonePrefs() []string {
 	}
 	return *g.ZonePreferences
 }
+
+// DefaultAuditRetention is how long the audit log keeps an entry unless
+// site.audit_retention says otherwise: a year.
+const DefaultAuditRetention = 365 * 24 * time.Hour

@@ -158,6 +158,9 @@ func (c *Config) Validate() error {
 	if rt := c.Site.Sessions.ReliabilityTimeout.D(); rt < time.Second || rt > 24*time.Hour {
 		k.errf("site.sessions.session_reliability_timeout", "%s: give 1s to 24h", rt)
 	}
+	if ar := c.Site.AuditRetention.D(); ar < 24*time.Hour {
+		k.errf("site.audit_retention", "%s: give at least 24h", ar)
+	}
 	if rb := c.Site.Sessions.ReliabilityBuffer; rb < 64<<10 || rb > 256<<20 {
 		k.errf("site.sessions.session_reliability_buffer", "%d bytes: give 65536 (64 KiB) to 268435456 (256 MiB)", rb)
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"path/filepath"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
@@ -116,4 +117,42 @@ func (s notifyingStore) DeleteSession(ctx context.Context, id string) error {
 // PutMachine implements broker.Store.
 func (s notifyingStore) PutMachine(ctx context.Context, m broker.MachineState) error {
 	return s.told(s.Store.PutMachine(ctx, m), api.TopicMachines)
+}
+
+// auditTrimmer is a store whose audit log can be trimmed (store/etcd and store/bolt).
+type auditTrimmer interface {
+	TrimAudit(ctx context.Context, before time.Time) (int, error)
+}
+
+// auditTrimEvery is how often a node deletes the audit entries past the site's retention.
+const auditTrimEvery = time.Hour
+
+// trimAudit deletes the audit log's entries older than site.audit_retention, at start and
+// every auditTrimEvery, until ctx ends; a store without an audit log of its own (memory)
+// keeps its last maxMemoryAudit entries instead. On a site of several nodes every node
+// trims: the deletes are idempotent, one ranged delete each.
+func (r *Node) trimAudit(ctx context.Context) error {
+	st, ok := r.store.(auditTrimmer)
+	if !ok {
+		return nil
+	}
+	t := time.NewTicker(auditTrimEvery)
+	defer t.Stop()
+	for {
+		r.reloadMu.Lock()
+		keep := r.live.Site.AuditRetention.D()
+		r.reloadMu.Unlock()
+		n, err := st.TrimAudit(ctx, time.Now().Add(-keep))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.log.Warn("trimming the audit log", "err", err)
+		case n > 0:
+			r.log.Info("audit entries past the retention deleted", "entries", n, "retention", keep)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -807,6 +807,7 @@ func (r *Node) Serve(ctx context.Context) error {
 		g.Go(func() error { return r.expire(gctx) }) // a shared store expires by its leases
 	}
 	g.Go(func() error { return r.refreshKeys(gctx) })
+	g.Go(func() error { return r.trimAudit(gctx) })
 	if r.role != nil {
 		g.Go(func() error { return r.runRole(gctx) })
 	}

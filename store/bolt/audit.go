@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -11,7 +12,8 @@ import (
 // The audit log of a site of one node: bucket "audit", keyed by the entry's time in Unix
 // nanoseconds, zero-padded to 20 digits, and the node ("00000001764610000123456789-fd-1"),
 // so that the keys sort by time; the value is the entry as the admin API encodes it (JSON).
-// An entry is only ever added: a key taken in the same nanosecond goes to the next one.
+// An entry is only ever added (a key taken in the same nanosecond goes to the next one),
+// and deleted past the site's retention (TrimAudit).
 
 // auditTries bounds the nanoseconds an append tries past its own when its key is taken.
 const auditTries = 16
@@ -58,4 +60,38 @@ func (st *Store) ListAudit(_ context.Context, limit int, before time.Time) ([][]
 		return nil
 	})
 	return out, err
+}
+
+// trimBatch bounds the entries TrimAudit deletes in one transaction.
+const trimBatch = 10000
+
+// TrimAudit deletes the audit log's entries older than before (those past the site's
+// retention) and returns how many.
+func (st *Store) TrimAudit(_ context.Context, before time.Time) (int, error) {
+	limit := fmt.Appendf(nil, "%020d", max(before.UnixNano(), 0))
+	n := 0
+	for {
+		var keys [][]byte
+		err := st.db.Update(func(tx *bbolt.Tx) error {
+			b := tx.Bucket(bAudit)
+			c := b.Cursor()
+			keys = keys[:0]
+			for k, _ := c.First(); k != nil && bytes.Compare(k, limit) < 0 && len(keys) < trimBatch; k, _ = c.Next() {
+				keys = append(keys, append([]byte(nil), k...))
+			}
+			for _, k := range keys {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return n, fmt.Errorf("trimming the audit log: %w", err)
+		}
+		n += len(keys)
+		if len(keys) < trimBatch {
+			return n, nil
+		}
+	}
 }

@@ -56,3 +56,33 @@ func TestAuditLogListsNewestFirst(t *testing.T) {
 		})
 	}
 }
+
+// TrimAudit deletes the entries older than its time (the site's retention) and no other.
+func TestAuditLogTrimsPastItsRetention(t *testing.T) {
+	ctx := context.Background()
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "fd.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := now()
+	for i := range 5 {
+		if err := st.AppendAudit(ctx, t0.Add(time.Duration(i)*time.Hour), "fd-1", []byte(fmt.Sprintf("e%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := st.TrimAudit(ctx, t0.Add(2*time.Hour)); err != nil || n != 2 {
+		t.Fatalf("TrimAudit = %d, %v; want the 2 older entries deleted", n, err)
+	}
+	got, _ := st.ListAudit(ctx, 100, time.Time{})
+	var vs []string
+	for _, v := range got {
+		vs = append(vs, string(v))
+	}
+	if strings.Join(vs, " ") != "e4 e3 e2" {
+		t.Fatalf("after the trim: %q, want e4 e3 e2", vs)
+	}
+	if n, err := st.TrimAudit(ctx, t0.Add(2*time.Hour)); err != nil || n != 0 {
+		t.Fatalf("the same trim again = %d, %v; want none", n, err)
+	}
+}

@@ -17,7 +17,8 @@ import (
 // (P audit/00000001764610000123456789-fd-hq-1), so that the keys sort by time; it is created
 // with If(CreateRevision == 0) — an entry already there is never overwritten (a key taken in
 // the same nanosecond by another entry tries the next; by the same one, from a try whose
-// answer was lost, is the entry) — and nothing of frontdoor changes or deletes it. The
+// answer was lost, is the entry) — and nothing of frontdoor changes it; TrimAudit deletes
+// the entries past the site's retention (site.audit_retention). The
 // value is the entry as the admin API encodes it (JSON). No node's view holds the log: the
 // view's load skips it, the local host cache does not keep it, and a list reads it with one
 // ranged Get, newest first. The watch still tells every node that entries were added
@@ -222,6 +223,23 @@ func (st *Store) ListAudit(ctx context.Context, limit int, before time.Time) ([]
 		out = append(out, x.value)
 	}
 	return out, err
+}
+
+// TrimAudit deletes the audit log's entries older than before (those past the site's
+// retention) and returns how many, in one ranged delete; in an outage it fails with
+// ErrOutage (the held entries are newer).
+func (st *Store) TrimAudit(ctx context.Context, before time.Time) (int, error) {
+	if st.outage.Load() {
+		return 0, fmt.Errorf("trimming the audit log: %w", ErrOutage)
+	}
+	from := st.o.Prefix + auditDir
+	octx, cancel := st.opContext(ctx)
+	defer cancel()
+	r, err := st.cli.Delete(octx, from, clientv3.WithRange(from+fmt.Sprintf("%020d", max(before.UnixNano(), 0))))
+	if err != nil {
+		return 0, fmt.Errorf("trimming the audit log: %w", err)
+	}
+	return int(r.Deleted), nil
 }
 
 // OnAudit calls fn, from the watch, whenever entries were added to the audit log, by any

@@ -136,3 +136,26 @@ func TestAuditLogHoldsEntriesInAnOutage(t *testing.T) {
 		t.Fatalf("the list after the outage: %q, %v", values(got), err)
 	}
 }
+
+// TrimAudit deletes the entries older than its time (the site's retention), whichever node
+// wrote them, and no other.
+func TestAuditLogTrimsPastItsRetention(t *testing.T) {
+	c := cluster(t)
+	a, b := open(t, c, "a"), open(t, c, "b")
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for i := range 4 {
+		st, node := a, "a"
+		if i%2 == 1 {
+			st, node = b, "b"
+		}
+		if err := st.AppendAudit(t.Context(), t0.Add(time.Duration(i)*time.Hour), node, []byte(fmt.Sprintf("e%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := a.TrimAudit(t.Context(), t0.Add(2*time.Hour)); err != nil || n != 2 {
+		t.Fatalf("TrimAudit = %d, %v; want the 2 older entries deleted", n, err)
+	}
+	if got, err := b.ListAudit(t.Context(), 100, time.Time{}); err != nil || values(got) != "e3 e2" {
+		t.Fatalf("after the trim: %q, %v; want e3 e2", values(got), err)
+	}
+}

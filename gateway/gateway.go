@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
+	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 	"golang.org/x/time/rate"
@@ -101,6 +102,10 @@ type Options struct {
 	UDPIdle time.Duration
 	// MaxFlows bounds the UDP flows per port. Default: 10000.
 	MaxFlows int
+	// MaxTCPConns bounds the connections of each TCP channel port (a quarter of them from
+	// one source); when all are taken, a new one takes the place of the oldest that has not
+	// shown its ticket yet. Default: 4096.
+	MaxTCPConns int
 	// Logger receives gateway logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -162,6 +167,9 @@ func New(o Options, track *Tracker) (*Gateway, error) {
 	if o.MaxFlows == 0 {
 		o.MaxFlows = 10000
 	}
+	if o.MaxTCPConns == 0 {
+		o.MaxTCPConns = maxTCPConns
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -194,7 +202,9 @@ func (g *Gateway) Listen() error {
 		if err != nil {
 			return fail(fmt.Errorf("gateway %s: %w", g.o.Name, err))
 		}
-		g.listeners = append(g.listeners, l)
+		// Bounded before any TLS: a connection that has not shown its ticket gives its
+		// place to a new one when all are taken; an admitted channel is held (handleTCP).
+		g.listeners = append(g.listeners, connlimit.New(l, connlimit.Options{Max: g.o.MaxTCPConns, PerSource: max(1, g.o.MaxTCPConns/4)}))
 	}
 	for _, p := range g.o.UDPPorts {
 		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(g.o.Address, p)))
@@ -218,13 +228,13 @@ func (g *Gateway) Listen() error {
 		if err != nil {
 			return fail(fmt.Errorf("gateway %s: %w", g.o.Name, err))
 		}
-		g.listeners = append(g.listeners, healthListener{l})
+		g.listeners = append(g.listeners, healthListener{connlimit.New(l, connlimit.Options{Max: maxHealthConns, PerSource: perSourceHealthConns})})
 	}
 	return nil
 }
 
 // healthListener marks the HTTPS health listener.
-type healthListener struct{ net.Listener }
+type healthListener struct{ *connlimit.Listener }
 
 // Serve runs the gateway until ctx ends or Close is called.
 func (g *Gateway) Serve(ctx context.Context) error {
@@ -236,13 +246,14 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	for _, l := range g.listeners {
 		if hl, ok := l.(healthListener); ok {
 			g.http = &http.Server{Handler: http.HandlerFunc(g.serveHealth), ReadHeaderTimeout: 5 * time.Second,
-				ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
+				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+				ConnState: hl.ConnState, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
 			srv, ln := g.http, tls.NewListener(hl.Listener, g.o.TLS)
 			g.wg.Add(1)
 			go func() { defer g.wg.Done(); srv.Serve(ln) }()
 			continue
 		}
-		lp := g.acceptLoop(uint16(l.Addr().(*net.TCPAddr).Port))
+		lp := g.acceptLoop(uint16(l.Addr().(*net.TCPAddr).Port), l.(*connlimit.Listener))
 		g.accepts = append(g.accepts, lp)
 		g.wg.Add(1)
 		go func() { defer g.wg.Done(); lp.Run(l) }()
@@ -491,9 +502,6 @@ func admitted(w io.Writer, reissue func(ticket.Claims) (string, error), c ticket
 
 // admit checks a ticket for a channel and returns the machine's address.
 func (g *Gateway) admit(tok string, ch ticket.Channel, client netip.AddrPort) (ticket.Claims, netip.Addr, error) {
-	if !g.sources.allow(client.Addr()) {
-		return ticket.Claims{}, netip.Addr{}, ErrSourceRate
-	}
 	if g.drains() {
 		// Looked at before Check, which would use up a launch ticket another gateway can take.
 		if c, err := g.o.Verifier.Peek(tok); err == nil && !g.track.carries(c.Session, g.o.Name) {

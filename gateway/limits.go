@@ -4,8 +4,11 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 )
 
 // A gateway's caps, whatever the tickets say: one session's open channels (TCP channels, UDP
@@ -27,6 +30,16 @@ const (
 	newPerSource      = 200
 	newPerSourceBurst = 400
 	maxSourcesTracked = 1 << 16
+	// maxTCPConns bounds the connections a TCP channel port holds at once (a channel holds
+	// its client's and, to the machine, one more descriptor); when all are taken a new one
+	// takes the place of the oldest that has not shown its ticket yet (connlimit). An
+	// admitted channel is never closed for another. A quarter of them may come from one
+	// source: an office behind one NAT holds a channel or two per user, for hours.
+	maxTCPConns = 4096
+	// maxHealthConns and perSourceHealthConns bound the health port's connections: a few
+	// probers each.
+	maxHealthConns       = 256
+	perSourceHealthConns = 32
 )
 
 // ErrSessionCap refuses a channel past its session's cap on this gateway.
@@ -42,25 +55,45 @@ var ErrUsedWhileCarried = errors.New("a reconnect ticket used already, while its
 // ErrSourceRate refuses a channel from a client address that opens them too fast.
 var ErrSourceRate = errors.New("too many new channels from this address")
 
-// sourceLimits paces the new channels of each client address.
+// sourceLimits paces the new channels of each source: an IPv4 address, or an IPv6 /64
+// (connlimit.SourceOf), so that a client does not get a fresh pace from each address of
+// its /64.
 type sourceLimits struct {
-	mu sync.Mutex
-	m  map[netip.Addr]*rate.Limiter
+	mu       sync.Mutex // guards m, overflow and swept
+	m        map[netip.Prefix]*rate.Limiter
+	overflow *rate.Limiter
+	swept    time.Time // when the idle paces were last looked for (once a second at most)
 }
 
-// allow reports whether a new channel from a may go on to its ticket check. When more
-// addresses than maxSourcesTracked come (a spoofed flood), every pace is forgotten: the map
-// stays bounded, and honest clients lose nothing but a pause they would not have needed.
+// allow reports whether a new channel from a may go on. When maxSourcesTracked sources are
+// tracked (a flood from many addresses), the paces of sources that are idle again (their
+// limiter full) are forgotten, looked for once a second at most; until then, and if none
+// is, the sources that do not fit share one pace:
+// never a fresh one each, which a flood of addresses would get by filling the map, nor a
+// reset of everyone's.
 func (s *sourceLimits) allow(a netip.Addr) bool {
+	src := connlimit.SourceOf(a)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.m[a]
+	l := s.m[src]
 	if l == nil {
-		if s.m == nil || len(s.m) >= maxSourcesTracked {
-			s.m = map[netip.Addr]*rate.Limiter{}
+		if s.m == nil {
+			s.m = map[netip.Prefix]*rate.Limiter{}
+			s.overflow = rate.NewLimiter(newPerSource, newPerSourceBurst)
+		}
+		if now := time.Now(); len(s.m) >= maxSourcesTracked && now.Sub(s.swept) >= time.Second {
+			s.swept = now
+			for k, v := range s.m {
+				if v.TokensAt(now) >= newPerSourceBurst {
+					delete(s.m, k)
+				}
+			}
+		}
+		if len(s.m) >= maxSourcesTracked {
+			return s.overflow.Allow()
 		}
 		l = rate.NewLimiter(newPerSource, newPerSourceBurst)
-		s.m[a] = l
+		s.m[src] = l
 	}
 	return l.Allow()
 }

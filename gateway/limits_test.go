@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -242,5 +244,88 @@ func TestOneSourceCannotTakeEveryQUICPlace(t *testing.T) {
 	ticketed(c) // one ticketless place is free again; the source holds 3
 	if d := dial(); !refused(d) {
 		t.Fatal("a fourth connection of one source was taken past its share of 3")
+	}
+}
+
+// Finding L3 of the security review: a TCP channel port accepted without bound before the TLS
+// handshake (600 silent connections from one address were held until their handshake
+// timed out). Its connections are bounded now, a quarter of them a source; when all are
+// taken, a connection that has not shown its ticket gives its place to a new one, while an
+// admitted channel keeps its place.
+func TestSilentConnectionsDoNotKeepChannelsOut(t *testing.T) {
+	signer, v, pub := keys(t)
+	port, stop := machine(t, pub)
+	t.Cleanup(stop)
+	s := newSessions("s-1", "s-2")
+	r := startWith(t, "127.0.60.1", "gw-1", "127.0.50.1", port, 0, s, signer, v, nil, func(o *Options) {
+		o.MaxTCPConns, o.HandshakeTimeout = 8, time.Minute
+	})
+	held := r.launchTCP(t)
+	silent := func(src string) net.Conn {
+		t.Helper()
+		d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		c, err := d.Dial("tcp", netip.AddrPortFrom(netip.MustParseAddr(r.addr), r.port).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	closedAtOnce := 0
+	for range 5 {
+		c := silent("127.0.51.1")
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) {
+			closedAtOnce++
+		}
+	}
+	if closedAtOnce != 3 {
+		t.Fatalf("%d of 5 silent connections from one source were closed at once, want the 3 past its quarter of 8", closedAtOnce)
+	}
+	for i := range 5 { // every place taken: the held channel, two and five silent ones
+		silent(fmt.Sprintf("127.0.52.%d", i+1))
+	}
+	c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-2", "vda-1"))
+	if st != ticket.StatusOK {
+		t.Fatalf("a channel while silent connections take every place: status %d, want OK", st)
+	}
+	c.Close()
+	held.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := held.Write([]byte("still here")); err != nil {
+		t.Fatalf("the admitted channel, after new connections took the silent ones' places: %v", err)
+	}
+	got := make([]byte, 10)
+	if _, err := io.ReadFull(held, got); err != nil || string(got) != "still here" {
+		t.Fatalf("the admitted channel echoed %q, %v; want it kept", got, err)
+	}
+}
+
+// The paces are kept per IPv4 address or IPv6 /64, and a flood of addresses does not reset
+// them (finding L3 of the security review: at 65,536 addresses every pace was forgotten,
+// the flooder's own too); the map stays bounded.
+func TestSourcePacesSurviveAFloodOfAddresses(t *testing.T) {
+	var s sourceLimits
+	a, sameSlash64 := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2::ffff")
+	for range newPerSourceBurst {
+		s.allow(a)
+	}
+	if s.allow(sameSlash64) {
+		t.Fatal("another address of the same /64 got a fresh pace")
+	}
+	for i := range 2 * maxSourcesTracked {
+		s.allow(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+		s.allow(a)
+	}
+	if len(s.m) > maxSourcesTracked {
+		t.Fatalf("%d sources tracked, want at most %d", len(s.m), maxSourcesTracked)
+	}
+	again := 0
+	for range newPerSourceBurst {
+		if s.allow(a) {
+			again++
+		}
+	}
+	if again > newPerSourceBurst/2 {
+		t.Fatalf("after a flood of addresses the busy source got %d new channels at once: its pace was reset", again)
 	}
 }

@@ -11,23 +11,30 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
+	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
-// acceptLoop is the accept loop of a TCP channel port: running out of descriptors and other
-// transient failures do not end it (package acceptloop), and while it cannot accept the
-// health port reads down (serveHealth).
-func (g *Gateway) acceptLoop(port uint16) *acceptloop.Loop {
+// acceptLoop is the accept loop of a TCP channel port, lim its listener: running out of
+// descriptors and other transient failures do not end it (package acceptloop), and while it
+// cannot accept the health port reads down (serveHealth). A source that opens connections
+// faster than its pace has them closed at once, before any TLS.
+func (g *Gateway) acceptLoop(port uint16, lim *connlimit.Listener) *acceptloop.Loop {
 	return &acceptloop.Loop{
 		Serve: func(c net.Conn) {
+			if a, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && !g.sources.allow(a.Addr().Unmap()) {
+				g.log.Debug("channel refused", "client", a, "port", port, "reason", ErrSourceRate)
+				c.Close()
+				return
+			}
 			g.wg.Add(1)
-			go func() { defer g.wg.Done(); g.handleTCP(c, port) }()
+			go func() { defer g.wg.Done(); g.handleTCP(c, port, lim) }()
 		},
 		Failed: func(err error) { g.log.Warn("accepting channels", "port", port, "err", err) },
 	}
 }
 
-func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
+func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) {
 	client, _ := netip.ParseAddrPort(raw.RemoteAddr().String())
 	conn := tls.Server(raw, g.o.TLS)
 	defer conn.Close()
@@ -96,6 +103,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16) {
 	if err := admitted(conn, g.o.Reissue, claims, g.log); err != nil {
 		return
 	}
+	lim.Hold(raw) // a channel now: never closed for a new connection
 	conn.SetDeadline(time.Time{})
 	splice(conn, up, cut)
 }

@@ -131,6 +131,10 @@ func (p *udpPort) first(b []byte, from netip.AddrPort) {
 		return
 	}
 	ch := ticket.Channel{Port: p.port, Proto: "udp"}
+	if !p.g.sources.allow(from.Addr().Unmap()) {
+		p.g.log.Debug("flow denied", "client", from, "channel", ch.String(), "reason", ErrSourceRate)
+		return
+	}
 	claims, addr, err := p.g.admit(tok, ch, from)
 	if err != nil {
 		p.g.log.Warn("flow denied", "client", from, "channel", ch.String(), "session", claims.Session, "reason", err)

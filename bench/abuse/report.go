@@ -123,7 +123,7 @@ func (r report) print() {
 		procs = r.end.heapMB.procs
 	}
 	fmt.Printf("node: one frontdoor serve process (bolt, secure gateway on its own address), %s, GOMAXPROCS %d (from its GC trace); the lab's agents and the honest clients in this process, the abusers in its child: CPUs %s\n\n", r.pin, procs, cpusAllowed())
-	fmt.Printf("honest clients: fresh (new TCP+TLS connection per launch, client.Launch's timeouts: connect 2 s, TLS 3 s, 10 s in all) from %s; kept (two keep-alive connections) from %s; a launch of each arrives every %s whatever the node answers (open loop, %d users each: at most that many under way), opens the session's 8443/tcp channel through the gateway, echoes 1 KiB and logs off. cold: a login of a user not seen before (bcrypt cost 10) every second from %s. %d standing sessions echo 256 B every second\n\n",
+	fmt.Printf("honest clients: fresh (new TCP+TLS connection per launch, client.Launch's timeouts: connect 2 s, TLS 3 s, 10 s in all) from %s; kept (two keep-alive connections) from %s; a launch of each arrives every %s whatever the node answers (open loop, %d users each: at most that many under way), opens the session's 8443/tcp channel through the gateway, reads the desktop's VNC greeting and name on a viewer's stream, and logs off. cold: a login of a user not seen before (bcrypt cost 10) every second from %s. %d standing sessions echo 256 B every second\n\n",
 		freshIP, keptIP, o.interval, o.pool, coldIP, o.standing)
 	fmt.Printf("abuse: %d wrong passwords at %d/s over %d keep-alive connections from 127.0.1.1-%d (half of them naming real users: the honest ones and 10 victims); %d slow-header connections from 127.0.2.1-%d, all held; %d stalled handshakes from 127.0.3.1-%d, %d held at once; %d bodyless launches (headers with an insider's right password, never the body) from 127.0.4.1-%d, %d held at once; new connections at %d/s a kind; limit %s\n\n",
 		o.abuse.Wrong, o.abuse.WrongRate, o.abuse.Workers, o.abuse.Sources, o.abuse.Slow, o.abuse.Sources, o.abuse.Handshakes, o.abuse.Sources, o.abuse.HSAtOnce,
@@ -131,7 +131,7 @@ func (r report) print() {
 
 	fmt.Println("### The honest clients (ms; a failed launch or login counts as infinitely slow)")
 	fmt.Println()
-	fmt.Println("| client | phase | tries | failed | p50 | p99 | max | p99 of those that worked | channel open+echo p50 / p99 | what failed |")
+	fmt.Println("| client | phase | tries | failed | p50 | p99 | max | p99 of those that worked | channel open+greeting p50 / p99 | what failed |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
 	for _, stream := range []string{"fresh", "kept", "cold"} {
 		for _, ph := range phases {

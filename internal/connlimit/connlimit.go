@@ -258,6 +258,10 @@ func (l *Listener) ConnState(nc net.Conn, st http.ConnState) {
 	l.placeLocked(c)
 }
 
+// Hold says that c, a connection l returned, is in use for good (a channel past its
+// ticket): it is never closed to make room. For servers that are not an http.Server.
+func (l *Listener) Hold(nc net.Conn) { l.ConnState(nc, http.StateActive) }
+
 // placeLocked puts c in the waiting list or takes it out, as its state says: it waits
 // when no request is under way (its handshake and first headers, or kept alive between
 // requests), or when every request of it under way waits for something the server paces —

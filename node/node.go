@@ -35,6 +35,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 	"github.com/frontdoor-vdi/frontdoor/store"
+	"github.com/frontdoor-vdi/frontdoor/store/bolt"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
@@ -232,6 +233,9 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	pub := r.siteKey.Public().(ed25519.PublicKey)
 	r.signer = ticket.NewSigner(r.siteKey, nil)
 	var ledger ticket.Ledger = notifyingLedger{ticket.NewMemoryLedger(0, nil), r.revoked}
+	if b, ok := r.store.(*bolt.Store); ok {
+		ledger = notifyingLedger{fileLedger{b.Ledger(nil)}, r.revoked} // a restart forgets nothing
+	}
 	if r.shared != nil {
 		ledger = siteLedger{r.shared.Ledger()} // a launch ticket opens each channel once, site-wide
 		r.shared.OnRevoked(r.revoked)          // every revocation, this node's too, comes by the watch

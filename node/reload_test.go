@@ -10,10 +10,12 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 // reloadSite is a one-node site with a tcp proxy listener on TCPPORT and EXTRA appended to
@@ -215,3 +217,24 @@ func TestServeStoppedAtOnceDrainsCleanly(t *testing.T) {
 }
 
 func netAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// Finding L4 of the security review: a site of one node kept its ticket ledger in memory, so
+// a restart forgot revocations (a logged-off session's tickets opened channels again),
+// supersede marks and single uses. On bolt the ledger is in the file: a revocation made
+// before a restart holds after it.
+func TestARevocationOutlivesARestartOfOneNode(t *testing.T) {
+	cfg := loadSite(t, freeTCPPort(t), "")
+	dir := t.TempDir()
+	r := startNode(t, cfg, Options{DataDir: dir})
+	if err := r.verifier.Revoke("s-ended", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	r = startNode(t, cfg, Options{DataDir: dir})
+	if !r.verifier.Revoked(ticket.Claims{Session: "s-ended", Issued: time.Now().Add(-time.Minute)}) {
+		t.Fatal("after a restart the ended session's tickets are no longer revoked")
+	}
+	if r.verifier.Revoked(ticket.Claims{Session: "s-live", Issued: time.Now().Add(-time.Minute)}) {
+		t.Fatal("a session never revoked is revoked")
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
+	"github.com/frontdoor-vdi/frontdoor/store/bolt"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -197,6 +198,34 @@ func (s siteLedger) Supersede(session string, mark uint64, until time.Time) erro
 
 // Superseded implements ticket.Ledger.
 func (s siteLedger) Superseded(session string) (uint64, error) { return s.l.Superseded(session) }
+
+// fileLedger is the ticket.Ledger of a site of one node on a bolt store: in its file, so
+// that a restart forgets no revocation, supersede mark or single use (finding L4 of the
+// security review).
+type fileLedger struct{ l *bolt.Ledger }
+
+var _ ticket.Ledger = fileLedger{}
+
+// Use implements ticket.Ledger.
+func (f fileLedger) Use(id [16]byte, ch ticket.Channel, until time.Time) (bool, error) {
+	return f.l.Use(id, ch.String(), until)
+}
+
+// Revoke implements ticket.Ledger.
+func (f fileLedger) Revoke(session string, before, until time.Time) error {
+	return f.l.Revoke(session, before, until)
+}
+
+// Revoked implements ticket.Ledger.
+func (f fileLedger) Revoked(session string) (time.Time, error) { return f.l.Revoked(session) }
+
+// Supersede implements ticket.Ledger.
+func (f fileLedger) Supersede(session string, mark uint64, until time.Time) error {
+	return f.l.Supersede(session, mark, until)
+}
+
+// Superseded implements ticket.Ledger.
+func (f fileLedger) Superseded(session string) (uint64, error) { return f.l.Superseded(session) }
 
 // notifyingLedger is a ticket.Ledger of one node that tells fn of each revocation it takes,
 // as the site database's watch tells a node of a shared store (etcd.Store.OnRevoked).

@@ -3,7 +3,8 @@
 //
 // Layout: bucket "sessions" (id → JSON Session), bucket "counts" (machine → live session
 // count, 8 bytes big endian), bucket "machines" (name → JSON MachineState), bucket "audit"
-// (the admin audit log: audit.go), bucket "meta" ("schema" → "1"). CreateSession reads the count and writes the session and the count in
+// (the admin audit log: audit.go), bucket "ledger" (the ticket ledger: ledger.go), bucket
+// "meta" ("schema" → "1"). CreateSession reads the count and writes the session and the count in
 // one read-write transaction, so max_sessions holds across goroutines and processes.
 package bolt
 
@@ -85,7 +86,7 @@ func Open(path string, opts Options) (st *Store, err error) {
 		if err := meta.Put([]byte("schema"), schema); err != nil {
 			return err
 		}
-		for _, b := range [][]byte{bSessions, bCounts, bMachines, bAudit} {
+		for _, b := range [][]byte{bSessions, bCounts, bMachines, bAudit, bLedger} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -75,7 +75,9 @@ func TestATicketPastItsLoginsLifetimeIsRefused(t *testing.T) {
 }
 
 // A version 3 ticket (no login), as tickets in flight across an upgrade are, still checks;
-// it names no login and no lifetime limits it.
+// it names no login. Neither it nor a reconnect ticket reissued from it opens anything
+// NoLoginLifetime after its chain started (the review found tickets of versions 1 to 3
+// accepted forever: rotation kept them alive with no login to end them).
 func TestVersionThreeTicketsStillCheck(t *testing.T) {
 	s, v, clk, key := setup(t)
 	c := Claims{Kind: Reconnect, Key: s.KeyID(), Session: "s-1", Machine: "vda-1", Mode: ModeGateway, Gen: 2,
@@ -103,6 +105,18 @@ func TestVersionThreeTicketsStillCheck(t *testing.T) {
 	}
 	if raw, _ := enc.DecodeString(next); raw[0] != version {
 		t.Fatalf("the reissued ticket has version %d, want %d", raw[0], version)
+	}
+	later, _, err := s.Reissue(got, clk.now().Add(NoLoginLifetime+time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.add(NoLoginLifetime - time.Minute)
+	if _, err := v.Check(later, "vda-1", tcp8443); err != nil {
+		t.Fatalf("a ticket reissued from it, within NoLoginLifetime of the chain's start: %v", err)
+	}
+	clk.add(time.Minute)
+	if _, err := v.Check(later, "vda-1", tcp8443); !errors.Is(err, ErrLoginExpired) {
+		t.Fatalf("a ticket reissued from it, NoLoginLifetime after the chain's start: %v, want ErrLoginExpired", err)
 	}
 }
 

@@ -27,7 +27,7 @@
 // one is rolled in while tickets signed with the old one still live. Version 3 tokens (no
 // login), version 2 tokens (no generation either) and version 1 tokens (no key id either)
 // are still read, so that tickets in flight across an upgrade keep working; they carry no
-// login, and no factor lifetime limits them. A token's structure is checked before its
+// login, and NoLoginLifetime limits them (and the reconnect tickets reissued from them). A token's structure is checked before its
 // signature: malformed input costs no signature check.
 package ticket
 
@@ -110,8 +110,8 @@ type Claims struct {
 	// reissued reconnect ticket keeps it.
 	AuthTime time.Time
 	// LoginExpires is when the login stops vouching for the session: from then on Check
-	// refuses the ticket with ErrLoginExpired. Zero: never (no login sealed). A reissued
-	// reconnect ticket keeps it.
+	// refuses the ticket with ErrLoginExpired. Zero: no login sealed, and NoLoginLifetime
+	// after Issued instead. A reissued reconnect ticket keeps it.
 	LoginExpires time.Time
 	// Reused is set by Verifier.Check, not signed: the ticket is a gateway-mode reconnect
 	// ticket of the session's latest generation used already (a client whose answer was

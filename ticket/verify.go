@@ -229,6 +229,13 @@ func (v *Verifier) parse(token string) (Claims, error) {
 	return parse(token, r.key, r.all)
 }
 
+// NoLoginLifetime is how long a ticket that carries no login — one of versions 1 to 3, or a
+// reconnect ticket reissued from one — opens channels after its chain started
+// (Claims.Issued, which Reissue keeps): as a login of the default factor lifetime would.
+// Tickets in flight across an upgrade keep working for a working day, and none lives on by
+// rotation.
+const NoLoginLifetime = 10 * time.Hour
+
 // Check verifies token for opening channel ch to machine (any machine when machine is "") and
 // returns its claims. A launch ticket's channel is marked used: it opens each channel once. A
 // gateway-mode reconnect ticket, which gateways rotate at each use (Signer.Reissue), is
@@ -236,7 +243,8 @@ func (v *Verifier) parse(token string) (Claims, error) {
 // earlier ones (recorded apart from the check: the answer does not wait for the ledger); a
 // direct-mode one, which nobody on its path can rotate, opens its channels again. Any ticket
 // is refused once its session is revoked, and from the end of its login's factor lifetime
-// (Claims.LoginExpires: ErrLoginExpired). The error says why, for the log; clients are told
+// (Claims.LoginExpires, or NoLoginLifetime after Issued for a ticket without a login:
+// ErrLoginExpired). The error says why, for the log; clients are told
 // only "denied", or, for ErrLoginExpired, to log in again (StatusLoginExpired).
 func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 	c, err := v.parse(token)
@@ -254,6 +262,9 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 	case !c.LoginExpires.IsZero() && !now.Before(c.LoginExpires):
 		return c, fmt.Errorf("%w: %s logged in at %s with %s, good until %s", ErrLoginExpired, c.User,
 			c.AuthTime.UTC().Format(time.RFC3339), c.Factors, c.LoginExpires.UTC().Format(time.RFC3339))
+	case c.LoginExpires.IsZero() && !now.Before(c.Issued.Add(NoLoginLifetime)):
+		return c, fmt.Errorf("%w: the ticket carries no login (version 3 or older, or reissued from one) and its chain started at %s",
+			ErrLoginExpired, c.Issued.UTC().Format(time.RFC3339))
 	case machine != "" && c.Machine != machine:
 		return c, fmt.Errorf("%w: %q, not %q", ErrWrongMachine, c.Machine, machine)
 	case !c.Names(ch):

@@ -127,6 +127,8 @@ type Admin struct {
 
 	mu    sync.Mutex // guards modes
 	modes map[string]bool
+
+	drills drillCache
 }
 
 // NewAdmin builds the admin handler and applies the toggles kept in ModeFile.

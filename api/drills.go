@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
@@ -118,6 +119,23 @@ func (a *Admin) drillList(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// drillCache keeps the summaries of the reports drillSummaries read, by file name, with
+// the size and time of the file read: a list parses only the reports that came or changed
+// since the last (a report may be 4 MiB, and 200 are kept).
+type drillCache struct {
+	mu     sync.Mutex // guards byName and parses
+	byName map[string]cachedDrill
+	parses int // reports parsed, for tests
+}
+
+// cachedDrill is a report's summary as of its file's size and time.
+type cachedDrill struct {
+	size    int64
+	mod     time.Time
+	summary DrillSummary
+	ok      bool // a drill report; else the file is skipped
+}
+
 func (a *Admin) drillSummaries() ([]DrillSummary, error) {
 	ents, err := os.ReadDir(a.o.DrillDir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -126,26 +144,39 @@ func (a *Admin) drillSummaries() ([]DrillSummary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the drill reports: %w", err)
 	}
+	c := &a.drills
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[string]cachedDrill{}
 	out := []DrillSummary{}
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || !drillID.MatchString(id) {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(a.o.DrillDir, e.Name()))
+		info, err := e.Info()
 		if err != nil {
 			continue
 		}
-		rep, err := parseDrillReport(b)
-		if err != nil {
-			continue
+		d, hit := c.byName[e.Name()]
+		if !hit || d.size != info.Size() || !d.mod.Equal(info.ModTime()) {
+			d = cachedDrill{size: info.Size(), mod: info.ModTime()}
+			b, err := os.ReadFile(filepath.Join(a.o.DrillDir, e.Name()))
+			if err != nil {
+				continue
+			}
+			c.parses++
+			if rep, err := parseDrillReport(b); err == nil {
+				d.summary = DrillSummary{ID: id, Started: rep.Started.UTC(), Passed: rep.passed(), Rows: len(rep.Results), Received: info.ModTime().UTC()}
+				d.ok = true
+			}
 		}
-		s := DrillSummary{ID: id, Started: rep.Started.UTC(), Passed: rep.passed(), Rows: len(rep.Results)}
-		if info, err := e.Info(); err == nil {
-			s.Received = info.ModTime().UTC()
+		seen[e.Name()] = d
+		if d.ok {
+			out = append(out, d.summary)
 		}
-		out = append(out, s)
 	}
+	c.byName = seen
 	slices.SortFunc(out, func(x, y DrillSummary) int {
 		if c := y.Started.Compare(x.Started); c != 0 {
 			return c

@@ -352,4 +352,16 @@ func TestDrillReportsAreUploadedListedAndRead(t *testing.T) {
 	if len(l) != 2 || l[0].Action != "drill.upload" || !strings.Contains(l[0].Detail, "failed") {
 		t.Fatalf("audit: %+v", l)
 	}
+	// A list parses only the reports that came or changed since the last (the review found
+	// every stored report parsed at each call: up to 200 of 4 MiB).
+	s.admin.drills.mu.Lock()
+	parsed := s.admin.drills.parses
+	s.admin.drills.mu.Unlock()
+	decode(t, s.do(t, "mon", http.MethodGet, "/v1/admin/drills", ""), http.StatusOK, &list)
+	s.admin.drills.mu.Lock()
+	again := s.admin.drills.parses - parsed
+	s.admin.drills.mu.Unlock()
+	if len(list) != 2 || again != 0 {
+		t.Fatalf("a list again: %d reports, %d parsed; want 2 and none parsed", len(list), again)
+	}
 }

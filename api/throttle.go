@@ -20,6 +20,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/frontdoor-vdi/frontdoor/internal/lowprio"
+	"github.com/frontdoor-vdi/frontdoor/internal/timeshare"
 )
 
 // Password logins are throttled: every failed one costs its source address and its user name
@@ -126,11 +127,11 @@ type loginGuard struct {
 	// replaced, when a comparison ends or a waiting login leaves: they look again.
 	queues     map[netip.Addr]*list.List
 	changed    chan struct{}
-	slots      chan struct{} // clean comparisons: one per CPU
-	suspects   chan struct{} // suspect comparisons: half as many
-	suspectCPU timeShare     // the suspect comparisons' share of the CPU time
-	cpus       int           // Logins.CPUs; 0: GOMAXPROCS at init
-	log        *slog.Logger  // Logins.Logger; nil: none
+	slots      chan struct{}    // clean comparisons: one per CPU
+	suspects   chan struct{}    // suspect comparisons: half as many
+	suspectCPU *timeshare.Share // the suspect comparisons' share of the CPU time
+	cpus       int              // Logins.CPUs; 0: GOMAXPROCS at init
+	log        *slog.Logger     // Logins.Logger; nil: none
 	reg        prometheus.Registerer
 	// exhausted counts users whose failures ran out; lockedAdmitted the logins of such
 	// users from clean sources let in (as suspects).
@@ -152,7 +153,7 @@ func (g *loginGuard) init() {
 		}
 		g.slots = make(chan struct{}, cpus)
 		g.suspects = make(chan struct{}, suspectSlots(cpus))
-		g.suspectCPU.share = suspectShare * float64(cpus)
+		g.suspectCPU = timeshare.New(suspectShare * float64(cpus))
 		g.exhausted = prometheus.NewCounter(prometheus.CounterOpts{Name: "frontdoor_login_user_exhausted_total",
 			Help: "Times a user name's failed logins used up its budget: someone may be guessing its password."})
 		g.lockedAdmitted = prometheus.NewCounter(prometheus.CounterOpts{Name: "frontdoor_login_locked_user_admitted_total",
@@ -391,13 +392,13 @@ func (g *loginGuard) compare(ctx context.Context, hash, pass string, suspect boo
 	}
 	defer func() { <-slots }()
 	if suspect {
-		turn := g.suspectCPU.next(time.Now())
+		turn := g.suspectCPU.Next(time.Now())
 		if turn.After(deadline) {
 			return errLoginBusy
 		}
 		time.Sleep(time.Until(turn))
 		start := time.Now()
-		defer func() { g.suspectCPU.charge(start, time.Now()) }()
+		defer func() { g.suspectCPU.Charge(start, time.Now()) }()
 	}
 	done()
 	return lowprio.Run(nice, func() error { return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) })
@@ -412,36 +413,6 @@ func PasswordSlots(cpus int) int { return cpus + suspectSlots(cpus) }
 
 // suspectSlots is the number of suspect comparisons at once beside cpus clean ones.
 func suspectSlots(cpus int) int { return max(1, cpus/2) }
-
-// timeShare meters work to a share of the time: a piece of work may start once the work
-// charged before it is paid for, at share seconds of work a second (1: one CPU's worth).
-// Nothing is saved up while no work runs, so a quiet spell lets no burst follow. Work is
-// charged its wall time: on a busy CPU it takes longer and gets less.
-type timeShare struct {
-	share float64
-	mu    sync.Mutex // guards paid
-	paid  time.Time  // when the work charged so far is paid for
-}
-
-// next returns when work may start, now or later.
-func (s *timeShare) next(now time.Time) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.paid.After(now) {
-		return s.paid
-	}
-	return now
-}
-
-// charge counts work that ran from start to end.
-func (s *timeShare) charge(start, end time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.paid.Before(start) {
-		s.paid = start
-	}
-	s.paid = s.paid.Add(time.Duration(float64(end.Sub(start)) / s.share))
-}
 
 // loginRefused answers a failed authentication: 429 with Retry-After when throttled, 503
 // when the comparisons are all busy, one-time codes or a client certificate's revocation

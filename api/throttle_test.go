@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/timeshare"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -244,56 +245,6 @@ func TestOthersGuessesDoNotLockAUserOut(t *testing.T) {
 	}
 }
 
-// A timeShare lets work start once the work before it is paid for, at its share of the
-// time, and saves nothing up while none runs.
-func TestTimeShare(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	type work struct{ start, end int } // ms from t0
-	for _, tc := range []struct {
-		name  string
-		share float64
-		done  []work
-		at    int // asked at, ms
-		want  int // may start at, ms
-	}{
-		{"the first work starts at once", 0.25, nil, 0, 0},
-		{"60 ms of work at a quarter share is paid for 240 ms after it began", 0.25, []work{{0, 60}}, 60, 240},
-		{"asked once it is paid for, work starts at once", 0.25, []work{{0, 60}}, 500, 500},
-		{"a quiet spell saves nothing up", 0.25, []work{{0, 60}, {10000, 10060}}, 10060, 10240},
-		{"work charged back to back adds up", 0.25, []work{{0, 60}, {240, 300}}, 300, 480},
-		{"at a share of two CPUs two pieces at once are paid for in one piece's time", 2, []work{{0, 60}, {0, 60}}, 60, 60},
-		{"at a share of two CPUs four pieces at once are paid for in two pieces' time", 2, []work{{0, 60}, {0, 60}, {0, 60}, {0, 60}}, 60, 120},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := timeShare{share: tc.share}
-			for _, w := range tc.done {
-				s.charge(ms(w.start), ms(w.end))
-			}
-			if got := s.next(ms(tc.at)); !got.Equal(ms(tc.want)) {
-				t.Fatalf("next(%d ms) = %v ms, want %d ms", tc.at, got.Sub(t0).Milliseconds(), tc.want)
-			}
-		})
-	}
-	t.Run("work started as soon as it may takes no more than its share", func(t *testing.T) {
-		r := rand.New(rand.NewPCG(1, 2))
-		for _, share := range []float64{0.1, 0.25, 0.5, 1, 2} {
-			s := timeShare{share: share}
-			now, worked, longest := t0, time.Duration(0), time.Duration(0)
-			for range 1000 {
-				now = now.Add(time.Duration(r.IntN(50)) * time.Millisecond) // asked a while later
-				start := s.next(now)
-				d := time.Duration(1+r.IntN(100)) * time.Millisecond
-				s.charge(start, start.Add(d))
-				now, worked, longest = start.Add(d), worked+d, max(longest, d)
-			}
-			if limit := time.Duration(share*float64(now.Sub(t0))) + longest; worked > limit {
-				t.Errorf("share %v: %v of work in %v, want at most %v", share, worked, now.Sub(t0), limit)
-			}
-		}
-	})
-}
-
 // Clean comparisons run one per CPU at once; suspect ones in slots of their own and in their turn of the CPU
 // time: one whose turn comes after bcryptWait is answered busy at once, one whose turn comes
 // sooner waits for it, and each is charged what it took. Clean logins do not wait for the
@@ -304,8 +255,12 @@ func TestSuspectComparisonsTakeTheirShare(t *testing.T) {
 	if cpus := runtime.GOMAXPROCS(0); cap(g.slots) != cpus || cap(g.suspects) != max(1, cpus/2) {
 		t.Fatalf("%d slots and %d suspect slots on %d CPUs, want %d and %d", cap(g.slots), cap(g.suspects), cpus, cpus, max(1, cpus/2))
 	}
-	g.suspectCPU.share = suspectShare
-	g.suspectCPU.paid = time.Now().Add(time.Hour)
+	busy := func(d time.Duration) { // the suspects' turn comes d from now
+		now := time.Now()
+		g.suspectCPU = timeshare.New(suspectShare)
+		g.suspectCPU.Charge(now, now.Add(time.Duration(float64(d)*suspectShare)))
+	}
+	busy(time.Hour)
 	start := time.Now()
 	if err := g.compare(t.Context(), dummyHash, "x", true); !errors.Is(err, errLoginBusy) {
 		t.Fatalf("a suspect comparison whose turn is in an hour: %v, want busy", err)
@@ -317,7 +272,7 @@ func TestSuspectComparisonsTakeTheirShare(t *testing.T) {
 		t.Fatalf("a clean comparison meanwhile: %v, want it compared (mismatch)", err)
 	}
 
-	g.suspectCPU.paid = time.Now().Add(100 * time.Millisecond)
+	busy(100 * time.Millisecond)
 	before := time.Now()
 	if err := g.compare(t.Context(), dummyHash, "x", true); !errors.Is(err, bcrypt.ErrMismatchedHashAndPassword) {
 		t.Fatalf("a suspect comparison whose turn is in 100 ms: %v, want it compared (mismatch)", err)
@@ -326,14 +281,14 @@ func TestSuspectComparisonsTakeTheirShare(t *testing.T) {
 		t.Fatalf("it was compared after %v, before its turn", d)
 	}
 
-	g.suspectCPU.paid = time.Time{}
+	g.suspectCPU = timeshare.New(suspectShare)
 	before = time.Now()
 	if err := g.compare(t.Context(), dummyHash, "x", true); !errors.Is(err, bcrypt.ErrMismatchedHashAndPassword) {
 		t.Fatalf("a suspect comparison in its turn: %v, want it compared (mismatch)", err)
 	}
 	after := time.Now()
 	// It ran for d within [before, after] and is paid for d ÷ a quarter after it began.
-	if paid := g.suspectCPU.next(after); !paid.After(after) || paid.Sub(before) > 4*after.Sub(before) {
+	if paid := g.suspectCPU.Next(after); !paid.After(after) || paid.Sub(before) > 4*after.Sub(before) {
 		t.Fatalf("after a comparison of at most %v, the next suspect may start %v after it began, want after it ended and within 4×",
 			after.Sub(before), paid.Sub(before))
 	}

@@ -45,6 +45,13 @@ const busyHTTPSSource = 8
 // busyHTTPSSlots is how many gated handshakes run at once on cpus CPUs: half, at least one.
 func busyHTTPSSlots(cpus int) int { return max(1, cpus/2) }
 
+// busyHTTPSShare is the most CPU time the gated handshakes take on cpus CPUs: a quarter.
+// With slots alone, a flood of full handshakes from a few sources (the review's bodyless
+// requests reconnect every 5 s) took a node of one CPU whole, one slot at a time, and the
+// honest clients' requests waited behind them; a quarter of one CPU still runs about 250
+// handshakes a second, for an office behind one NAT whose users log on together.
+func busyHTTPSShare(cpus int) float64 { return 0.25 * float64(max(1, cpus)) }
+
 // limitHTTPS bounds the connections of h's listener ln: maxHTTPSConns at once, the oldest
 // one waiting for a request (or its body, or a turn) closed for a new one when all are
 // taken (package connlimit), perSourceHTTPSConns and perSourceHTTPSRequests a source, and
@@ -56,7 +63,7 @@ func busyHTTPSSlots(cpus int) int { return max(1, cpus/2) }
 func (r *Node) limitHTTPS(h *httpsListener, ln net.Listener) error {
 	most := cmp.Or(r.httpsMax, maxHTTPSConns)
 	l := connlimit.New(ln, connlimit.Options{Max: most, PerSource: perSourceHTTPSConns(most), Exempt: h.trusted,
-		BusySource: busyHTTPSSource, BusySlots: busyHTTPSSlots(r.cpus()),
+		BusySource: busyHTTPSSource, BusySlots: busyHTTPSSlots(r.cpus()), BusyShare: busyHTTPSShare(r.cpus()),
 		RequestsPerSource: perSourceHTTPSRequests(most), BodyTimeout: bodyTimeout})
 	if err := l.Register(r.o.Registry, prometheus.Labels{"listener": h.kind, "address": h.address}); err != nil {
 		l.Close()

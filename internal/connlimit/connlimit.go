@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/timeshare"
 )
 
 // Options configures a Listener.
@@ -56,6 +58,11 @@ type Options struct {
 	BusySource int
 	// BusySlots is how many gated connections do that work at once. Default: 1.
 	BusySlots int
+	// BusyShare bounds the time the gated connections' first work takes, in CPUs (0.25: a
+	// quarter of one): a slot's work starts once the work before it is paid for at that
+	// share (internal/timeshare), so that on a node of one CPU a source's flood of full
+	// handshakes cannot take the CPU whole, one slot at a time. Default 0: BusySlots alone.
+	BusyShare float64
 	// BusyWait bounds a gated connection's wait for a slot; past it, its first read fails
 	// and its server closes it. Default: 5s.
 	BusyWait time.Duration
@@ -77,7 +84,8 @@ type Listener struct {
 	max, perSource int
 	exempt         []netip.Prefix
 	busySource     int
-	busy           chan struct{} // the gated connections' slots
+	busy           chan struct{}    // the gated connections' slots
+	share          *timeshare.Share // their share of the time; nil: none
 	busyWait       time.Duration
 	perSourceReqs  int
 	bodyTimeout    time.Duration
@@ -115,6 +123,9 @@ func New(l net.Listener, o Options) *Listener {
 		cl.busy = make(chan struct{}, max(o.BusySlots, 1))
 		if cl.busyWait <= 0 {
 			cl.busyWait = 5 * time.Second
+		}
+		if o.BusyShare > 0 {
+			cl.share = timeshare.New(o.BusyShare)
 		}
 	}
 	cl.room.L = &cl.mu
@@ -370,6 +381,8 @@ type conn struct {
 	// gone is closed when c gives its place back (closed, or shed for a new one).
 	gone chan struct{}
 	gate atomic.Int32 // gateNone, gateWaiting or gateHeld
+	// heldAt is when c's held slot's work began (Unix nanoseconds), for the share.
+	heldAt atomic.Int64
 	// head, seen and need follow a gated connection's first message (firstMessage); only
 	// its reads touch them.
 	head       [5]byte
@@ -398,7 +411,7 @@ var errBusyWait = errors.New("connlimit: source busy, no slot within the wait")
 func (c *conn) Read(b []byte) (int, error) {
 	g := c.gate.Load() // gateNone on every read of an ungated or settled connection
 	if g == gateHeld && c.gate.CompareAndSwap(gateHeld, gateWaiting) {
-		<-c.l.busy
+		c.giveBack()
 		c.seen, c.need, g = 0, 0, gateWaiting
 	}
 	n, err := c.Conn.Read(b)
@@ -409,6 +422,10 @@ func (c *conn) Read(b []byte) (int, error) {
 		case c.l.busy <- struct{}{}:
 			if !c.gate.CompareAndSwap(gateWaiting, gateHeld) {
 				<-c.l.busy // closed meanwhile
+				break
+			}
+			if err := c.waitTurn(t); err != nil {
+				return 0, err
 			}
 		case <-c.closing:
 			return 0, net.ErrClosed
@@ -439,6 +456,42 @@ func (c *conn) firstMessage(b []byte) bool {
 	return c.seen >= c.need
 }
 
+// waitTurn waits, holding its slot, until the share lets c's work start, or fails with
+// errBusyWait when that is past the wait t bounds (giving the slot back), or when c closes.
+func (c *conn) waitTurn(t *time.Timer) error {
+	if s := c.l.share; s != nil {
+		if wait := time.Until(s.Next(time.Now())); wait > 0 {
+			if wait > c.l.busyWait {
+				c.freeSlot()
+				return errBusyWait
+			}
+			turn := time.NewTimer(wait)
+			defer turn.Stop()
+			select {
+			case <-turn.C:
+			case <-c.closing:
+				c.freeSlot()
+				return net.ErrClosed
+			case <-t.C:
+				c.freeSlot()
+				return errBusyWait
+			}
+		}
+	}
+	c.heldAt.Store(time.Now().UnixNano())
+	return nil
+}
+
+// giveBack gives back c's slot, its work charged to the share.
+func (c *conn) giveBack() {
+	if s := c.l.share; s != nil {
+		if at := c.heldAt.Load(); at != 0 {
+			s.Charge(time.Unix(0, at), time.Now())
+		}
+	}
+	<-c.l.busy
+}
+
 // Write gives back a held slot, then writes.
 func (c *conn) Write(b []byte) (int, error) {
 	c.freeSlot()
@@ -448,7 +501,7 @@ func (c *conn) Write(b []byte) (int, error) {
 // freeSlot gives back c's slot if it holds one, and ends its gate.
 func (c *conn) freeSlot() {
 	if c.gate.Swap(gateNone) == gateHeld {
-		<-c.l.busy
+		c.giveBack()
 	}
 }
 

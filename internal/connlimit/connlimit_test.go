@@ -552,3 +552,33 @@ func TestBusySourceSlotGoesBackAtTheNextRead(t *testing.T) {
 		t.Fatal("a whole record waited for the slot of a connection whose server reads on")
 	}
 }
+
+// With BusyShare, the gated connections' first work takes at most that share of the time:
+// the next slot's work waits until the work before it is paid for, and fails with
+// errBusyWait when its turn is past BusyWait (on a node of one CPU a source's flood of full
+// handshakes took the CPU whole, one slot at a time).
+func TestBusyShareBoundsTheGatedWork(t *testing.T) {
+	f := newFake()
+	l := New(f, Options{Max: 100, PerSource: 100, BusySource: 1, BusySlots: 1, BusyWait: 300 * time.Millisecond, BusyShare: 0.1})
+	defer l.Close()
+	gatedPair(t, l, f, "192.0.2.1") // the source's first: not gated
+	a, aC := gatedPair(t, l, f, "192.0.2.1")
+	b, bC := gatedPair(t, l, f, "192.0.2.1")
+	go aC.Write([]byte("hello"))
+	if err := <-readAsync(a); err != nil {
+		t.Fatalf("the first gated read: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond) // its work: 50 ms, paid for at a tenth 500 ms after it began
+	go func() { buf := make([]byte, 16); aC.Read(buf) }()
+	a.Write([]byte("answer"))
+	go bC.Write([]byte("hello"))
+	if err := <-readAsync(b); !errors.Is(err, errBusyWait) {
+		t.Fatalf("a gated read whose turn is past BusyWait: %v, want %v", err, errBusyWait)
+	}
+	c, cC := gatedPair(t, l, f, "192.0.2.1")
+	time.Sleep(600 * time.Millisecond) // the work is paid for
+	go cC.Write([]byte("hello"))
+	if err := <-readAsync(c); err != nil {
+		t.Fatalf("a gated read once the work before it is paid for: %v", err)
+	}
+}

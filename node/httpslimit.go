@@ -39,8 +39,11 @@ const bodyTimeout = 5 * time.Second
 // TLS handshakes of its next ones take turns, busyHTTPSSlots at once (package connlimit's
 // BusySource): at the onset of an abuse 512 full handshakes from 8 sources became runnable
 // at once, about a quarter of a second of CPU queued in the Go scheduler ahead of every
-// honest request; an honest client holds one or two connections and never waits.
-const busyHTTPSSource = 8
+// honest request. An honest client holds one or two connections and never waits; a few
+// dozen users behind one address, each making a new connection per request (the fresh
+// clients of bench/abuse.sh: 20 launches a second, each with its logoff), hold up to about
+// 20 at once and do not either, while the gated handshakes share busyHTTPSShare.
+const busyHTTPSSource = 32
 
 // busyHTTPSSlots is how many gated handshakes run at once on cpus CPUs: half, at least one.
 func busyHTTPSSlots(cpus int) int { return max(1, cpus/2) }

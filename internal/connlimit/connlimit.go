@@ -97,9 +97,12 @@ type Listener struct {
 	bySource map[netip.Prefix]int
 	// requests counts the requests in flight through Handler per source.
 	requests map[netip.Prefix]int
-	// waiting holds the open connections that wait for a request, or whose requests all
-	// wait for something the server paces (Pace), oldest first.
+	// waiting holds the open connections that wait for their client — for a request, or
+	// for a request's body — oldest first; queued those whose requests all wait their turn
+	// at something the server paces (Pace). A new connection takes a waiting one's place
+	// first: one that waits for its client loses less than one the server is about to serve.
 	waiting  list.List
+	queued   list.List
 	closed   bool
 	accepted uint64 // connections handed on
 	refused  uint64 // connections closed at accept past PerSource
@@ -155,7 +158,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		// Room may have gone while this connection was accepted (the connection that
 		// waited entered a request): wait for it with the connection in hand.
-		for !l.closed && l.open >= l.max && l.waiting.Len() == 0 {
+		for !l.closed && l.open >= l.max && l.waiting.Len()+l.queued.Len() == 0 {
 			l.room.Wait()
 		}
 		if l.closed {
@@ -165,7 +168,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		var victim *conn
 		if l.open >= l.max {
-			victim = l.waiting.Front().Value.(*conn)
+			from := &l.waiting
+			if from.Len() == 0 {
+				from = &l.queued
+			}
+			victim = from.Front().Value.(*conn)
 			l.releaseLocked(victim)
 			l.shed++
 		}
@@ -180,7 +187,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 				l.gated++
 			}
 		}
-		c.elem = l.waiting.PushBack(c)
+		c.elem, c.in = l.waiting.PushBack(c), &l.waiting
 		l.mu.Unlock()
 		if victim != nil {
 			victim.Conn.Close()
@@ -194,7 +201,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) waitForRoom() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for !l.closed && l.open >= l.max && l.waiting.Len() == 0 {
+	for !l.closed && l.open >= l.max && l.waiting.Len()+l.queued.Len() == 0 {
 		l.room.Wait()
 	}
 	if l.closed {
@@ -259,10 +266,7 @@ func (l *Listener) ConnState(nc net.Conn, st http.ConnState) {
 	case http.StateIdle:
 		// Waiting again, since now: the newest of those that wait.
 		c.active = false
-		if c.elem != nil {
-			l.waiting.Remove(c.elem)
-			c.elem = nil
-		}
+		l.unplaceLocked(c)
 	case http.StateActive, http.StateHijacked:
 		c.active = true
 	}
@@ -281,15 +285,31 @@ func (l *Listener) placeLocked(c *conn) {
 	if c.released {
 		return
 	}
-	waits := !c.active || (c.requests > 0 && c.pacing == c.requests)
+	var want *list.List
 	switch {
-	case waits && c.elem == nil:
-		c.elem = l.waiting.PushBack(c)
-		l.room.Signal()
-	case !waits && c.elem != nil:
-		l.waiting.Remove(c.elem)
-		c.elem = nil
+	case !c.active:
+		want = &l.waiting
+	case c.requests > 0 && c.pacing+c.turns == c.requests && c.pacing > 0:
+		want = &l.waiting // a body to come
+	case c.requests > 0 && c.turns == c.requests:
+		want = &l.queued
 	}
+	if want == c.in {
+		return
+	}
+	l.unplaceLocked(c)
+	if want != nil {
+		c.elem, c.in = want.PushBack(c), want
+		l.room.Signal()
+	}
+}
+
+// unplaceLocked takes c out of the list it is in.
+func (l *Listener) unplaceLocked(c *conn) {
+	if c.elem != nil {
+		c.in.Remove(c.elem)
+	}
+	c.elem, c.in = nil, nil
 }
 
 // releaseLocked gives back c's place, once.
@@ -304,10 +324,7 @@ func (l *Listener) releaseLocked(c *conn) {
 			delete(l.bySource, c.src)
 		}
 	}
-	if c.elem != nil {
-		l.waiting.Remove(c.elem)
-		c.elem = nil
-	}
+	l.unplaceLocked(c)
 	close(c.gone)
 	l.room.Signal()
 }
@@ -337,7 +354,7 @@ type Stats struct {
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Open: l.open, Waiting: l.waiting.Len(), Accepted: l.accepted, Refused: l.refused, Shed: l.shed, Gated: l.gated,
+	return Stats{Open: l.open, Waiting: l.waiting.Len() + l.queued.Len(), Accepted: l.accepted, Refused: l.refused, Shed: l.shed, Gated: l.gated,
 		BusyRequests: l.busyReqs}
 }
 
@@ -374,10 +391,12 @@ type conn struct {
 	elem     *list.Element
 	released bool
 	// active is set while the server says c is in a request (ConnState); requests counts
-	// its requests in Handler and pacing those of them that wait for something paced
-	// (Pace). All three guarded by l.mu.
-	active           bool
-	requests, pacing int
+	// its requests in Handler, pacing those of them that wait for their body and turns
+	// those that wait their turn (Pace). All guarded by l.mu.
+	active                  bool
+	requests, pacing, turns int
+	// in is the list c.elem is in (l.waiting or l.queued), if any; guarded by l.mu.
+	in *list.List
 	// gone is closed when c gives its place back (closed, or shed for a new one).
 	gone chan struct{}
 	gate atomic.Int32 // gateNone, gateWaiting or gateHeld

@@ -102,8 +102,8 @@ func (l *Listener) leave(c *conn) {
 	l.placeLocked(c)
 }
 
-// pace counts a request of c as waiting for something paced until the returned func is
-// called (once; later calls do nothing).
+// pace counts a request of c as waiting for its body until the returned func is called
+// (once; later calls do nothing).
 func (l *Listener) pace(c *conn) (done func()) {
 	l.mu.Lock()
 	c.pacing++
@@ -120,18 +120,37 @@ func (l *Listener) pace(c *conn) (done func()) {
 	}
 }
 
+// turn counts a request of c as waiting its turn until the returned func is called (once;
+// later calls do nothing).
+func (l *Listener) turn(c *conn) (done func()) {
+	l.mu.Lock()
+	c.turns++
+	l.placeLocked(c)
+	l.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			c.turns--
+			l.placeLocked(c)
+			l.mu.Unlock()
+		})
+	}
+}
+
 // Pace says that the request of ctx (served through Handler) waits for something the
 // server paces — a turn at a shared slot, a queue — until done is called: if all its
 // connection's requests do, the connection may be closed for a new one when the listener is
-// full, as one that waits for a request. gone is closed when the connection gives its place
-// up (closed, or closed for a new one): the wait can end then, for nobody reads its answer.
+// full — after every connection that waits for its client (a request, a body). gone is
+// closed when the connection gives its place up (closed, or closed for a new one): the wait
+// can end then, for nobody reads its answer.
 // Outside Handler, done does nothing and gone is never closed.
 func Pace(ctx context.Context) (done func(), gone <-chan struct{}) {
 	c, _ := ctx.Value(connKey{}).(*conn)
 	if c == nil {
 		return func() {}, nil
 	}
-	return c.l.pace(c), c.gone
+	return c.l.turn(c), c.gone
 }
 
 // body is a request's body under Handler: until it ends, the request counts as paced and

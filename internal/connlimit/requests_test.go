@@ -189,7 +189,7 @@ func TestRequestsPerSource(t *testing.T) {
 // A request that waits its turn (Pace) holds no place: when the listener is full, its
 // connection is closed for a new one and the waiter is told (gone).
 func TestPacedRequestsHoldNoPlace(t *testing.T) {
-	told := make(chan struct{}, 8)
+	told, queued := make(chan struct{}, 8), make(chan struct{}, 8)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/queue" {
 			io.WriteString(w, "ok")
@@ -197,6 +197,7 @@ func TestPacedRequestsHoldNoPlace(t *testing.T) {
 		}
 		done, gone := Pace(r.Context())
 		defer done()
+		queued <- struct{}{}
 		select {
 		case <-gone:
 			told <- struct{}{}
@@ -208,10 +209,12 @@ func TestPacedRequestsHoldNoPlace(t *testing.T) {
 		c := dialFrom(t, srv, fmt.Sprintf("127.0.3.%d", i+1))
 		io.WriteString(c, "GET /queue HTTP/1.1\r\nHost: x\r\n\r\n")
 	}
-	waitFor(t, "the queued requests to wait", func() bool {
-		st := l.Stats()
-		return st.Open == 4 && st.Waiting == 4
-	})
+	for range 4 {
+		<-queued
+	}
+	if st := l.Stats(); st.Open != 4 || st.Waiting != 4 {
+		t.Fatalf("stats %+v, want 4 open, all queued", st)
+	}
 	resp, err := clientFrom("127.0.4.1").Get(srv.URL + "/now")
 	if err != nil {
 		t.Fatalf("a request while the listener is full of queued ones: %v", err)
@@ -224,6 +227,37 @@ func TestPacedRequestsHoldNoPlace(t *testing.T) {
 	}
 }
 
+// When the listener is full, a connection that waits for its client (its request, its
+// body) gives its place before one whose request waits its turn at the server (a queued
+// login): the queued one loses more.
+func TestQueuedRequestsGoAfterStalledOnes(t *testing.T) {
+	queued := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		done, gone := Pace(r.Context())
+		defer done()
+		queued <- struct{}{}
+		select {
+		case <-gone:
+		case <-r.Context().Done():
+		}
+	})
+	srv, l := serve(t, Options{Max: 2}, h)
+	q := dialFrom(t, srv, "127.0.3.1")
+	io.WriteString(q, "GET /queue HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-queued
+	stalled := dialFrom(t, srv, "127.0.3.2") // handshake done, no request
+	waitFor(t, "both to wait", func() bool { return l.Stats().Waiting == 2 })
+	dialFrom(t, srv, "127.0.3.3") // takes a place: the stalled one's
+	stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := stalled.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("the stalled connection read %v, want it closed first", err)
+	}
+	q.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := q.Read(make([]byte, 1)); !isTimeout(err) {
+		t.Fatalf("the queued connection read %v: closed before the stalled one", err)
+	}
+}
+
 // Pace outside a Handler's request does nothing.
 func TestPaceOutsideHandler(t *testing.T) {
 	done, gone := Pace(t.Context())
@@ -231,6 +265,12 @@ func TestPaceOutsideHandler(t *testing.T) {
 	if gone != nil {
 		t.Fatal("gone is not nil outside a Handler")
 	}
+}
+
+// isTimeout reports whether err is a deadline's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // waitFor polls cond until it holds, failing after 10 s.

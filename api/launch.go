@@ -83,6 +83,9 @@ type Descriptor struct {
 type DesktopInfo struct {
 	Protocol string  `json:"protocol"`
 	Channel  Channel `json:"channel"`
+	// ReliabilitySeconds is site.sessions.session_reliability_timeout: how long the machine
+	// keeps a desktop stream whose channel broke, for the client to resume it.
+	ReliabilitySeconds int `json:"reliability_timeout_seconds,omitempty"`
 }
 
 // LaunchOptions configure the launch API.
@@ -141,7 +144,8 @@ func NewLaunch(o LaunchOptions) *Launch {
 		l.mach[m.Name] = m
 		if dk := o.Config.DesktopOf(m); dk.Channel != "" {
 			if port, proto, err := configs.ParsePortSpec(dk.Channel); err == nil {
-				l.desk[m.Name] = &DesktopInfo{Protocol: dk.Protocol, Channel: Channel{Port: uint16(port), Proto: proto}}
+				l.desk[m.Name] = &DesktopInfo{Protocol: dk.Protocol, Channel: Channel{Port: uint16(port), Proto: proto},
+					ReliabilitySeconds: int(o.Config.Site.Sessions.ReliabilityTimeout.D() / time.Second)}
 			}
 		}
 	}

@@ -34,6 +34,9 @@ type Descriptor struct {
 type DesktopInfo struct {
 	Protocol string  `json:"protocol"`
 	Channel  Channel `json:"channel"`
+	// ReliabilitySeconds is how long the machine keeps a desktop stream whose channel broke
+	// (the site's session_reliability_timeout); 0: not said (180 s).
+	ReliabilitySeconds int `json:"reliability_timeout_seconds,omitempty"`
 }
 
 // Speaks returns the protocol a viewer speaks to the desktop: "vnc" or "rdp".

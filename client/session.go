@@ -43,10 +43,12 @@ type Options struct {
 	KeepaliveTimeout time.Duration
 	// MaxBackoff caps the pause between reconnect rounds. Default: 300ms.
 	MaxBackoff time.Duration
-	// GiveUpAfter ends reconnecting this long after a cut (EventLost). Default: 2m.
+	// GiveUpAfter ends reconnecting this long after a cut (EventLost). Default: 2m, or
+	// ReliabilityTimeout when longer.
 	GiveUpAfter time.Duration
 	// ReliabilityTimeout is how long a desktop stream waits for the session to come back
-	// after its channel broke, the viewer's connection held open meanwhile. Default: 180s.
+	// after its channel broke, the viewer's connection held open meanwhile. Default: the
+	// site's (the descriptor's desktop.reliability_timeout_seconds), else 180s.
 	ReliabilityTimeout time.Duration
 	// ReliabilityBuffer bounds the bytes a stream keeps until the machine has them; when it
 	// is full the viewer's connection is not read until the machine catches up. Default: 4 MiB.
@@ -90,18 +92,17 @@ type Session struct {
 	listeners []listener
 }
 
-// Open opens the descriptor's channels — through its gateways in order, or directly to the
-// machine — and keeps them up until Close. ctx bounds the first opening only.
-func Open(ctx context.Context, o Options) (*Session, error) {
+// setDefaults checks o and fills in the defaults of what it leaves unset.
+func (o *Options) setDefaults() error {
 	if o.Descriptor == nil {
-		return nil, errors.New("client: Options.Descriptor is required")
+		return errors.New("client: Options.Descriptor is required")
 	}
 	if len(o.Channels) == 0 {
 		o.Channels = DefaultChannels
 	}
 	for _, c := range o.Channels {
 		if (c.Proto != "tcp" && c.Proto != "udp") || c.Port == 0 {
-			return nil, fmt.Errorf("client: bad channel %s", c)
+			return fmt.Errorf("client: bad channel %s", c)
 		}
 	}
 	if o.DialTimeout <= 0 {
@@ -119,11 +120,15 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 300 * time.Millisecond
 	}
-	if o.GiveUpAfter <= 0 {
-		o.GiveUpAfter = 2 * time.Minute
-	}
 	if o.ReliabilityTimeout <= 0 {
 		o.ReliabilityTimeout = 180 * time.Second
+		if dk := o.Descriptor.Desktop; dk != nil && dk.ReliabilitySeconds > 0 {
+			o.ReliabilityTimeout = time.Duration(dk.ReliabilitySeconds) * time.Second // the site's
+		}
+	}
+	if o.GiveUpAfter <= 0 {
+		// Reconnecting goes on as long as the machine keeps the desktop's streams.
+		o.GiveUpAfter = max(2*time.Minute, o.ReliabilityTimeout)
 	}
 	if o.ReliabilityBuffer <= 0 {
 		o.ReliabilityBuffer = 4 << 20
@@ -133,6 +138,15 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	return nil
+}
+
+// Open opens the descriptor's channels — through its gateways in order, or directly to the
+// machine — and keeps them up until Close. ctx bounds the first opening only.
+func Open(ctx context.Context, o Options) (*Session, error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
 	}
 	d := *o.Descriptor
 	s := &Session{o: o, log: o.Logger.With("session", d.SessionID), now: o.Now, udpIn: map[uint16]chan []byte{},

@@ -59,10 +59,46 @@ func (r *Node) readKeys(ctx context.Context) (ticket.KeySet, error) {
 	if err := json.Unmarshal(b, &id); err != nil {
 		return first, fmt.Errorf("the site identity in the store: %w", err)
 	}
+	if err := r.checkGeneration(id.Generation); err != nil {
+		return first, err
+	}
 	if id.TicketKeys == nil || len(id.TicketKeys.Keys) == 0 {
 		return first, nil
 	}
 	return *id.TicketKeys, nil
+}
+
+// generationFile keeps, in a node's data dir, the newest generation of the site identity the
+// node has seen.
+const generationFile = "identity-generation"
+
+// ErrIdentityRolledBack refuses a site identity older than one the node has seen.
+var ErrIdentityRolledBack = errors.New("the site identity in the store is older than one this front door has seen")
+
+// checkGeneration refuses the site identity's generation gen when the node has seen a newer
+// one (a writer of etcd put an old copy back, undoing a rotate-key: finding L6 of the
+// security review), and else records it. The node keeps the keys it has; at start it does not
+// start.
+func (r *Node) checkGeneration(gen uint64) error {
+	r.genMu.Lock()
+	defer r.genMu.Unlock()
+	path := filepath.Join(r.o.DataDir, generationFile)
+	var seen uint64
+	if b, err := os.ReadFile(path); err == nil {
+		fmt.Sscan(string(b), &seen)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("reading %s: %w", generationFile, err)
+	}
+	switch {
+	case gen < seen:
+		return fmt.Errorf("%w (generation %d, after %d): was it put back by a writer of etcd? The ticket keys stay as they are; restore the newer identity, or remove %s to accept this one",
+			ErrIdentityRolledBack, gen, seen, path)
+	case gen > seen:
+		if err := atomicfile.Write(path, []byte(fmt.Sprintln(gen)), 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", generationFile, err)
+		}
+	}
+	return nil
 }
 
 // applyKeys makes the key set's signing key sign and its keys verify at now, here and at the
@@ -166,6 +202,7 @@ func (r *Node) rotateKey(ctx context.Context) (api.Rotation, error) {
 				return nil, err
 			}
 			ks, id.TicketKeys = next, &next
+			id.Generation++
 			return json.Marshal(id)
 		})
 		if err != nil {

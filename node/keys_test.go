@@ -123,6 +123,14 @@ nodes: [{name: fd-1, zone: hq}, {name: fd-2, zone: hq}]
 	if _, err := nodes[1].verifier.Peek(tok); err != nil {
 		t.Fatalf("a ticket of fd-1 at fd-2 before the rotation: %v", err)
 	}
+	storeSecret, err := etcd.ReadSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := nodes[0].shared.Identity(context.Background(), storeSecret, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rot, err := nodes[0].rotateKey(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +153,16 @@ nodes: [{name: fd-1, zone: hq}, {name: fd-2, zone: hq}]
 		if _, err := nodes[0].verifier.Peek(tk); err != nil {
 			t.Fatalf("fd-1 checking a ticket after the rotation: %v", err)
 		}
+	}
+
+	// Finding L6 of the security review: a writer of etcd put the identity from before the
+	// rotation back, and the nodes took its keys, undoing the rotation. A node that has seen
+	// the newer one refuses it and keeps its keys.
+	if _, err := nodes[0].shared.UpdateIdentity(context.Background(), storeSecret, func([]byte) ([]byte, error) { return before, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[1].readKeys(context.Background()); !errors.Is(err, ErrIdentityRolledBack) {
+		t.Fatalf("fd-2 reading the identity put back: %v, want %v", err, ErrIdentityRolledBack)
 	}
 }
 

@@ -137,6 +137,7 @@ type Node struct {
 	revokedMachines revokedMachines
 	built           atomic.Bool // New has finished: the gateways may be told of ended sessions
 
+	genMu    sync.Mutex     // serializes checkGeneration
 	keysMu   sync.Mutex     // guards keys
 	keys     *ticket.KeySet // the ticket keys last applied (applyKeys)
 	rotateMu sync.Mutex     // serializes rotateKey

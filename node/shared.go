@@ -32,6 +32,9 @@ type identity struct {
 	// TicketKeys are the ticket signing keys once one was rotated in (rotateKey); before
 	// that SiteKey alone signs.
 	TicketKeys *ticket.KeySet `json:"ticket_keys,omitempty"`
+	// Generation counts the identity's changes (each rotate-key adds one): a node refuses
+	// an identity older than one it has seen (checkGeneration).
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 // loadIdentity sets the site key and the CA (see LoadIdentity).

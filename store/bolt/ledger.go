@@ -48,7 +48,9 @@ func ledgerKey(kind byte, parts ...[]byte) []byte {
 	return k
 }
 
-func nanos(t time.Time) []byte { return binary.BigEndian.AppendUint64(nil, uint64(max(t.UnixNano(), 0))) }
+func nanos(t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(max(t.UnixNano(), 0)))
+}
 
 func fromNanos(b []byte) time.Time { return time.Unix(0, int64(binary.BigEndian.Uint64(b))) }
 

@@ -90,6 +90,23 @@ func (st *stream) info(machine, zone string) desktop.Info {
 	return desktop.Info{Machine: machine, Zone: zone, User: st.user, Session: st.session, Path: st.path}
 }
 
+// hold keeps a held probe's channel open, idle, until the client closes it, the session's
+// tickets are cut (it is one of the session's channels) or a byte comes (no stream rides
+// it); then it closes it.
+func (d *Display) hold(c *tls.Conn, claims ticket.Claims) {
+	d.mu.Lock()
+	d.conns[c] = ticketOf{claims.Session, claims.Issued}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.conns, c)
+		d.mu.Unlock()
+		c.Close()
+	}()
+	c.SetDeadline(time.Time{})
+	c.Read(make([]byte, 1))
+}
+
 // pathOf names the way a channel came: the gateway whose certificate it presented, or
 // "direct".
 func pathOf(cs tls.ConnectionState) string {
@@ -116,8 +133,11 @@ func (d *Display) serveStream(c *tls.Conn, claims ticket.Claims) error {
 			rep = resume.Reply{Status: resume.StatusUnavailable, Reason: err.Error()}
 			d.log.Warn("desktop server unreachable", "session", claims.Session, "desktop", d.o.Desktop.String(), "err", err)
 		}
-		resume.WriteReply(c, rep)
-		return errors.New("a probe")
+		if err := resume.WriteReply(c, rep); err != nil || !h.Hold || rep.Status != resume.StatusOK {
+			return errors.New("a probe")
+		}
+		d.hold(c, claims)
+		return nil
 	}
 	if h.Resume {
 		d.mu.Lock()

@@ -186,3 +186,31 @@ func TestAViewerKeepsItsDesktopWhenItsGatewayGoes(t *testing.T) {
 	}
 	t.Logf("viewer: %d updates, %d keys, longest stall %v", st.Updates, st.Keys, st.LongestStall)
 }
+
+// A session whose desktop has only a TCP channel, with no viewer connected, holds one idle
+// channel at its gateway: the gateway counts it, so the session reads connected between
+// viewers (before, it had no channel there and read disconnected, to expire after the
+// disconnect timeout), and when the gateway goes the client learns it from that channel and
+// comes back through the next at once, with no viewer to notice a break.
+func TestATCPOnlySessionHoldsItsGatewayBetweenViewers(t *testing.T) {
+	s := newSite(t)
+	s.startGateway("gw-a", gwA)
+	s.startGateway("gw-b", gwB)
+	ev := newEvents()
+	o := Options{Descriptor: s.descriptor("s-tcp", ModeGateway, "gw-a", "gw-b"), RootCAs: s.pool,
+		Channels: []Channel{{Port: s.port, Proto: "tcp"}}, Logger: quiet, OnEvent: ev.on}
+	sess, err := Open(ctxT(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	if up := ev.wait(t, EventUp); up.Via != "gw-a" {
+		t.Fatalf("up via %s, want gw-a", up.Via)
+	}
+	waitFor(t, "gw-a to hold the session's idle channel", func() bool { return s.gws["gw-a"].Channels() == 1 })
+	s.stops["gw-a"]()
+	if back := ev.wait(t, EventBack); back.Via != "gw-b" || !back.SameSession {
+		t.Fatalf("back %+v, want through gw-b, the same session", back)
+	}
+	waitFor(t, "gw-b to hold the session's idle channel", func() bool { return s.gws["gw-b"].Channels() == 1 })
+}

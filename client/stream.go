@@ -192,30 +192,43 @@ func (s *Session) resumeStreamLocked(ctx context.Context, l *link, cs *cstream) 
 	return nil
 }
 
-// probeLocked proves l's route for the desktop when no stream rides it: a channel with tok
-// (the launch ticket for a session's first link, else the reconnect ticket) and a probe
-// hello, which the machine answers with whether its desktop server takes connections. With
-// ticketMu held.
+// probeLocked opens l's held channel of the desktop: a channel with tok (the launch ticket
+// for a session's first link, else the reconnect ticket) and a probe hello, which the machine
+// answers with whether its desktop server takes connections, and then keeps open, idle, for
+// as long as the link lives. While no viewer is connected it keeps the session connected at
+// its gateway (the gateway counts its channels), and its end is how the client learns that
+// the gateway (or the path) died, to reconnect at once. With ticketMu held.
 func (s *Session) probeLocked(ctx context.Context, l *link, tok func() string) error {
-	s.mu.Lock()
-	n := len(s.streams)
-	s.mu.Unlock()
 	dk := s.Desktop()
-	if n > 0 || !s.hasChannel(dk.Channel.Port, "tcp") {
+	if !s.hasChannel(dk.Channel.Port, "tcp") {
 		return nil
 	}
 	t, err := s.openTransportWithLocked(ctx, l, dk.Channel.Port, func(*Descriptor) string { return tok() })
 	if err != nil {
 		return err
 	}
-	defer t.Close()
-	rep, err := s.hello(t, resume.Hello{Probe: true, ID: resume.NewID()})
+	rep, err := s.hello(t, resume.Hello{Probe: true, Hold: true, ID: resume.NewID()})
+	if err == nil {
+		err = rep.Err()
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrDesktop, err)
+		}
+	}
 	if err != nil {
+		t.Close()
 		return fmt.Errorf("%s: %w", dk.Channel, err)
 	}
-	if err := rep.Err(); err != nil {
-		return fmt.Errorf("%s: %w: %w", dk.Channel, ErrDesktop, err)
-	}
+	l.keep(t)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_, err := t.Read(make([]byte, 1)) // nothing comes: it ends with the channel
+		if err == nil {
+			err = fmt.Errorf("%w: a byte on the held channel", resume.ErrProtocol)
+		}
+		t.Close()
+		s.fail(l, fmt.Errorf("the desktop's held channel (%s): %w", dk.Channel, err))
+	}()
 	return nil
 }
 

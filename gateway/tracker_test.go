@@ -48,7 +48,9 @@ func (s *slowSessions) last() (string, int) {
 // TestTrackerReportsInOrder: the last channel closes on one gateway and, while that report is
 // still on its way, the client reopens through another. The broker must end up connected.
 func TestTrackerReportsInOrder(t *testing.T) {
-	s := &slowSessions{entered: make(chan struct{}), release: make(chan struct{})}
+	// entered has room: the report blocks whether or not this test waits for it yet (with
+	// none, a report that came first went on at once, and the test waited forever).
+	s := &slowSessions{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	tr := NewTracker(s)
 	tr.open("s-1", "gw-a")
 

@@ -235,10 +235,10 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	r.signer = ticket.NewSigner(r.siteKey, nil)
 	var ledger ticket.Ledger = notifyingLedger{ticket.NewMemoryLedger(0, nil), r.revoked}
 	if b, ok := r.store.(*bolt.Store); ok {
-		ledger = notifyingLedger{fileLedger{b.Ledger(nil)}, r.revoked} // a restart forgets nothing
+		ledger = notifyingLedger{storeLedger{b.Ledger(nil)}, r.revoked} // a restart forgets nothing
 	}
 	if r.shared != nil {
-		ledger = siteLedger{r.shared.Ledger()} // a launch ticket opens each channel once, site-wide
+		ledger = newSiteLedger(r.shared.Ledger()) // a launch ticket opens each channel once, site-wide
 		r.shared.OnRevoked(r.revoked)          // every revocation, this node's too, comes by the watch
 	}
 	r.verifier = ticket.NewVerifier(pub, ledger, nil)

@@ -18,7 +18,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
-	"github.com/frontdoor-vdi/frontdoor/store/bolt"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -171,64 +170,59 @@ func (r *Node) storeStatus(ctx context.Context) any {
 	return map[string]any{"backend": b}
 }
 
-// siteLedger adapts the site database's ledger to ticket.Ledger.
-type siteLedger struct{ l etcd.Ledger }
+// storeLedger is a ticket.Ledger over a store's ledger, which names channels as strings
+// ("8443/tcp"): the site database's (etcd.Ledger) or a one-node site's bolt file
+// (bolt.Ledger), so that a restart forgets no revocation, supersede mark or single use
+// (finding L4 of the security review).
+type storeLedger struct {
+	l interface {
+		Use(id [16]byte, ch string, until time.Time) (bool, error)
+		Revoke(session string, before, until time.Time) error
+		Revoked(session string) (time.Time, error)
+		Supersede(session string, mark uint64, until time.Time) error
+		Superseded(session string) (uint64, error)
+	}
+}
 
-var _ ticket.Ledger = siteLedger{}
+var _ ticket.Ledger = storeLedger{}
 
 // Use implements ticket.Ledger.
-func (s siteLedger) Use(id [16]byte, ch ticket.Channel, until time.Time) (bool, error) {
+func (s storeLedger) Use(id [16]byte, ch ticket.Channel, until time.Time) (bool, error) {
 	return s.l.Use(id, ch.String(), until)
 }
 
-// UseFor implements ticket.SessionLedger.
-func (s siteLedger) UseFor(id [16]byte, session string, ch ticket.Channel, until time.Time) (bool, error) {
-	return s.l.UseFor(id, session, ch.String(), until)
-}
-
 // Revoke implements ticket.Ledger.
-func (s siteLedger) Revoke(session string, before, until time.Time) error {
+func (s storeLedger) Revoke(session string, before, until time.Time) error {
 	return s.l.Revoke(session, before, until)
 }
 
 // Revoked implements ticket.Ledger.
-func (s siteLedger) Revoked(session string) (time.Time, error) { return s.l.Revoked(session) }
+func (s storeLedger) Revoked(session string) (time.Time, error) { return s.l.Revoked(session) }
 
 // Supersede implements ticket.Ledger.
-func (s siteLedger) Supersede(session string, mark uint64, until time.Time) error {
+func (s storeLedger) Supersede(session string, mark uint64, until time.Time) error {
 	return s.l.Supersede(session, mark, until)
 }
 
 // Superseded implements ticket.Ledger.
-func (s siteLedger) Superseded(session string) (uint64, error) { return s.l.Superseded(session) }
+func (s storeLedger) Superseded(session string) (uint64, error) { return s.l.Superseded(session) }
 
-// fileLedger is the ticket.Ledger of a site of one node on a bolt store: in its file, so
-// that a restart forgets no revocation, supersede mark or single use (finding L4 of the
-// security review).
-type fileLedger struct{ l *bolt.Ledger }
-
-var _ ticket.Ledger = fileLedger{}
-
-// Use implements ticket.Ledger.
-func (f fileLedger) Use(id [16]byte, ch ticket.Channel, until time.Time) (bool, error) {
-	return f.l.Use(id, ch.String(), until)
+// siteLedger is the site database's ledger, which also wants the session of a launch
+// ticket it records (ticket.SessionLedger).
+type siteLedger struct {
+	storeLedger
+	site etcd.Ledger
 }
 
-// Revoke implements ticket.Ledger.
-func (f fileLedger) Revoke(session string, before, until time.Time) error {
-	return f.l.Revoke(session, before, until)
+var _ ticket.SessionLedger = siteLedger{}
+
+// newSiteLedger returns the ticket.Ledger of the site database's ledger l.
+func newSiteLedger(l etcd.Ledger) siteLedger { return siteLedger{storeLedger{l}, l} }
+
+// UseFor implements ticket.SessionLedger.
+func (s siteLedger) UseFor(id [16]byte, session string, ch ticket.Channel, until time.Time) (bool, error) {
+	return s.site.UseFor(id, session, ch.String(), until)
 }
-
-// Revoked implements ticket.Ledger.
-func (f fileLedger) Revoked(session string) (time.Time, error) { return f.l.Revoked(session) }
-
-// Supersede implements ticket.Ledger.
-func (f fileLedger) Supersede(session string, mark uint64, until time.Time) error {
-	return f.l.Supersede(session, mark, until)
-}
-
-// Superseded implements ticket.Ledger.
-func (f fileLedger) Superseded(session string) (uint64, error) { return f.l.Superseded(session) }
 
 // notifyingLedger is a ticket.Ledger of one node that tells fn of each revocation it takes,
 // as the site database's watch tells a node of a shared store (etcd.Store.OnRevoked).

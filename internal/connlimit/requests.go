@@ -104,34 +104,24 @@ func (l *Listener) leave(c *conn) {
 
 // pace counts a request of c as waiting for its body until the returned func is called
 // (once; later calls do nothing).
-func (l *Listener) pace(c *conn) (done func()) {
-	l.mu.Lock()
-	c.pacing++
-	l.placeLocked(c)
-	l.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			c.pacing--
-			l.placeLocked(c)
-			l.mu.Unlock()
-		})
-	}
-}
+func (l *Listener) pace(c *conn) (done func()) { return l.count(c, &c.pacing) }
 
 // turn counts a request of c as waiting its turn until the returned func is called (once;
 // later calls do nothing).
-func (l *Listener) turn(c *conn) (done func()) {
+func (l *Listener) turn(c *conn) (done func()) { return l.count(c, &c.turns) }
+
+// count adds one to n, a count of c's guarded by l.mu, and places c as it now waits, until
+// the returned func takes it back.
+func (l *Listener) count(c *conn, n *int) (done func()) {
 	l.mu.Lock()
-	c.turns++
+	*n++
 	l.placeLocked(c)
 	l.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
-			c.turns--
+			*n--
 			l.placeLocked(c)
 			l.mu.Unlock()
 		})

@@ -217,6 +217,16 @@ func TestHelloAndReplyRoundTrip(t *testing.T) {
 	if gr.Err() == nil {
 		t.Error("an unavailable reply has no error")
 	}
+	for _, h := range []Hello{{Probe: true, ID: NewID()}, {Probe: true, Hold: true, ID: NewID()}} {
+		WriteHello(&b, h)
+		if got, err := ReadHello(&b); err != nil || got != h {
+			t.Errorf("probe hello: got %+v, %v; want %+v", got, err, h)
+		}
+	}
+	WriteHello(&b, Hello{Hold: true, ID: NewID()}) // a hold without a probe is no hold
+	if got, err := ReadHello(&b); err != nil || got.Hold || got.Probe {
+		t.Errorf("a hold without a probe: got %+v, %v; want a new stream", got, err)
+	}
 	WriteHello(&b, Hello{ID: NewID()})
 	raw := b.Bytes()
 	raw[21] = 1 // a new stream that says it received something

@@ -85,6 +85,10 @@ func (id ID) String() string { return hex.EncodeToString(id[:]) }
 type Hello struct {
 	Resume   bool   // resume stream ID; false: open a new stream named ID
 	Probe    bool   // open no stream: the agent answers whether its desktop server takes connections
+	// Hold, with Probe: the agent keeps the channel open, idle, until the client closes it —
+	// the session's presence at its gateway while no viewer is connected, and the client's
+	// way to learn that the gateway died.
+	Hold bool
 	ID       ID     // the stream
 	Received uint64 // bytes the client has received (0 for a new stream)
 	Fin      bool   // the client has received the end of the stream
@@ -96,7 +100,7 @@ const helloLen = len(HelloMagic) + 1 + 16 + 8 + 1
 func WriteHello(w io.Writer, h Hello) error {
 	b := make([]byte, 0, helloLen)
 	b = append(b, HelloMagic...)
-	b = append(b, boolByte(h.Resume)|boolByte(h.Probe)<<1)
+	b = append(b, boolByte(h.Resume)|boolByte(h.Probe)<<1|boolByte(h.Probe && h.Hold)<<2)
 	b = append(b, h.ID[:]...)
 	b = binary.BigEndian.AppendUint64(b, h.Received)
 	b = append(b, boolByte(h.Fin))
@@ -110,10 +114,10 @@ func ReadHello(r io.Reader) (Hello, error) {
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return Hello{}, err
 	}
-	if string(b[:4]) != HelloMagic || b[4] > 2 || b[29] > 1 {
+	if string(b[:4]) != HelloMagic || (b[4] > 2 && b[4] != 6) || b[29] > 1 {
 		return Hello{}, fmt.Errorf("%w: bad hello", ErrProtocol)
 	}
-	h := Hello{Resume: b[4] == 1, Probe: b[4] == 2, Received: binary.BigEndian.Uint64(b[21:29]), Fin: b[29] == 1}
+	h := Hello{Resume: b[4] == 1, Probe: b[4]&2 != 0, Hold: b[4] == 6, Received: binary.BigEndian.Uint64(b[21:29]), Fin: b[29] == 1}
 	copy(h.ID[:], b[5:21])
 	if !h.Resume && (h.Received != 0 || h.Fin) {
 		return Hello{}, fmt.Errorf("%w: a new stream has received nothing", ErrProtocol)

@@ -239,7 +239,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	if r.shared != nil {
 		ledger = newSiteLedger(r.shared.Ledger()) // a launch ticket opens each channel once, site-wide
-		r.shared.OnRevoked(r.revoked)          // every revocation, this node's too, comes by the watch
+		r.shared.OnRevoked(r.revoked)             // every revocation, this node's too, comes by the watch
 	}
 	r.verifier = ticket.NewVerifier(pub, ledger, nil)
 

@@ -83,12 +83,12 @@ func (id ID) String() string { return hex.EncodeToString(id[:]) }
 
 // Hello is the client's opening of a stream on a transport.
 type Hello struct {
-	Resume   bool   // resume stream ID; false: open a new stream named ID
-	Probe    bool   // open no stream: the agent answers whether its desktop server takes connections
+	Resume bool // resume stream ID; false: open a new stream named ID
+	Probe  bool // open no stream: the agent answers whether its desktop server takes connections
 	// Hold, with Probe: the agent keeps the channel open, idle, until the client closes it —
 	// the session's presence at its gateway while no viewer is connected, and the client's
 	// way to learn that the gateway died.
-	Hold bool
+	Hold     bool
 	ID       ID     // the stream
 	Received uint64 // bytes the client has received (0 for a new stream)
 	Fin      bool   // the client has received the end of the stream

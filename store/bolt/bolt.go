@@ -105,6 +105,9 @@ func Open(path string, opts Options) (st *Store, err error) {
 		db.Close()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
+	// The ticket ledger's writes are batched (ledger.go): a lone one, a channel's admission,
+	// waits at most a millisecond for company, not bbolt's default 10 ms.
+	db.MaxBatchDelay = time.Millisecond
 	return &Store{db: db}, nil
 }
 

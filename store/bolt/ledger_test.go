@@ -1,7 +1,9 @@
 package bolt_test
 
 import (
+	"encoding/binary"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,4 +71,38 @@ func TestLedgerOutlivesARestart(t *testing.T) {
 	if fresh, _ := l.Use(id, "8443/tcp", clk.Now().Add(time.Hour)); !fresh {
 		t.Fatal("a use outlived its until")
 	}
+}
+
+// BenchmarkLedgerUse measures a channel admission's write to the ledger of a one-node site
+// (each use fsynced, lone writes batched after at most a millisecond), one at a time and
+// from many goroutines at once. `go test ./store/bolt -run '^$' -bench LedgerUse`.
+func BenchmarkLedgerUse(b *testing.B) {
+	st, err := bolt.Open(filepath.Join(b.TempDir(), "fd.db"), bolt.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	l := st.Ledger(nil)
+	until := time.Now().Add(time.Hour)
+	var n atomic.Uint64
+	use := func() {
+		var id [16]byte
+		binary.BigEndian.PutUint64(id[:], n.Add(1))
+		if fresh, err := l.Use(id, "8443/tcp", until); err != nil || !fresh {
+			b.Fatal(fresh, err)
+		}
+	}
+	b.Run("one at a time", func(b *testing.B) {
+		for b.Loop() {
+			use()
+		}
+	})
+	b.Run("64 at once", func(b *testing.B) {
+		b.SetParallelism(32) // 64 goroutines on 2 CPUs
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				use()
+			}
+		})
+	})
 }

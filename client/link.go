@@ -34,11 +34,20 @@ type link struct {
 	opened   time.Time
 
 	down       atomic.Bool
-	mu         sync.Mutex // guards cutAt, reason, transports
+	mu         sync.Mutex // guards cutAt, reason, transports, hold
 	cutAt      time.Time
 	reason     string
 	transports []io.Closer // the TCP channels of desktop streams riding the link
-	downOnce   sync.Once
+	// hold is the link's idle desktop channel while no stream rides it (Session.holdLocked).
+	hold     *heldChannel
+	downOnce sync.Once
+}
+
+// heldChannel is a link's idle desktop channel (resume.Hello.Hold); released is set when the
+// client closes it on purpose (a stream rides the link now), so that its end cuts nothing.
+type heldChannel struct {
+	t        io.ReadWriteCloser
+	released atomic.Bool
 }
 
 // keep registers a desktop stream's channel, which teardown closes; on a link already down

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
 )
 
 var errFakePathChange = errors.New("the path changed")
@@ -187,6 +188,19 @@ func TestAViewerKeepsItsDesktopWhenItsGatewayGoes(t *testing.T) {
 	t.Logf("viewer: %d updates, %d keys, longest stall %v", st.Updates, st.Keys, st.LongestStall)
 }
 
+// heldOn returns the current link's hold, if any.
+func (s *Session) heldOn() *heldChannel {
+	s.mu.Lock()
+	l := s.link
+	s.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.hold
+}
+
 // A session whose desktop has only a TCP channel, with no viewer connected, holds one idle
 // channel at its gateway: the gateway counts it, so the session reads connected between
 // viewers (before, it had no channel there and read disconnected, to expire after the
@@ -213,4 +227,20 @@ func TestATCPOnlySessionHoldsItsGatewayBetweenViewers(t *testing.T) {
 		t.Fatalf("back %+v, want through gw-b, the same session", back)
 	}
 	waitFor(t, "gw-b to hold the session's idle channel", func() bool { return s.gws["gw-b"].Channels() == 1 })
+	// A viewer's stream keeps the session connected while it lasts: the idle channel goes
+	// (a session holds no more channels for it), and comes back when the viewer leaves.
+	c, err := sess.Attach(ctxT(t), s.port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rfb.NewClient(c); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle channel to go while the viewer's stream rides the link", func() bool {
+		return s.gws["gw-b"].Channels() == 1 && sess.heldOn() == nil
+	})
+	c.Close()
+	waitFor(t, "the idle channel to come back once the viewer left", func() bool {
+		return s.gws["gw-b"].Channels() == 1 && sess.heldOn() != nil
+	})
 }

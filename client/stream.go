@@ -128,6 +128,7 @@ func (s *Session) startStream(id resume.ID, port uint16, l *link, t io.ReadWrite
 	s.streams[cs] = struct{}{}
 	s.mu.Unlock()
 	l.keep(t)
+	s.releaseHold(l) // the stream's channel keeps the session connected now
 	if err := cs.rs.Attach(t, 0, false); err != nil {
 		return nil, err
 	}
@@ -162,7 +163,11 @@ func (s *Session) streamBroke(cs *cstream, err error) {
 func (s *Session) streamEnded(cs *cstream) {
 	s.mu.Lock()
 	delete(s.streams, cs)
+	last := len(s.streams) == 0 && !s.closed
 	s.mu.Unlock()
+	if last {
+		s.holdAfter()
+	}
 }
 
 // resumeStreamLocked resumes cs on l, with ticketMu held. An error is the route's; a
@@ -188,48 +193,128 @@ func (s *Session) resumeStreamLocked(ctx context.Context, l *link, cs *cstream) 
 	cs.link = l
 	s.mu.Unlock()
 	l.keep(t)
+	s.releaseHold(l)
 	cs.rs.Attach(t, rep.Received, rep.Fin) // an error ends the stream, not the route
 	return nil
 }
 
-// probeLocked opens l's held channel of the desktop: a channel with tok (the launch ticket
-// for a session's first link, else the reconnect ticket) and a probe hello, which the machine
-// answers with whether its desktop server takes connections, and then keeps open, idle, for
-// as long as the link lives. While no viewer is connected it keeps the session connected at
-// its gateway (the gateway counts its channels), and its end is how the client learns that
-// the gateway (or the path) died, to reconnect at once. With ticketMu held.
+// probeLocked proves a new link l's route for the desktop: a channel with tok (the launch
+// ticket for a session's first link, else the reconnect ticket) and a probe hello, which the
+// machine answers with whether its desktop server takes connections. When no stream rides
+// the link, the channel stays open as its hold (holdOn). With ticketMu held.
 func (s *Session) probeLocked(ctx context.Context, l *link, tok func() string) error {
 	dk := s.Desktop()
 	if !s.hasChannel(dk.Channel.Port, "tcp") {
 		return nil
 	}
+	s.mu.Lock()
+	n := len(s.streams)
+	s.mu.Unlock()
 	t, err := s.openTransportWithLocked(ctx, l, dk.Channel.Port, func(*Descriptor) string { return tok() })
 	if err != nil {
 		return err
 	}
-	rep, err := s.hello(t, resume.Hello{Probe: true, Hold: true, ID: resume.NewID()})
-	if err == nil {
-		err = rep.Err()
-		if err != nil {
-			err = fmt.Errorf("%w: %w", ErrDesktop, err)
-		}
-	}
-	if err != nil {
+	if err := s.probe(t, n == 0); err != nil {
 		t.Close()
 		return fmt.Errorf("%s: %w", dk.Channel, err)
+	}
+	if n > 0 {
+		t.Close()
+		return nil
+	}
+	s.holdOn(l, t)
+	return nil
+}
+
+// probe sends a probe hello on t, asking the machine to hold the channel when hold is set,
+// and reads the answer.
+func (s *Session) probe(t io.ReadWriteCloser, hold bool) error {
+	rep, err := s.hello(t, resume.Hello{Probe: true, Hold: hold, ID: resume.NewID()})
+	if err != nil {
+		return err
+	}
+	if err := rep.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrDesktop, err)
+	}
+	return nil
+}
+
+// holdOn keeps t, a held probe's channel, open, idle, as l's hold while no stream rides the
+// link: the gateway counts it, so the session reads connected while no viewer is, and its
+// end tells the client at once that the gateway (or the path) died. A stream that starts on
+// the link releases it (releaseHold); the last one to end opens another (holdAfter).
+func (s *Session) holdOn(l *link, t io.ReadWriteCloser) {
+	h := &heldChannel{t: t}
+	l.mu.Lock()
+	old := l.hold
+	l.hold = h
+	l.mu.Unlock()
+	if old != nil {
+		old.released.Store(true)
+		old.t.Close()
 	}
 	l.keep(t)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		_, err := t.Read(make([]byte, 1)) // nothing comes: it ends with the channel
+		t.Close()
+		if h.released.Load() {
+			return
+		}
 		if err == nil {
 			err = fmt.Errorf("%w: a byte on the held channel", resume.ErrProtocol)
 		}
-		t.Close()
-		s.fail(l, fmt.Errorf("the desktop's held channel (%s): %w", dk.Channel, err))
+		s.fail(l, fmt.Errorf("the desktop's held channel: %w", err))
 	}()
-	return nil
+}
+
+// releaseHold closes l's hold, on purpose: a stream rides the link now.
+func (s *Session) releaseHold(l *link) {
+	l.mu.Lock()
+	h := l.hold
+	l.hold = nil
+	l.mu.Unlock()
+	if h != nil {
+		h.released.Store(true)
+		h.t.Close()
+	}
+}
+
+// holdAfter gives the current link a hold again once its last stream has ended.
+func (s *Session) holdAfter() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.ticketMu.Lock()
+		defer s.ticketMu.Unlock()
+		s.mu.Lock()
+		l, n, closed := s.link, len(s.streams), s.closed
+		s.mu.Unlock()
+		if l == nil || n > 0 || closed || l.down.Load() {
+			return
+		}
+		l.mu.Lock()
+		held := l.hold != nil
+		l.mu.Unlock()
+		port := s.Desktop().Channel.Port
+		if held || !s.hasChannel(port, "tcp") {
+			return
+		}
+		t, err := s.openTransportLocked(s.ctx, l, port)
+		if err == nil {
+			if err = s.probe(t, true); err != nil {
+				t.Close()
+			}
+		}
+		if err != nil {
+			if s.ctx.Err() == nil && !errors.Is(err, ErrDesktop) {
+				s.fail(l, fmt.Errorf("holding the desktop's channel: %w", err))
+			}
+			return
+		}
+		s.holdOn(l, t)
+	}()
 }
 
 // resumeStreamsLocked resumes on l every live stream not carried by it, with ticketMu held.

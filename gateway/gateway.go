@@ -104,7 +104,7 @@ type Options struct {
 	MaxFlows int
 	// MaxTCPConns bounds the connections of each TCP channel port (a quarter of them from
 	// one source); when all are taken, a new one takes the place of the oldest that has not
-	// shown its ticket yet. Default: 4096.
+	// shown its ticket yet. Default: 10,000.
 	MaxTCPConns int
 	// Logger receives gateway logs. Default: slog.Default().
 	Logger *slog.Logger

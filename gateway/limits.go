@@ -34,8 +34,10 @@ const (
 	// its client's and, to the machine, one more descriptor); when all are taken a new one
 	// takes the place of the oldest that has not shown its ticket yet (connlimit). An
 	// admitted channel is never closed for another. A quarter of them may come from one
-	// source: an office behind one NAT holds a channel or two per user, for hours.
-	maxTCPConns = 4096
+	// source: an office behind one NAT holds a channel or two per user, for hours. As many as
+	// the QUIC connections: a gateway process of 20,000 descriptors carries about 10,000
+	// channels (bench/desktop.sh's capacity run holds 9,900 streams through one port).
+	maxTCPConns = 10000
 	// maxHealthConns and perSourceHealthConns bound the health port's connections: a few
 	// probers each.
 	maxHealthConns       = 256

@@ -55,9 +55,10 @@ type AdminOptions struct {
 	// Signer issues the machines' enrolment tickets (POST /v1/admin/enrolment). Optional:
 	// without it the endpoint answers 501.
 	Signer *ticket.Signer
-	// RotateKey rolls a new ticket signing key into the site (POST /v1/admin/rotate-key).
+	// RotateKey rolls a new ticket signing key into the site (POST /v1/admin/rotate-key);
+	// with now, it signs at once and every older key retires at once (a leaked key).
 	// Optional: without it the endpoint answers 501.
-	RotateKey func(ctx context.Context) (Rotation, error)
+	RotateKey func(ctx context.Context, now bool) (Rotation, error)
 	// RevokeMachine revokes a machine's credentials site-wide (POST
 	// /v1/admin/machines/{name}/revoke): every certificate and enrolment ticket issued to it
 	// until now, and its token; it ends the machine's sessions and puts it in maintenance.
@@ -543,7 +544,15 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotImplemented, "this front door holds no ticket keys")
 		return
 	}
-	rot, err := a.o.RotateKey(r.Context())
+	var req struct {
+		// RetireNow: the new key signs at once and the older ones retire at once — their
+		// tickets open nothing from now on (their sessions' clients launch again).
+		RetireNow bool `json:"retire_now"`
+	}
+	if r.ContentLength != 0 && !readJSON(w, r, &req, 1<<10, `body must be JSON {"retire_now": BOOL}, or none`) {
+		return
+	}
+	rot, err := a.o.RotateKey(r.Context(), req.RetireNow)
 	if err != nil {
 		code := http.StatusInternalServerError
 		if errors.Is(err, ErrRefused) {
@@ -553,8 +562,12 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("ticket key rotated", "by", adminOf(r), "key", rot.Key, "signs_from", rot.SignsFrom, "retiring", rot.Retiring)
-	a.record(r, "key.rotate", rot.Key, fmt.Sprintf("signs from %s; key %s verifies until %s", rot.SignsFrom.UTC().Format(time.RFC3339),
-		rot.Retiring, rot.RetiresAt.UTC().Format(time.RFC3339)))
+	detail := fmt.Sprintf("signs from %s; key %s verifies until %s", rot.SignsFrom.UTC().Format(time.RFC3339),
+		rot.Retiring, rot.RetiresAt.UTC().Format(time.RFC3339))
+	if req.RetireNow {
+		detail += " (retired at once: its tickets open nothing)"
+	}
+	a.record(r, "key.rotate", rot.Key, detail)
 	writeJSON(w, http.StatusOK, rot)
 }
 

@@ -149,18 +149,23 @@ func (r *Node) refreshKeys(ctx context.Context) error {
 // rotateKey rolls a new ticket key into the site: it verifies at once everywhere, signs after
 // keyOverlap, and the key that signs now retires once the longest ticket it signed (a
 // reconnect ticket) has expired.
-func (r *Node) rotateKey(ctx context.Context) (api.Rotation, error) {
+func (r *Node) rotateKey(ctx context.Context, retireNow bool) (api.Rotation, error) {
 	r.rotateMu.Lock()
 	defer r.rotateMu.Unlock()
 	now := time.Now()
-	keep := r.cfg.Site.Tickets.ReconnectTTL.D() + time.Minute
+	overlap, keep := keyOverlap, r.cfg.Site.Tickets.ReconnectTTL.D()+time.Minute
+	if retireNow {
+		// A leaked key: the new one signs at once, the others retire at once. The other
+		// front doors take it within keyRefresh.
+		overlap, keep = 0, 0
+	}
 	var out api.Rotation
 	rotate := func(ks ticket.KeySet) (ticket.KeySet, error) {
 		old, err := ks.Signing(now)
 		if err != nil {
 			return ks, err
 		}
-		next, nk, err := ks.Rotate(now, keyOverlap, keep)
+		next, nk, err := ks.Rotate(now, overlap, keep)
 		if err != nil {
 			return ks, err
 		}

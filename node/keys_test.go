@@ -35,7 +35,7 @@ func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
 	cfg := loadSite(t, freeTCPPort(t), "")
 	n := startNode(t, cfg, Options{DataDir: data})
 	oldTok, old := issue(t, n)
-	rot, err := n.rotateKey(context.Background())
+	rot, err := n.rotateKey(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +80,24 @@ func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
 	}
 	if _, err := n2.verifier.Peek(oldTok); err != nil {
 		t.Fatalf("after a restart, within the old key's life, its ticket: %v", err)
+	}
+
+	// A key that leaked (finding L6 of the security review: it could not be retired early):
+	// with retireNow the new key signs at once and every older one retires at once.
+	now, err := n2.rotateKey(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Until(now.SignsFrom) > time.Second || time.Until(now.RetiresAt) > time.Second {
+		t.Fatalf("a rotation retiring now: %+v, want the new key signing and the old retired at once", now)
+	}
+	if _, c := issue(t, n2); c.Key.String() != now.Key {
+		t.Fatalf("after a rotation retiring now the ticket names key %s, want %s", c.Key, now.Key)
+	}
+	for _, tok := range []string{oldTok, newTok} {
+		if _, err := n2.verifier.Peek(tok); !errors.Is(err, ticket.ErrUnknownKey) {
+			t.Fatalf("a ticket of a key retired at once: %v, want ErrUnknownKey", err)
+		}
 	}
 }
 
@@ -131,7 +149,7 @@ nodes: [{name: fd-1, zone: hq}, {name: fd-2, zone: hq}]
 	if err != nil {
 		t.Fatal(err)
 	}
-	rot, err := nodes[0].rotateKey(context.Background())
+	rot, err := nodes[0].rotateKey(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

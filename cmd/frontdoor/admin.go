@@ -115,6 +115,7 @@ not put in drain mode.`,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return f.do(cmd, http.MethodGet, "/v1/admin/status", nil) },
 	}
 
+	var retireNow bool
 	rotate := &cobra.Command{
 		Use:   "rotate-key",
 		Short: "Roll a new ticket signing key into the site: it verifies at once and signs 30s later; the old one verifies until its last reconnect ticket has expired",
@@ -123,12 +124,16 @@ every front door and agent (they reread the keys every few seconds) and signs la
 reconnect tickets from 30s on; the key it replaces keeps verifying the tickets it signed
 until the longest of them (site.tickets.reconnect_ttl) has expired, then retires. On etcd the
 keys are the site's, sealed in the store with the site identity; on bolt they are kept in
-the front door's data dir (ticket-keys.json, mode 0600). Agent tokens do not change.`,
+the front door's data dir (ticket-keys.json, mode 0600). With --retire-now (a key that
+leaked) the new key signs at once and every older key retires at once: the tickets they
+signed open nothing from then on, and their sessions' clients launch again. Agent tokens and
+the CA do not change.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-key", map[string]string{})
+			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-key", map[string]bool{"retire_now": retireNow})
 		},
 	}
+	rotate.Flags().BoolVar(&retireNow, "retire-now", false, "retire every older key at once (a leaked key): their tickets open nothing from now on")
 
 	enrol := &cobra.Command{
 		Use:   "enrol MACHINE",

@@ -218,4 +218,16 @@ func TestReport(t *testing.T) {
 	if !bytes.Contains(js, []byte(`"over_max": 0`)) || !bytes.Contains(js, []byte(`"killed": "fd-east-1"`)) {
 		t.Errorf("report.json lacks the counts:\n%s", js)
 	}
+
+	// A drill that failed before its failure was injected has no fault time: its timeline is
+	// the run's own, not one tick a second from the year 1 (which ran the drill out of memory).
+	failed := Result{Scenario: "gateway-shutdown", Mode: "direct", Criterion: "A gateway shut down", Actual: "drill error: ticket denied",
+		Start: fault, End: fault.Add(6 * time.Second), Error: "ticket denied"}
+	var page bytes.Buffer
+	if err := WriteHTML(&page, Report{Started: fault, Results: []Result{failed}}); err != nil {
+		t.Fatal(err)
+	}
+	if page.Len() > 64<<10 {
+		t.Errorf("the page of a drill that failed early is %d bytes", page.Len())
+	}
 }

@@ -139,19 +139,28 @@ type picture struct {
 const (
 	picWidth = 900.0
 	laneH    = 26
+	// maxTimeline bounds the span a timeline shows (and its ticks, one a second).
+	maxTimeline = 10 * time.Minute
 )
 
 // timeline lays out one result's client timelines from start to end.
 func timeline(r Result) picture {
 	p := picture{Result: r, Width: picWidth}
-	t0 := r.FaultAt.Add(-time.Second)
+	fault := r.FaultAt
+	if fault.IsZero() {
+		// No failure was injected (the drill failed before it): the run's own span. From the
+		// zero time the ticks were one a second over two thousand years, and the page's
+		// writer ran the process out of memory.
+		fault = r.Start.Add(time.Second)
+	}
+	t0 := fault.Add(-time.Second)
 	t1 := r.End
-	if !t1.After(t0) {
-		t1 = t0.Add(time.Second)
+	if !t1.After(t0) || t1.Sub(t0) > maxTimeline {
+		t1 = t0.Add(min(maxTimeline, max(time.Second, t1.Sub(t0))))
 	}
 	scale := picWidth / t1.Sub(t0).Seconds()
 	x := func(t time.Time) float64 { return max(0, min(picWidth, t.Sub(t0).Seconds()*scale)) }
-	p.FaultX = x(r.FaultAt)
+	p.FaultX = x(fault)
 	for s := 0.0; s <= t1.Sub(t0).Seconds(); s++ {
 		p.Ticks = append(p.Ticks, mark{X: s * scale, Title: fmt.Sprintf("%+.0fs", s-1)})
 	}

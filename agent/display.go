@@ -466,6 +466,14 @@ var ErrSiteUnreachable = errors.New("no front door answered whether the session 
 // (it followed the site's ends since), else if the site says it lives: a machine's agent that
 // restarted has forgotten which sessions the site ended, and a direct-mode reconnect ticket
 // lives for hours. With no front door to ask, such a channel is refused.
+// liveTries and liveRetry: a session the site does not list is asked about this many times,
+// the first pause liveRetry and each next one twice as long (350 ms in all), before its
+// channel is refused.
+const (
+	liveTries = 4
+	liveRetry = 50 * time.Millisecond
+)
+
 func (d *Display) liveInSite(c ticket.Claims) error {
 	d.mu.Lock()
 	_, held := d.state[c.Session]
@@ -475,12 +483,28 @@ func (d *Display) liveInSite(c ticket.Claims) error {
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, 3*time.Second)
 	defer cancel()
-	live, err := d.o.Live(ctx)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSiteUnreachable, err)
-	}
-	if !slices.Contains(live.Sessions, c.Session) {
-		return ErrNotLive
+	var live SiteSessions
+	for try := 0; ; try++ {
+		var err error
+		if live, err = d.o.Live(ctx); err != nil {
+			return fmt.Errorf("%w: %w", ErrSiteUnreachable, err)
+		}
+		if slices.Contains(live.Sessions, c.Session) {
+			break
+		}
+		// A session launched a moment ago at another front door may not be in the view of
+		// the one that answers yet (its watch is milliseconds behind), and its client
+		// connects at once: ask again a few times before refusing.
+		if try == liveTries-1 {
+			return ErrNotLive
+		}
+		t := time.NewTimer(liveRetry << try)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ErrNotLive
+		}
 	}
 	if before := live.RevokedBefore[c.Session]; c.Issued.Before(before) {
 		// Another endpoint took the session: this ticket is the old one's. The machine

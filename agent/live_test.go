@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -30,6 +31,7 @@ func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing
 	var mu sync.Mutex
 	var live agent.SiteSessions
 	var liveErr error
+	var calls, lateAt int // from the lateAt-th call on, the site lists s-late too
 	port := freePort(t, ip)
 	d, err := agent.NewDisplay(agent.DisplayOptions{Machine: "vda-1", Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
 		Verifier: ticket.NewVerifier(key.Public().(ed25519.PublicKey), ticket.NewMemoryLedger(0, nil), nil), Identity: id,
@@ -37,6 +39,12 @@ func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing
 		Live: func(context.Context) (agent.SiteSessions, error) {
 			mu.Lock()
 			defer mu.Unlock()
+			calls++
+			if lateAt > 0 && calls >= lateAt {
+				l := live
+				l.Sessions = append(slices.Clone(l.Sessions), "s-late")
+				return l, liveErr
+			}
 			return live, liveErr
 		}})
 	if err != nil {
@@ -88,6 +96,14 @@ func TestADirectChannelOfASessionTheAgentDoesNotHoldNeedsTheSitesWord(t *testing
 	}
 	if st := status("s-taken"); st != ticket.StatusOK {
 		t.Errorf("the new endpoint's ticket: status %d, want OK", st)
+	}
+	// A session launched a moment ago at another front door, not in the view of the one
+	// that answers until its watch catches up: asked again, and admitted.
+	mu.Lock()
+	lateAt = calls + 3
+	mu.Unlock()
+	if st := status("s-late"); st != ticket.StatusOK {
+		t.Errorf("a session the site lists on the third asking: status %d, want OK", st)
 	}
 	set(nil, nil, errors.New("no front door"))
 	if st := status("s-other"); st == ticket.StatusOK {

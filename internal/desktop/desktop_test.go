@@ -122,7 +122,7 @@ func TestFirstUpdateShowsTheSession(t *testing.T) {
 		t.Errorf("size %dx%d, want the default 1024x768", r.c.Width(), r.c.Height())
 	}
 	m, lines := r.update(t, false)
-	if want := []rfb.Rect{{Bounds: image.Rect(0, 0, 1024, 768), Encoding: rfb.EncodingRaw}}; !reflect.DeepEqual(m.Rects, want) {
+	if want := []rfb.Rect{{Bounds: image.Rect(0, 0, 1024, 768), Encoding: rfb.EncodingHextile}}; !reflect.DeepEqual(m.Rects, want) {
 		t.Errorf("rects %v, want %v", m.Rects, want)
 	}
 	want := []string{"frontdoor desktop", "machine vda-1", "zone london", "user alice",
@@ -140,7 +140,7 @@ func TestTypedKeysShowInTheNextIncrementalUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, lines := r.update(t, true)
-	if want := []rfb.Rect{{Bounds: r.rowRect(rowKeys), Encoding: rfb.EncodingRaw}}; !reflect.DeepEqual(m.Rects, want) {
+	if want := []rfb.Rect{{Bounds: r.rowRect(rowKeys), Encoding: rfb.EncodingHextile}}; !reflect.DeepEqual(m.Rects, want) {
 		t.Errorf("rects %v, want only the keys row %v", m.Rects, want)
 	}
 	if got, want := lines[len(lines)-1], "keys: hellp⏎!"; got != want {
@@ -168,7 +168,7 @@ func TestPathChangeShowsInAnIncrementalUpdate(t *testing.T) {
 	r.update(t, false)
 	r.info.setPath("gw-paris-2")
 	m, lines := r.update(t, true)
-	if want := []rfb.Rect{{Bounds: r.rowRect(rowPath), Encoding: rfb.EncodingRaw}}; !reflect.DeepEqual(m.Rects, want) {
+	if want := []rfb.Rect{{Bounds: r.rowRect(rowPath), Encoding: rfb.EncodingHextile}}; !reflect.DeepEqual(m.Rects, want) {
 		t.Errorf("rects %v, want only the path row %v", m.Rects, want)
 	}
 	if got, want := lines[5], "path gw-paris-2"; got != want {
@@ -235,7 +235,7 @@ func TestClockTicks(t *testing.T) {
 		if res.err != nil {
 			t.Fatalf("%s: ReadMessage: %v", tt.name, res.err)
 		}
-		want := []rfb.Rect{{Bounds: r.rowRect(rowClock), Encoding: rfb.EncodingRaw}}
+		want := []rfb.Rect{{Bounds: r.rowRect(rowClock), Encoding: rfb.EncodingHextile}}
 		if lines := ReadText(r.c.Framebuffer()); !reflect.DeepEqual(res.m.Rects, want) || lines[6] != tt.want {
 			t.Errorf("%s: rects %v reading %q; want %v reading %q", tt.name, res.m.Rects, lines[6], want, tt.want)
 		}
@@ -249,7 +249,7 @@ func TestPartialRequestGetsItsArea(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := r.read(t)
-	if want := []rfb.Rect{{Bounds: image.Rect(10, 20, 40, 60), Encoding: rfb.EncodingRaw}}; !reflect.DeepEqual(m.Rects, want) {
+	if want := []rfb.Rect{{Bounds: image.Rect(10, 20, 40, 60), Encoding: rfb.EncodingHextile}}; !reflect.DeepEqual(m.Rects, want) {
 		t.Errorf("rects %v, want %v", m.Rects, want)
 	}
 	// The viewer has not seen the whole screen, so an incremental request gets all of it.

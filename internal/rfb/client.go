@@ -94,7 +94,7 @@ func (c *Client) handshake() error {
 	msg[0] = msgSetPixelFormat
 	pf.put(msg[4:])
 	c.dec = newDecoder(pf)
-	encs := []int32{EncodingRaw, EncodingCopyRect, EncodingDesktopSize}
+	encs := []int32{EncodingHextile, EncodingRaw, EncodingCopyRect, EncodingDesktopSize}
 	msg = append(msg, msgSetEncodings, 0, 0, byte(len(encs)))
 	for _, e := range encs {
 		msg = binary.BigEndian.AppendUint32(msg, uint32(e))

@@ -22,7 +22,8 @@ type Message struct {
 type Rect struct {
 	// Bounds is the area painted; for DesktopSize, the new size at the origin.
 	Bounds image.Rectangle
-	// Encoding is how it was encoded: EncodingRaw, EncodingCopyRect or EncodingDesktopSize.
+	// Encoding is how it was encoded: EncodingRaw, EncodingHextile, EncodingCopyRect or
+	// EncodingDesktopSize.
 	Encoding int32
 }
 
@@ -91,6 +92,12 @@ func (c *Client) readUpdate(m *Message) error {
 		switch r.Encoding {
 		case EncodingRaw:
 			read, err := c.readRaw(r.Bounds)
+			m.Bytes += read
+			if err != nil {
+				return err
+			}
+		case EncodingHextile:
+			read, err := c.readHextile(r.Bounds)
 			m.Bytes += read
 			if err != nil {
 				return err

@@ -103,7 +103,7 @@ func TestHandshakeBothEnds(t *testing.T) {
 	if got := r.next(t); got != (SetPixelFormat{StandardFormat()}) {
 		t.Errorf("first message = %#v, want SetPixelFormat of the standard format", got)
 	}
-	want := SetEncodings{[]int32{EncodingRaw, EncodingCopyRect, EncodingDesktopSize}}
+	want := SetEncodings{[]int32{EncodingHextile, EncodingRaw, EncodingCopyRect, EncodingDesktopSize}}
 	if got := r.next(t); !reflect.DeepEqual(got, want) {
 		t.Errorf("second message = %#v, want %#v", got, want)
 	}
@@ -155,8 +155,9 @@ func TestUpdatesReachTheFramebuffer(t *testing.T) {
 	m := r.write(t, func(s *ServerConn) error {
 		return s.WriteUpdate(img, image.Rect(0, 0, 8, 3), image.Rect(0, 3, 8, 6), image.Rectangle{})
 	})
-	if m.Type != MsgFramebufferUpdate || len(m.Rects) != 2 || m.Bytes != 4+2*12+8*6*4 {
-		t.Fatalf("got %v with %d rects, %d bytes; want a FramebufferUpdate of 2 rects, %d bytes", m.Type, len(m.Rects), m.Bytes, 4+2*12+8*6*4)
+	// Every pixel differs: each rectangle is one raw Hextile tile, a byte more than Raw.
+	if want := 4 + 2*12 + 2 + 8*6*4; m.Type != MsgFramebufferUpdate || len(m.Rects) != 2 || m.Bytes != int64(want) {
+		t.Fatalf("got %v with %d rects, %d bytes; want a FramebufferUpdate of 2 rects, %d bytes", m.Type, len(m.Rects), m.Bytes, want)
 	}
 	if got := r.c.Framebuffer(); !reflect.DeepEqual(got.Pix, img.Pix) {
 		t.Errorf("framebuffer differs from the image sent")

@@ -69,6 +69,16 @@ func FuzzClientReadMessage(f *testing.F) {
 	f.Add([]byte{2, 2, 3, 0, 0, 0, 0, 0, 0, 3, 'a', 'b', 'c'})
 	f.Add([]byte{3, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{7})
+	// Hextile: a 20x18 rectangle (two tiles by two): a background tile, a foreground tile
+	// with two subrectangles, a coloured subrectangle, a raw tile.
+	hex := []byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 20, 0, 18, 0, 0, 0, 5}
+	hex = append(hex, 2, 1, 2, 3, 0)
+	hex = append(hex, 4|8, 9, 9, 9, 0, 2, 0x11, 0x30, 0x00, 0x03)
+	hex = append(hex, 8|16, 1, 5, 5, 5, 0, 0x00, 0x11)
+	hex = append(hex, 1)
+	hex = append(hex, make([]byte, 4*4*2)...)
+	f.Add(hex)
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 16, 0, 16, 0, 0, 0, 5, 8, 1, 0xff, 0xff}) // no background
 	pf := PixelFormat{BitsPerPixel: 8, Depth: 8, TrueColour: true, RedMax: 7, GreenMax: 7, BlueMax: 3, GreenShift: 3, BlueShift: 6}
 	b := make([]byte, 17)
 	b[0] = 0xff

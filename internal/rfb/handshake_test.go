@@ -124,7 +124,7 @@ func TestServerHandshakeRefusesGarbage(t *testing.T) {
 
 func TestClientHandshakeVersions(t *testing.T) {
 	init := serverInit(10, 20, "desk")
-	setup := 20 + 4 + 3*4 // SetPixelFormat and SetEncodings
+	setup := 20 + 4 + 4*4 // SetPixelFormat and SetEncodings
 	tests := []struct {
 		name    string
 		steps   []step

@@ -55,6 +55,8 @@ const (
 	EncodingRaw int32 = 0
 	// EncodingCopyRect copies a rectangle from elsewhere in the framebuffer.
 	EncodingCopyRect int32 = 1
+	// EncodingHextile sends 16×16 tiles of a background colour and rectangles on it.
+	EncodingHextile int32 = 5
 	// EncodingDesktopSize is the pseudo-encoding that announces a new framebuffer size.
 	EncodingDesktopSize int32 = -223
 )

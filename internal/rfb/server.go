@@ -18,9 +18,10 @@ type ServerConn struct {
 	// row is scratch for one row of pixels in the client's format; used only by writers.
 	row []byte
 
-	mu          sync.Mutex // guards enc and desktopSize
+	mu          sync.Mutex // guards enc, desktopSize and hextile
 	enc         *encoder
 	desktopSize bool
+	hextile     bool // the viewer decodes Hextile
 }
 
 // ServerHandshake speaks the server's half of the RFB handshake on c: it offers version 3.8
@@ -116,6 +117,7 @@ func (s *ServerConn) ReadMessage() (ClientMessage, error) {
 	case SetEncodings:
 		s.mu.Lock()
 		s.desktopSize = slices.Contains(m.Encodings, EncodingDesktopSize)
+		s.hextile = slices.Contains(m.Encodings, EncodingHextile)
 		s.mu.Unlock()
 	}
 	return m, nil
@@ -128,12 +130,13 @@ func (s *ServerConn) PixelFormat() PixelFormat {
 	return s.enc.pf
 }
 
-// WriteUpdate sends one FramebufferUpdate holding each of rects of img, Raw encoded in the
-// client's pixel format. Every rectangle must lie within img's bounds, whose origin is the
-// framebuffer's; empty ones are left out. Only one goroutine may write at a time.
+// WriteUpdate sends one FramebufferUpdate holding each of rects of img in the client's pixel
+// format: Hextile encoded when the viewer said it decodes it, else Raw. Every rectangle must
+// lie within img's bounds, whose origin is the framebuffer's; empty ones are left out. Only
+// one goroutine may write at a time.
 func (s *ServerConn) WriteUpdate(img *image.RGBA, rects ...image.Rectangle) error {
 	s.mu.Lock()
-	enc := s.enc
+	enc, hextile := s.enc, s.hextile
 	s.mu.Unlock()
 	n := 0
 	for _, r := range rects {
@@ -147,6 +150,14 @@ func (s *ServerConn) WriteUpdate(img *image.RGBA, rects ...image.Rectangle) erro
 	s.w.Write([]byte{byte(MsgFramebufferUpdate), 0, byte(n >> 8), byte(n)})
 	for _, r := range rects {
 		if r.Empty() {
+			continue
+		}
+		if hextile {
+			s.w.Write(rectHeader(r, EncodingHextile))
+			s.row = appendHextile(s.row[:0], enc, img, r)
+			if _, err := s.w.Write(s.row); err != nil {
+				return fmt.Errorf("sending update: %w", err)
+			}
 			continue
 		}
 		s.w.Write(rectHeader(r, EncodingRaw))

@@ -125,6 +125,10 @@ func TestFirstUpdateShowsTheSession(t *testing.T) {
 	if want := []rfb.Rect{{Bounds: image.Rect(0, 0, 1024, 768), Encoding: rfb.EncodingHextile}}; !reflect.DeepEqual(m.Rects, want) {
 		t.Errorf("rects %v, want %v", m.Rects, want)
 	}
+	// Text on flat colour, Hextile encoded: a small part of Raw's 3 MiB.
+	if raw := int64(1024 * 768 * 4); m.Bytes > raw/20 {
+		t.Errorf("the first frame took %d bytes, want under a twentieth of Raw's %d", m.Bytes, raw)
+	}
 	want := []string{"frontdoor desktop", "machine vda-1", "zone london", "user alice",
 		"session 7f3a9c0d", "path gw-london-1", "time 12:04:05", "keys:"}
 	if !reflect.DeepEqual(lines, want) {

@@ -245,14 +245,7 @@ func (s *Session) probe(t io.ReadWriteCloser, hold bool) error {
 // the link releases it (releaseHold); the last one to end opens another (holdAfter).
 func (s *Session) holdOn(l *link, t io.ReadWriteCloser) {
 	h := &heldChannel{t: t}
-	l.mu.Lock()
-	old := l.hold
-	l.hold = h
-	l.mu.Unlock()
-	if old != nil {
-		old.released.Store(true)
-		old.t.Close()
-	}
+	s.swapHold(l, h)
 	l.keep(t)
 	s.wg.Add(1)
 	go func() {
@@ -270,14 +263,17 @@ func (s *Session) holdOn(l *link, t io.ReadWriteCloser) {
 }
 
 // releaseHold closes l's hold, on purpose: a stream rides the link now.
-func (s *Session) releaseHold(l *link) {
+func (s *Session) releaseHold(l *link) { s.swapHold(l, nil) }
+
+// swapHold makes h l's hold and closes the one before, on purpose (its end cuts nothing).
+func (s *Session) swapHold(l *link, h *heldChannel) {
 	l.mu.Lock()
-	h := l.hold
-	l.hold = nil
+	old := l.hold
+	l.hold = h
 	l.mu.Unlock()
-	if h != nil {
-		h.released.Store(true)
-		h.t.Close()
+	if old != nil {
+		old.released.Store(true)
+		old.t.Close()
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
 	"github.com/frontdoor-vdi/frontdoor/internal/lowprio"
+	"github.com/frontdoor-vdi/frontdoor/internal/ratemap"
 	"github.com/frontdoor-vdi/frontdoor/internal/timeshare"
 )
 
@@ -108,13 +109,11 @@ func guardOf(l *Logins) *loginGuard {
 
 // loginGuard holds the limiters and the comparison slots of the APIs that share it.
 type loginGuard struct {
-	mu      sync.Mutex // guards sources, users, the overflows, oks, trySources, tryUsers, queues and changed
-	sources map[netip.Addr]*rate.Limiter
-	users   map[string]*rate.Limiter
-	// overSources and overUsers are shared by the sources and users that find their map
-	// full of limiters in use: a flood of new names or addresses meets one budget rather
-	// than a fresh one each (the guard fails closed).
-	overSources, overUsers *rate.Limiter
+	mu sync.Mutex // guards sources, users, oks, trySources, tryUsers, queues and changed
+	// sources and users hold the failure budgets (internal/ratemap: bounded, failing closed,
+	// so that a flood of new names or addresses meets one budget rather than a fresh one each).
+	sources *ratemap.Map[netip.Addr]
+	users   *ratemap.Map[string]
 	// oks counts the successful logins of each source lately (decaying); a source that
 	// does not fit is judged by its failures alone.
 	oks map[netip.Addr]decaying
@@ -141,9 +140,8 @@ type loginGuard struct {
 
 func (g *loginGuard) init() {
 	g.once.Do(func() {
-		g.sources, g.users = map[netip.Addr]*rate.Limiter{}, map[string]*rate.Limiter{}
-		g.overSources = rate.NewLimiter(rate.Every(refill), failuresPerSource)
-		g.overUsers = rate.NewLimiter(rate.Every(refill), failuresPerUser)
+		g.sources = ratemap.New[netip.Addr](rate.Every(refill), failuresPerSource, guardEntries)
+		g.users = ratemap.New[string](rate.Every(refill), failuresPerUser, guardEntries)
 		g.oks = map[netip.Addr]decaying{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
 		g.changed, g.queues = make(chan struct{}), map[netip.Addr]*list.List{}
@@ -187,30 +185,6 @@ func (d decaying) valueAt(now time.Time) float64 {
 	return d.v * math.Exp2(-float64(now.Sub(d.at))/float64(successHalfLife))
 }
 
-// limiter returns m's limiter of k, made full on first use; a full map drops the limiters
-// that are full again (nobody failed from there lately), and when none is, k shares
-// overflow, the map's one limiter for whatever does not fit: never a fresh one that
-// forgets, which would let a guesser who filled the map guess on unthrottled.
-func limiter[K comparable](m map[K]*rate.Limiter, k K, burst int, overflow *rate.Limiter) *rate.Limiter {
-	if l := m[k]; l != nil {
-		return l
-	}
-	if len(m) >= guardEntries {
-		now := time.Now()
-		for key, l := range m {
-			if l.TokensAt(now) >= float64(l.Burst()) {
-				delete(m, key)
-			}
-		}
-	}
-	if len(m) >= guardEntries {
-		return overflow
-	}
-	l := rate.NewLimiter(rate.Every(refill), burst)
-	m[k] = l
-	return l
-}
-
 // admit lets a password of user from src be compared, or says why not: a throttledError
 // when the source has no token left, or the user none and the source is not clean;
 // errLoginBusy when their tokens stay held by comparisons under way for loginWait (the
@@ -235,8 +209,7 @@ func (g *loginGuard) admit(ctx context.Context, src netip.Addr, user string) (su
 	for {
 		g.mu.Lock()
 		now := time.Now()
-		sl := limiter(g.sources, src, failuresPerSource, g.overSources)
-		ul := limiter(g.users, user, failuresPerUser, g.overUsers)
+		sl, ul := g.sources.Get(src, now), g.users.Get(user, now)
 		ts, tu := sl.TokensAt(now), ul.TokensAt(now)
 		clean := ts >= float64(sl.Burst()) || g.oks[src].valueAt(now) >= successesPerFailure*math.Ceil(float64(sl.Burst())-ts)
 		locked := tu < 1
@@ -326,8 +299,8 @@ func (g *loginGuard) done(src netip.Addr, user string, failed bool) {
 	release(g.tryUsers, user)
 	now := time.Now()
 	if failed {
-		limiter(g.sources, src, failuresPerSource, g.overSources).Allow()
-		ul := limiter(g.users, user, failuresPerUser, g.overUsers)
+		g.sources.Get(src, now).AllowN(now, 1)
+		ul := g.users.Get(user, now)
 		if ul.TokensAt(now) >= 1 && ul.AllowN(now, 1) && ul.TokensAt(now) < 1 {
 			g.exhausted.Inc()
 			if g.log != nil {

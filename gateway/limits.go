@@ -6,9 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
+	"github.com/frontdoor-vdi/frontdoor/internal/ratemap"
 )
 
 // A gateway's caps, whatever the tickets say: one session's open channels (TCP channels, UDP
@@ -58,44 +57,21 @@ var ErrUsedWhileCarried = errors.New("a reconnect ticket used already, while its
 var ErrSourceRate = errors.New("too many new channels from this address")
 
 // sourceLimits paces the new channels of each source: an IPv4 address, or an IPv6 /64
-// (connlimit.SourceOf), so that a client does not get a fresh pace from each address of
-// its /64.
+// (connlimit.SourceOf), so that a client does not get a fresh pace from each address of its
+// /64. At maxSourcesTracked sources only idle paces are forgotten (internal/ratemap): a flood
+// of addresses resets no busy source's pace.
 type sourceLimits struct {
-	mu       sync.Mutex // guards m, overflow and swept
-	m        map[netip.Prefix]*rate.Limiter
-	overflow *rate.Limiter
-	swept    time.Time // when the idle paces were last looked for (once a second at most)
+	mu sync.Mutex // guards m
+	m  *ratemap.Map[netip.Prefix]
 }
 
-// allow reports whether a new channel from a may go on. When maxSourcesTracked sources are
-// tracked (a flood from many addresses), the paces of sources that are idle again (their
-// limiter full) are forgotten, looked for once a second at most; until then, and if none
-// is, the sources that do not fit share one pace:
-// never a fresh one each, which a flood of addresses would get by filling the map, nor a
-// reset of everyone's.
+// allow reports whether a new channel from a may go on.
 func (s *sourceLimits) allow(a netip.Addr) bool {
-	src := connlimit.SourceOf(a)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.m[src]
-	if l == nil {
-		if s.m == nil {
-			s.m = map[netip.Prefix]*rate.Limiter{}
-			s.overflow = rate.NewLimiter(newPerSource, newPerSourceBurst)
-		}
-		if now := time.Now(); len(s.m) >= maxSourcesTracked && now.Sub(s.swept) >= time.Second {
-			s.swept = now
-			for k, v := range s.m {
-				if v.TokensAt(now) >= newPerSourceBurst {
-					delete(s.m, k)
-				}
-			}
-		}
-		if len(s.m) >= maxSourcesTracked {
-			return s.overflow.Allow()
-		}
-		l = rate.NewLimiter(newPerSource, newPerSourceBurst)
-		s.m[src] = l
+	if s.m == nil {
+		s.m = ratemap.New[netip.Prefix](newPerSource, newPerSourceBurst, maxSourcesTracked)
 	}
-	return l.Allow()
+	now := time.Now()
+	return s.m.Get(connlimit.SourceOf(a), now).AllowN(now, 1)
 }

@@ -316,8 +316,8 @@ func TestSourcePacesSurviveAFloodOfAddresses(t *testing.T) {
 		s.allow(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
 		s.allow(a)
 	}
-	if len(s.m) > maxSourcesTracked {
-		t.Fatalf("%d sources tracked, want at most %d", len(s.m), maxSourcesTracked)
+	if s.m.Len() > maxSourcesTracked {
+		t.Fatalf("%d sources tracked, want at most %d", s.m.Len(), maxSourcesTracked)
 	}
 	again := 0
 	for range newPerSourceBurst {

@@ -61,11 +61,11 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	stormOf = storm{users: *stormN, cost: *cost}
+	st := storm{users: *stormN, cost: *cost}
 	fmt.Printf("| site | launches/s | p50 | p99 | errors | sessions left after the logoffs | CPU per launch: this process + node processes |\n|---|---|---|---|---|---|---|\n")
 	var storms []string
 	for _, m := range strings.Split(*modes, ",") {
-		r, err := measure(m, *bin, src, *clients, *users, *warm, *duration, *prof, *stats)
+		r, err := measure(m, *bin, src, *clients, *users, st, *warm, *duration, *prof, *stats)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", m, err))
 		}
@@ -137,12 +137,9 @@ type result struct {
 // storm is the one-node site's logon storm: users su0… with hashes of cost cost.
 type storm struct{ users, cost int }
 
-// stormOf is the storm of this run (flags -storm, -storm-cost).
-var stormOf storm
-
 // runStorm signs the storm's users in, each once, by clients at once from fresh
 // connections of this address, and returns its table row.
-func runStorm(ctx context.Context, site string, tc *tls.Config, url string, clients int) string {
+func runStorm(ctx context.Context, st storm, site string, tc *tls.Config, url string, clients int) string {
 	var (
 		next atomic.Int64
 		errs atomic.Int64
@@ -158,7 +155,7 @@ func runStorm(ctx context.Context, site string, tc *tls.Config, url string, clie
 			defer hc.CloseIdleConnections()
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(stormOf.users) {
+				if i >= int64(st.users) {
 					return
 				}
 				t0 := time.Now()
@@ -183,10 +180,10 @@ func runStorm(ctx context.Context, site string, tc *tls.Config, url string, clie
 		slices.Sort(lat)
 		p50, p99 = lat[len(lat)/2].Round(time.Millisecond).String(), lat[len(lat)*99/100].Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("| %s | %d | %d | %.0f | %s | %s | %d |", site, stormOf.users, stormOf.cost, float64(len(lat))/took.Seconds(), p50, p99, errs.Load())
+	return fmt.Sprintf("| %s | %d | %d | %.0f | %s | %s | %d |", site, st.users, st.cost, float64(len(lat))/took.Seconds(), p50, p99, errs.Load())
 }
 
-func measure(mode, bin string, src []byte, clients, users int, warm, window time.Duration, prof string, stats bool) (result, error) {
+func measure(mode, bin string, src []byte, clients, users int, st storm, warm, window time.Duration, prof string, stats bool) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), warm+window+2*time.Minute)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -203,7 +200,7 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 		if bin == "" {
 			return res, errors.New("-frontdoor is required for the bolt site")
 		}
-		one, err := oneNode(3*perZoneOf(src), users)
+		one, err := oneNode(3*perZoneOf(src), users, st)
 		if err != nil {
 			return res, err
 		}
@@ -245,8 +242,8 @@ func measure(mode, bin string, src []byte, clients, users int, warm, window time
 	if err := waitReady(ctx, tc, urls); err != nil {
 		return res, err
 	}
-	if mode == "bolt" && stormOf.users > 0 {
-		res.storm = runStorm(ctx, res.site, tc, urls[0], clients)
+	if mode == "bolt" && st.users > 0 {
+		res.storm = runStorm(ctx, st, res.site, tc, urls[0], clients)
 	}
 	var (
 		measuring atomic.Bool
@@ -600,8 +597,8 @@ func perZoneOf(src []byte) int { return strings.Count(string(src), "name: bm-hq-
 
 // oneNode is a site of one front door (launch listener 127.71.0.11:9443) with machines bench
 // machines (max_sessions 50 each) in direct mode — no gateway, which would need nodes of its
-// own — a resource on them, the bench users and the storm's users (stormOf).
-func oneNode(machines, users int) ([]byte, error) {
+// own — a resource on them, the bench users and the storm's users.
+func oneNode(machines, users int, st storm) ([]byte, error) {
 	hash, err := bcrypt.GenerateFromPassword([]byte("lab"), 4)
 	if err != nil {
 		return nil, err
@@ -624,12 +621,12 @@ machines:
 	for i := 0; i < users; i++ {
 		fmt.Fprintf(&b, "  - {name: bu%d, password_hash: %q}\n", i, hash)
 	}
-	if stormOf.users > 0 {
-		sh, err := bcrypt.GenerateFromPassword([]byte("lab"), stormOf.cost)
+	if st.users > 0 {
+		sh, err := bcrypt.GenerateFromPassword([]byte("lab"), st.cost)
 		if err != nil {
 			return nil, err
 		}
-		for i := 0; i < stormOf.users; i++ {
+		for i := 0; i < st.users; i++ {
 			fmt.Fprintf(&b, "  - {name: su%d, password_hash: %q}\n", i, sh)
 		}
 	}

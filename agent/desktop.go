@@ -94,15 +94,12 @@ func (st *stream) info(machine, zone string) desktop.Info {
 // tickets are cut (it is one of the session's channels) or a byte comes (no stream rides
 // it); then it closes it.
 func (d *Display) hold(c *tls.Conn, claims ticket.Claims) {
-	d.mu.Lock()
-	d.conns[c] = ticketOf{claims.Session, claims.Issued}
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.conns, c)
-		d.mu.Unlock()
-		c.Close()
-	}()
+	defer c.Close()
+	untrack, ok := d.track(c, claims)
+	if !ok {
+		return
+	}
+	defer untrack()
 	c.SetDeadline(time.Time{})
 	c.Read(make([]byte, 1))
 }

@@ -427,6 +427,30 @@ func (d *Display) RevokeBefore(session string, before time.Time) {
 	}
 }
 
+// track registers c as an open channel of claims' session, so that a cut of the session and
+// Close close it, until untrack. It reports false, c not registered, when the display is
+// closed or the ticket was revoked between its check and the registration (which a cut
+// would miss).
+func (d *Display) track(c io.Closer, claims ticket.Claims) (untrack func(), ok bool) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, false
+	}
+	d.conns[c] = ticketOf{claims.Session, claims.Issued}
+	d.mu.Unlock()
+	untrack = func() {
+		d.mu.Lock()
+		delete(d.conns, c)
+		d.mu.Unlock()
+	}
+	if d.o.Verifier.Revoked(claims) {
+		untrack()
+		return nil, false
+	}
+	return untrack, true
+}
+
 // cut closes the channels of session opened by tickets issued before before, and returns how
 // many.
 func (d *Display) cut(session string, before time.Time) int {

@@ -128,22 +128,11 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 		t.Stop()
 		return
 	}
-	q := qconn{c}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	untrack, ok := d.track(qconn{c}, claims)
+	if !ok {
 		return
 	}
-	d.conns[q] = ticketOf{claims.Session, claims.Issued}
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.conns, q)
-		d.mu.Unlock()
-	}()
-	if d.o.Verifier.Revoked(claims) {
-		return // revoked between the check and the registration, which a cut would miss
-	}
+	defer untrack()
 	if _, err := st.Write([]byte{ticket.StatusOK}); err != nil {
 		return
 	}

@@ -357,12 +357,12 @@ func slowHeaders(ctx context.Context, cfg abuseConfig, t *tally, total, peak *at
 // of which the handshake header, the version and part of the random follow.
 var partialHello = append([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03}, make([]byte, 16)...)
 
-// stalledHandshakes opens cfg.Handshakes TCP connections, cfg.HSAtOnce at most at once,
-// each sending partialHello and then nothing, until the node closes it or ctx ends.
-func stalledHandshakes(ctx context.Context, cfg abuseConfig, t *tally, total, peak *atomic.Int64) {
-	slots := make(chan struct{}, cfg.HSAtOnce)
+// each runs fn for n connections, paced at rate a second and atOnce at most at once, each on
+// a goroutine of its own counted as started in t, until they are done or ctx ends.
+func each(ctx context.Context, n, atOnce, rate int, t *tally, fn func(i int)) {
+	slots := make(chan struct{}, atOnce)
 	var wg sync.WaitGroup
-	for i := range pace(ctx, cfg.Handshakes, cfg.OpenRate) {
+	for i := range pace(ctx, n, rate) {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -373,41 +373,49 @@ func stalledHandshakes(ctx context.Context, cfg abuseConfig, t *tally, total, pe
 		t.started.Add(1)
 		wg.Go(func() {
 			defer func() { <-slots }()
-			src := source(hsBlock, i%cfg.Sources)
-			t0 := time.Now()
-			c, err := dialer(src, 10*time.Second).DialContext(ctx, "tcp", cfg.Target.String())
-			if err != nil {
-				t.fail(err)
-				return
-			}
-			defer c.Close()
-			t.opened(total, peak)
-			defer total.Add(-1)
-			defer t.open.Add(-1)
-			established := time.Now()
-			stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-			defer stop()
-			if _, err := c.Write(partialHello); err != nil {
-				t.cut.Add(1)
-				t.record(established.Sub(t0).Seconds(), 0)
-				return
-			}
-			// The node answers nothing until the rest of the hello comes: whatever it sends
-			// (an alert) or the close ends the wait.
-			_, err = c.Read(make([]byte, 64))
-			if ctx.Err() != nil {
-				t.openEnd.Add(1)
-				t.record(established.Sub(t0).Seconds(), -1)
-				return
-			}
-			if err == nil {
-				t.answered.Add(1)
-			}
-			t.cut.Add(1)
-			t.record(established.Sub(t0).Seconds(), time.Since(established).Seconds())
+			fn(i)
 		})
 	}
 	wg.Wait()
+}
+
+// stalledHandshakes opens cfg.Handshakes TCP connections, cfg.HSAtOnce at most at once,
+// each sending partialHello and then nothing, until the node closes it or ctx ends.
+func stalledHandshakes(ctx context.Context, cfg abuseConfig, t *tally, total, peak *atomic.Int64) {
+	each(ctx, cfg.Handshakes, cfg.HSAtOnce, cfg.OpenRate, t, func(i int) {
+		src := source(hsBlock, i%cfg.Sources)
+		t0 := time.Now()
+		c, err := dialer(src, 10*time.Second).DialContext(ctx, "tcp", cfg.Target.String())
+		if err != nil {
+			t.fail(err)
+			return
+		}
+		defer c.Close()
+		t.opened(total, peak)
+		defer total.Add(-1)
+		defer t.open.Add(-1)
+		established := time.Now()
+		stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+		if _, err := c.Write(partialHello); err != nil {
+			t.cut.Add(1)
+			t.record(established.Sub(t0).Seconds(), 0)
+			return
+		}
+		// The node answers nothing until the rest of the hello comes: whatever it sends
+		// (an alert) or the close ends the wait.
+		_, err = c.Read(make([]byte, 64))
+		if ctx.Err() != nil {
+			t.openEnd.Add(1)
+			t.record(established.Sub(t0).Seconds(), -1)
+			return
+		}
+		if err == nil {
+			t.answered.Add(1)
+		}
+		t.cut.Add(1)
+		t.record(established.Sub(t0).Seconds(), time.Since(established).Seconds())
+	})
 }
 
 // bodyless opens cfg.Bodyless connections, cfg.BodylessAtOnce at most at once, from
@@ -418,63 +426,49 @@ func bodyless(ctx context.Context, cfg abuseConfig, t *tally, total, peak *atomi
 	if cfg.Bodyless == 0 {
 		return
 	}
-	slots := make(chan struct{}, cfg.BodylessAtOnce)
 	auth := base64.StdEncoding.EncodeToString([]byte(cfg.Insider + ":" + password))
 	head := "POST /v1/launch HTTP/1.1\r\nHost: frontdoor\r\nAuthorization: Basic " + auth + "\r\nContent-Type: application/json\r\nContent-Length: 64\r\n\r\n"
-	var wg sync.WaitGroup
-	for i := range pace(ctx, cfg.Bodyless, cfg.OpenRate) {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+	each(ctx, cfg.Bodyless, cfg.BodylessAtOnce, cfg.OpenRate, t, func(i int) {
+		src := source(bodyBlock, i%max(cfg.BodylessSources, 1))
+		t0 := time.Now()
+		raw, err := dialer(src, 10*time.Second).DialContext(ctx, "tcp", cfg.Target.String())
+		if err != nil {
+			t.fail(err)
+			return
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		t.started.Add(1)
-		wg.Go(func() {
-			defer func() { <-slots }()
-			src := source(bodyBlock, i%max(cfg.BodylessSources, 1))
-			t0 := time.Now()
-			raw, err := dialer(src, 10*time.Second).DialContext(ctx, "tcp", cfg.Target.String())
-			if err != nil {
-				t.fail(err)
-				return
-			}
-			t.opened(total, peak)
-			defer total.Add(-1)
-			defer t.open.Add(-1)
-			c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: "frontdoor"})
-			defer c.Close()
-			stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) })
-			defer stop()
-			if err := c.Handshake(); err != nil {
-				if ctx.Err() != nil {
-					t.openEnd.Add(1)
-					return
-				}
-				t.fail(err)
-				return
-			}
-			established := time.Now()
-			if _, err := io.WriteString(c, head); err != nil {
-				t.cut.Add(1)
-				t.record(established.Sub(t0).Seconds(), 0)
-				return
-			}
-			n, _ := c.Read(make([]byte, 512))
+		t.opened(total, peak)
+		defer total.Add(-1)
+		defer t.open.Add(-1)
+		c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, ServerName: "frontdoor"})
+		defer c.Close()
+		stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+		if err := c.Handshake(); err != nil {
 			if ctx.Err() != nil {
 				t.openEnd.Add(1)
-				t.record(established.Sub(t0).Seconds(), -1)
 				return
 			}
-			if n > 0 {
-				t.answered.Add(1)
-			}
+			t.fail(err)
+			return
+		}
+		established := time.Now()
+		if _, err := io.WriteString(c, head); err != nil {
 			t.cut.Add(1)
-			t.record(established.Sub(t0).Seconds(), time.Since(established).Seconds())
-		})
-	}
-	wg.Wait()
+			t.record(established.Sub(t0).Seconds(), 0)
+			return
+		}
+		n, _ := c.Read(make([]byte, 512))
+		if ctx.Err() != nil {
+			t.openEnd.Add(1)
+			t.record(established.Sub(t0).Seconds(), -1)
+			return
+		}
+		if n > 0 {
+			t.answered.Add(1)
+		}
+		t.cut.Add(1)
+		t.record(established.Sub(t0).Seconds(), time.Since(established).Seconds())
+	})
 }
 
 // parseAbuseConfig reads the abuse process's configuration from its -abuse flag (JSON).

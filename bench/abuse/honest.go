@@ -154,9 +154,8 @@ func (h *honest) launch(ctx context.Context, hc *http.Client, user, endpoint str
 }
 
 // open opens d's 8443/tcp channel through the gateway and a viewer's stream on it, up to
-// the desktop's VNC greeting and name: the channel reaches the desktop. It reads no frame:
-// a whole first frame (3 MB, raw) for every try made this process's CPU, which the agents
-// and the honest clients share, the bench's bottleneck.
+// the desktop's VNC greeting and name: the channel reaches the desktop. It reads no frame,
+// whose drawing (by the agents in this process) measures the desktop, not the front door.
 func (h *honest) open(ctx context.Context, d *client.Descriptor, onEvent func(client.Event)) (*client.Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

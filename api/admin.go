@@ -56,7 +56,7 @@ type AdminOptions struct {
 	// without it the endpoint answers 501.
 	Signer *ticket.Signer
 	// RotateKey rolls a new ticket signing key into the site (POST /v1/admin/rotate-key);
-	// with now, it signs at once and every older key retires at once (a leaked key).
+	// with now, every older key retires the moment it signs (a leaked key).
 	// Optional: without it the endpoint answers 501.
 	RotateKey func(ctx context.Context, now bool) (Rotation, error)
 	// RevokeMachine revokes a machine's credentials site-wide (POST
@@ -545,8 +545,9 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		// RetireNow: the new key signs at once and the older ones retire at once — their
-		// tickets open nothing from now on (their sessions' clients launch again).
+		// RetireNow: the older keys retire the moment the new one signs, as soon as every
+		// front door has it — their tickets open nothing from then on (their sessions'
+		// clients launch again).
 		RetireNow bool `json:"retire_now"`
 	}
 	if r.ContentLength != 0 && !readJSON(w, r, &req, 1<<10, `body must be JSON {"retire_now": BOOL}, or none`) {
@@ -565,7 +566,7 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
 	detail := fmt.Sprintf("signs from %s; key %s verifies until %s", rot.SignsFrom.UTC().Format(time.RFC3339),
 		rot.Retiring, rot.RetiresAt.UTC().Format(time.RFC3339))
 	if req.RetireNow {
-		detail += " (retired at once: its tickets open nothing)"
+		detail += " (retired when the new key signs: its tickets open nothing)"
 	}
 	a.record(r, "key.rotate", rot.Key, detail)
 	writeJSON(w, http.StatusOK, rot)

@@ -155,9 +155,10 @@ func (r *Node) rotateKey(ctx context.Context, retireNow bool) (api.Rotation, err
 	now := time.Now()
 	overlap, keep := keyOverlap, r.cfg.Site.Tickets.ReconnectTTL.D()+time.Minute
 	if retireNow {
-		// A leaked key: the new one signs at once, the others retire at once. The other
-		// front doors take it within keyRefresh.
-		overlap, keep = 0, 0
+		// A leaked key: the others retire the moment the new one signs, which is once every
+		// front door has read it (they read the keys every keyRefresh): a new key that signed
+		// at once would have its tickets refused at the other front doors meanwhile.
+		overlap, keep = keyRefresh+time.Second, 0
 	}
 	var out api.Rotation
 	rotate := func(ks ticket.KeySet) (ticket.KeySet, error) {

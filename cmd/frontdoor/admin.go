@@ -125,15 +125,16 @@ reconnect tickets from 30s on; the key it replaces keeps verifying the tickets i
 until the longest of them (site.tickets.reconnect_ttl) has expired, then retires. On etcd the
 keys are the site's, sealed in the store with the site identity; on bolt they are kept in
 the front door's data dir (ticket-keys.json, mode 0600). With --retire-now (a key that
-leaked) the new key signs at once and every older key retires at once: the tickets they
-signed open nothing from then on, and their sessions' clients launch again. Agent tokens and
+leaked) every older key retires the moment the new key signs, 6s later (once every front
+door has read it): the tickets they signed open nothing from then on, and their sessions'
+clients launch again. Agent tokens and
 the CA do not change.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-key", map[string]bool{"retire_now": retireNow})
 		},
 	}
-	rotate.Flags().BoolVar(&retireNow, "retire-now", false, "retire every older key at once (a leaked key): their tickets open nothing from now on")
+	rotate.Flags().BoolVar(&retireNow, "retire-now", false, "retire every older key when the new one signs, 6s on (a leaked key): their tickets open nothing from then on")
 
 	enrol := &cobra.Command{
 		Use:   "enrol MACHINE",

@@ -69,10 +69,15 @@ type Options struct {
 	// PlainUDP lets the UDP ports take flows whose ticket and datagrams cross the client's
 	// leg unencrypted (the leg to the machine is QUIC either way). Default: false.
 	PlainUDP bool
-	// HealthPort serves HTTPS HEAD/GET /favicon.ico: 200; 503 while draining; 500 while a
-	// TCP channel port cannot accept (out of descriptors), which probes read as down. 0 for
-	// none.
+	// HealthPort is the gateway's HTTPS port. It serves HEAD/GET /favicon.ico (and any other
+	// path): 200; 503 while draining; 500 while a TCP channel port cannot accept (out of
+	// descriptors), which probes read as down. Browsers open TCP channels there over
+	// WebSockets (ChannelPath). 0 for none.
 	HealthPort uint16
+	// WebOrigins are the host names (and addresses) of the site's pages that may open
+	// channels over WebSockets: a WebSocket whose Origin names another host is refused.
+	// Default: none (only clients that send no Origin, which no browser is).
+	WebOrigins []string
 	// TLS is the server TLS config of channel and health ports. Required.
 	TLS *tls.Config
 	// Verifier checks tickets. Required.
@@ -228,7 +233,8 @@ func (g *Gateway) Listen() error {
 		if err != nil {
 			return fail(fmt.Errorf("gateway %s: %w", g.o.Name, err))
 		}
-		g.listeners = append(g.listeners, healthListener{connlimit.New(l, connlimit.Options{Max: maxHealthConns, PerSource: perSourceHealthConns})})
+		// Browsers' channels ride it (WebSocket): bounded as a channel port.
+		g.listeners = append(g.listeners, healthListener{connlimit.New(l, connlimit.Options{Max: g.o.MaxTCPConns, PerSource: max(1, g.o.MaxTCPConns/4)})})
 	}
 	return nil
 }
@@ -245,9 +251,9 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	}
 	for _, l := range g.listeners {
 		if hl, ok := l.(healthListener); ok {
-			g.http = &http.Server{Handler: http.HandlerFunc(g.serveHealth), ReadHeaderTimeout: 5 * time.Second,
+			g.http = &http.Server{Handler: g.serveHTTPS(hl.Listener), ReadHeaderTimeout: 5 * time.Second,
 				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute,
-				ConnState: hl.ConnState, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
+				ConnState: hl.ConnState, ConnContext: httpsConnContext(hl.Listener), ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
 			srv, ln := g.http, tls.NewListener(hl.Listener, g.o.TLS)
 			g.wg.Add(1)
 			go func() { defer g.wg.Done(); srv.Serve(ln) }()

@@ -37,10 +37,6 @@ const (
 	// the QUIC connections: a gateway process of 20,000 descriptors carries about 10,000
 	// channels (bench/desktop.sh's capacity run holds 9,900 streams through one port).
 	maxTCPConns = 10000
-	// maxHealthConns and perSourceHealthConns bound the health port's connections: a few
-	// probers each.
-	maxHealthConns       = 256
-	perSourceHealthConns = 32
 )
 
 // ErrSessionCap refuses a channel past its session's cap on this gateway.

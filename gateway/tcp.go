@@ -54,6 +54,16 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) 
 		}
 		return
 	}
+	g.serveChannel(conn, tok, port, client, func() {
+		lim.Hold(raw) // a channel now: never closed for a new connection
+		conn.SetDeadline(time.Time{})
+	})
+}
+
+// serveChannel admits the TCP channel to port whose ticket tok came on conn (a TLS
+// connection, or a browser's WebSocket) from client, and relays it to the session's machine
+// until either end closes; admitted is called once the ticket was admitted, before bytes flow.
+func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client netip.AddrPort, admittedHook func()) {
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
 	claims, addr, err := g.admit(tok, ch, client)
 	if err != nil {
@@ -103,14 +113,14 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) 
 	if err := admitted(conn, g.o.Reissue, claims, g.log); err != nil {
 		return
 	}
-	lim.Hold(raw) // a channel now: never closed for a new connection
-	conn.SetDeadline(time.Time{})
+	admittedHook()
 	splice(conn, up, cut)
 }
 
 // splice copies both ways, one direction on the caller's goroutine; when one side ends it
-// half-closes the other (close_notify), and when both are done (or one fails) it cuts both.
-func splice(client, up *tls.Conn, cut func()) {
+// half-closes the other (close_notify; a WebSocket, which has no half-close, is closed), and
+// when both are done (or one fails) it cuts both.
+func splice(client net.Conn, up *tls.Conn, cut func()) {
 	done := make(chan struct{})
 	go func() {
 		if _, err := pump(up, client); err == nil {
@@ -120,10 +130,12 @@ func splice(client, up *tls.Conn, cut func()) {
 		}
 		close(done)
 	}()
-	if _, err := pump(client, up); err == nil {
-		client.CloseWrite()
-	} else {
+	if _, err := pump(client, up); err != nil {
 		cut()
+	} else if cw, ok := client.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else {
+		client.Close()
 	}
 	<-done
 	cut()

@@ -435,7 +435,7 @@ func (r *Node) buildGateways() error {
 			continue // hosted by another node, or a foreign server
 		}
 		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue, Carried: r.carried,
-			Machine: r.machineAddr, Logger: r.log.With("component", "gateway")}
+			Machine: r.machineAddr, WebOrigins: r.cfg.PortalHosts(), Logger: r.log.With("component", "gateway")}
 		o.Address = g.Address
 		o.MachineTLS = r.refuseRevokedMachines(r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS())
 		r.machineTLS[g.Name] = o.MachineTLS

@@ -47,9 +47,11 @@ var consoleFiles embed.FS
 
 var consolePages = template.Must(template.ParseFS(consoleFiles, "console/*.html"))
 
-// consoleSession is one login to the console.
+// consoleSession is one login to the console (or to the portal, which keeps its sessions the
+// same way).
 type consoleSession struct {
 	user    configs.User
+	li      login // the login that made it (the portal's: its factors go into tickets)
 	csrf    string
 	created time.Time
 	last    time.Time
@@ -113,6 +115,12 @@ func (cs *consoleStore) clock() time.Time {
 
 // start makes a session for u and returns its id.
 func (cs *consoleStore) start(u configs.User) (string, *consoleSession) {
+	return cs.startLogin(login{user: u})
+}
+
+// startLogin makes a session for the login li and returns its id.
+func (cs *consoleStore) startLogin(li login) (string, *consoleSession) {
+	u := li.user
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.byID == nil {
@@ -138,7 +146,7 @@ func (cs *consoleStore) start(u configs.User) (string, *consoleSession) {
 		delete(cs.byID, oldest)
 	}
 	id := randomToken()
-	s := &consoleSession{user: u, csrf: randomToken(), created: now, last: now}
+	s := &consoleSession{user: u, li: li, csrf: randomToken(), created: now, last: now}
 	cs.byID[id] = s
 	return id, s
 }
@@ -295,16 +303,7 @@ func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 		a.renderLogin(w, "the login form could not be read", http.StatusBadRequest)
 		return
 	}
-	cred := r.Clone(r.Context())
-	cred.Header = r.Header.Clone()
-	cred.Header.Del("Authorization")
-	cred.SetBasicAuth(r.PostForm.Get("user"), r.PostForm.Get("password"))
-	cred.Header.Del(OTPHeader)
-	if code := r.PostForm.Get("otp"); code != "" {
-		cred.Header.Set(OTPHeader, code) // a TOTP code or a RADIUS passcode, as the API takes it
-	}
-	cred.TLS = nil // the form's credentials, not a client certificate
-	li, err := a.logins.authenticate(cred)
+	li, err := a.logins.authenticate(formCredentials(r, false))
 	u := li.user
 	if err == nil && !mayConsole(u) {
 		err = errNoLogin
@@ -330,6 +329,24 @@ func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", clientAddr(r))
 	a.recordLogin(r, u, "")
 	http.Redirect(w, r, "/site", http.StatusSeeOther)
+}
+
+// formCredentials is a login form's request (user, password and otp fields, parsed) as the
+// APIs take credentials: HTTP Basic and the one-time code in OTPHeader; with cert, the
+// connection's client certificate instead of the user and password, else no certificate.
+func formCredentials(r *http.Request, cert bool) *http.Request {
+	cred := r.Clone(r.Context())
+	cred.Header = r.Header.Clone()
+	cred.Header.Del("Authorization")
+	cred.Header.Del(OTPHeader)
+	if !cert {
+		cred.SetBasicAuth(r.PostForm.Get("user"), r.PostForm.Get("password"))
+		cred.TLS = nil // the form's credentials, not a client certificate
+	}
+	if code := r.PostForm.Get("otp"); code != "" {
+		cred.Header.Set(OTPHeader, code) // a TOTP code or a RADIUS passcode, as the API takes it
+	}
+	return cred
 }
 
 // recordLogin puts u's console login in the audit log, unless one of theirs from the same

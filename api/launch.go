@@ -46,6 +46,9 @@ type GatewayEndpoint struct {
 	// QUICPort is the gateway's QUIC port, where clients carry their UDP channels
 	// encrypted; 0 when it has none.
 	QUICPort uint16 `json:"quic_port,omitempty"`
+	// HTTPSPort is the gateway's HTTPS port, where browsers open channels over WebSockets
+	// (gateway.ChannelPath); 0 when it has none.
+	HTTPSPort uint16 `json:"https_port,omitempty"`
 }
 
 // Channel is one display channel of a session (port and protocol).
@@ -56,16 +59,19 @@ type Channel struct {
 
 // Descriptor is the launch API's answer: where and how the client connects.
 type Descriptor struct {
-	SessionID       string            `json:"session_id"`
-	Outcome         string            `json:"outcome"`
-	Mode            string            `json:"mode"`
-	Machine         string            `json:"machine"`
-	Zone            string            `json:"zone"`
-	Step            int               `json:"step"`
-	StepLabel       string            `json:"step_label,omitempty"` // "3b": step 3 in the second group
-	PreferredZone   string            `json:"preferred_zone"`
-	PreferredSource string            `json:"preferred_zone_source"`
-	LocationZone    string            `json:"location_zone"`
+	SessionID       string `json:"session_id"`
+	Outcome         string `json:"outcome"`
+	Mode            string `json:"mode"`
+	Machine         string `json:"machine"`
+	Zone            string `json:"zone"`
+	Step            int    `json:"step"`
+	StepLabel       string `json:"step_label,omitempty"` // "3b": step 3 in the second group
+	PreferredZone   string `json:"preferred_zone"`
+	PreferredSource string `json:"preferred_zone_source"`
+	LocationZone    string `json:"location_zone"`
+	// Why says in a user's words why the launch lands in Zone (the preferred zone and its
+	// source, or a reconnect), as the portal shows it.
+	Why             string            `json:"why,omitempty"`
 	Channels        []Channel         `json:"channels"`
 	Gateways        []GatewayEndpoint `json:"gateways,omitempty"`
 	LaunchTicket    string            `json:"launch_ticket,omitempty"`
@@ -130,6 +136,7 @@ type Launch struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	logins *authenticator
+	portal consoleStore // the portal's sessions
 }
 
 // NewLaunch builds the launch API handler.
@@ -140,6 +147,7 @@ func NewLaunch(o LaunchOptions) *Launch {
 	l := &Launch{o: o, mach: map[string]configs.Machine{}, desk: map[string]*DesktopInfo{}, log: o.Logger, mux: http.NewServeMux(),
 		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, o.Now, o.Logger)}
 	l.logins.certs = o.ClientCAs
+	l.portal.now = o.Now
 	for _, m := range o.Config.Machines {
 		l.mach[m.Name] = m
 		if dk := o.Config.DesktopOf(m); dk.Channel != "" {
@@ -160,6 +168,7 @@ func NewLaunch(o LaunchOptions) *Launch {
 	l.mux.HandleFunc("POST /v1/sessions/{id}/logoff", l.auth(l.sessionAction))
 	l.mux.HandleFunc("GET /v1/ready", l.ready)
 	l.mux.HandleFunc("GET "+OIDCPath, l.oidcInfo)
+	l.routePortal()
 	return l
 }
 
@@ -193,6 +202,15 @@ func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.Ha
 	return func(w http.ResponseWriter, r *http.Request) {
 		if code, err := crossSiteWrite(r); err != nil {
 			httpError(w, code, err.Error())
+			return
+		}
+		if li, ok, err := l.portalLoginOf(r); ok {
+			// The portal's page: no Basic challenge, which would open the browser's dialog.
+			if err != nil {
+				httpError(w, http.StatusUnauthorized, err.Error())
+				return
+			}
+			h(w, r, li)
 			return
 		}
 		li, err := l.logins.authenticate(r)
@@ -316,7 +334,8 @@ func (l *Launch) revokeOlder(session, from, to string, issued time.Time) {
 // the first of them was issued.
 func (l *Launch) describe(d broker.Decision, zone string, li login) (Descriptor, time.Time, error) {
 	desc := Descriptor{SessionID: d.Session, Outcome: string(d.Outcome), Mode: d.Mode, Machine: d.Machine, Zone: d.Zone,
-		Step: d.Step, StepLabel: d.StepLabel, PreferredZone: d.PreferredZone, PreferredSource: d.PreferredZoneSource, LocationZone: zone, Trace: d.Trace}
+		Step: d.Step, StepLabel: d.StepLabel, PreferredZone: d.PreferredZone, PreferredSource: d.PreferredZoneSource, LocationZone: zone,
+		Why: whyThere(d, zone), Trace: d.Trace}
 	m := l.mach[d.Machine]
 	var chans []ticket.Channel
 	for _, p := range m.DisplayPorts {

@@ -27,3 +27,14 @@ func (c *Config) PortalHosts() []string {
 	}
 	return hosts
 }
+
+// HTTPSPort is the gateway's HTTPS port — its port whose check is https: its health port,
+// where browsers open channels over WebSockets —, 0 when it has none.
+func (g Gateway) HTTPSPort() int {
+	for _, p := range g.Ports {
+		if p.Protocol != "udp" && p.Check.Kind == "https" {
+			return p.Port
+		}
+	}
+	return 0
+}

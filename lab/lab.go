@@ -463,13 +463,30 @@ func (l *Lab) Describe() string {
 	if len(c.GSLB.Names) > 0 {
 		name = strings.TrimSuffix(c.GSLB.Names[0].Name, ".")
 	}
-	fmt.Fprintf(&b, "\nTry, in another terminal (users alice, bob, carol, dave; password \"lab\"):\n\n")
+	fmt.Fprintf(&b, "\nThe portal, for a desktop in the browser (users alice, bob, carol, dave; password \"lab\"):\n\n")
+	fmt.Fprintf(&b, "  %s\n", l.portalURL())
+	fmt.Fprintf(&b, "  its pages and the gateways' WebSockets need the lab's CA trusted by the browser:\n")
+	fmt.Fprintf(&b, "  import %s as an authority (Chromium: Settings, Privacy and security, Security,\n", l.CAFile())
+	fmt.Fprintf(&b, "  Manage certificates; Debian: certutil -d sql:$HOME/.pki/nssdb -A -t C,, -n frontdoor-lab -i %s)\n", l.CAFile())
+	fmt.Fprintf(&b, "\nTry, in another terminal:\n\n")
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor resolve %s --dns %s --client-subnet 127.2.0.0/24\n", name, dns)
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --user alice --password lab --resource desktop --duration 10s\n", name, dns, l.CAFile())
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --user bob --password lab --resource desktop --open\n", name, dns, l.CAFile())
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor explain --config configs/lab.yaml --user carol --resource browser --client-ip 127.3.0.9\n")
 	fmt.Fprintf(&b, "\nCtrl-C stops everything.\n")
 	return b.String()
+}
+
+// portalURL is the portal on the first launch listener.
+func (l *Lab) portalURL() string {
+	for _, n := range l.Config.Nodes {
+		for _, li := range n.Listeners {
+			if li.Kind == "launch" {
+				return "https://" + li.Address.String() + "/"
+			}
+		}
+	}
+	return ""
 }
 
 // joinStrings joins the text of each of l with sep.

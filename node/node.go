@@ -434,7 +434,7 @@ func (r *Node) buildGateways() error {
 		if g.Node != r.spec.Name {
 			continue // hosted by another node, or a foreign server
 		}
-		o := gateway.Options{Name: g.Name, TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue, Carried: r.carried,
+		o := gateway.Options{Name: g.Name, TLS: gatewayTLS(r.serverTLS()), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue, Carried: r.carried,
 			Machine: r.machineAddr, WebOrigins: r.cfg.PortalHosts(), Logger: r.log.With("component", "gateway")}
 		o.Address = g.Address
 		o.MachineTLS = r.refuseRevokedMachines(r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS())
@@ -444,7 +444,7 @@ func (r *Node) buildGateways() error {
 			switch {
 			case p.Protocol == "udp":
 				o.UDPPorts = append(o.UDPPorts, uint16(p.Port))
-			case p.Check.Kind == "https": // validation refuses http on a hosted gateway
+			case p.Port == g.HTTPSPort(): // validation refuses http on a hosted gateway
 				o.HealthPort = uint16(p.Port)
 			default:
 				o.TCPPorts = append(o.TCPPorts, uint16(p.Port))
@@ -460,6 +460,15 @@ func (r *Node) buildGateways() error {
 		r.gateways[g.Name] = gw
 	}
 	return nil
+}
+
+// gatewayTLS is the server TLS of a gateway's ports: the node's, but asking for no client
+// certificate. Tickets admit channels; and a browser asked for one on a WebSocket (the
+// HTTPS port's channels) cannot show its user the choice, and fails the connection.
+func gatewayTLS(tc *tls.Config) *tls.Config {
+	tc = tc.Clone()
+	tc.ClientAuth, tc.ClientCAs, tc.VerifyConnection = tls.NoClientCert, nil, nil
+	return tc
 }
 
 // machineAddr resolves a machine name for the gateways.
@@ -512,7 +521,7 @@ func (r *Node) gatewaysFor(zone string) []api.GatewayEndpoint {
 		if !r.health.Eligible(g.Name) || (outage && r.gateways[g.Name] == nil) {
 			continue
 		}
-		e := api.GatewayEndpoint{Name: g.Name, Zone: g.Zone, Addresses: g.PublicAddresses, QUICPort: uint16(g.QUICPort)}
+		e := api.GatewayEndpoint{Name: g.Name, Zone: g.Zone, Addresses: g.PublicAddresses, QUICPort: uint16(g.QUICPort), HTTPSPort: uint16(g.HTTPSPort())}
 		if g.Zone == zone {
 			same = append(same, e)
 		} else {

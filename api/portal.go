@@ -1,0 +1,249 @@
+package api
+
+import (
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+)
+
+// The user's portal: web pages at / on the launch listener. A user signs in with the site's
+// logins (a password with a one-time code, or a client certificate), which makes a portal
+// session as the console makes its own (a cookie: HttpOnly, Secure, SameSite=Strict; ends on
+// logout, after consoleIdle without a request or consoleMaxAge; the login's factors and time
+// go into every ticket it gets). The page's script calls the launch API with that cookie —
+// GET /v1/resources, POST /v1/launch, GET /v1/sessions, POST /v1/sessions/{id}/logoff —, a
+// write with the session's CSRF token in X-CSRF-Token, from the portal's own origin. It shows
+// the desktop in the page with noVNC over a WebSocket channel to a gateway (package gateway,
+// ChannelPath), which it resumes through another gateway when its own dies.
+
+const portalCookie = "frontdoor_portal"
+
+//go:embed portal
+var portalFiles embed.FS
+
+var portalPages = template.Must(template.ParseFS(portalFiles, "portal/*.html"))
+
+// portalPage is what the portal's templates get.
+type portalPage struct {
+	Site  string
+	User  string
+	CSRF  string
+	Error string
+	Cert  bool // the connection presents a client certificate the site may log in with
+}
+
+// routePortal adds the portal's routes to the launch mux.
+func (l *Launch) routePortal() {
+	static, _ := fs.Sub(portalFiles, "portal/static")
+	files := http.StripPrefix("/portal/", http.FileServerFS(static))
+	l.mux.Handle("GET /portal/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	}))
+	l.mux.HandleFunc("GET /{$}", l.portalHome)
+	l.mux.HandleFunc("POST /login", l.portalLogin)
+	l.mux.HandleFunc("POST /logout", l.portalLogout)
+	l.mux.HandleFunc("GET /v1/resources", l.auth(l.resources))
+}
+
+// portalHeaders are the console's security headers, with the portal's WebSocket channels:
+// the page opens them to the site's gateways, on other hosts.
+func portalHeaders(w http.ResponseWriter) {
+	securityHeaders(w)
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' wss:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+}
+
+func (l *Launch) portalHome(w http.ResponseWriter, r *http.Request) {
+	portalHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if s, ok := l.portalSession(r); ok {
+		portalPages.ExecuteTemplate(w, "portal.html", portalPage{Site: l.o.Config.Site.Name, User: s.user.Name, CSRF: s.csrf})
+		return
+	}
+	l.renderPortalLogin(w, r, "", http.StatusOK)
+}
+
+func (l *Launch) renderPortalLogin(w http.ResponseWriter, r *http.Request, msg string, code int) {
+	portalHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	cert := r.TLS != nil && len(r.TLS.PeerCertificates) > 0
+	portalPages.ExecuteTemplate(w, "login.html", portalPage{Site: l.o.Config.Site.Name, Error: msg, Cert: cert})
+}
+
+// portalSession returns the request's live portal session.
+func (l *Launch) portalSession(r *http.Request) (*consoleSession, bool) {
+	c, err := r.Cookie(portalCookie)
+	if err != nil || c.Value == "" {
+		return nil, false
+	}
+	return l.portal.get(c.Value)
+}
+
+// portalLogin checks the sign-in form (user, password and a one-time code, as the API checks
+// Basic credentials and OTPHeader, throttled alike; or, with "certificate" set, the client
+// certificate the connection presented) and starts a portal session.
+func (l *Launch) portalLogin(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		l.renderPortalLogin(w, r, errCrossSite.Error(), http.StatusForbidden)
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		l.renderPortalLogin(w, r, "the sign-in form could not be read", http.StatusBadRequest)
+		return
+	}
+	li, err := l.logins.authenticate(formCredentials(r, r.PostForm.Get("certificate") != ""))
+	if err != nil {
+		var th throttledError
+		code := http.StatusUnauthorized
+		msg := "wrong user name or password, or a wrong or missing one-time code"
+		switch {
+		case errors.As(err, &th):
+			code, msg = http.StatusTooManyRequests, "too many sign-ins: "+err.Error()
+		case errors.Is(err, errLoginBusy), errors.Is(err, errCodeUnchecked), errors.Is(err, errRADIUSUnavailable), errors.Is(err, errCertUnchecked):
+			code, msg = http.StatusServiceUnavailable, err.Error()
+		case errors.Is(err, errRADIUSChallenge):
+			msg = err.Error()
+		}
+		l.log.Warn("portal sign-in refused", "user", r.PostForm.Get("user"), "from", clientAddr(r), "err", err)
+		l.renderPortalLogin(w, r, msg, code)
+		return
+	}
+	id, _ := l.portal.startLogin(li)
+	http.SetCookie(w, &http.Cookie{Name: portalCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	l.log.Info("portal sign-in", "user", li.user.Name, "factors", li.factors.String(), "from", clientAddr(r))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// portalLogout ends the request's portal session (a write: it needs the CSRF token).
+func (l *Launch) portalLogout(w http.ResponseWriter, r *http.Request) {
+	c, err := r.Cookie(portalCookie)
+	s, live := l.portalSession(r)
+	if err == nil && live && sameOrigin(r) && subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) == 1 {
+		l.portal.end(c.Value)
+		l.log.Info("portal sign-out", "user", s.user.Name, "from", clientAddr(r))
+	}
+	http.SetCookie(w, &http.Cookie{Name: portalCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// errPortalExpired answers an API call whose portal session is over.
+var errPortalExpired = errors.New("your sign-in has ended: sign in again")
+
+// portalLoginOf returns the login of the request's portal session: ok false when it carries
+// no portal cookie. A write (any method but GET and HEAD) needs the session's CSRF token in
+// X-CSRF-Token.
+func (l *Launch) portalLoginOf(r *http.Request) (li login, ok bool, err error) {
+	c, cerr := r.Cookie(portalCookie)
+	if cerr != nil || c.Value == "" {
+		return login{}, false, nil
+	}
+	s, live := l.portal.get(c.Value)
+	if !live {
+		return login{}, true, errPortalExpired
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-CSRF-Token")), []byte(s.csrf)) != 1 {
+			return login{}, true, errCSRF
+		}
+	}
+	return s.li, true, nil
+}
+
+// ResourceView is a resource as GET /v1/resources shows it to its user: where a launch
+// would land now, and why, or why it would be denied.
+type ResourceView struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Zone is the zone a launch would land in; "" when it would be denied.
+	Zone string `json:"zone,omitempty"`
+	// Why says, in one line, why there: the preferred zone and its source, or a reconnect.
+	Why string `json:"why,omitempty"`
+	// Denied says why a launch would be denied now; "" when it would not.
+	Denied string `json:"denied,omitempty"`
+	// Session is the session a launch would reconnect; "" for a new one.
+	Session string `json:"session,omitempty"`
+	// Mode is gateway or direct: a desktop opens in the browser only through a gateway.
+	Mode string `json:"mode,omitempty"`
+	// Protocol is the machine's desktop protocol (builtin, vnc, rdp): the browser shows VNC.
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// resources serves GET /v1/resources: the resources the user is entitled to, each with the
+// broker's dry run of a launch from here (no session made, nothing reserved).
+func (l *Launch) resources(w http.ResponseWriter, r *http.Request, li login) {
+	client := clientAddr(r)
+	zone := ""
+	if l.o.Locate != nil && client.IsValid() {
+		zone = l.o.Locate(client)
+	}
+	out := []ResourceView{}
+	for _, res := range l.o.Config.Resources {
+		d := l.o.Broker.Decide(broker.LaunchRequest{User: li.user.Name, Resource: res.Name, LocationZone: zone, Client: client,
+			Factors: li.factorNames(), Groups: li.groups})
+		if errors.Is(d.Err, broker.ErrNotEntitled) || errors.Is(d.Err, broker.ErrUnknownUser) {
+			continue
+		}
+		v := ResourceView{Name: res.Name, Kind: res.Kind, Session: d.Session}
+		if d.Outcome == broker.OutcomeDenied {
+			v.Denied = deniedInWords(d)
+		} else {
+			v.Zone, v.Mode, v.Why = d.Zone, d.Mode, whyThere(d, zone)
+			if dk := l.desk[d.Machine]; dk != nil {
+				v.Protocol = dk.Protocol
+			}
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// whyThere says in one line why a launch lands in d's zone.
+func whyThere(d broker.Decision, location string) string {
+	step := ""
+	if d.StepLabel != "" {
+		step = " (step " + d.StepLabel + ")"
+	}
+	if d.Outcome == broker.OutcomeReconnect {
+		return fmt.Sprintf("your session in zone %s goes on%s", d.Zone, step)
+	}
+	var pref string
+	switch d.PreferredZoneSource {
+	case broker.SourceUserLocation:
+		pref = "the zone you connect from"
+		if location != "" {
+			pref += " (" + location + ")"
+		}
+	case broker.SourceUserHome:
+		pref = "your home zone (" + d.PreferredZone + ")"
+	case broker.SourceApplicationHome:
+		pref = "the application's home zone (" + d.PreferredZone + ")"
+	default:
+		return fmt.Sprintf("zone %s: no preferred zone, the first with a free machine%s", d.Zone, step)
+	}
+	if d.Zone == d.PreferredZone {
+		return fmt.Sprintf("zone %s: %s%s", d.Zone, pref, step)
+	}
+	return fmt.Sprintf("zone %s: %s has no free machine%s", d.Zone, pref, step)
+}
+
+// deniedInWords says why a launch is denied, in a user's words.
+func deniedInWords(d broker.Decision) string {
+	switch {
+	case errors.Is(d.Err, broker.ErrAccessDenied):
+		return "an access rule denies it now: " + d.Reason
+	case errors.Is(d.Err, broker.ErrNoCapacity), errors.Is(d.Err, broker.ErrNoMachines):
+		return "no machine is free for it now"
+	}
+	if d.Reason != "" {
+		return d.Reason
+	}
+	return "it cannot be launched now"
+}

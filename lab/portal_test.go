@@ -1,0 +1,181 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"image"
+	"image/draw"
+	"image/png"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
+	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
+)
+
+// portalURL is the test site's portal on fd-hq-1's launch listener.
+const portalURL = "https://127.41.0.11:9443"
+
+// portalBrowser starts a headless Chromium that trusts the lab's CA, as a user of the lab
+// does who imported it.
+func portalBrowser(t *testing.T, l *Lab) context.Context {
+	t.Helper()
+	b, _ := pem.Decode(l.CA().CertPEM())
+	if b == nil {
+		t.Fatal("the lab's CA has no certificate")
+	}
+	ca, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testbrowser.StartTrusting(t, ca)
+}
+
+// screenText reads the text the builtin desktop drew on the page's noVNC canvas, from the
+// canvas's own pixels.
+func screenText(ctx context.Context) ([]string, error) {
+	url, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const c = document.querySelector("#screen canvas"); return c ? c.toDataURL("image/png") : "" })()`))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(url, "data:image/png;base64,"))
+	if err != nil || len(raw) == 0 {
+		return nil, fmt.Errorf("no canvas (%v)", err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	rgba := image.NewRGBA(img.Bounds())
+	draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
+	return desktop.ReadText(rgba), nil
+}
+
+// waitScreen polls the canvas until a line of its text contains every one of want, or d
+// passes; it returns the text last read.
+func waitScreen(ctx context.Context, d time.Duration, want ...string) ([]string, bool) {
+	var lines []string
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		lines, _ = screenText(ctx)
+		text := strings.Join(lines, "\n")
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(text, w)
+		}
+		if ok {
+			return lines, true
+		}
+	}
+	return lines, false
+}
+
+// TestPortalDesktopInTheBrowser is a user's path through the portal in Chromium: sign in,
+// see the entitled desktop, open it in the browser, and read this session's id off the
+// canvas's pixels; keys typed in the page reach the desktop; the session's gateway is
+// killed, and the same session's desktop moves again in the page within 3 s, without a
+// dialog or a new launch.
+func TestPortalDesktopInTheBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser and a whole site: not under -short")
+	}
+	l, _ := startLab(t)
+	ctx := portalBrowser(t, l)
+
+	err := do(ctx,
+		chromedp.Navigate(portalURL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="user"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="user"]`), "alice"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "lab"),
+		chromedp.Submit(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-resource="desktop"] button:not([disabled])`)))
+	if err != nil {
+		t.Fatalf("signing in as alice: %v", err)
+	}
+	where, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`li[data-resource="desktop"]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(where, "zone east") {
+		t.Errorf("the desktop's card says %q, want where it lands (zone east, alice's home)", where)
+	}
+	shot(t, ctx, "portal-home")
+
+	start := time.Now()
+	if err := do(ctx, clickNow(`li[data-resource="desktop"] button`), chromedp.WaitVisible(chromedp.ID("screen"))); err != nil {
+		steps, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("launch")))
+		t.Fatalf("opening the desktop in the browser: %v; the page says %q", err, steps)
+	}
+	session, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.session`))
+	if err != nil || session == "" {
+		t.Fatalf("no session on the page (%v)", err)
+	}
+	lines, ok := waitScreen(ctx, 10*time.Second, session, "alice")
+	if !ok {
+		t.Fatalf("the canvas does not show session %s and alice: %q", session, lines)
+	}
+	t.Logf("sign-in to the session on the canvas: %s; the canvas reads %q", time.Since(start).Round(time.Millisecond), lines)
+	st, err := l.Session(ctx, session)
+	if err != nil || st.User != "alice" {
+		t.Fatalf("session %s: %+v, %v", session, st, err)
+	}
+	waitState(t, l, session, broker.StateConnected)
+	via := ""
+	for _, line := range lines {
+		if p, ok := strings.CutPrefix(line, "path "); ok {
+			via = p
+		}
+	}
+	if via == "" || via == "direct" {
+		t.Fatalf("the canvas names no gateway the session came through: %q", lines)
+	}
+
+	// Keys typed in the page reach the desktop.
+	if err := do(ctx, chromedp.Click(chromedp.CSS("#screen canvas")), chromedp.KeyEvent("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if lines, ok := waitScreen(ctx, 5*time.Second, "keys: hello"); !ok {
+		t.Fatalf("typed hello; the canvas reads %q", lines)
+	}
+	shot(t, ctx, "portal-desktop")
+
+	// The session's gateway dies with its front door: the page resumes the stream through
+	// another gateway, and the same session's desktop moves again — a key typed just after
+	// the kill shows (the canvas keeps its last picture meanwhile: only a change proves the
+	// stream is back).
+	killed := time.Now()
+	if err := l.Signal(nodeOf(t, l, via), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := do(ctx, chromedp.KeyEvent("!")); err != nil {
+		t.Fatal(err)
+	}
+	lines, ok = waitScreen(ctx, 3*time.Second, session, "keys: hello!")
+	back := time.Since(killed)
+	if !ok {
+		t.Fatalf("3 s after %s was killed, a key typed does not show: the canvas reads %q", via, lines)
+	}
+	for _, line := range lines {
+		if p, ok := strings.CutPrefix(line, "path "); ok && p == via {
+			t.Errorf("the desktop still says it comes through the killed %s", via)
+		}
+	}
+	resumed, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.resumed || "0"`))
+	if resumed == "0" {
+		t.Fatalf("the page did not resume its stream: %q", lines)
+	}
+	dialog, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.getElementById("desktop").hidden && !document.querySelector("#launch-error:not([hidden])")`))
+	if !dialog {
+		t.Errorf("the desktop view is gone after the resume")
+	}
+	t.Logf("%s killed: the desktop of session %s moves again after %s (canvas: %q)", via, session, back.Round(time.Millisecond), lines)
+	shot(t, ctx, "portal-desktop-resumed")
+}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -36,18 +37,25 @@ func withAdmin(ctx context.Context, name string) context.Context {
 // record appends an admin action of r's admin to the audit log (when there is one) and
 // tells the event streams. A failure to record is logged: the action was done.
 func (a *Admin) record(r *http.Request, action, target, detail string) {
-	if a.o.Events != nil {
-		defer a.o.Events.Notify(TopicAudit)
+	appendAudit(a.o.Audit, a.o.Events, a.o.Node, a.log, r, adminOf(r), action, target, detail)
+}
+
+// appendAudit appends user's action, from r's client at node, to log (when there is one)
+// and tells events' streams (when there are some). A failure to record is logged: the
+// action was done.
+func appendAudit(log AuditLog, events *Notifier, node string, logger *slog.Logger, r *http.Request, user, action, target, detail string) {
+	if events != nil {
+		defer events.Notify(TopicAudit)
 	}
-	if a.o.Audit == nil {
+	if log == nil {
 		return
 	}
-	e := AuditEntry{Time: time.Now().UTC(), User: adminOf(r), From: clientAddr(r).String(), Node: a.o.Node,
+	e := AuditEntry{Time: time.Now().UTC(), User: user, From: clientAddr(r).String(), Node: node,
 		Action: action, Target: target, Detail: detail}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if err := a.o.Audit.Append(ctx, e); err != nil {
-		a.log.Error("recording an admin action in the audit log", "action", action, "target", target, "user", e.User, "err", err)
+	if err := log.Append(ctx, e); err != nil {
+		logger.Error("recording an action in the audit log", "action", action, "target", target, "user", e.User, "err", err)
 	}
 }
 

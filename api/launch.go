@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"net/netip"
 	"strings"
 	"time"
@@ -125,6 +126,13 @@ type LaunchOptions struct {
 	// ClientCAs are the CAs whose client certificates log users in (LoadClientCAs), as
 	// the listener's ServerTLS trusts them. Default: nil, the site CA alone.
 	ClientCAs *ClientCAs
+	// Audit receives the portal's sign-ins, launches and logoffs (the admin API's log).
+	// Optional.
+	Audit AuditLog
+	// Events is told when the audit log changes. Optional.
+	Events *Notifier
+	// Node names this front door in the audit log.
+	Node string
 }
 
 // Launch serves POST /v1/launch, GET /v1/sessions, POST /v1/sessions/{id}/disconnect|logoff
@@ -210,7 +218,7 @@ func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.Ha
 				httpError(w, http.StatusUnauthorized, err.Error())
 				return
 			}
-			h(w, r, li)
+			h(w, r.WithContext(context.WithValue(r.Context(), portalKey{}, true)), li)
 			return
 		}
 		li, err := l.logins.authenticate(r)
@@ -296,6 +304,13 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
 		l.log.Error("building descriptor", "session", d.Session, "err", err)
 		httpError(w, http.StatusServiceUnavailable, err.Error())
 		return
+	}
+	if fromPortal(r) {
+		what := "new session"
+		if d.Outcome == broker.OutcomeReconnect {
+			what = "reconnect"
+		}
+		l.audit(r, u.Name, "portal.launch", d.Session, fmt.Sprintf("%s: %s on %s in zone %s (%s)", req.Resource, what, d.Machine, d.Zone, d.Mode))
 	}
 	if d.PreviousEndpoint != "" && l.o.Verifier != nil {
 		// The session moves to this endpoint: the old one's tickets stop working site-wide
@@ -412,6 +427,9 @@ func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, li login)
 		}
 		httpError(w, http.StatusConflict, err.Error())
 		return
+	}
+	if fromPortal(r) {
+		l.audit(r, li.user.Name, "portal."+path.Base(r.URL.Path), id, s.Resource+" on "+s.Machine)
 	}
 	s, _ = l.o.Broker.Session(id)
 	writeJSON(w, http.StatusOK, map[string]string{"id": id, "state": string(s.State)})

@@ -119,6 +119,13 @@ func (l *Launch) portalLogin(w http.ResponseWriter, r *http.Request) {
 	id, _ := l.portal.startLogin(li)
 	http.SetCookie(w, &http.Cookie{Name: portalCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	l.log.Info("portal sign-in", "user", li.user.Name, "factors", li.factors.String(), "from", clientAddr(r))
+	if record, since := l.portal.audit(li.user.Name, clientAddr(r).String()); record {
+		detail := "factors " + li.factors.String()
+		if since > 0 {
+			detail += fmt.Sprintf(" (%d more sign-ins from %s since the last entry)", since, clientAddr(r))
+		}
+		l.audit(r, li.user.Name, "portal.signin", li.user.Name, detail)
+	}
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -129,9 +136,21 @@ func (l *Launch) portalLogout(w http.ResponseWriter, r *http.Request) {
 	if err == nil && live && sameOrigin(r) && subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) == 1 {
 		l.portal.end(c.Value)
 		l.log.Info("portal sign-out", "user", s.user.Name, "from", clientAddr(r))
+		l.audit(r, s.user.Name, "portal.signout", s.user.Name, "")
 	}
 	http.SetCookie(w, &http.Cookie{Name: portalCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// portalKey marks, in a request's context, a call of the portal's page.
+type portalKey struct{}
+
+// fromPortal reports whether r is a call of the portal's page (its session cookie).
+func fromPortal(r *http.Request) bool { return r.Context().Value(portalKey{}) != nil }
+
+// audit puts a portal user's action in the site's audit log.
+func (l *Launch) audit(r *http.Request, user, action, target, detail string) {
+	appendAudit(l.o.Audit, l.o.Events, l.o.Node, l.log, r, user, action, target, detail)
 }
 
 // errPortalExpired answers an API call whose portal session is over.

@@ -178,4 +178,28 @@ func TestPortalDesktopInTheBrowser(t *testing.T) {
 	}
 	t.Logf("%s killed: the desktop of session %s moves again after %s (canvas: %q)", via, session, back.Round(time.Millisecond), lines)
 	shot(t, ctx, "portal-desktop-resumed")
+
+	// Back at the portal, the session is listed; Log off ends it.
+	if err := do(ctx, clickNow("#desk-back"), chromedp.WaitVisible(chromedp.CSS(`li[data-session="`+session+`"] button.secondary`)),
+		clickNow(`li[data-session="`+session+`"] button.secondary`)); err != nil {
+		t.Fatalf("logging off from the portal: %v", err)
+	}
+	waitState(t, l, session, broker.StateEnded)
+
+	// Every step is in the audit log, with the user and where from.
+	var audit struct {
+		Entries []struct{ User, From, Action, Target string } `json:"entries"`
+	}
+	adminGet(t, l, "/v1/admin/audit?limit=50", &audit)
+	seen := map[string]bool{}
+	for _, e := range audit.Entries {
+		if e.User == "alice" && e.From == "127.0.0.1" {
+			seen[e.Action+" "+e.Target] = true
+		}
+	}
+	for _, want := range []string{"portal.signin alice", "portal.launch " + session, "portal.logoff " + session} {
+		if !seen[want] {
+			t.Errorf("the audit log has no %q from alice at 127.0.0.1: %+v", want, audit.Entries)
+		}
+	}
 }

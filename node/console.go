@@ -21,16 +21,24 @@ import (
 // maxMemoryAudit bounds the audit log of a node on a memory store.
 const maxMemoryAudit = 10000
 
+// auditLog is the node's audit log, made at the first call.
+func (r *Node) auditLog() api.AuditLog {
+	r.auditOnce.Do(func() {
+		if as, ok := r.store.(api.AuditStore); ok {
+			r.audit = api.StoreAudit(as)
+		} else {
+			r.audit = api.NewMemoryAudit(maxMemoryAudit)
+		}
+	})
+	return r.audit
+}
+
 // consoleOptions fills in what the console's endpoints read of the node.
 func (r *Node) consoleOptions(o *api.AdminOptions) {
 	o.Node, o.Events, o.Checker = r.spec.Name, r.events, r.health
 	o.Verifier, o.OnLogoff, o.Locate = r.verifier, r.sessionEnded, r.zones.Lookup
 	o.DrillDir = filepath.Join(r.o.DataDir, "drills")
-	if as, ok := r.store.(api.AuditStore); ok {
-		o.Audit = api.StoreAudit(as)
-	} else {
-		o.Audit = api.NewMemoryAudit(maxMemoryAudit)
-	}
+	o.Audit = r.auditLog()
 	if r.shared != nil {
 		o.Registrations = func() map[string]api.Registration {
 			out := map[string]api.Registration{}

@@ -94,18 +94,22 @@ type Node struct {
 	// Tests set it small.
 	httpsMax int
 
-	store    broker.Store
-	broker   *broker.Broker
-	zones    *zonemap.Map
-	health   *health.Checker
-	dns      *gslb.Handler
-	ca       *api.CA
-	certs    *api.Certs
-	userCAs  *api.ClientCAs // the operator CAs of users' client certificates; nil: none
-	signer   *ticket.Signer
-	verifier *ticket.Verifier
-	siteKey  ed25519.PrivateKey
-	agentKey []byte
+	store  broker.Store
+	broker *broker.Broker
+	zones  *zonemap.Map
+	// audit is the site's audit log as this node writes it (auditLog), the admin API's and
+	// the portal's.
+	audit     api.AuditLog
+	auditOnce sync.Once
+	health    *health.Checker
+	dns       *gslb.Handler
+	ca        *api.CA
+	certs     *api.Certs
+	userCAs   *api.ClientCAs // the operator CAs of users' client certificates; nil: none
+	signer    *ticket.Signer
+	verifier  *ticket.Verifier
+	siteKey   ed25519.PrivateKey
+	agentKey  []byte
 
 	// Gateways are the gateways run here, by name.
 	gateways map[string]*gateway.Gateway
@@ -536,7 +540,8 @@ func (r *Node) buildListeners() error {
 	log := r.log.With("node", n.Name)
 	logins := &api.Logins{CPUs: r.cpus(), Logger: r.log.With("component", "logins"), Registry: r.o.Registry} // the launch and admin APIs take turns on the node's CPUs
 	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
-		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, ClientCAs: r.userCAs, Logger: log.With("component", "launch")})
+		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, ClientCAs: r.userCAs, Logger: log.With("component", "launch"),
+		Audit: r.auditLog(), Events: r.events, Node: n.Name})
 	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca, Verifier: r.verifier,
 		SitePublicKey: r.siteKey.Public().(ed25519.PublicKey), Revoked: r.revokedMachines.at, Logger: log.With("component", "agents")})
 	r.agents = append(r.agents, agents)

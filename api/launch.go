@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path"
 	"net/netip"
+	"path"
 	"strings"
 	"time"
 
@@ -275,6 +275,9 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
 	if len(req.Endpoint) > 128 {
 		httpError(w, http.StatusBadRequest, "endpoint is longer than 128 bytes")
 		return
+	}
+	if fromPortal(r) {
+		req.Endpoint = BrowserEndpoint + strings.TrimPrefix(req.Endpoint, BrowserEndpoint)
 	}
 	client := clientAddr(r)
 	zone := ""

@@ -142,6 +142,10 @@ func (l *Launch) portalLogout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// BrowserEndpoint begins the endpoint of every launch from the portal's page: the console
+// tells those sessions, whose desktop is in a browser, from a native client's.
+const BrowserEndpoint = "browser:"
+
 // portalKey marks, in a request's context, a call of the portal's page.
 type portalKey struct{}
 

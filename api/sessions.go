@@ -26,10 +26,12 @@ type AdminSession struct {
 	Mode string `json:"mode"`
 	// Via is what carries (or last carried) its channels: a gateway's name, "direct" (its
 	// machine reported it), or "" before its client connected.
-	Via      string    `json:"via"`
-	Endpoint string    `json:"endpoint"`
-	Created  time.Time `json:"created"`
-	Changed  time.Time `json:"changed"`
+	Via      string `json:"via"`
+	Endpoint string `json:"endpoint"`
+	// Browser: the session was launched from the portal, to show its desktop in the browser.
+	Browser bool      `json:"browser,omitempty"`
+	Created time.Time `json:"created"`
+	Changed time.Time `json:"changed"`
 	// Expires is when a pending or disconnected session ends; absent for a connected one.
 	Expires time.Time `json:"expires,omitzero"`
 }
@@ -49,7 +51,7 @@ const maxListedSessions = 500
 
 func adminSession(s broker.Session) AdminSession {
 	return AdminSession{ID: s.ID, User: s.User, Resource: s.Resource, Group: s.Group, Machine: s.Machine, Zone: s.Zone,
-		State: string(s.State), Mode: s.Mode, Via: s.Via, Endpoint: s.Endpoint, Created: s.Created.UTC(),
+		State: string(s.State), Mode: s.Mode, Via: s.Via, Endpoint: s.Endpoint, Browser: strings.HasPrefix(s.Endpoint, BrowserEndpoint), Created: s.Created.UTC(),
 		Changed: s.Changed.UTC(), Expires: s.Expires.UTC()}
 }
 

@@ -128,6 +128,19 @@ func TestPortalDesktopInTheBrowser(t *testing.T) {
 		t.Fatalf("session %s: %+v, %v", session, st, err)
 	}
 	waitState(t, l, session, broker.StateConnected)
+	var list struct {
+		Sessions []struct {
+			ID       string `json:"id"`
+			Browser  bool   `json:"browser"`
+			Endpoint string `json:"endpoint"`
+		} `json:"sessions"`
+	}
+	adminGet(t, l, "/v1/admin/sessions?user=alice", &list)
+	for _, s := range list.Sessions {
+		if s.ID == session && !s.Browser {
+			t.Errorf("the console does not show session %s (endpoint %q) as in a browser", session, s.Endpoint)
+		}
+	}
 	via := ""
 	for _, line := range lines {
 		if p, ok := strings.CutPrefix(line, "path "); ok {

@@ -184,7 +184,7 @@ async function sessionsPage() {
   return [form, table('sessions', ['User', 'Resource', 'Machine', 'State', 'Mode', 'Via', 'Endpoint', 'Changed', ''],
     list.map((s) => el('tr', {'data-session': s.id},
       el('td', {}, s.user), el('td', {}, s.resource), el('td', {}, `${s.machine} (${s.zone})`),
-      el('td', {}, state(s.state)), el('td', {}, s.mode), el('td', {}, s.via || ''), el('td', {}, s.endpoint || ''),
+      el('td', {}, state(s.state)), el('td', {}, s.mode), el('td', {}, s.via || ''), el('td', {}, s.browser ? [el('span', {class: 'tag'}, 'browser'), ' ', s.endpoint] : (s.endpoint || '')),
       el('td', {class: 'small'}, ago(s.changed)),
       el('td', {class: 'actions'},
         s.state === 'connected' ? button('disconnect', {'data-action': 'disconnect',

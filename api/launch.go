@@ -221,6 +221,16 @@ func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.Ha
 			h(w, r.WithContext(context.WithValue(r.Context(), portalKey{}, true)), li)
 			return
 		}
+		if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && scheme == ticket.LaunchFileScheme {
+			li, resource, err := l.launchFileLogin(tok)
+			if err != nil {
+				l.log.Warn("launch file refused", "from", clientAddr(r), "err", err)
+				httpError(w, http.StatusUnauthorized, "the launch file is not good (opened already, too old, or not this site's): open the resource again at the portal")
+				return
+			}
+			h(w, r.WithContext(context.WithValue(r.Context(), launchFileKey{}, resource)), li)
+			return
+		}
 		li, err := l.logins.authenticate(r)
 		if err != nil {
 			loginRefused(w, err, "frontdoor")
@@ -278,6 +288,10 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
 	}
 	if fromPortal(r) {
 		req.Endpoint = BrowserEndpoint + strings.TrimPrefix(req.Endpoint, BrowserEndpoint)
+	}
+	if res, ok := r.Context().Value(launchFileKey{}).(string); ok && res != req.Resource {
+		httpError(w, http.StatusForbidden, fmt.Sprintf("the launch file opens %s, not %s", res, req.Resource))
+		return
 	}
 	client := clientAddr(r)
 	zone := ""

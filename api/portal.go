@@ -8,8 +8,10 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 // The user's portal: web pages at / on the launch listener. A user signs in with the site's
@@ -51,6 +53,7 @@ func (l *Launch) routePortal() {
 	l.mux.HandleFunc("POST /login", l.portalLogin)
 	l.mux.HandleFunc("POST /logout", l.portalLogout)
 	l.mux.HandleFunc("GET /v1/resources", l.auth(l.resources))
+	l.mux.HandleFunc("POST /v1/launch-file", l.auth(l.launchFile))
 }
 
 // portalHeaders are the console's security headers, with the portal's WebSocket channels:
@@ -178,6 +181,65 @@ func (l *Launch) portalLoginOf(r *http.Request) (li login, ok bool, err error) {
 		}
 	}
 	return s.li, true, nil
+}
+
+// launchFileKey holds, in a request's context, the resource of the launch file that logged it
+// in.
+type launchFileKey struct{}
+
+// launchFile serves POST /v1/launch-file {"resource": R} to the portal's page: a launch file
+// (ticket.LaunchFileDoc) that `frontdoor connect --file` opens once, within
+// ticket.LaunchFileTTL, as the portal's login. The page downloads it.
+func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li login) {
+	if !fromPortal(r) {
+		httpError(w, http.StatusForbidden, "launch files are made for the portal's sign-ins")
+		return
+	}
+	if len(li.groups) > 0 {
+		// A ticket seals no groups: a login that an identity provider's groups vouch for
+		// would lose them.
+		httpError(w, http.StatusForbidden, "a single sign-on login opens its desktops in the browser: launch files carry no identity provider's groups")
+		return
+	}
+	var req LaunchRequest
+	if !readJSON(w, r, &req, 4<<10, `body must be JSON {"resource": NAME}`) {
+		return
+	}
+	if req.Resource == "" || len(req.Resource) > 255 {
+		httpError(w, http.StatusBadRequest, `body must be JSON {"resource": NAME}`)
+		return
+	}
+	c := ticket.Claims{Kind: ticket.LaunchFile, Session: req.Resource, User: li.user.Name, Factors: li.factors, AuthTime: li.at}
+	if life := l.o.Config.Site.Auth.FactorLifetime.D(); life > 0 {
+		c.LoginExpires = li.at.Add(life)
+	}
+	tok, c, err := l.o.Signer.Issue(c, ticket.LaunchFileTTL)
+	if err != nil {
+		httpError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	doc := ticket.LaunchFileDoc{Version: ticket.LaunchFileVersion, Site: l.o.Config.Site.Name, LaunchURLs: []string{"https://" + r.Host},
+		Resource: req.Resource, User: li.user.Name, Ticket: tok, Expires: c.Expires.UTC()}
+	l.audit(r, li.user.Name, "portal.launch-file", req.Resource, "valid until "+c.Expires.UTC().Format(time.RFC3339))
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", req.Resource+".fdlaunch"))
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// launchFileLogin checks a launch file's ticket (using it up) and returns its login and
+// resource.
+func (l *Launch) launchFileLogin(tok string) (login, string, error) {
+	if l.o.Verifier == nil {
+		return login{}, "", errors.New("this front door checks no tickets")
+	}
+	c, err := l.o.Verifier.CheckLaunchFile(tok)
+	if err != nil {
+		return login{}, "", err
+	}
+	u, ok := l.logins.users[c.User]
+	if !ok {
+		return login{}, "", fmt.Errorf("the launch file's user %q is not the site's", c.User)
+	}
+	return login{user: u, factors: c.Factors, at: c.AuthTime}, c.Session, nil
 }
 
 // ResourceView is a resource as GET /v1/resources shows it to its user: where a launch

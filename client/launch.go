@@ -12,10 +12,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 // DeniedError is the broker's refusal of a launch, with its reason and trace.
@@ -54,10 +57,15 @@ const OTPHeader = "X-Frontdoor-OTP"
 type credentials struct {
 	user, password, otp, token string
 	cert                       *tls.Certificate
+	launchFile                 string // a launch file's ticket (ticket.LaunchFileScheme)
 }
 
 // set puts the credentials on req (all but the certificate, which tlsConfig presents).
 func (c credentials) set(req *http.Request) {
+	if c.launchFile != "" {
+		req.Header.Set("Authorization", ticket.LaunchFileScheme+" "+c.launchFile)
+		return
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 		return
@@ -123,6 +131,8 @@ func launch(ctx context.Context, launchURL string, cred credentials, resource, e
 	case http.StatusUnauthorized:
 		who := cred.user
 		switch {
+		case cred.launchFile != "":
+			who = "the launch file's login"
 		case cred.token != "":
 			who = "the single sign-on login"
 		case who == "" && cred.cert != nil && cred.cert.Leaf != nil:
@@ -155,6 +165,25 @@ func launch(ctx context.Context, launchURL string, cred credentials, resource, e
 		return nil, fmt.Errorf("launch at %s: descriptor has no session_id", launchURL)
 	}
 	return &d, nil
+}
+
+// LaunchFile launches the resource of a launch file (ticket.ReadLaunchFile) at the launch APIs
+// it names, in turn while one cannot be reached, and returns the descriptor and the launch
+// API that answered. The file opens once: a launch API that answered refuses it ever after.
+func LaunchFile(ctx context.Context, doc ticket.LaunchFileDoc, endpoint string, rootCAs *x509.CertPool) (*Descriptor, string, error) {
+	var errs []error
+	for _, u := range doc.LaunchURLs {
+		d, err := launch(ctx, u, credentials{launchFile: doc.Ticket}, doc.Resource, endpoint, rootCAs)
+		if err == nil {
+			return d, u, nil
+		}
+		errs = append(errs, err)
+		var ue *url.Error
+		if !errors.As(err, &ue) {
+			break // answered: the file is used up, or refused
+		}
+	}
+	return nil, "", fmt.Errorf("opening the launch file of %s: %w", doc.Resource, errors.Join(errs...))
 }
 
 // Launcher launches a resource through the front doors that a DNS name resolves to: it

@@ -6,10 +6,17 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"image"
 	"image/draw"
 	"image/png"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,8 +25,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 // portalURL is the test site's portal on fd-hq-1's launch listener.
@@ -214,5 +223,88 @@ func TestPortalDesktopInTheBrowser(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("the audit log has no %q from alice at 127.0.0.1: %+v", want, audit.Entries)
 		}
+	}
+}
+
+// portalClient signs in at the portal as user with the lab's password, as the sign-in form
+// does, and returns an HTTP client holding the portal's cookie and the page's CSRF token.
+func portalClient(t *testing.T, l *Lab, user string) (*http.Client, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
+	req, _ := http.NewRequest(http.MethodPost, portalURL+"/login", strings.NewReader(url.Values{"user": {user}, "password": {"lab"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", portalURL)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	_, rest, ok := strings.Cut(string(page), `data-csrf="`)
+	csrf, _, _ := strings.Cut(rest, `"`)
+	if !ok || csrf == "" {
+		t.Fatalf("signing in at the portal as %s: %s, no CSRF token on the page", user, resp.Status)
+	}
+	return hc, csrf
+}
+
+// A launch file from the portal opens the desktop once, through the CLI's client, as the
+// portal's user; opened again it is refused, and it cannot open another resource.
+func TestLaunchFileOpensOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a whole site: not under -short")
+	}
+	l, _ := startLab(t)
+	hc, csrf := portalClient(t, l, "bob")
+	file := func(resource string) ticket.LaunchFileDoc {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, portalURL+"/v1/launch-file", strings.NewReader(`{"resource": "`+resource+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-CSRF-Token", csrf)
+		req.Header.Set("Origin", portalURL)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Disposition"), resource+".fdlaunch") {
+			t.Fatalf("POST /v1/launch-file: %s %q", resp.Status, resp.Header.Get("Content-Disposition"))
+		}
+		doc, err := ticket.ReadLaunchFile(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if doc.User != "bob" || doc.Resource != resource || time.Until(doc.Expires) > ticket.LaunchFileTTL {
+			t.Fatalf("launch file %+v", doc)
+		}
+		return doc
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	doc := file("desktop")
+	d, at, err := client.LaunchFile(ctx, doc, "bob-laptop", l.CA().Pool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := client.Open(ctx, client.Options{Descriptor: d, RootCAs: l.CA().Pool(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dc, err := s.CheckDesktop(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(dc.Lines, "user bob") || !slices.Contains(dc.Lines, "session "+d.SessionID) {
+		t.Fatalf("the desktop opened by the launch file (at %s) reads %q, want bob's session %s", at, dc.Lines, d.SessionID)
+	}
+	if _, _, err := client.LaunchFile(ctx, doc, "bob-laptop", l.CA().Pool()); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("the launch file opened a second time: %v, want it refused", err)
+	}
+	other := file("browser")
+	other.Resource = "desktop"
+	if _, _, err := client.LaunchFile(ctx, other, "bob-laptop", l.CA().Pool()); !errors.Is(err, client.ErrDenied) {
+		t.Fatalf("a launch file for browser opened desktop: %v", err)
 	}
 }

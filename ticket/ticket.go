@@ -53,6 +53,10 @@ const (
 	// Enrol lets a machine's agent obtain its certificate once (Verifier.CheckEnrolment);
 	// it opens no channel.
 	Enrol Kind = 3
+	// LaunchFile is a launch file's (LaunchFileDoc): it launches one resource once, as
+	// the login that made it (Verifier.CheckLaunchFile); it opens no channel. Its Session
+	// names the resource.
+	LaunchFile Kind = 4
 )
 
 // String names the kind.
@@ -64,6 +68,8 @@ func (k Kind) String() string {
 		return "reconnect"
 	case Enrol:
 		return "enrol"
+	case LaunchFile:
+		return "launch file"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -203,7 +209,7 @@ func (s *Signer) IssueLaunch(c Claims, ttl, reconnectTTL time.Duration) (launch,
 
 // issueAt issues c as of now.
 func (s *Signer) issueAt(c Claims, now time.Time, ttl time.Duration) (string, Claims, error) {
-	if c.Kind != Launch && c.Kind != Reconnect && c.Kind != Enrol {
+	if c.Kind != Launch && c.Kind != Reconnect && c.Kind != Enrol && c.Kind != LaunchFile {
 		return "", c, fmt.Errorf("issuing ticket: %w: %v", ErrWrongKind, c.Kind)
 	}
 	if len(c.Session) > maxField || len(c.Machine) > maxField || len(c.Mode) > maxField || len(c.User) > maxField || len(c.Channels) > 32 {
@@ -398,7 +404,7 @@ func parseBody(body []byte) (Claims, error) {
 		}
 		c.Channels = append(c.Channels, ch)
 	}
-	if c.Kind != Launch && c.Kind != Reconnect && c.Kind != Enrol {
+	if c.Kind != Launch && c.Kind != Reconnect && c.Kind != Enrol && c.Kind != LaunchFile {
 		return c, ErrWrongKind
 	}
 	return c, nil

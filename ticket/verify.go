@@ -257,8 +257,8 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 		return c, ErrNotYetValid
 	case !now.Before(c.Expires):
 		return c, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
-	case c.Kind == Enrol:
-		return c, fmt.Errorf("%w: an enrolment ticket opens no channel", ErrWrongKind)
+	case c.Kind == Enrol || c.Kind == LaunchFile:
+		return c, fmt.Errorf("%w: %s ticket opens no channel", ErrWrongKind, c.Kind)
 	case !c.LoginExpires.IsZero() && !now.Before(c.LoginExpires):
 		return c, fmt.Errorf("%w: %s logged in at %s with %s, good until %s", ErrLoginExpired, c.User,
 			c.AuthTime.UTC().Format(time.RFC3339), c.Factors, c.LoginExpires.UTC().Format(time.RFC3339))

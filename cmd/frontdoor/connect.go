@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -16,13 +17,14 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/spf13/cobra"
 )
 
 // connectOpts are the flags of frontdoor connect.
 type connectOpts struct {
 	name, user, password, otp, resource, endpoint string
-	dns, ca, local, cert, key                     string
+	dns, ca, local, cert, key, file               string
 	launchPort, quicPort                          uint16
 	tcp, udp                                      []uint
 	duration, echo                                time.Duration
@@ -32,7 +34,7 @@ type connectOpts struct {
 func newConnectCmd() *cobra.Command {
 	var o connectOpts
 	c := &cobra.Command{
-		Use:   "connect NAME (--user U | --cert FILE | --sso) --resource R",
+		Use:   "connect (NAME (--user U | --cert FILE | --sso) --resource R | --file LAUNCH-FILE)",
 		Short: "Launch a resource through a front door and keep its display channels up",
 		Long: `connect resolves NAME through the site's DNS (--dns, e.g. the GSLB server), launches the
 resource at https://ADDRESS:LAUNCH-PORT/v1/launch, prints the descriptor and the broker's trace,
@@ -64,10 +66,25 @@ With --sso, connect signs in through the site's identity provider instead (site.
 it prints the provider's login page to open in a browser, takes the provider's answer on a
 listener of its own on 127.0.0.1, and launches with the ID token; no --user or password. The
 token lasts what the provider gives it (often an hour): a new launch after that is refused it,
-and connect says to log in again.`,
-		Args: cobra.ExactArgs(1),
+and connect says to log in again.
+
+With --file, connect opens a launch file that the user's portal gave (a download, as a
+Citrix .ica file): it launches the file's resource at the launch API the file names, as the
+user who signed in at the portal, without a password; no NAME, --user or --resource. A launch
+file opens once, within a minute of being made; a session that must launch again after that
+(every gateway lost for longer than its reconnect ticket allows) is launched again at the
+portal.`,
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.name = args[0]
+			switch {
+			case o.file != "" && (len(args) > 0 || o.resource != ""):
+				return errors.New("--file names the front door and the resource: give no NAME or --resource with it")
+			case o.file == "" && (len(args) == 0 || o.resource == ""):
+				return errors.New("connect needs a NAME and --resource, or a --file")
+			}
+			if len(args) > 0 {
+				o.name = args[0]
+			}
 			if o.password == "" && o.cert == "" {
 				o.password = os.Getenv("FRONTDOOR_PASSWORD")
 			}
@@ -94,7 +111,7 @@ and connect says to log in again.`,
 	f.Uint16Var(&o.quicPort, "quic", 0, "carry every channel to gateways, TCP ones too, over QUIC on this UDP port (a gateway's quic_port); 0: TCP channels over TLS, UDP channels over QUIC at the quic_port the launch names")
 	f.BoolVar(&o.verbose, "verbose", false, "print every failed reconnect attempt and every echo")
 	f.BoolVar(&o.sso, "sso", false, "sign in through the site's identity provider in a browser (single sign-on) instead of a user and password")
-	_ = c.MarkFlagRequired("resource")
+	f.StringVar(&o.file, "file", "", "open a launch file from the portal (a .fdlaunch download) instead of signing in")
 	return c
 }
 
@@ -102,6 +119,9 @@ and connect says to log in again.`,
 func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 	var cert *tls.Certificate
 	switch {
+	case o.file != "" && (o.sso || o.user != "" || o.password != "" || o.cert != "" || o.otp != ""):
+		return errors.New("a launch file signs in as the portal's login: give no --user, --password, --otp, --cert or --sso with --file")
+	case o.file != "":
 	case o.sso && (o.user != "" || o.otp != ""):
 		return errors.New("--sso signs in through the identity provider: give no --user or --otp with it")
 	case o.sso && o.cert != "":
@@ -152,7 +172,15 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 		}
 		l.User, l.Password, l.Token = "", "", tok
 	}
-	d, frontDoor, err := l.Launch(ctx)
+	var d *client.Descriptor
+	var frontDoor fmt.Stringer
+	if o.file != "" {
+		d, frontDoor, err = openLaunchFile(ctx, o, pool)
+	} else {
+		var fd netip.Addr
+		d, fd, err = l.Launch(ctx)
+		frontDoor = fd
+	}
 	if err != nil {
 		var de *client.DeniedError
 		if errors.As(err, &de) && len(de.Trace) > 0 {
@@ -168,6 +196,9 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 			out.printf("%s", describeLaunch(d, fd))
 		}
 		return d, fd, err
+	}
+	if o.file != "" {
+		relaunch = nil // a launch file opens once
 	}
 	var quic *client.QUICOptions
 	if o.quicPort != 0 {
@@ -226,6 +257,32 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 		}
 	}
 }
+
+// openLaunchFile launches the resource of the launch file o.file.
+func openLaunchFile(ctx context.Context, o connectOpts, pool *x509.CertPool) (*client.Descriptor, fmt.Stringer, error) {
+	f, err := os.Open(o.file)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := ticket.ReadLaunchFile(f)
+	f.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", o.file, err)
+	}
+	if time.Now().After(doc.Expires) {
+		return nil, nil, fmt.Errorf("the launch file of %s expired at %s: open it again at the portal", doc.Resource, doc.Expires.Local().Format(time.TimeOnly))
+	}
+	d, u, err := client.LaunchFile(ctx, doc, o.endpoint, pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, stringer(u), nil
+}
+
+// stringer is a string as a fmt.Stringer.
+type stringer string
+
+func (s stringer) String() string { return string(s) }
 
 // exposeDesktop serves the desktop on --local (or a free loopback port for --open) and,
 // with --open, starts a viewer on it.

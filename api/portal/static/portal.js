@@ -66,7 +66,16 @@ function el(tag, attrs, ...kids) {
     return e;
 }
 
+// openIn is where this user opens resources: "browser" or "native", remembered in this
+// browser for each user.
+const openInKey = "frontdoor.open-in." + document.body.dataset.user;
+
+function openIn() {
+    return localStorage.getItem(openInKey) === "native" ? "native" : "browser";
+}
+
 function inBrowser(r) {
+    if (openIn() === "native") return "";
     if (r.mode === "direct") return "reached directly, not through a gateway: the browser cannot carry it";
     if (r.protocol === "rdp") return "an RDP desktop: the browser shows VNC desktops only";
     return "";
@@ -87,7 +96,7 @@ async function loadResources() {
     for (const r of rs) {
         const why = r.denied ? el("span", { class: "state denied" }, "Not available: " + r.denied) : el("span", { class: "where" }, r.why);
         const no = inBrowser(r);
-        const open = el("button", { type: "button", "data-resource": r.name, onclick: () => launch(r.name) }, r.session ? "Reconnect" : "Open");
+        const open = el("button", { type: "button", "data-resource": r.name, onclick: () => (openIn() === "native" ? launchFile(r.name) : launch(r.name)) }, r.session ? "Reconnect" : "Open");
         if (r.denied || no) {
             open.disabled = true;
             if (no) open.title = no;
@@ -125,7 +134,7 @@ async function loadSessions() {
             el("span", { class: "state " + s.state }, s.state),
             el("span", { class: "where" }, "on " + s.machine + " in zone " + s.zone + " (" + s.mode + "), since " + new Date(s.created).toLocaleTimeString()),
             el("div", { class: "actions" },
-                el("button", { type: "button", onclick: () => launch(s.resource) }, "Reconnect"), logoff)));
+                el("button", { type: "button", onclick: () => (openIn() === "native" ? launchFile(s.resource) : launch(s.resource)) }, "Reconnect"), logoff)));
     }
 }
 
@@ -188,6 +197,31 @@ async function launch(resource) {
         return;
     }
     openDesktop(d, gateways, t0, resource);
+}
+
+// launchFile downloads a launch file for resource, which `frontdoor connect --file` opens
+// once within a minute, and says how.
+async function launchFile(resource) {
+    show("launch");
+    $("launch-name").textContent = resource + " in a native viewer";
+    $("steps").replaceChildren();
+    $("launch-error").hidden = true;
+    const t0 = performance.now();
+    let doc;
+    try {
+        doc = await api("POST", "/v1/launch-file", { resource });
+    } catch (e) {
+        failed(inWords(e));
+        return;
+    }
+    const name = resource + ".fdlaunch";
+    const a = el("a", { href: URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2)], { type: "application/x-frontdoor-launch" })), download: name });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    step(t0, "Launch file " + name + " downloaded: it opens once, until " + new Date(doc.expires).toLocaleTimeString());
+    $("steps").append(el("li", {}, "Open it with ", el("code", {}, "frontdoor connect --file " + name + " --open"),
+        " (with ", el("code", {}, "--ca FILE"), " where this computer does not trust the site's certificates)"));
 }
 
 function openDesktop(d, gateways, t0, resource) {
@@ -287,6 +321,14 @@ $("launch-back").addEventListener("click", () => {
     show("home");
     refresh();
 });
+
+for (const r of document.querySelectorAll('input[name="open-in"]')) {
+    r.checked = r.value === openIn();
+    r.addEventListener("change", () => {
+        localStorage.setItem(openInKey, r.value);
+        refresh();
+    });
+}
 
 refresh();
 setInterval(() => { if (!$("home").hidden) refresh(); }, 10000);

@@ -160,6 +160,23 @@ func TestPortalDesktopInTheBrowser(t *testing.T) {
 		t.Fatalf("the canvas names no gateway the session came through: %q", lines)
 	}
 
+	// The desktop takes the size of the page's screen (noVNC asks, the builtin desktop
+	// resizes), and still shows the session.
+	var size string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		size, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const c = document.querySelector("#screen canvas"), s = document.getElementById("screen"); return c.width + "x" + c.height + " in " + s.clientWidth + "x" + s.clientHeight })()`))
+		if w, rest, _ := strings.Cut(size, "x"); strings.Contains(rest, " in "+w+"x") {
+			break
+		}
+	}
+	if w, rest, _ := strings.Cut(size, "x"); !strings.Contains(rest, " in "+w+"x") || w == "1024" {
+		t.Errorf("the desktop's framebuffer and the page's screen: %s; want the framebuffer as wide as the screen", size)
+	}
+	if lines, ok := waitScreen(ctx, 5*time.Second, session); !ok {
+		t.Fatalf("resized, the canvas reads %q", lines)
+	}
+	t.Logf("framebuffer %s", size)
+
 	// Keys typed in the page reach the desktop.
 	if err := do(ctx, chromedp.Click(chromedp.CSS("#screen canvas")), chromedp.KeyEvent("hello")); err != nil {
 		t.Fatal(err)

@@ -191,7 +191,7 @@ func forward(sc *rfb.ServerConn, events chan<- rfb.ClientMessage, done <-chan st
 			return err
 		}
 		switch m.(type) {
-		case rfb.FramebufferUpdateRequest, rfb.KeyEvent:
+		case rfb.FramebufferUpdateRequest, rfb.KeyEvent, rfb.SetDesktopSize:
 		default:
 			continue // pixel formats and encodings are applied by sc; pointer and clipboard ignored
 		}

@@ -6,6 +6,7 @@ import (
 	"image"
 	"net"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,12 @@ type rig struct {
 
 func start(t *testing.T) *rig {
 	t.Helper()
+	return startWith(t, rfb.ClientOptions{})
+}
+
+// startWith is start with a client of options o.
+func startWith(t *testing.T, o rfb.ClientOptions) *rig {
+	t.Helper()
 	sc, cc := net.Pipe()
 	cc.SetDeadline(time.Now().Add(20 * time.Second))
 	r := &rig{
@@ -79,7 +86,7 @@ func start(t *testing.T) *rig {
 			t.Error("Serve did not return after its context ended")
 		}
 	})
-	c, err := rfb.NewClient(cc)
+	c, err := rfb.NewClientWith(cc, o)
 	if err != nil {
 		t.Fatalf("NewClient: %v", err)
 	}
@@ -297,5 +304,51 @@ func TestCancelDuringHandshakeEndsServe(t *testing.T) {
 	cancel()
 	if err := <-served; !errors.Is(err, context.Canceled) {
 		t.Errorf("Serve = %v, want %v", err, context.Canceled)
+	}
+}
+
+// A viewer that speaks ExtendedDesktopSize (noVNC resizing to its window) is told the size
+// with its first update, and the desktop takes the size it asks for: the next update is the
+// whole screen at that size, drawn for it; a size out of bounds is refused and nothing changes.
+func TestViewerResizesTheDesktop(t *testing.T) {
+	t.Parallel()
+	r := startWith(t, rfb.ClientOptions{Resize: true})
+	m, _ := r.update(t, false)
+	if want := []rfb.Rect{{Bounds: image.Rect(0, 0, 1024, 768), Encoding: rfb.EncodingExtendedDesktopSize}}; !reflect.DeepEqual(m.Rects, want) {
+		t.Fatalf("first message %v, want the size told: %v", m.Rects, want)
+	}
+	m, lines := r.read(t)
+	if len(m.Rects) != 1 || m.Rects[0].Bounds != image.Rect(0, 0, 1024, 768) || !slices.Contains(lines, "session 7f3a9c0d") {
+		t.Fatalf("then %v reading %q, want the whole screen", m.Rects, lines)
+	}
+
+	if err := r.c.SetDesktopSize(800, 600); err != nil {
+		t.Fatal(err)
+	}
+	m, lines = r.update(t, true)
+	want := rfb.Rect{Bounds: image.Rect(0, 0, 800, 600), Encoding: rfb.EncodingExtendedDesktopSize, Reason: rfb.ResizeByViewer, Status: rfb.ResizeOK}
+	if len(m.Rects) != 1 || m.Rects[0] != want {
+		t.Fatalf("after SetDesktopSize 800x600: %v, want %v", m.Rects, want)
+	}
+	m, lines = r.read(t)
+	if r.c.Width() != 800 || r.c.Height() != 600 || len(m.Rects) != 1 || m.Rects[0].Bounds != image.Rect(0, 0, 800, 600) {
+		t.Fatalf("after the resize: %dx%d, update %v; want the whole 800x600 screen", r.c.Width(), r.c.Height(), m.Rects)
+	}
+	if !slices.Contains(lines, "session 7f3a9c0d") || !slices.Contains(lines, "user alice") {
+		t.Errorf("the 800x600 screen reads %q", lines)
+	}
+
+	for _, size := range [][2]int{{10, 600}, {8000, 8000}} {
+		if err := r.c.SetDesktopSize(size[0], size[1]); err != nil {
+			t.Fatal(err)
+		}
+		m, _ = r.update(t, true)
+		want := rfb.Rect{Bounds: image.Rect(0, 0, 800, 600), Encoding: rfb.EncodingExtendedDesktopSize, Reason: rfb.ResizeByViewer, Status: rfb.ResizeInvalid}
+		if len(m.Rects) != 1 || m.Rects[0] != want {
+			t.Fatalf("SetDesktopSize %v: %v, want it refused: %v", size, m.Rects, want)
+		}
+		if r.c.Width() != 800 || r.c.Height() != 600 {
+			t.Fatalf("after a refused SetDesktopSize %v: %dx%d", size, r.c.Width(), r.c.Height())
+		}
 	}
 }

@@ -35,8 +35,12 @@ type viewer struct {
 	drawn  [numRows]string // text on each row of fb
 	dirty  [numRows]bool   // rows drawn since they were last sent
 	unsent bool            // the viewer has not yet been sent the whole screen
-	keys   []rune          // the last characters typed, at most maxKeys
-	tick   bool            // a second passed since the last flush
+	// told: the viewer, which speaks ExtendedDesktopSize, was told the size and that it may
+	// ask for another; resized holds the answer to its last SetDesktopSize until sent.
+	told    bool
+	resized *resizeAnswer
+	keys    []rune // the last characters typed, at most maxKeys
+	tick    bool   // a second passed since the last flush
 
 	// The request waiting for an answer, if waiting.
 	waiting     bool
@@ -51,6 +55,34 @@ func newViewer(d *Desktop, sc *rfb.ServerConn, info func() Info) *viewer {
 	return v
 }
 
+// resizeAnswer is the answer to a viewer's SetDesktopSize.
+type resizeAnswer struct{ status uint16 }
+
+// Bounds of a size a viewer may ask for: a desktop of 8 MiB of pixels at most (a 4K screen),
+// each side within the desktop's own bounds.
+const (
+	minSide   = 64
+	maxPixels = 3840 * 2160
+)
+
+// resize makes the viewer's framebuffer w×h, when that is within bounds, and notes the
+// answer for the next flush.
+func (v *viewer) resize(w, h int) {
+	if w < minSide || h < minSide || w > maxSide || h > maxSide || w*h > maxPixels {
+		v.resized = &resizeAnswer{status: rfb.ResizeInvalid}
+		return
+	}
+	v.fb = image.NewRGBA(image.Rect(0, 0, w, h))
+	v.lay = layoutFor(w, h)
+	v.lay.background(v.fb)
+	v.drawn = [numRows]string{}
+	v.unsent = true
+	if v.waiting {
+		v.area = v.fb.Rect
+	}
+	v.resized = &resizeAnswer{status: rfb.ResizeOK}
+}
+
 // handle takes a request or key press from the viewer.
 func (v *viewer) handle(m rfb.ClientMessage) {
 	switch m := m.(type) {
@@ -63,6 +95,8 @@ func (v *viewer) handle(m rfb.ClientMessage) {
 		// Requests that arrive while one waits are answered together, by one update.
 		v.incremental = v.incremental && m.Incremental
 		v.area = v.area.Union(area)
+	case rfb.SetDesktopSize:
+		v.resize(int(m.Width), int(m.Height))
 	case rfb.KeyEvent:
 		if !m.Down {
 			return
@@ -94,6 +128,9 @@ const (
 func (v *viewer) flush() error {
 	heartbeat := v.tick
 	v.tick = false
+	if err := v.tellSize(); err != nil {
+		return err
+	}
 	if !v.waiting {
 		return nil
 	}
@@ -126,6 +163,24 @@ func (v *viewer) flush() error {
 	}
 	v.waiting = false
 	return v.sc.WriteUpdate(v.fb, rects...)
+}
+
+// tellSize tells a viewer that speaks ExtendedDesktopSize the framebuffer's size, once, so
+// that it may ask for another, and answers its SetDesktopSize; in answer to a request only.
+func (v *viewer) tellSize() error {
+	if !v.waiting {
+		return nil
+	}
+	switch {
+	case v.resized != nil:
+		st := v.resized.status
+		v.resized, v.told = nil, true
+		return v.sc.WriteExtendedDesktopSize(rfb.ResizeByViewer, st, v.fb.Rect.Dx(), v.fb.Rect.Dy())
+	case !v.told && v.sc.ExtendedDesktopSize():
+		v.told = true
+		return v.sc.WriteExtendedDesktopSize(rfb.ResizeByServer, rfb.ResizeOK, v.fb.Rect.Dx(), v.fb.Rect.Dy())
+	}
+	return nil
 }
 
 func appendNonEmpty(rs []image.Rectangle, r image.Rectangle) []image.Rectangle {

@@ -18,6 +18,7 @@ type Client struct {
 	name         string
 	serverFormat PixelFormat
 	maxPixels    int
+	resizes      bool // announce ExtendedDesktopSize (ClientOptions.Resize)
 
 	// Owned by the reading goroutine.
 	dec  *decoder
@@ -44,8 +45,19 @@ const (
 // the server speaks), security type None, a shared ClientInit, then reads ServerInit and asks
 // for StandardFormat pixels and the Raw, CopyRect and DesktopSize encodings. A server that
 // offers only VNC authentication yields ErrAuthRequired. Bound it with a deadline on c.
-func NewClient(c io.ReadWriter) (*Client, error) {
-	cl := &Client{r: bufio.NewReaderSize(c, 64<<10), w: c, maxPixels: MaxPixels}
+func NewClient(c io.ReadWriter) (*Client, error) { return NewClientWith(c, ClientOptions{}) }
+
+// ClientOptions change what NewClientWith asks of the server.
+type ClientOptions struct {
+	// Resize announces ExtendedDesktopSize too: the server then sends an update of its own
+	// with an ExtendedDesktopSize rectangle (one more message than requests asked for), after
+	// which SetDesktopSize may ask it for another size.
+	Resize bool
+}
+
+// NewClientWith is NewClient with o.
+func NewClientWith(c io.ReadWriter, o ClientOptions) (*Client, error) {
+	cl := &Client{r: bufio.NewReaderSize(c, 64<<10), w: c, maxPixels: MaxPixels, resizes: o.Resize}
 	if err := cl.handshake(); err != nil {
 		return nil, err
 	}
@@ -95,6 +107,9 @@ func (c *Client) handshake() error {
 	pf.put(msg[4:])
 	c.dec = newDecoder(pf)
 	encs := []int32{EncodingHextile, EncodingRaw, EncodingCopyRect, EncodingDesktopSize}
+	if c.resizes {
+		encs = append(encs, EncodingExtendedDesktopSize)
+	}
 	msg = append(msg, msgSetEncodings, 0, 0, byte(len(encs)))
 	for _, e := range encs {
 		msg = binary.BigEndian.AppendUint32(msg, uint32(e))
@@ -170,6 +185,25 @@ func (c *Client) resize(w, h int) {
 	c.mu.Lock()
 	c.width, c.height = w, h
 	c.mu.Unlock()
+}
+
+// SetDesktopSize asks the server to make the framebuffer width×height, one screen (a server
+// that sent an ExtendedDesktopSize rectangle takes it; its answer is another).
+func (c *Client) SetDesktopSize(width, height int) error {
+	if width <= 0 || height <= 0 || width > 0xffff || height > 0xffff {
+		return fmt.Errorf("desktop size %dx%d out of range", width, height)
+	}
+	b := []byte{msgSetDesktopSize, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16(width))
+	b = binary.BigEndian.AppendUint16(b, uint16(height))
+	b = append(b, 1, 0)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(width))
+	b = binary.BigEndian.AppendUint16(b, uint16(height))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	return c.write(b)
 }
 
 // write sends one whole message.

@@ -42,12 +42,27 @@ type PointerEvent struct {
 // MaxCutText bytes.
 type ClientCutText struct{ Text string }
 
+// SetDesktopSize asks a server that sent an ExtendedDesktopSize rectangle to make the
+// framebuffer Width×Height, laid out as Screens.
+type SetDesktopSize struct {
+	Width, Height uint16
+	Screens       []Screen
+}
+
+// Screen is one screen of a SetDesktopSize's layout.
+type Screen struct {
+	ID                  uint32
+	X, Y, Width, Height uint16
+	Flags               uint32
+}
+
 func (SetPixelFormat) clientMessage()           {}
 func (SetEncodings) clientMessage()             {}
 func (FramebufferUpdateRequest) clientMessage() {}
 func (KeyEvent) clientMessage()                 {}
 func (PointerEvent) clientMessage()             {}
 func (ClientCutText) clientMessage()            {}
+func (SetDesktopSize) clientMessage()           {}
 
 // Rect returns the requested area as a rectangle.
 func (r FramebufferUpdateRequest) Rect() image.Rectangle {
@@ -118,6 +133,23 @@ func ReadClientMessage(r io.Reader) (ClientMessage, error) {
 			return nil, fmt.Errorf("reading ClientCutText: %w", err)
 		}
 		return ClientCutText{Text: text}, nil
+	case msgSetDesktopSize:
+		if _, err := io.ReadFull(r, b[:7]); err != nil {
+			return nil, fmt.Errorf("reading SetDesktopSize: %w", unexpected(err))
+		}
+		m := SetDesktopSize{Width: binary.BigEndian.Uint16(b[1:]), Height: binary.BigEndian.Uint16(b[3:])}
+		n := int(b[5])
+		if n > MaxScreens {
+			return nil, fmt.Errorf("SetDesktopSize lists %d screens, more than %d", n, MaxScreens)
+		}
+		for range n {
+			if _, err := io.ReadFull(r, b[:16]); err != nil {
+				return nil, fmt.Errorf("reading SetDesktopSize: %w", unexpected(err))
+			}
+			m.Screens = append(m.Screens, Screen{ID: binary.BigEndian.Uint32(b[0:]), X: binary.BigEndian.Uint16(b[4:]), Y: binary.BigEndian.Uint16(b[6:]),
+				Width: binary.BigEndian.Uint16(b[8:]), Height: binary.BigEndian.Uint16(b[10:]), Flags: binary.BigEndian.Uint32(b[12:])})
+		}
+		return m, nil
 	default:
 		return nil, fmt.Errorf("unknown client message type %d", t)
 	}

@@ -22,9 +22,12 @@ type Message struct {
 type Rect struct {
 	// Bounds is the area painted; for DesktopSize, the new size at the origin.
 	Bounds image.Rectangle
-	// Encoding is how it was encoded: EncodingRaw, EncodingHextile, EncodingCopyRect or
-	// EncodingDesktopSize.
+	// Encoding is how it was encoded: EncodingRaw, EncodingHextile, EncodingCopyRect,
+	// EncodingDesktopSize or EncodingExtendedDesktopSize.
 	Encoding int32
+	// Reason and Status are an ExtendedDesktopSize's (ResizeByServer, ResizeByViewer;
+	// ResizeOK or why a SetDesktopSize was refused).
+	Reason, Status uint16
 }
 
 // ReadMessage reads one server message and applies it: a FramebufferUpdate paints the
@@ -86,7 +89,7 @@ func (c *Client) readUpdate(m *Message) error {
 		x, y := int(binary.BigEndian.Uint16(b[0:])), int(binary.BigEndian.Uint16(b[2:]))
 		w, h := int(binary.BigEndian.Uint16(b[4:])), int(binary.BigEndian.Uint16(b[6:]))
 		r := Rect{Bounds: image.Rect(x, y, x+w, y+h), Encoding: int32(binary.BigEndian.Uint32(b[8:]))}
-		if r.Encoding != EncodingDesktopSize && !r.Bounds.In(c.fb.Bounds()) {
+		if r.Encoding != EncodingDesktopSize && r.Encoding != EncodingExtendedDesktopSize && !r.Bounds.In(c.fb.Bounds()) {
 			return fmt.Errorf("rectangle %v outside the framebuffer %v", r.Bounds, c.fb.Bounds())
 		}
 		switch r.Encoding {
@@ -117,6 +120,32 @@ func (c *Client) readUpdate(m *Message) error {
 				return fmt.Errorf("desktop size %dx%d out of range", w, h)
 			}
 			c.resize(w, h)
+			r.Bounds = image.Rect(0, 0, w, h)
+		case EncodingExtendedDesktopSize:
+			if _, err := io.ReadFull(c.r, b[:4]); err != nil {
+				return fmt.Errorf("reading ExtendedDesktopSize: %w", unexpected(err))
+			}
+			m.Bytes += 4
+			screens := int(b[0])
+			if screens > MaxScreens {
+				return fmt.Errorf("ExtendedDesktopSize lists %d screens, more than %d", screens, MaxScreens)
+			}
+			for range screens {
+				if _, err := io.ReadFull(c.r, b[:12]); err != nil {
+					return fmt.Errorf("reading ExtendedDesktopSize: %w", unexpected(err))
+				}
+				if _, err := io.ReadFull(c.r, b[:4]); err != nil {
+					return fmt.Errorf("reading ExtendedDesktopSize: %w", unexpected(err))
+				}
+				m.Bytes += 16
+			}
+			r.Reason, r.Status = uint16(x), uint16(y)
+			if w == 0 || h == 0 || w*h > c.maxPixels {
+				return fmt.Errorf("desktop size %dx%d out of range", w, h)
+			}
+			if r.Status == ResizeOK && (w != c.fb.Rect.Dx() || h != c.fb.Rect.Dy()) {
+				c.resize(w, h)
+			}
 			r.Bounds = image.Rect(0, 0, w, h)
 		default:
 			return fmt.Errorf("rectangle %v in unsupported encoding %d", r.Bounds, r.Encoding)

@@ -209,7 +209,7 @@ func TestDesktopSizeAndCopyRect(t *testing.T) {
 		s.w.Write([]byte{0, 0, 0, 1, 0, 5, 0, 4, 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0})
 		return s.w.Flush()
 	})
-	if want := (Rect{image.Rect(5, 4, 6, 5), EncodingCopyRect}); len(m.Rects) != 1 || m.Rects[0] != want {
+	if want := (Rect{Bounds: image.Rect(5, 4, 6, 5), Encoding: EncodingCopyRect}); len(m.Rects) != 1 || m.Rects[0] != want {
 		t.Errorf("CopyRect update = %+v, want one %+v", m.Rects, want)
 	}
 	if got := r.c.Framebuffer().RGBAAt(5, 4); got != (color.RGBA{1, 2, 3, 255}) {

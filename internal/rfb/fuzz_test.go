@@ -26,6 +26,9 @@ func FuzzServerReadMessage(f *testing.F) {
 	f.Add([]byte{6, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 'h', 'i'})
 	f.Add([]byte{2, 0, 0xff, 0xff})
 	f.Add([]byte{9})
+	// SetDesktopSize 800x600, one screen; then one claiming 255 screens.
+	f.Add([]byte{251, 0, 3, 32, 2, 88, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 32, 2, 88, 0, 0, 0, 0})
+	f.Add([]byte{251, 0, 3, 32, 2, 88, 255, 0})
 	img := image.NewRGBA(image.Rect(0, 0, 3, 2))
 	for i := range img.Pix {
 		img.Pix[i] = byte(i * 31)
@@ -41,6 +44,10 @@ func FuzzServerReadMessage(f *testing.F) {
 			case SetEncodings:
 				if len(m.Encodings) > MaxEncodings {
 					t.Fatalf("%d encodings accepted", len(m.Encodings))
+				}
+			case SetDesktopSize:
+				if len(m.Screens) > MaxScreens {
+					t.Fatalf("%d screens accepted", len(m.Screens))
 				}
 			case ClientCutText:
 				if len(m.Text) > 2*MaxCutText {
@@ -79,6 +86,8 @@ func FuzzClientReadMessage(f *testing.F) {
 	hex = append(hex, make([]byte, 4*4*2)...)
 	f.Add(hex)
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 16, 0, 16, 0, 0, 0, 5, 8, 1, 0xff, 0xff}) // no background
+	// ExtendedDesktopSize: by a viewer, OK, 800x600, one screen.
+	f.Add([]byte{0, 0, 0, 1, 0, 1, 0, 0, 3, 32, 2, 88, 0xff, 0xff, 0xfe, 0xcc, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 32, 2, 88, 0, 0, 0, 0})
 	pf := PixelFormat{BitsPerPixel: 8, Depth: 8, TrueColour: true, RedMax: 7, GreenMax: 7, BlueMax: 3, GreenShift: 3, BlueShift: 6}
 	b := make([]byte, 17)
 	b[0] = 0xff

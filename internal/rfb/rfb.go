@@ -17,6 +17,7 @@ const (
 	msgKeyEvent                 = 4
 	msgPointerEvent             = 5
 	msgClientCutText            = 6
+	msgSetDesktopSize           = 251
 )
 
 // MessageType is the type of a server-to-client message (RFC 6143 section 7.6).
@@ -59,6 +60,22 @@ const (
 	EncodingHextile int32 = 5
 	// EncodingDesktopSize is the pseudo-encoding that announces a new framebuffer size.
 	EncodingDesktopSize int32 = -223
+	// EncodingExtendedDesktopSize is the pseudo-encoding of a server that lets viewers resize
+	// the framebuffer (SetDesktopSize), and of its answers (the RFB community's extension,
+	// rfbproto "ExtendedDesktopSize").
+	EncodingExtendedDesktopSize int32 = -308
+)
+
+// The reasons and statuses of an ExtendedDesktopSize rectangle.
+const (
+	// ResizeByServer: the server changed the size; ResizeByViewer: this viewer asked.
+	ResizeByServer uint16 = 0
+	ResizeByViewer uint16 = 1
+	// ResizeOK: the size is changed (or, from the server, just told); ResizeProhibited and
+	// ResizeInvalid refuse a SetDesktopSize.
+	ResizeOK         uint16 = 0
+	ResizeProhibited uint16 = 1
+	ResizeInvalid    uint16 = 3
 )
 
 // Security types (RFC 6143 section 7.2).
@@ -75,6 +92,8 @@ const (
 	MaxCutText = 1 << 20
 	// MaxEncodings is the most encodings a SetEncodings message may list.
 	MaxEncodings = 1024
+	// MaxScreens is the most screens a SetDesktopSize message may list.
+	MaxScreens = 16
 	// MaxName is the longest desktop name a ServerInit may carry.
 	MaxName = 4096
 	// MaxReason is the longest failure reason read from a server.

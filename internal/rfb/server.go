@@ -18,10 +18,12 @@ type ServerConn struct {
 	// row is scratch for one row of pixels in the client's format; used only by writers.
 	row []byte
 
-	mu          sync.Mutex // guards enc, desktopSize and hextile
+	mu          sync.Mutex // guards enc, desktopSize, extDesktopSize and hextile
 	enc         *encoder
 	desktopSize bool
-	hextile     bool // the viewer decodes Hextile
+	// extDesktopSize: the viewer speaks ExtendedDesktopSize (it may ask to resize).
+	extDesktopSize bool
+	hextile        bool // the viewer decodes Hextile
 }
 
 // ServerHandshake speaks the server's half of the RFB handshake on c: it offers version 3.8
@@ -117,6 +119,7 @@ func (s *ServerConn) ReadMessage() (ClientMessage, error) {
 	case SetEncodings:
 		s.mu.Lock()
 		s.desktopSize = slices.Contains(m.Encodings, EncodingDesktopSize)
+		s.extDesktopSize = slices.Contains(m.Encodings, EncodingExtendedDesktopSize)
 		s.hextile = slices.Contains(m.Encodings, EncodingHextile)
 		s.mu.Unlock()
 	}
@@ -190,6 +193,41 @@ func (s *ServerConn) WriteDesktopSize(width, height int) error {
 	}
 	s.w.Write([]byte{byte(MsgFramebufferUpdate), 0, 0, 1})
 	s.w.Write(rectHeader(image.Rect(0, 0, width, height), EncodingDesktopSize))
+	if err := s.w.Flush(); err != nil {
+		return fmt.Errorf("sending desktop size: %w", err)
+	}
+	return nil
+}
+
+// ExtendedDesktopSize reports whether the viewer said it speaks ExtendedDesktopSize: it may
+// then send SetDesktopSize, once it has had an ExtendedDesktopSize rectangle.
+func (s *ServerConn) ExtendedDesktopSize() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.extDesktopSize
+}
+
+// WriteExtendedDesktopSize sends a FramebufferUpdate whose one ExtendedDesktopSize
+// rectangle says that the framebuffer is width×height, one screen, for reason (ResizeByServer,
+// ResizeByViewer) with status (ResizeOK, or why a SetDesktopSize was refused). It returns
+// ErrNoDesktopSize if the viewer did not announce that it understands it.
+func (s *ServerConn) WriteExtendedDesktopSize(reason, status uint16, width, height int) error {
+	if !s.ExtendedDesktopSize() {
+		return ErrNoDesktopSize
+	}
+	if width <= 0 || height <= 0 || width > 0xffff || height > 0xffff {
+		return fmt.Errorf("framebuffer size %dx%d out of range", width, height)
+	}
+	s.w.Write([]byte{byte(MsgFramebufferUpdate), 0, 0, 1})
+	s.w.Write(rectHeader(image.Rect(int(reason), int(status), int(reason)+width, int(status)+height), EncodingExtendedDesktopSize))
+	b := []byte{1, 0, 0, 0} // one screen
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(width))
+	b = binary.BigEndian.AppendUint16(b, uint16(height))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	s.w.Write(b)
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("sending desktop size: %w", err)
 	}

@@ -148,7 +148,7 @@ func (d *Display) serveStream(c *tls.Conn, claims ticket.Claims) error {
 			return fmt.Errorf("stream %s: %w", h.ID, resume.ErrUnknown)
 		}
 		recv, fin := st.s.Position()
-		if err := resume.WriteReply(c, resume.Reply{Status: resume.StatusOK, Received: recv, Fin: fin}); err != nil {
+		if err := resume.WriteReply(c, resume.Reply{Status: resume.StatusOK, Received: recv, Fin: fin, Reason: resume.Capabilities}); err != nil {
 			return err
 		}
 		c.SetDeadline(time.Time{})
@@ -187,7 +187,7 @@ func (d *Display) serveStream(c *tls.Conn, claims ticket.Claims) error {
 		st.s.Abort(ticket.ErrRevoked)
 		return ticket.ErrRevoked
 	}
-	if err := resume.WriteReply(c, resume.Reply{Status: resume.StatusOK}); err != nil {
+	if err := resume.WriteReply(c, resume.Reply{Status: resume.StatusOK, Reason: resume.Capabilities}); err != nil {
 		st.s.Abort(err)
 		return err
 	}

@@ -177,6 +177,17 @@ func TestPortalDesktopInTheBrowser(t *testing.T) {
 	}
 	t.Logf("framebuffer %s", size)
 
+	// The overlay shows the round trip to the machine (the agent answers the page's pings)
+	// and the frames per second.
+	var overlay string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !strings.Contains(overlay, "ms round trip"); time.Sleep(100 * time.Millisecond) {
+		overlay, _ = chromedp.Run(ctx, chromedp.Text(chromedp.ID("overlay")))
+	}
+	if !strings.Contains(overlay, "ms round trip") || !strings.Contains(overlay, "fps") {
+		t.Errorf("the overlay reads %q, want the round trip and the frames per second", overlay)
+	}
+	t.Logf("overlay %q", overlay)
+
 	// Keys typed in the page reach the desktop.
 	if err := do(ctx, chromedp.Click(chromedp.CSS("#screen canvas")), chromedp.KeyEvent("hello")); err != nil {
 		t.Fatal(err)
@@ -225,21 +236,34 @@ func TestPortalDesktopInTheBrowser(t *testing.T) {
 	}
 	waitState(t, l, session, broker.StateEnded)
 
-	// Every step is in the audit log, with the user and where from.
-	var audit struct {
-		Entries []struct{ User, From, Action, Target string } `json:"entries"`
-	}
-	adminGet(t, l, "/v1/admin/audit?limit=50", &audit)
-	seen := map[string]bool{}
-	for _, e := range audit.Entries {
-		if e.User == "alice" && e.From == "127.0.0.1" {
-			seen[e.Action+" "+e.Target] = true
+	// Every step is in the audit log, with the user and where from (the logoff's entry is
+	// written after the session ended: it may take a moment).
+	want := []string{"portal.signin alice", "portal.launch " + session, "portal.logoff " + session}
+	var missing []string
+	var entries any
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var audit struct {
+			Entries []struct{ User, From, Action, Target string } `json:"entries"`
+		}
+		adminGet(t, l, "/v1/admin/audit?limit=50", &audit)
+		seen := map[string]bool{}
+		for _, e := range audit.Entries {
+			if e.User == "alice" && e.From == "127.0.0.1" {
+				seen[e.Action+" "+e.Target] = true
+			}
+		}
+		missing, entries = nil, audit.Entries
+		for _, w := range want {
+			if !seen[w] {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(end) {
+			break
 		}
 	}
-	for _, want := range []string{"portal.signin alice", "portal.launch " + session, "portal.logoff " + session} {
-		if !seen[want] {
-			t.Errorf("the audit log has no %q from alice at 127.0.0.1: %+v", want, audit.Entries)
-		}
+	if len(missing) > 0 {
+		t.Errorf("the audit log has no %q from alice at 127.0.0.1: %+v", missing, entries)
 	}
 }
 

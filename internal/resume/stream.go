@@ -28,6 +28,10 @@ type Options struct {
 	OnEnd func(err error)
 }
 
+// maxPongs bounds the pongs an end owes: pings beyond it are dropped (a flood of pings
+// costs the far end nothing but its own pongs).
+const maxPongs = 16
+
 // ackEvery is how many received bytes make an acknowledgement due at once.
 const ackEvery = 64 << 10
 
@@ -62,7 +66,8 @@ type Stream struct {
 	t        io.ReadWriteCloser
 	gen      uint64 // counts transports attached
 	idle     *time.Timer
-	closing  string // a reset to send before ending
+	pongs    []uint64 // tokens of pings to answer, at most maxPongs
+	closing  string   // a reset to send before ending
 	ended    bool
 	err      error
 	stats    Stats
@@ -300,7 +305,7 @@ func (s *Stream) readLocal() {
 
 // workLocked reports whether the writer has something to send on a transport.
 func (s *Stream) workLocked() bool {
-	return s.closing != "" || s.sent < s.base+uint64(len(s.buf)) || (s.eof && !s.finSent) || s.ackNeededLocked()
+	return s.closing != "" || s.sent < s.base+uint64(len(s.buf)) || (s.eof && !s.finSent) || s.ackNeededLocked() || len(s.pongs) > 0
 }
 
 func (s *Stream) ackNeededLocked() bool {
@@ -330,6 +335,10 @@ func (s *Stream) write() {
 			s.mu.Unlock()
 			return
 		}
+		for _, tok := range s.pongs {
+			out = appendPong(out, tok)
+		}
+		s.pongs = s.pongs[:0]
 		if s.ackNeededLocked() {
 			out = appendAck(out, s.recv, s.finDone)
 			s.acked, s.ackedFin, s.ackDue, s.ackForce = s.recv, s.finDone, false, false
@@ -430,6 +439,18 @@ func (s *Stream) take(f *frame, gen uint64) error {
 		s.finAt, s.finKnown = f.off, true
 		s.mu.Unlock()
 		s.passFin()
+	case framePing:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if gen != s.gen || s.ended {
+			return errStale
+		}
+		if len(s.pongs) < maxPongs {
+			s.pongs = append(s.pongs, f.off)
+			s.cond.Broadcast()
+		}
+	case framePong:
+		// This end sends no pings: nothing to time.
 	case frameReset:
 		s.mu.Lock()
 		defer s.mu.Unlock()

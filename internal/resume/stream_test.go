@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -240,6 +241,8 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(appendAck(nil, 1<<20, true))
 	f.Add(appendFin(nil, 99))
 	f.Add(appendReset(nil, "gone"))
+	f.Add([]byte{'P', 0, 0, 0, 0, 0, 0, 0, 7})
+	f.Add(appendPong(nil, 7))
 	f.Add([]byte{'D', 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		buf := make([]byte, MaxData)
@@ -303,5 +306,52 @@ func TestACleanEndIsNoBreak(t *testing.T) {
 	}
 	if n := breaks.Load(); n != 0 {
 		t.Errorf("%d clean ends read as breaks", n)
+	}
+}
+
+// A ping is answered with a pong of its token, and a flood of pings is answered in part,
+// the rest dropped, with the stream unharmed.
+func TestPingsAreAnswered(t *testing.T) {
+	app, local := tcpPair(t)
+	defer app.Close()
+	s := New(NewID(), local, Options{})
+	defer s.Abort(nil)
+	far, tr := net.Pipe()
+	defer far.Close()
+	if err := s.Attach(tr, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	far.SetDeadline(time.Now().Add(10 * time.Second))
+	var pings []byte
+	for tok := range uint64(100) {
+		pings = append(pings, 'P')
+		pings = binary.BigEndian.AppendUint64(pings, tok)
+	}
+	go far.Write(pings)
+	buf := make([]byte, MaxData)
+	var f frame
+	pongs, last := 0, int64(-1)
+	sentAfter := false
+	for {
+		if err := readFrame(far, buf, &f); err != nil {
+			t.Fatalf("reading the far end after %d pongs: %v", pongs, err)
+		}
+		switch f.typ {
+		case framePong:
+			if int64(f.off) <= last || f.off >= 100 {
+				t.Fatalf("pong %d after %d", f.off, last)
+			}
+			last = int64(f.off)
+			if pongs++; pongs == 1 && !sentAfter {
+				// The stream still carries bytes during the flood.
+				sentAfter = true
+				go app.Write([]byte("after"))
+			}
+		case frameData:
+			if string(f.data) != "after" || pongs == 0 {
+				t.Fatalf("data %q after %d pongs", f.data, pongs)
+			}
+			return
+		}
 	}
 }

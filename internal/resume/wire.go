@@ -17,6 +17,13 @@
 //	'A' received(8) fin(1)         everything before received arrived; fin: the end too
 //	'F' offset(8)                  the end of the stream: nothing follows offset
 //	'R' length(1) reason           the stream is over (its far program failed); no resume
+//	'P' token(8)                   a ping: answer with a pong of the same token, at once
+//	'Q' token(8)                   the pong
+//
+// Pings are an addition: an agent's reply with StatusOK names what its end takes beyond the
+// frames above, as its reason ("ping", Capabilities), and a client sends a ping only to an
+// end that named it (an older agent refuses an unknown frame as a protocol error). The
+// user's portal pings, to show the round trip to the machine.
 //
 // Integers are big endian. An end that receives data below what it has already delivered
 // drops the duplicate part, data beyond it is a protocol error, and so is an
@@ -35,6 +42,10 @@ import (
 // HelloMagic opens a hello and a reply.
 const HelloMagic = "FDS1"
 
+// Capabilities is what a reply with StatusOK names as its reason: the frames an end takes
+// beyond the base ones (pings).
+const Capabilities = "ping"
+
 // MaxData is the most bytes one data frame carries.
 const MaxData = 16 << 10
 
@@ -44,6 +55,8 @@ const (
 	frameAck   byte = 'A'
 	frameFin   byte = 'F'
 	frameReset byte = 'R'
+	framePing  byte = 'P'
+	framePong  byte = 'Q'
 )
 
 // Reply statuses.
@@ -195,7 +208,7 @@ func boolByte(b bool) byte {
 // frame is one decoded frame.
 type frame struct {
 	typ    byte
-	off    uint64 // data and fin: the offset; ack: received
+	off    uint64 // data and fin: the offset; ack: received; ping and pong: the token
 	fin    bool   // ack
 	data   []byte // data: the bytes (aliasing the reader's buffer); reset: the reason
 	reason string
@@ -231,6 +244,11 @@ func readFrame(r io.Reader, buf []byte, f *frame) error {
 		}
 		f.off, f.fin = binary.BigEndian.Uint64(hdr[1:9]), hdr[9] == 1
 	case frameFin:
+		if _, err := io.ReadFull(r, hdr[1:9]); err != nil {
+			return noEOF(err)
+		}
+		f.off = binary.BigEndian.Uint64(hdr[1:9])
+	case framePing, framePong:
 		if _, err := io.ReadFull(r, hdr[1:9]); err != nil {
 			return noEOF(err)
 		}
@@ -277,6 +295,11 @@ func appendAck(b []byte, received uint64, fin bool) []byte {
 func appendFin(b []byte, off uint64) []byte {
 	b = append(b, frameFin)
 	return binary.BigEndian.AppendUint64(b, off)
+}
+
+func appendPong(b []byte, token uint64) []byte {
+	b = append(b, framePong)
+	return binary.BigEndian.AppendUint64(b, token)
 }
 
 func appendReset(b []byte, reason string) []byte {

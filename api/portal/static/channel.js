@@ -19,6 +19,7 @@ const ACK_EVERY = 64 << 10;
 const ACK_DELAY = 20; // ms
 const MAX_BUFFER = 4 << 20;
 const OPEN_TIMEOUT = 8000; // ms: a channel's WebSocket, ticket and hello
+const PING_EVERY = 2000; // ms, to an agent whose reply names "ping"
 
 // Gateway statuses (package ticket) and stream replies (package resume).
 const STATUS_OK = 0, STATUS_DENIED = 1, STATUS_ROTATED = 2, STATUS_LOGIN_EXPIRED = 3;
@@ -71,6 +72,11 @@ export class ResumableChannel {
         this._opened = false; // the agent holds the stream
         this._ended = false;
         this._brokeAt = 0;
+        this._pinger = null;
+        this._pingSent = new Map(); // token → when sent
+        this._pingToken = 0;
+        // rtt is the last round trip to the machine's agent, in ms (pings); 0 until known.
+        this.rtt = 0;
         this.stats = { transports: 0, breaks: 0, resent: 0, duplicates: 0 };
         this._try(performance.now(), 0);
     }
@@ -218,7 +224,7 @@ export class ResumableChannel {
                     }
                     clearTimeout(timer);
                     phase = "frames";
-                    this._attach(ws, peerRecv, gw, performance.now() - t0, fail);
+                    this._attach(ws, peerRecv, gw, performance.now() - t0, fail, reason.split(" ").includes("ping"));
                 } else {
                     used = this._frame(inbuf);
                     if (used === 0) break;
@@ -243,7 +249,7 @@ export class ResumableChannel {
     }
 
     // _attach makes ws the stream's transport, the agent having received peerRecv bytes.
-    _attach(ws, peerRecv, gw, ms, fail) {
+    _attach(ws, peerRecv, gw, ms, fail, pings) {
         if (peerRecv < this._base || peerRecv > this._base + this._outLen) {
             this._end(new Error("the machine's stream does not match this page's"));
             return;
@@ -261,6 +267,20 @@ export class ResumableChannel {
         this._opened = true;
         this._sendAck();
         this._flush();
+        clearInterval(this._pinger);
+        this._pingSent.clear();
+        if (pings) {
+            const ping = () => {
+                if (this._ws !== ws || ws.readyState !== WebSocket.OPEN) return;
+                const f = new Uint8Array(9);
+                f[0] = 0x50;
+                putU64(f, 1, ++this._pingToken);
+                this._pingSent.set(this._pingToken, performance.now());
+                ws.send(f);
+            };
+            ping();
+            this._pinger = setInterval(ping, PING_EVERY);
+        }
         if (firstTime) {
             this.readyState = "open";
             this._event("open", { gateway: gw.name, ms });
@@ -308,6 +328,15 @@ export class ResumableChannel {
             }
             this._trim(got);
             return 10;
+        }
+        case 0x51: { // 'Q': a pong
+            if (b.length < 9) return 0;
+            const tok = u64(b, 1), at = this._pingSent.get(tok);
+            if (at !== undefined) {
+                this.rtt = performance.now() - at;
+                this._pingSent.delete(tok);
+            }
+            return 9;
         }
         case 0x46: // 'F': the desktop server closed the connection
             if (b.length < 9) return 0;
@@ -434,6 +463,7 @@ export class ResumableChannel {
             return;
         }
         this._ended = true;
+        clearInterval(this._pinger);
         if (this._ackTimer) {
             clearTimeout(this._ackTimer);
         }

@@ -289,7 +289,8 @@ function openDesktop(d, gateways, t0, resource) {
         const fps = (frames - lastFrames) * 1000 / (now - last);
         last = now;
         lastFrames = frames;
-        overlay.textContent = fps.toFixed(0) + " fps · " + (ch._ws ? "via " + via : "no channel");
+        const rtt = ch.rtt ? ch.rtt.toFixed(1) + " ms round trip · " : "";
+        overlay.textContent = rtt + fps.toFixed(0) + " fps · " + (ch._ws ? "via " + via : "no channel");
     }, 1000);
     rfb.addEventListener("clipboard", (e) => {
         if (navigator.clipboard && navigator.clipboard.writeText) {

@@ -63,6 +63,8 @@ type GatewayEndpoint struct {
 	Zone      string   `json:"zone"`
 	Addresses []string `json:"addresses"`
 	QUICPort  uint16   `json:"quic_port,omitempty"`
+	// HTTPSPort is the gateway's HTTPS port, where channels ride WebSockets; 0 for none.
+	HTTPSPort uint16 `json:"https_port,omitempty"`
 }
 
 // The modes of a descriptor.
@@ -82,6 +84,8 @@ type route struct {
 	addr     netip.Addr // where to dial
 	machine  string     // direct: the machine its certificate must name; "" for a gateway
 	quicPort uint16     // a gateway's QUIC port, or 0
+	// httpsPort is a gateway's HTTPS port (channels over WebSockets), or 0
+	httpsPort uint16
 }
 
 func (r route) String() string {
@@ -126,7 +130,7 @@ func routes(d *Descriptor) ([]route, error) {
 					bad = append(bad, fmt.Errorf("gateway %s: %w", g.Name, err))
 					continue
 				}
-				out = append(out, route{name: g.Name, zone: g.Zone, addr: a, quicPort: g.QUICPort})
+				out = append(out, route{name: g.Name, zone: g.Zone, addr: a, quicPort: g.QUICPort, httpsPort: g.HTTPSPort})
 			}
 		}
 		if len(out) == 0 {

@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -177,7 +179,13 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	// TCP keepalives notice a gateway that vanished without a word within about 3s, even on
 	// a session without a UDP flow.
 	nd := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 2}}
-	c, err := (&tls.Dialer{NetDialer: nd, Config: s.tlsFor(r)}).DialContext(dctx, "tcp", addr)
+	var c net.Conn
+	var err error
+	if s.o.WebSocket && r.machine == "" && r.httpsPort != 0 {
+		c, err = dialWebSocket(dctx, nd, s.tlsFor(r), netip.AddrPortFrom(r.addr, r.httpsPort), port)
+	} else {
+		c, err = (&tls.Dialer{NetDialer: nd, Config: s.tlsFor(r)}).DialContext(dctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -203,6 +211,24 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	c.SetDeadline(time.Time{})
 	return c, next, nil
 }
+
+// dialWebSocket opens a channel to port over a WebSocket on the gateway's HTTPS port at gw
+// (the gateway's ChannelPath), as a byte stream that lives until it is closed.
+func dialWebSocket(ctx context.Context, nd *net.Dialer, tc *tls.Config, gw netip.AddrPort, port uint16) (net.Conn, error) {
+	tr := &http.Transport{DialContext: nd.DialContext, TLSClientConfig: tc, ForceAttemptHTTP2: false, DisableKeepAlives: true}
+	u := fmt.Sprintf("wss://%s%s?port=%d", gw, webSocketPath, port)
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("WebSocket to %s: %s", gw, resp.Status)
+		}
+		return nil, fmt.Errorf("WebSocket to %s: %w", gw, err)
+	}
+	return websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil
+}
+
+// webSocketPath is where a gateway's HTTPS port takes channels (gateway.ChannelPath).
+const webSocketPath = "/v1/channel"
 
 // readStatus reads a channel's status: nil for StatusOK, with the next reconnect ticket for
 // StatusRotated, ErrLoginExpired for StatusLoginExpired, ErrTicketDenied otherwise.

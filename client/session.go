@@ -57,6 +57,11 @@ type Options struct {
 	// channels as streams too, not TLS). Without it the UDP channels alone ride QUIC, to the
 	// gateway's quic_port. Direct mode ignores it. Default: nil.
 	QUIC *QUICOptions
+	// WebSocket carries the TCP channels to gateways over WebSockets on each gateway's HTTPS
+	// port (its https_port: 443 on a site), as a browser's are: the way through a firewall
+	// that passes HTTPS alone. A gateway without an HTTPS port gets TLS channels. Direct mode
+	// and QUIC ignore it. Default: false.
+	WebSocket bool
 	// Logger receives the session's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of events. Default: time.Now.

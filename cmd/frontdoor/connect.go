@@ -28,7 +28,7 @@ type connectOpts struct {
 	launchPort, quicPort                          uint16
 	tcp, udp                                      []uint
 	duration, echo                                time.Duration
-	verbose, sso, open                            bool
+	verbose, sso, open, websocket                 bool
 }
 
 func newConnectCmd() *cobra.Command {
@@ -111,6 +111,7 @@ portal.`,
 	f.Uint16Var(&o.quicPort, "quic", 0, "carry every channel to gateways, TCP ones too, over QUIC on this UDP port (a gateway's quic_port); 0: TCP channels over TLS, UDP channels over QUIC at the quic_port the launch names")
 	f.BoolVar(&o.verbose, "verbose", false, "print every failed reconnect attempt and every echo")
 	f.BoolVar(&o.sso, "sso", false, "sign in through the site's identity provider in a browser (single sign-on) instead of a user and password")
+	f.BoolVar(&o.websocket, "websocket", false, "carry the TCP channels to gateways over WebSockets on their HTTPS port (443 on a site), where a firewall passes HTTPS alone")
 	f.StringVar(&o.file, "file", "", "open a launch file from the portal (a .fdlaunch download) instead of signing in")
 	return c
 }
@@ -205,7 +206,7 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 		quic = &client.QUICOptions{Port: o.quicPort}
 	}
 	sess, err := client.Open(ctx, client.Options{
-		Descriptor: d, RootCAs: pool, Channels: chans, Relaunch: relaunch, QUIC: quic,
+		Descriptor: d, RootCAs: pool, Channels: chans, Relaunch: relaunch, QUIC: quic, WebSocket: o.websocket,
 		Logger: slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnEvent: func(e client.Event) {
 			switch e.Kind {

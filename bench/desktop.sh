@@ -11,17 +11,19 @@
 #                  re-encrypting to it, the same work as the gateway's, for reference);
 #   3. stall       two gateways; the one carrying a typing viewer's session is killed (SIGKILL)
 #                  KILLS times and started again: the time to the next update, disconnects;
-#   4. capacity    CAP_N idle desktop streams through one gateway process: its RSS and CPU.
+#   4. capacity    CAP_N idle desktop streams through one gateway process: its RSS and CPU;
+#   5. capacity-ws the same with the streams on WebSockets to the gateway's HTTPS port, as
+#                  browsers carry them (CAP_WS_N, default 1000: the goal is 1,000 a core).
 # The relays run on RELAY_CPU, everything else on LOAD_CPU.
 #
-# Usage: bench/desktop.sh — env: BENCHES (default latency,throughput,stall,capacity),
+# Usage: bench/desktop.sh — env: BENCHES (default latency,throughput,stall,capacity,capacity-ws),
 # LAT_SAMPLES (2000) LAT_ROUNDS (4) LAT_DESKTOPS (builtin,xvnc), TPUT_DUR (5s) TPUT_ROUNDS (3),
-# KILLS (24), CAP_N (9900) CAP_RATE (100/s) CAP_HOLD (15s)
+# KILLS (24), CAP_N (9900) CAP_WS_N (1000) CAP_RATE (100/s) CAP_HOLD (15s)
 # CAP_RAMP_MAX (5m), RELAY_CPU (0) LOAD_CPU (1).
 # Results go to bench/results/desktop.md (or $OUT); progress to stderr. About 9 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BENCHES=${BENCHES:-latency,throughput,stall,capacity}
+BENCHES=${BENCHES:-latency,throughput,stall,capacity,capacity-ws}
 LAT_SAMPLES=${LAT_SAMPLES:-2000}
 LAT_ROUNDS=${LAT_ROUNDS:-4}
 LAT_DESKTOPS=${LAT_DESKTOPS:-builtin,xvnc}
@@ -29,6 +31,7 @@ TPUT_DUR=${TPUT_DUR:-5s}
 TPUT_ROUNDS=${TPUT_ROUNDS:-3}
 KILLS=${KILLS:-24}
 CAP_N=${CAP_N:-9900}
+CAP_WS_N=${CAP_WS_N:-1000}
 CAP_RATE=${CAP_RATE:-100}
 CAP_HOLD=${CAP_HOLD:-15s}
 CAP_RAMP_MAX=${CAP_RAMP_MAX:-5m}
@@ -94,6 +97,7 @@ for b in ${BENCHES//,/ }; do
 		kill "$(pidof_ haproxy)" ;;
 	stall) run stall "${common[@]}" -kills "$KILLS" ;;
 	capacity) run capacity "${common[@]}" -n "$CAP_N" -rate "$CAP_RATE" -hold "$CAP_HOLD" -ramp-max "$CAP_RAMP_MAX" ;;
+	capacity-ws) run capacity "${common[@]}" -n "$CAP_WS_N" -rate "$CAP_RATE" -hold "$CAP_HOLD" -ramp-max "$CAP_RAMP_MAX" -websocket ;;
 	*) echo "desktop.sh: unknown benchmark $b" >&2; exit 2 ;;
 	esac
 done

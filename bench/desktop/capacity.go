@@ -30,6 +30,7 @@ func capacityMain(args []string) error {
 	rate := fs.Int("rate", 100, "sessions opened per second, at most (all processes)")
 	hold := fs.Duration("hold", 15*time.Second, "measured window once every session is open")
 	rampMax := fs.Duration("ramp-max", 5*time.Minute, "give up opening after this long")
+	ws := fs.Bool("websocket", false, "carry the streams over WebSockets to the gateway's HTTPS port, as browsers do")
 	fs.Parse(args)
 	machines := max((*n+4999)/5000, 1) // an agent holds 2 descriptors a stream too
 	sock := filepath.Join(e.work, "desktop.sock")
@@ -70,7 +71,7 @@ func capacityMain(args []string) error {
 			break
 		}
 		c, err := spawn(e.work, fmt.Sprintf("clients-%d", p), e.loadCPU, "clients", "-dir", e.dir, "-n", fmt.Sprint(count),
-			"-first", fmt.Sprint(p*per), "-machines", fmt.Sprint(machines), "-rate", fmt.Sprint(max(*rate / *procs, 1)))
+			"-first", fmt.Sprint(p*per), "-machines", fmt.Sprint(machines), "-rate", fmt.Sprint(max(*rate / *procs, 1)), "-websocket="+fmt.Sprint(*ws))
 		if err != nil {
 			return err
 		}
@@ -116,7 +117,11 @@ func capacityMain(args []string) error {
 	upd := float64(u1.updates-u0.updates) / el
 	peakRSS = max(peakRSS, rssMax, hwm)
 	open := u1.open
-	fmt.Printf("### 4. Capacity: idle desktop streams through one gateway process\n\n")
+	how := "TLS channels"
+	if *ws {
+		how = "WebSocket channels on the gateway's HTTPS port (a browser's way)"
+	}
+	fmt.Printf("### 4. Capacity: idle desktop streams through one gateway process, %s\n\n", how)
 	fmt.Printf("%d sessions asked for (%d client processes, at most %d opened a second), each with one desktop stream whose viewer keeps "+
 		"an incremental request waiting: the desktop sends its clock row (224×13 pixels, 11.6 kB raw) once a second. "+
 		"%d agent process(es) in front of one desktop server process (the builtin desktop's code at 256×160 on a Unix socket). "+
@@ -134,8 +139,8 @@ func capacityMain(args []string) error {
 	if len(u1.errs) > 0 {
 		fmt.Printf("First errors of the clients: %s\n\n", strings.Join(u1.errs, "; "))
 	}
-	e.summary("4. capacity, %d streams through one gateway | RSS %d MB (peak %d MB), CPU %.1f%% | – | – | ≤ 1 GB | %s",
-		open, rssMax>>10, peakRSS>>10, cpuPct, met)
+	e.summary("4. capacity, %d streams through one gateway, %s | RSS %d MB (peak %d MB), CPU %.1f%% | – | – | ≤ 1 GB | %s",
+		open, how, rssMax>>10, peakRSS>>10, cpuPct, met)
 	return nil
 }
 
@@ -185,6 +190,7 @@ func clientsMain(args []string) error {
 	first := fs.Int("first", 0, "number of the first session")
 	machines := fs.Int("machines", 1, "machines vda-1 … vda-M")
 	rate := fs.Int("rate", 50, "sessions opened a second, at most")
+	ws := fs.Bool("websocket", false, "channels over WebSockets")
 	fs.Parse(args)
 	s, err := loadSite(*dir)
 	if err != nil {
@@ -230,7 +236,7 @@ func clientsMain(args []string) error {
 			var v *viewer
 			var err error
 			for try := 0; try < 3 && ctx.Err() == nil; try++ {
-				if v, err = openStream(ctx, s, id, 1+id%*machines); err == nil {
+				if v, err = openStream(ctx, s, id, 1+id%*machines, *ws); err == nil {
 					break
 				}
 			}
@@ -262,7 +268,7 @@ func clientsMain(args []string) error {
 
 // openStream opens session id on machine m and attaches a viewer to its desktop, with an
 // incremental request waiting, within 30s. The session lives until the process ends.
-func openStream(ctx context.Context, s *site, id, m int) (*viewer, error) {
+func openStream(ctx context.Context, s *site, id, m int, ws bool) (*viewer, error) {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	d, err := s.descriptor(fmt.Sprintf("cap-%d-%d", id, time.Now().UnixNano()), m, "vnc", 0)
@@ -271,7 +277,7 @@ func openStream(ctx context.Context, s *site, id, m int) (*viewer, error) {
 	}
 	// A generous dial timeout: thousands of handshakes queue on the load CPU during the ramp,
 	// which no real client sees.
-	sess, err := s.open(octx, d, 10*time.Second)
+	sess, err := s.open(octx, d, 10*time.Second, ws)
 	if err != nil {
 		return nil, err
 	}

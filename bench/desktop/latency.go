@@ -3,7 +3,9 @@ package main
 // Benchmark 1: the latency a gateway adds. A viewer presses a key with an incremental
 // request waiting and times the update that shows it, straight to the desktop server and
 // through frontdoor (the client's local port → client session → TLS → gateway → TLS → agent
-// → desktop server), the two in alternating rounds on fresh connections.
+// → desktop server), and through frontdoor with the client's channel on a WebSocket to the
+// gateway's HTTPS port (a browser's path), the three in turn in each round, on fresh
+// connections.
 
 import (
 	"context"
@@ -37,6 +39,7 @@ func latencyMain(args []string) error {
 		*samples, *rounds, *gap, e.relayCPU, e.loadCPU)
 	fmt.Println("| desktop | path | n | p50 ms | p99 ms | max ms | added p50 ms | added p99 ms | goal (p99 added) | met? |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	// (the WebSocket row's "added" is against frontdoor's TLS channel: what the browser's way costs on top)
 	for _, dk := range split(*desktops) {
 		r, err := latencyOf(s, e, dk, *samples, *rounds, *gap)
 		if err != nil {
@@ -44,11 +47,14 @@ func latencyMain(args []string) error {
 			e.summary("1. added latency, %s | not run | | | ≤ 0.5 ms p99 | no: %s", dk, oneLine(err))
 			continue
 		}
-		st, fd := r[0], r[1]
+		st, fd, ws := r[0], r[1], r[2]
 		add50, add99 := fd.p50-st.p50, fd.p99-st.p99
 		met := yes(add99 <= 500*time.Microsecond)
 		fmt.Printf("| %s | straight | %d | %s | %s | %s | | | | |\n", dk, st.n, ms(st.p50), ms(st.p99), ms(st.max))
 		fmt.Printf("| %s | frontdoor | %d | %s | %s | %s | %s | %s | ≤ 0.5 | %s |\n", dk, fd.n, ms(fd.p50), ms(fd.p99), ms(fd.max), ms(add50), ms(add99), met)
+		fmt.Printf("| %s | frontdoor, WebSocket | %d | %s | %s | %s | %s vs TLS | %s vs TLS | – | – |\n", dk, ws.n, ms(ws.p50), ms(ws.p99), ms(ws.max), ms(ws.p50-fd.p50), ms(ws.p99-fd.p99))
+		e.summary("1. WebSocket channel against the TLS channel, %s desktop | p50 %s / p99 %s ms | TLS p50 %s / p99 %s ms | %+.2f / %+.2f ms | – | –",
+			dk, ms(ws.p50), ms(ws.p99), ms(fd.p50), ms(fd.p99), float64(ws.p50-fd.p50)/1e6, float64(ws.p99-fd.p99)/1e6)
 		e.summary("1. added latency, %s desktop | p50 %s / p99 %s ms | straight p50 %s / p99 %s ms | +%s / +%s ms | ≤ 0.5 ms p99 added | %s",
 			dk, ms(fd.p50), ms(fd.p99), ms(st.p50), ms(st.p99), ms(add50), ms(add99), met)
 	}
@@ -56,9 +62,10 @@ func latencyMain(args []string) error {
 	return nil
 }
 
-// latencyOf measures one desktop: the straight path's and frontdoor's distributions.
-func latencyOf(s *site, e *env, dk string, samples, rounds int, gap time.Duration) ([2]dist, error) {
-	var out [2]dist
+// latencyOf measures one desktop: the straight path's, frontdoor's and frontdoor's over a
+// WebSocket distributions.
+func latencyOf(s *site, e *env, dk string, samples, rounds int, gap time.Duration) ([3]dist, error) {
+	var out [3]dist
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	straight, agentDesktop, protocol := straightAddr, "builtin", "builtin"
@@ -84,33 +91,37 @@ func latencyOf(s *site, e *env, dk string, samples, rounds int, gap time.Duratio
 		return out, err
 	}
 	defer gw.stop()
-	d, err := s.descriptor("lat-"+dk, 1, protocol, 0)
-	if err != nil {
-		return out, err
+	addrs := [3]string{straight}
+	for i, ws := range []bool{false, true} {
+		d, err := s.descriptor(fmt.Sprintf("lat-%s-%d", dk, i), 1, protocol, 0)
+		if err != nil {
+			return out, err
+		}
+		sess, err := s.open(ctx, d, 0, ws)
+		if err != nil {
+			return out, err
+		}
+		defer sess.Close()
+		local, err := sess.Expose("127.0.0.1:0", displayPort)
+		if err != nil {
+			return out, err
+		}
+		addrs[1+i] = local.String()
 	}
-	sess, err := s.open(ctx, d, 0)
-	if err != nil {
-		return out, err
-	}
-	defer sess.Close()
-	local, err := sess.Expose("127.0.0.1:0", displayPort)
-	if err != nil {
-		return out, err
-	}
-	addrs := [2]string{straight, local.String()}
-	var all [2][]time.Duration
+	names := []string{"straight", "frontdoor", "frontdoor over a WebSocket"}
+	var all [3][]time.Duration
 	per := max(samples/rounds, 1)
 	for r := range rounds {
-		for i := range 2 {
-			p := (i + r) % 2 // alternate which path goes first
+		for i := range 3 {
+			p := (i + r) % 3 // turn which path goes first
 			xs, err := roundTrips(addrs[p], dk == "builtin", per, gap)
 			if err != nil {
-				return out, fmt.Errorf("%s path, round %d: %w", []string{"straight", "frontdoor"}[p], r+1, err)
+				return out, fmt.Errorf("%s path, round %d: %w", names[p], r+1, err)
 			}
 			all[p] = append(all[p], xs...)
 		}
 	}
-	return [2]dist{distOf(all[0]), distOf(all[1])}, nil
+	return [3]dist{distOf(all[0]), distOf(all[1]), distOf(all[2])}, nil
 }
 
 // roundTrips connects a viewer to addr and times n key round trips, alternating an 'x' and

@@ -47,7 +47,7 @@ func gatewayMain(args []string) error {
 		return err
 	}
 	name := gatewayNames[*n]
-	g, err := gateway.New(gateway.Options{Name: name, Address: gatewayIPs[*n], TCPPorts: []uint16{displayPort},
+	g, err := gateway.New(gateway.Options{Name: name, Address: gatewayIPs[*n], TCPPorts: []uint16{displayPort}, HealthPort: httpsPort,
 		TLS: &tls.Config{Certificates: []tls.Certificate{s.relay}}, Reissue: s.reissue,
 		MachineTLS: s.ca.Party(siteid.RoleGateway, name, []netip.Addr{gatewayIPs[*n]}).ClientTLS(),
 		Verifier:   s.verifier(), Sessions: sessions{}, Machine: machineOf, Logger: discard()}, nil)

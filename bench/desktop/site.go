@@ -34,6 +34,7 @@ var (
 
 const (
 	displayPort = 14801 // the gateways' channel port and the machines' TCP display port
+	httpsPort   = 14802 // the gateways' HTTPS port, where channels ride WebSockets
 
 	straightAddr    = "127.0.0.1:14811" // the builtin desktop served straight, plain TCP
 	straightTLSAddr = "127.0.0.1:14812" // the same, TLS 1.3 with a client certificate (HAProxy's re-encrypting backend)
@@ -152,16 +153,17 @@ func (s *site) descriptor(session string, m int, protocol string, gws ...int) (*
 		Trace:   []string{"bench"}}
 	for _, g := range gws {
 		d.Gateways = append(d.Gateways, client.GatewayEndpoint{Name: gatewayNames[g], Zone: "z1",
-			Addresses: []string{gatewayIPs[g].String()}})
+			Addresses: []string{gatewayIPs[g].String()}, HTTPSPort: httpsPort})
 	}
 	return d, nil
 }
 
 // open opens a session of d whose logs are dropped. dialTimeout bounds each channel's
-// opening (0: the client's default, 500ms).
-func (s *site) open(ctx context.Context, d *client.Descriptor, dialTimeout time.Duration) (*client.Session, error) {
+// opening (0: the client's default, 500ms); with webSocket its channels ride WebSockets to
+// the gateways' HTTPS port, as a browser's do.
+func (s *site) open(ctx context.Context, d *client.Descriptor, dialTimeout time.Duration, webSocket bool) (*client.Session, error) {
 	return client.Open(ctx, client.Options{Descriptor: d, RootCAs: s.ca.Pool(), Channels: d.Channels, DialTimeout: dialTimeout,
-		Logger: discard()})
+		WebSocket: webSocket, Logger: discard()})
 }
 
 // clientTLS is a viewer's TLS config toward HAProxy.

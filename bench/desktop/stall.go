@@ -53,7 +53,7 @@ func stallMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.open(ctx, d, 0)
+	sess, err := s.open(ctx, d, 0, false)
 	if err != nil {
 		return err
 	}

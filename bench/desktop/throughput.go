@@ -46,7 +46,7 @@ func throughputMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.open(ctx, d, 0)
+	sess, err := s.open(ctx, d, 0, false)
 	if err != nil {
 		return err
 	}

@@ -254,7 +254,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 			g.http = &http.Server{Handler: g.serveHTTPS(hl.Listener), ReadHeaderTimeout: 5 * time.Second,
 				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute,
 				ConnState: hl.ConnState, ConnContext: httpsConnContext(hl.Listener), ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
-			srv, ln := g.http, tls.NewListener(hl.Listener, g.o.TLS)
+			srv, ln := g.http, tls.NewListener(pacedListener{hl.Listener, g}, g.o.TLS)
 			g.wg.Add(1)
 			go func() { defer g.wg.Done(); srv.Serve(ln) }()
 			continue

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -55,14 +56,8 @@ func (g *Gateway) serveWebSocket(w http.ResponseWriter, r *http.Request, lim *co
 	}
 	port := uint16(port64)
 	if o := r.Header.Get("Origin"); o != "" && !g.webOrigin(o) {
-		g.log.Info("channel refused", "client", client, "port", port, "reason", "a WebSocket from another site's page", "origin", o)
+		g.log.Debug("channel refused", "client", client, "port", port, "reason", "a WebSocket from another site's page", "origin", cut(o, 100))
 		http.Error(w, "this page's origin may not open channels", http.StatusForbidden)
-		return
-	}
-	if !g.sources.allow(client.Addr().Unmap()) {
-		g.log.Debug("channel refused", "client", client, "port", port, "reason", ErrSourceRate)
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, ErrSourceRate.Error(), http.StatusTooManyRequests)
 		return
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
@@ -86,7 +81,12 @@ func (g *Gateway) serveWebSocket(w http.ResponseWriter, r *http.Request, lim *co
 	defer conn.Close()
 	tok, err := ticket.ReadFrame(conn)
 	if err != nil {
-		g.log.Info("channel refused", "client", client, "port", port, "reason", "bad frame", "err", err)
+		// As on the TLS ports: only a frame that is not ours is worth a log line.
+		if errors.Is(err, ticket.ErrFrame) {
+			g.log.Info("channel refused", "client", client, "port", port, "reason", "bad frame")
+		} else {
+			g.log.Debug("channel closed before its ticket", "client", client, "port", port, "err", err)
+		}
 		return
 	}
 	g.serveChannel(conn, tok, port, client, func() {
@@ -95,6 +95,37 @@ func (g *Gateway) serveWebSocket(w http.ResponseWriter, r *http.Request, lim *co
 			raw.SetDeadline(time.Time{})
 		}
 	})
+}
+
+// pacedListener closes, as it accepts them, the connections of a source that opens them
+// faster than its pace (Gateway.sources), before any TLS: the HTTPS port's part of the pace
+// the TCP channel ports keep (acceptLoop).
+type pacedListener struct {
+	net.Listener
+	g *Gateway
+}
+
+// Accept implements net.Listener.
+func (l pacedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if a, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && !l.g.sources.allow(a.Addr().Unmap()) {
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
+}
+
+// cut returns s, at most n bytes of it.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // webOrigin reports whether a page of origin o may open channels: https and a host of

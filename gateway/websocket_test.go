@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -131,5 +132,29 @@ func TestWebSocketRefusals(t *testing.T) {
 	c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
 	if b, _ := io.ReadAll(c); len(b) != 0 {
 		t.Fatalf("a bad frame got %q, want nothing", b)
+	}
+}
+
+// The HTTPS port keeps the channel ports' pace per source, at accept: a source past it has
+// its connections closed before any TLS.
+func TestHTTPSPortIsPacedPerSource(t *testing.T) {
+	r, _ := startWeb(t)
+	refused := 0
+	for range 20 {
+		for i := 0; r.gw.sources.allow(netip.MustParseAddr("127.0.0.1")); i++ {
+			if i > 10*newPerSourceBurst {
+				t.Fatal("the source is never held back")
+			}
+		}
+		// (the pace gives a token back every 5 ms: a slow dial may get one)
+		c, err := tls.Dial("tcp", net.JoinHostPort(r.addr, itoa(r.health)), &tls.Config{RootCAs: r.pool})
+		if err != nil {
+			refused++
+			continue
+		}
+		c.Close()
+	}
+	if refused == 0 {
+		t.Fatal("a source past its pace got 20 TLS handshakes of 20 on the HTTPS port")
 	}
 }

@@ -25,7 +25,7 @@ import (
 
 // testSite is the embedded lab site moved to 127.41-43 so that tests do not collide with a lab
 // running on the same machine; edit, when set, changes its YAML first.
-func testSite(t *testing.T, edit func(string) string) *configs.Config {
+func testSite(t testing.TB, edit func(string) string) *configs.Config {
 	t.Helper()
 	c, err := MovedSite(41, edit)
 	if err != nil {
@@ -35,7 +35,7 @@ func testSite(t *testing.T, edit func(string) string) *configs.Config {
 }
 
 // startLab runs the test site and waits until every gateway is up.
-func startLab(t *testing.T) (*Lab, context.CancelFunc) {
+func startLab(t testing.TB) (*Lab, context.CancelFunc) {
 	t.Helper()
 	l, cancel, _ := startLabWith(t, Options{Config: testSite(t, nil)})
 	return l, cancel
@@ -43,7 +43,7 @@ func startLab(t *testing.T) (*Lab, context.CancelFunc) {
 
 // startLabWith runs a lab with o (heartbeats every 200ms) and waits until every gateway is
 // up; served is closed when Serve has returned, whose error the test's end checks.
-func startLabWith(t *testing.T, o Options) (l *Lab, cancel context.CancelFunc, served <-chan struct{}) {
+func startLabWith(t testing.TB, o Options) (l *Lab, cancel context.CancelFunc, served <-chan struct{}) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	o.HeartbeatInterval = 200 * time.Millisecond
@@ -81,7 +81,7 @@ func startLabWith(t *testing.T, o Options) (l *Lab, cancel context.CancelFunc, s
 }
 
 // adminURL is the lab's admin API, on the first node that has one.
-func adminURL(t *testing.T, l *Lab) string {
+func adminURL(t testing.TB, l *Lab) string {
 	t.Helper()
 	for _, n := range l.Config.Nodes {
 		for _, li := range n.Listeners {
@@ -112,7 +112,7 @@ func adminGet(t *testing.T, l *Lab, path string, out any) {
 
 // adminStatus decodes the lab's admin status (GET /v1/admin/status, as the lab's admin)
 // into out.
-func adminStatus(t *testing.T, l *Lab, out any) {
+func adminStatus(t testing.TB, l *Lab, out any) {
 	t.Helper()
 	// Generous: a status under a CI host's load may wait seconds, and the test is not a
 	// benchmark; a node that does not answer at all still fails it.
@@ -131,7 +131,7 @@ func adminStatus(t *testing.T, l *Lab, out any) {
 
 // verdict returns gateway gw's health verdict (up, draining, down) as the lab's admin API
 // reports it.
-func verdict(t *testing.T, l *Lab, gw string) string {
+func verdict(t testing.TB, l *Lab, gw string) string {
 	t.Helper()
 	var st struct {
 		Gateways map[string]string `json:"gateways"`

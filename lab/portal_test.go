@@ -36,7 +36,7 @@ const portalURL = "https://127.41.0.11:9443"
 
 // portalBrowser starts a headless Chromium that trusts the lab's CA, as a user of the lab
 // does who imported it.
-func portalBrowser(t *testing.T, l *Lab) context.Context {
+func portalBrowser(t testing.TB, l *Lab) context.Context {
 	t.Helper()
 	b, _ := pem.Decode(l.CA().CertPEM())
 	if b == nil {

@@ -338,17 +338,73 @@ func TestViewerResizesTheDesktop(t *testing.T) {
 		t.Errorf("the 800x600 screen reads %q", lines)
 	}
 
+	// Sizes asked for one after the other: the last one is drawn.
+	r.c.SetDesktopSize(900, 700)
+	r.c.SetDesktopSize(1000, 700)
+	r.clock.Advance(resizeEvery)
+	m, _ = r.update(t, true)
+	if want := (rfb.Rect{Bounds: image.Rect(0, 0, 1000, 700), Encoding: rfb.EncodingExtendedDesktopSize, Reason: rfb.ResizeByViewer, Status: rfb.ResizeOK}); len(m.Rects) != 1 || m.Rects[0] != want {
+		t.Fatalf("after two SetDesktopSize: %v, want %v", m.Rects, want)
+	}
+	if m, _ = r.read(t); r.c.Width() != 1000 || m.Rects[0].Bounds != image.Rect(0, 0, 1000, 700) {
+		t.Fatalf("then %v at %dx%d", m.Rects, r.c.Width(), r.c.Height())
+	}
+
 	for _, size := range [][2]int{{10, 600}, {8000, 8000}} {
 		if err := r.c.SetDesktopSize(size[0], size[1]); err != nil {
 			t.Fatal(err)
 		}
 		m, _ = r.update(t, true)
-		want := rfb.Rect{Bounds: image.Rect(0, 0, 800, 600), Encoding: rfb.EncodingExtendedDesktopSize, Reason: rfb.ResizeByViewer, Status: rfb.ResizeInvalid}
+		want := rfb.Rect{Bounds: image.Rect(0, 0, 1000, 700), Encoding: rfb.EncodingExtendedDesktopSize, Reason: rfb.ResizeByViewer, Status: rfb.ResizeInvalid}
 		if len(m.Rects) != 1 || m.Rects[0] != want {
 			t.Fatalf("SetDesktopSize %v: %v, want it refused: %v", size, m.Rects, want)
 		}
-		if r.c.Width() != 800 || r.c.Height() != 600 {
+		if r.c.Width() != 1000 || r.c.Height() != 700 {
 			t.Fatalf("after a refused SetDesktopSize %v: %dx%d", size, r.c.Width(), r.c.Height())
 		}
+	}
+}
+
+// A new size is drawn at most every resizeEvery (a window dragged asks many times a second,
+// and each size costs a framebuffer and a whole screen), the same size costs nothing, and a
+// viewer that was never told it may resize is not heard.
+func TestResizesArePaced(t *testing.T) {
+	t.Parallel()
+	clock := testclock.New(time.Date(2026, 3, 4, 12, 4, 5, 0, time.UTC))
+	v := newViewer(New(Options{Now: clock.Now}), nil, func() Info { return Info{} })
+	one := []rfb.Screen{{Width: 1, Height: 1}}
+	ask := func(w, h int) {
+		v.askResize(rfb.SetDesktopSize{Width: uint16(w), Height: uint16(h), Screens: one})
+		v.resize()
+	}
+	ask(800, 600)
+	if v.fb.Rect.Size() != image.Pt(1024, 768) || v.resized != nil {
+		t.Fatalf("a viewer not told it may resize was heard: %v", v.fb.Rect)
+	}
+	v.told = true
+	ask(800, 600)
+	if v.fb.Rect.Size() != image.Pt(800, 600) || v.resized == nil || v.resized.status != rfb.ResizeOK {
+		t.Fatalf("first resize: %v %+v", v.fb.Rect, v.resized)
+	}
+	v.resized = nil
+	fb := v.fb
+	ask(800, 600)
+	if v.fb != fb || v.resized == nil || v.resized.status != rfb.ResizeOK {
+		t.Fatalf("the same size again: a new framebuffer (%v) or no answer (%+v)", v.fb != fb, v.resized)
+	}
+	v.resized = nil
+	ask(900, 700)
+	if v.fb.Rect.Size() != image.Pt(800, 600) || v.resized != nil {
+		t.Fatalf("a second size at once was drawn: %v", v.fb.Rect)
+	}
+	clock.Advance(resizeEvery)
+	v.resize()
+	if v.fb.Rect.Size() != image.Pt(900, 700) || v.resized == nil {
+		t.Fatalf("after resizeEvery: %v %+v", v.fb.Rect, v.resized)
+	}
+	v.resized = nil
+	v.askResize(rfb.SetDesktopSize{Width: 640, Height: 480})
+	if v.resized == nil || v.resized.status != rfb.ResizeInvalid {
+		t.Fatalf("a SetDesktopSize without a screen: %+v, want it refused", v.resized)
 	}
 }

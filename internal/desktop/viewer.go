@@ -2,6 +2,7 @@ package desktop
 
 import (
 	"image"
+	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
 )
@@ -37,10 +38,12 @@ type viewer struct {
 	unsent bool            // the viewer has not yet been sent the whole screen
 	// told: the viewer, which speaks ExtendedDesktopSize, was told the size and that it may
 	// ask for another; resized holds the answer to its last SetDesktopSize until sent.
-	told    bool
-	resized *resizeAnswer
-	keys    []rune // the last characters typed, at most maxKeys
-	tick    bool   // a second passed since the last flush
+	told      bool
+	resized   *resizeAnswer
+	want      image.Point // the size last asked for, not drawn yet; zero: none
+	resizedAt time.Time   // when a size was last drawn
+	keys      []rune      // the last characters typed, at most maxKeys
+	tick      bool        // a second passed since the last flush
 
 	// The request waiting for an answer, if waiting.
 	waiting     bool
@@ -59,28 +62,51 @@ func newViewer(d *Desktop, sc *rfb.ServerConn, info func() Info) *viewer {
 type resizeAnswer struct{ status uint16 }
 
 // Bounds of a size a viewer may ask for: a desktop of 8 MiB of pixels at most (a 4K screen),
-// each side within the desktop's own bounds.
+// each side within the desktop's own bounds. A new size is drawn at most every resizeEvery:
+// each costs a new framebuffer and a whole screen, and a viewer asks as its window is dragged.
 const (
-	minSide   = 64
-	maxPixels = 3840 * 2160
+	minSide     = 64
+	maxPixels   = 3840 * 2160
+	resizeEvery = 250 * time.Millisecond
 )
 
-// resize makes the viewer's framebuffer w×h, when that is within bounds, and notes the
-// answer for the next flush.
-func (v *viewer) resize(w, h int) {
-	if w < minSide || h < minSide || w > maxSide || h > maxSide || w*h > maxPixels {
-		v.resized = &resizeAnswer{status: rfb.ResizeInvalid}
+// askResize takes a viewer's SetDesktopSize: refused at once when out of bounds, else kept
+// (the last one asked wins) until resize draws it. A viewer that was not told it may ask is
+// not heard.
+func (v *viewer) askResize(m rfb.SetDesktopSize) {
+	if !v.told {
 		return
 	}
-	v.fb = image.NewRGBA(image.Rect(0, 0, w, h))
-	v.lay = layoutFor(w, h)
-	v.lay.background(v.fb)
-	v.drawn = [numRows]string{}
-	v.unsent = true
-	if v.waiting {
-		v.area = v.fb.Rect
+	w, h := int(m.Width), int(m.Height)
+	if len(m.Screens) == 0 || w < minSide || h < minSide || w > maxSide || h > maxSide || w*h > maxPixels {
+		v.want, v.resized = image.Point{}, &resizeAnswer{status: rfb.ResizeInvalid}
+		return
 	}
-	v.resized = &resizeAnswer{status: rfb.ResizeOK}
+	v.want = image.Pt(w, h)
+}
+
+// resize draws the size a viewer asked for, unless one was drawn less than resizeEvery ago,
+// and notes the answer.
+func (v *viewer) resize() {
+	if v.want == (image.Point{}) {
+		return
+	}
+	now := v.d.now()
+	if v.want != v.fb.Rect.Size() {
+		if !v.resizedAt.IsZero() && now.Sub(v.resizedAt) < resizeEvery {
+			return // later: a tick flushes it
+		}
+		v.fb = image.NewRGBA(image.Rectangle{Max: v.want})
+		v.lay = layoutFor(v.want.X, v.want.Y)
+		v.lay.background(v.fb)
+		v.drawn = [numRows]string{}
+		v.unsent = true
+		if v.waiting {
+			v.area = v.fb.Rect
+		}
+		v.resizedAt = now
+	}
+	v.want, v.resized = image.Point{}, &resizeAnswer{status: rfb.ResizeOK}
 }
 
 // handle takes a request or key press from the viewer.
@@ -96,7 +122,7 @@ func (v *viewer) handle(m rfb.ClientMessage) {
 		v.incremental = v.incremental && m.Incremental
 		v.area = v.area.Union(area)
 	case rfb.SetDesktopSize:
-		v.resize(int(m.Width), int(m.Height))
+		v.askResize(m)
 	case rfb.KeyEvent:
 		if !m.Down {
 			return
@@ -171,6 +197,7 @@ func (v *viewer) tellSize() error {
 	if !v.waiting {
 		return nil
 	}
+	v.resize()
 	switch {
 	case v.resized != nil:
 		st := v.resized.status

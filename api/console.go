@@ -65,6 +65,16 @@ type consoleStore struct {
 	// many came since.
 	audited map[string]auditedLogin
 	now     func() time.Time
+	// limit bounds the sessions at once; 0: consoleSessions.
+	limit int
+}
+
+// max is the most sessions the store keeps at once.
+func (cs *consoleStore) max() int {
+	if cs.limit > 0 {
+		return cs.limit
+	}
+	return consoleSessions
 }
 
 // auditedLogin is the audit log's last word on a user's console logins from one address.
@@ -89,7 +99,7 @@ func (cs *consoleStore) audit(user, src string) (record bool, since int) {
 		return false, a.since
 	}
 	since = cs.audited[k].since
-	if len(cs.audited) >= consoleSessions {
+	if len(cs.audited) >= cs.max() {
 		for k, a := range cs.audited {
 			if now.Sub(a.at) >= consoleLoginAudit {
 				delete(cs.audited, k)
@@ -142,7 +152,7 @@ func (cs *consoleStore) startLogin(li login) (string, *consoleSession) {
 	switch {
 	case mine >= consolePerUser:
 		delete(cs.byID, oldestMine)
-	case len(cs.byID) >= consoleSessions:
+	case len(cs.byID) >= cs.max():
 		delete(cs.byID, oldest)
 	}
 	id := randomToken()

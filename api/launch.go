@@ -11,12 +11,15 @@ import (
 	"net/netip"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/ratemap"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/time/rate"
 )
 
 // Broker is what the APIs need of the session broker.
@@ -145,6 +148,10 @@ type Launch struct {
 	mux    *http.ServeMux
 	logins *authenticator
 	portal consoleStore // the portal's sessions
+	// webSockets are the gateways' wss:// origins, the portal's page's connect-src.
+	webSockets string
+	filesMu    sync.Mutex // guards files
+	files      *ratemap.Map[string]
 }
 
 // NewLaunch builds the launch API handler.
@@ -155,7 +162,9 @@ func NewLaunch(o LaunchOptions) *Launch {
 	l := &Launch{o: o, mach: map[string]configs.Machine{}, desk: map[string]*DesktopInfo{}, log: o.Logger, mux: http.NewServeMux(),
 		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, o.Now, o.Logger)}
 	l.logins.certs = o.ClientCAs
-	l.portal.now = o.Now
+	l.portal.now, l.portal.limit = o.Now, portalSessions
+	l.webSockets = gatewayWebSockets(o.Config)
+	l.files = ratemap.New[string](rate.Every(time.Minute/launchFilesPerMinute), launchFilesPerMinute, portalSessions)
 	for _, m := range o.Config.Machines {
 		l.mach[m.Name] = m
 		if dk := o.Config.DesktopOf(m); dk.Channel != "" {
@@ -222,6 +231,10 @@ func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.Ha
 			return
 		}
 		if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && scheme == ticket.LaunchFileScheme {
+			if r.Method != http.MethodPost || r.URL.Path != "/v1/launch" {
+				httpError(w, http.StatusUnauthorized, "a launch file launches its resource, nothing else")
+				return
+			}
 			li, resource, err := l.launchFileLogin(tok)
 			if err != nil {
 				l.log.Warn("launch file refused", "from", clientAddr(r), "err", err)
@@ -288,6 +301,9 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
 	}
 	if fromPortal(r) {
 		req.Endpoint = BrowserEndpoint + strings.TrimPrefix(req.Endpoint, BrowserEndpoint)
+	} else if strings.HasPrefix(req.Endpoint, BrowserEndpoint) {
+		httpError(w, http.StatusBadRequest, "endpoints that begin "+BrowserEndpoint+" are the portal's")
+		return
 	}
 	if res, ok := r.Context().Value(launchFileKey{}).(string); ok && res != req.Resource {
 		httpError(w, http.StatusForbidden, fmt.Sprintf("the launch file opens %s, not %s", res, req.Resource))

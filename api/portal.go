@@ -8,9 +8,12 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -24,7 +27,17 @@ import (
 // the desktop in the page with noVNC over a WebSocket channel to a gateway (package gateway,
 // ChannelPath), which it resumes through another gateway when its own dies.
 
-const portalCookie = "frontdoor_portal"
+// portalCookie names the portal's session. The __Host- prefix binds it to the portal's own
+// host (Secure, Path=/, no Domain): a sibling host cannot plant one.
+const portalCookie = "__Host-frontdoor_portal"
+
+// portalSessions bounds the portal's sessions at one front door (each a few hundred bytes):
+// every user of a site signs in there, not a few operators; past it the least recently
+// used goes. A user keeps at most consolePerUser.
+const portalSessions = 20000
+
+// launchFilesPerMinute bounds the launch files one user has made a minute, at one front door.
+const launchFilesPerMinute = 10
 
 //go:embed portal
 var portalFiles embed.FS
@@ -57,14 +70,34 @@ func (l *Launch) routePortal() {
 }
 
 // portalHeaders are the console's security headers, with the portal's WebSocket channels:
-// the page opens them to the site's gateways, on other hosts.
-func portalHeaders(w http.ResponseWriter) {
+// the page opens them to the site's gateways (wss, the origins of their HTTPS ports).
+func (l *Launch) portalHeaders(w http.ResponseWriter) {
 	securityHeaders(w)
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' wss:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'"+l.webSockets+"; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+}
+
+// gatewayWebSockets lists, each after a space, the wss:// origins of the site's gateways'
+// HTTPS ports: their public addresses, else their address.
+func gatewayWebSockets(c *configs.Config) string {
+	var b strings.Builder
+	for _, g := range c.Gateways {
+		p := g.HTTPSPort()
+		if p == 0 {
+			continue
+		}
+		addrs := g.PublicAddresses
+		if len(addrs) == 0 && g.Address.IsValid() {
+			addrs = []netip.Addr{g.Address}
+		}
+		for _, a := range addrs {
+			b.WriteString(" wss://" + netip.AddrPortFrom(a.Unmap(), uint16(p)).String())
+		}
+	}
+	return b.String()
 }
 
 func (l *Launch) portalHome(w http.ResponseWriter, r *http.Request) {
-	portalHeaders(w)
+	l.portalHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if s, ok := l.portalSession(r); ok {
 		portalPages.ExecuteTemplate(w, "portal.html", portalPage{Site: l.o.Config.Site.Name, User: s.user.Name, CSRF: s.csrf})
@@ -74,7 +107,7 @@ func (l *Launch) portalHome(w http.ResponseWriter, r *http.Request) {
 }
 
 func (l *Launch) renderPortalLogin(w http.ResponseWriter, r *http.Request, msg string, code int) {
-	portalHeaders(w)
+	l.portalHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	cert := r.TLS != nil && len(r.TLS.PeerCertificates) > 0
@@ -207,6 +240,25 @@ func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li login) {
 	}
 	if req.Resource == "" || len(req.Resource) > 255 {
 		httpError(w, http.StatusBadRequest, `body must be JSON {"resource": NAME}`)
+		return
+	}
+	l.filesMu.Lock()
+	ok := l.files.Get(li.user.Name, time.Now()).Allow()
+	l.filesMu.Unlock()
+	if !ok {
+		w.Header().Set("Retry-After", "10")
+		httpError(w, http.StatusTooManyRequests, fmt.Sprintf("at most %d launch files a minute", launchFilesPerMinute))
+		return
+	}
+	// Entitled, and not denied now: a file for anything else would only be refused later.
+	zone := ""
+	if client := clientAddr(r); l.o.Locate != nil && client.IsValid() {
+		zone = l.o.Locate(client)
+	}
+	d := l.o.Broker.Decide(broker.LaunchRequest{User: li.user.Name, Resource: req.Resource, LocationZone: zone, Client: clientAddr(r),
+		Factors: li.factorNames(), Groups: li.groups})
+	if d.Outcome == broker.OutcomeDenied {
+		writeJSON(w, http.StatusForbidden, map[string]any{"error": "denied", "reason": deniedInWords(d)})
 		return
 	}
 	c := ticket.Claims{Kind: ticket.LaunchFile, Session: req.Resource, User: li.user.Name, Factors: li.factors, AuthTime: li.at}

@@ -343,9 +343,47 @@ func TestLaunchFileOpensOnce(t *testing.T) {
 	if _, _, err := client.LaunchFile(ctx, doc, "bob-laptop", l.CA().Pool()); !errors.Is(err, client.ErrUnauthorized) {
 		t.Fatalf("the launch file opened a second time: %v, want it refused", err)
 	}
+	// A launch file is good for its launch alone: not for the user's other calls.
+	again := file("desktop")
+	req, _ := http.NewRequest(http.MethodGet, portalURL+"/v1/sessions", nil)
+	req.Header.Set("Authorization", ticket.LaunchFileScheme+" "+again.Ticket)
+	if resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}).Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /v1/sessions with a launch file: %v %v, want 401", resp.Status, err)
+	}
+	// Nor does the portal make one for what the user may not launch, nor many a minute.
+	postFile := func(resource string) int {
+		req, _ := http.NewRequest(http.MethodPost, portalURL+"/v1/launch-file", strings.NewReader(`{"resource": "`+resource+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-CSRF-Token", csrf)
+		req.Header.Set("Origin", portalURL)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := postFile("no-such-resource"); code != http.StatusForbidden {
+		t.Errorf("a launch file for a resource that does not exist: %d, want 403", code)
+	}
+	// A native client may not pass for the portal's browser.
+	if _, err := client.Launch(ctx, portalURL, "bob", "lab", "desktop", "browser:fake", l.CA().Pool()); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("a native launch with a browser: endpoint: %v, want 400", err)
+	}
+
 	other := file("browser")
 	other.Resource = "desktop"
 	if _, _, err := client.LaunchFile(ctx, other, "bob-laptop", l.CA().Pool()); !errors.Is(err, client.ErrDenied) {
 		t.Fatalf("a launch file for browser opened desktop: %v", err)
+	}
+	limited := false
+	for range 20 {
+		if postFile("desktop") == http.StatusTooManyRequests {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		t.Errorf("20 launch files in a row: none refused")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -62,6 +63,11 @@ func ReadLaunchFile(r io.Reader) (LaunchFileDoc, error) {
 		return d, fmt.Errorf("a launch file of version %d: this frontdoor reads version %d", d.Version, LaunchFileVersion)
 	case len(d.LaunchURLs) == 0 || d.Resource == "" || d.Ticket == "":
 		return d, errors.New("the launch file names no launch API, resource or ticket")
+	}
+	for _, u := range d.LaunchURLs {
+		if !strings.HasPrefix(u, "https://") {
+			return d, fmt.Errorf("the launch file names a launch API that is not https: %q", u)
+		}
 	}
 	return d, nil
 }

@@ -332,4 +332,12 @@ for (const r of document.querySelectorAll('input[name="open-in"]')) {
 }
 
 refresh();
-setInterval(() => { if (!$("home").hidden) refresh(); }, 10000);
+// The lists stay fresh while they show; while a desktop shows, a light call keeps the
+// portal's session from idling out.
+setInterval(() => {
+    if (!$("home").hidden) {
+        refresh();
+    } else if (rfb) {
+        api("GET", "/v1/sessions").catch(() => {});
+    }
+}, 10000);

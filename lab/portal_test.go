@@ -16,6 +16,9 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -386,4 +389,76 @@ func TestLaunchFileOpensOnce(t *testing.T) {
 	if !limited {
 		t.Errorf("20 launch files in a row: none refused")
 	}
+}
+
+// The portal with a real desktop: every machine of the lab fronts a TigerVNC Xvnc with an
+// xterm (frontdoor lab --desktop xvnc). In Chromium, alice opens her desktop in the page;
+// the canvas shows the X desktop, commands typed into the xterm through the page run on the
+// machine (a file appears), and go on running after her gateway's node is killed. Skipped
+// where Xvnc is not installed, except in CI, which installs it.
+func TestPortalXvncDesktopInTheBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a browser and a whole site: not under -short")
+	}
+	if _, err := exec.LookPath("Xvnc"); err != nil {
+		if os.Getenv("CI") != "true" {
+			t.Skip("Xvnc is not installed (apt-get install tigervnc-standalone-server xterm)")
+		}
+		t.Fatal("CI installs Xvnc: ", err)
+	}
+	l, _, _ := startLabWith(t, Options{Config: testSite(t, nil), Desktop: "xvnc"})
+	ctx := portalBrowser(t, l)
+	if err := do(ctx,
+		chromedp.Navigate(portalURL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="user"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="user"]`), "alice"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "lab"),
+		chromedp.Submit(chromedp.ID("login")),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-resource="desktop"] button:not([disabled])`)),
+		clickNow(`li[data-resource="desktop"] button`), chromedp.WaitVisible(chromedp.ID("screen"))); err != nil {
+		steps, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("launch")))
+		t.Fatalf("opening the Xvnc desktop in the browser: %v; the page says %q", err, steps)
+	}
+	session, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.session`))
+	// The xterm's white window on the X desktop's black: many light pixels on the canvas.
+	light := `(() => { const c = document.querySelector("#screen canvas"); const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+		let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i] > 200 && d[i+1] > 200 && d[i+2] > 200) n++; return n })()`
+	var n int
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && n < 20000; time.Sleep(100 * time.Millisecond) {
+		n, _ = chromedp.Run(ctx, chromedp.Evaluate[int](light))
+	}
+	if n < 20000 {
+		t.Fatalf("the canvas has %d light pixels, want the xterm's window", n)
+	}
+	// The pointer over the xterm (at +20+20 of the desktop) gives it the keyboard.
+	box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.querySelector("#screen canvas").getBoundingClientRect(); return [r.left, r.top] })()`))
+	if err != nil || len(box) != 2 {
+		t.Fatalf("the canvas's place: %v %v", box, err)
+	}
+	dir := t.TempDir()
+	typed := func(name string) {
+		t.Helper()
+		f := filepath.Join(dir, name)
+		if err := do(ctx, chromedp.MouseClickXY(box[0]+80, box[1]+80), chromedp.KeyEvent("touch "+f+"\n")); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(f); err == nil {
+				return
+			}
+		}
+		t.Fatalf("typed `touch %s` into the xterm through the page: no such file", f)
+	}
+	typed("before")
+	shot(t, ctx, "portal-xvnc")
+	st, err := l.Session(ctx, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if err := l.Signal(nodeOf(t, l, st.Via), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	typed("after")
+	t.Logf("%s killed: a command typed in the page ran on the machine %s later", st.Via, time.Since(killed).Round(time.Millisecond))
 }

@@ -25,7 +25,8 @@ const maxUnixPath = 107
 
 // XvncOptions configures StartXvnc.
 type XvncOptions struct {
-	// Dir is where the Unix socket (vnc.sock) and the logs (xvnc.log, xterm.log) go. Required.
+	// Dir is where the Unix socket (vnc.sock) and the logs (xvnc.log, xterm.log) go, made
+	// when missing. Required.
 	Dir string
 	// Width and Height are the desktop's size in pixels. Default: 1024 by 768.
 	Width, Height int
@@ -70,6 +71,9 @@ func StartXvnc(ctx context.Context, o XvncOptions) (*Xvnc, error) {
 	path, err := lookPath([]string{"Xvnc"})
 	if err != nil {
 		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("starting Xvnc: %w", err)
 	}
 	termPath := ""
 	if o.Xterm {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 	"github.com/miekg/dns"
 )
@@ -51,6 +52,9 @@ type Scenario struct {
 	// etcdWires puts every zone's nodes behind a wire of the zone toward the site database
 	// (run.etcdWires), which the failure may cut.
 	etcdWires bool
+	// browser: the first client is browserUser's desktop in Chromium, opened through the
+	// portal (browser.go); the failure hits its gateway. It needs Chromium and certutil.
+	browser bool
 	// pick chooses the front door the failure hits instead of the first client's; when
 	// it carries no client, no client may see anything (as quiet).
 	pick func(ctx context.Context, r *run, first *frontDoor) (*frontDoor, error)
@@ -82,6 +86,16 @@ var Scenarios = []Scenario{
 				fd.wire.DownPort(p)
 			}
 			fd.wire.StopUDP(fd.udp...)
+			return fd.gateway, nil
+		}},
+	{Name: "browser-gateway-power-off", Criterion: "Gateway / connection server power off under a desktop in the browser",
+		Note: "alice's desktop is in Chromium, opened at the portal (noVNC over a WebSocket to the gateway's HTTPS port); every port of " +
+			"her gateway's host is blackholed at its wire (packets dropped, no reset) while the page types a key every 100 ms and reads " +
+			"the canvas back; the page notices the silence of its pings and resumes the stream through the next gateway; " +
+			"secure gateway ticked only (a browser reaches desktops through gateways)",
+		Modes: []string{"gateway"}, browser: true,
+		inject: func(_ context.Context, r *run, fd *frontDoor) (string, error) {
+			fd.wire.BlackholePorts(fd.gatewayPorts()...)
 			return fd.gateway, nil
 		}},
 	{Name: "frontdoor-power-off", Criterion: "Front door (load balancer) power off",
@@ -345,6 +359,12 @@ func Run(ctx context.Context, o Options) (Report, error) {
 				fmt.Fprintf(o.Progress, "drill %s, secure gateway %s: not run (it runs with the secure gateway %s only)\n", s.Name, on, strings.Join(only, ", "))
 				continue
 			}
+			if s.browser {
+				if err := testbrowser.Available(); err != nil {
+					fmt.Fprintf(o.Progress, "drill %s, secure gateway %s: not run (%v)\n", s.Name, on, err)
+					continue
+				}
+			}
 			fmt.Fprintf(o.Progress, "drill %s, secure gateway %s ...\n", s.Name, on)
 			res := runOne(ctx, o, s, m)
 			fmt.Fprintf(o.Progress, "  %s (site up in %.1f s, clients in %.1f s, site stopped in %.1f s, %.1f s in all): %s\n", passWord(res.Pass),
@@ -570,6 +590,15 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	if o.Clients < len(users) {
 		users = users[:o.Clients]
 	}
+	var browser *browserClient
+	if s.browser {
+		// The browser's user first; the native clients are the others.
+		users = slices.DeleteFunc(users, func(u string) bool { return u == browserUser })
+		if browser, err = r.openBrowser(sctx, browserUser); err != nil {
+			return fmt.Errorf("%s's desktop in the browser: %w", browserUser, err)
+		}
+		defer browser.close()
+	}
 	var sessions []*held
 	defer func() {
 		stopping = time.Now()
@@ -589,8 +618,14 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	time.Sleep(500 * time.Millisecond) // let traffic flow before the failure
 
 	// The failure hits the front door that carries the first client (in direct mode, the
-	// front door of the first client's zone).
-	target := r.doorFor(sessions[0])
+	// front door of the first client's zone); in a browser row, the browser's gateway's.
+	var target *frontDoor
+	switch {
+	case browser != nil:
+		target = r.doors[browser.via]
+	case len(sessions) > 0:
+		target = r.doorFor(sessions[0])
+	}
 	if target == nil {
 		return errors.New("no front door carries the first client")
 	}
@@ -620,11 +655,31 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 	for _, h := range sessions {
 		h.w.ResetStall() // the stall the failure causes, not the viewers' start
 	}
+	var watched sync.WaitGroup
+	wctx, stopWatching := context.WithCancel(sctx)
+	defer stopWatching()
+	if browser != nil {
+		watched.Go(func() { browser.watch(wctx) })
+		time.Sleep(time.Second) // the page's keys flow before the failure
+		browser.resetStall()
+	}
 	res.FaultAt = time.Now()
 	if res.Target, err = s.inject(sctx, r, target); err != nil {
 		return fmt.Errorf("injecting %s: %w", s.Name, err)
 	}
 	r.observe(ctx, sessions, before, target, quiet, res)
+	if browser != nil {
+		// The page's row: watched the whole window, or until it is back and has stayed so
+		// for two seconds.
+		for end := res.FaultAt.Add(r.o.Observe); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			if cr := browser.result(res.FaultAt, target); cr.Back && time.Since(res.FaultAt.Add(cr.BackAfter)) > 2*time.Second {
+				break
+			}
+		}
+		stopWatching()
+		watched.Wait()
+		res.Clients = append([]ClientResult{browser.result(res.FaultAt, target)}, res.Clients...)
+	}
 	judge(res, mode)
 	if s.after != nil {
 		if err := s.after(sctx, r, res); err != nil {

@@ -35,7 +35,7 @@ var mayImport = map[string][]string{
 	"client":   {"ticket", "configs", "internal"},
 	"node":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "gateway", "internal"},
 	"lab":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "internal"},
-	"drill":    {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab"},
+	"drill":    {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "internal"},
 	"bench":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "internal"},
 	"cmd":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "drill"},
 }

@@ -17,7 +17,8 @@ import (
 // serve process of this test binary per node, each front door behind its wire): a gateway
 // powered off and the black-screen port failure with the secure gateway ticked, a front door
 // powered off (SIGKILL behind a blackhole) ticked and shut down (SIGTERM) unticked, an etcd
-// member stopped, and a node killed during a launch storm. It checks what the drill promises
+// member stopped, a node killed during a launch storm, and a gateway powered off under a
+// desktop in the browser (Chromium). It checks what the drill promises
 // — back in the SAME session by itself through another gateway, never a loop, no cut at all
 // in direct mode or when the site database loses a member, and from the storms' counts no
 // machine over max_sessions, no launch ticket admitted twice and no session lost — and leaves
@@ -26,7 +27,7 @@ func TestCIDrill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the drill runs distributed sites (node processes and etcd); skipped with -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	var results []drill.Result
@@ -37,6 +38,7 @@ func TestCIDrill(t *testing.T) {
 		{"frontdoor-shutdown", "direct"},
 		{"etcd-member-down", "gateway"},
 		{"node-killed-mid-launch", "gateway"},
+		{"browser-gateway-power-off", "gateway"},
 	} {
 		rep, err := drill.Run(ctx, drill.Options{Scenarios: []string{c.scenario}, Modes: []string{c.mode}, Base: 81, Observe: 8 * time.Second,
 			Launches: 120, Binary: os.Args[0], Env: []string{"FRONTDOOR_TEST_MAIN=1"}, Progress: &progress})

@@ -19,7 +19,12 @@ const ACK_EVERY = 64 << 10;
 const ACK_DELAY = 20; // ms
 const MAX_BUFFER = 4 << 20;
 const OPEN_TIMEOUT = 8000; // ms: a channel's WebSocket, ticket and hello
-const PING_EVERY = 2000; // ms, to an agent whose reply names "ping"
+// To an agent whose reply names "ping": a ping every PING_EVERY, and a channel whose ping
+// has been unanswered, with nothing else heard, for SILENCE is taken for broken (a gateway powered off sends no reset: a
+// WebSocket would wait minutes for TCP to give up). The native client's TCP keepalives do
+// the same in about 3 s.
+const PING_EVERY = 500; // ms
+const SILENCE = 1500; // ms
 
 // Gateway statuses (package ticket) and stream replies (package resume).
 const STATUS_OK = 0, STATUS_DENIED = 1, STATUS_ROTATED = 2, STATUS_LOGIN_EXPIRED = 3;
@@ -164,6 +169,7 @@ export class ResumableChannel {
         ws.onerror = () => fail(new Error("the channel through " + gw.name + " failed"));
         ws.onclose = () => fail(new Error("the channel through " + gw.name + " closed"));
         ws.onmessage = (ev) => {
+            this._heard = performance.now();
             const b = new Uint8Array(ev.data);
             if (inbuf.length === 0) {
                 inbuf = b;
@@ -269,9 +275,18 @@ export class ResumableChannel {
         this._flush();
         clearInterval(this._pinger);
         this._pingSent.clear();
+        this._heard = performance.now();
         if (pings) {
             const ping = () => {
                 if (this._ws !== ws || ws.readyState !== WebSocket.OPEN) return;
+                // A ping unanswered for SILENCE, with nothing else heard since it went out.
+                const now = performance.now();
+                for (const at of this._pingSent.values()) {
+                    if (now - at > SILENCE && this._heard <= at) {
+                        fail(new Error("nothing from " + gw.name + " for " + SILENCE / 1000 + " s"));
+                        return;
+                    }
+                }
                 const f = new Uint8Array(9);
                 f[0] = 0x50;
                 putU64(f, 1, ++this._pingToken);

@@ -224,6 +224,8 @@ async function launchFile(resource) {
         " (with ", el("code", {}, "--ca FILE"), " where this computer does not trust the site's certificates)"));
 }
 
+window.frontdoorEvents = [];
+
 function openDesktop(d, gateways, t0, resource) {
     const state = $("desk-state"), overlay = $("overlay");
     let frames = 0, firstFrame = false, via = "", opened = false;
@@ -232,6 +234,9 @@ function openDesktop(d, gateways, t0, resource) {
         ticket: d.reconnect_ticket,
         reliabilityMs: (d.desktop.reliability_timeout_seconds || 180) * 1000,
         onEvent: (kind, detail) => {
+            // What the channel went through, for the drills and for support: each event's
+            // kind, time (ms since the epoch), gateway and error.
+            window.frontdoorEvents.push({ kind, at: Date.now(), gateway: detail.gateway || "", error: detail.error ? detail.error.message : "" });
             switch (kind) {
             case "open":
                 via = detail.gateway;

@@ -206,8 +206,8 @@ func bearer(r *http.Request) string {
 }
 
 // oauth2Config is the console client's side of the code flow.
-func (o *oidcLogins) oauth2Config(p *oidc.Provider) (*oauth2.Config, error) {
-	c := &oauth2.Config{ClientID: o.cfg.ClientID, Endpoint: p.Endpoint(), RedirectURL: o.cfg.RedirectURL,
+func (o *oidcLogins) oauth2Config(p *oidc.Provider, redirect string) (*oauth2.Config, error) {
+	c := &oauth2.Config{ClientID: o.cfg.ClientID, Endpoint: p.Endpoint(), RedirectURL: redirect,
 		Scopes: append([]string{oidc.ScopeOpenID}, o.cfg.Scopes...)}
 	if f := o.cfg.ClientSecretFile; f != "" {
 		b, err := readSecret(f, errOIDCSecretMode)

@@ -59,50 +59,37 @@ func (a *Admin) routeSSO() {
 	a.mux.HandleFunc("GET "+configs.OIDCCallbackPath, a.ssoCallback)
 }
 
+// consoleSSO is the console's flow.
+func (a *Admin) consoleSSO() ssoFlow {
+	return ssoFlow{logins: a.logins, redirect: a.o.Config.Site.Auth.OIDC.RedirectURL, cookiePath: "/console/oidc/"}
+}
+
 func (a *Admin) ssoStart(w http.ResponseWriter, r *http.Request) {
 	if !a.ssoEnabled() {
 		http.NotFound(w, r)
 		return
 	}
-	p, _, err := a.logins.sso.ready(r.Context())
-	if err != nil {
-		a.renderLogin(w, err.Error(), http.StatusServiceUnavailable)
-		return
+	if msg, code := a.consoleSSO().start(w, r, a.log); code != 0 {
+		a.renderLogin(w, msg, code)
 	}
-	cfg, err := a.logins.sso.oauth2Config(p)
-	if err != nil {
-		a.log.Error("the console's OIDC client secret cannot be read", "err", err)
-		a.renderLogin(w, "single sign-on is not available: the client secret cannot be read", http.StatusServiceUnavailable)
-		return
-	}
-	pl := pendingLogin{state: randomHex(), nonce: randomHex(), verifier: oauth2.GenerateVerifier()}
-	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: pl.cookie(), Path: "/console/oidc/", MaxAge: int(ssoStateTTL / time.Second),
-		HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
-	http.Redirect(w, r, cfg.AuthCodeURL(pl.state, oauth2.S256ChallengeOption(pl.verifier), oidc.Nonce(pl.nonce)), http.StatusFound)
 }
-
-// errSSOState: a callback without the login under way that its state names, or from another
-// browser than the one that started it.
-var errSSOState = errors.New("this sign-in was not started here, or took too long: start it again")
 
 func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	if !a.ssoEnabled() {
 		http.NotFound(w, r)
 		return
 	}
-	q := r.URL.Query()
-	state := q.Get("state")
-	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: "", Path: "/console/oidc/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
-	src := clientAddr(r)
-	key := ssoKey(src)
-	if _, err := a.logins.guard.admit(r.Context(), src, key); err != nil {
-		loginRefused(w, err, "frontdoor admin")
-		return
+	sl, err := a.consoleSSO().finish(w, r)
+	if err == nil && (!sl.listed || !mayConsole(sl.user)) {
+		err = fmt.Errorf("%w: %q may not use the console (only users the configuration lists as admins or monitors, bound by their oidc_subject)", errNoLogin, sl.name)
 	}
-	u, err := a.ssoUser(r.Context(), r, state, q.Get("code"), q.Get("error"))
-	a.logins.guard.done(src, key, err != nil && !errors.Is(err, errSSOUnavailable))
 	if err != nil {
-		a.log.Warn("console single sign-on refused", "from", src, "err", err)
+		var th throttledError
+		if errors.As(err, &th) || errors.Is(err, errLoginBusy) {
+			loginRefused(w, err, "frontdoor admin")
+			return
+		}
+		a.log.Warn("console single sign-on refused", "from", clientAddr(r), "err", err)
 		code := http.StatusUnauthorized
 		if errors.Is(err, errSSOUnavailable) {
 			code = http.StatusServiceUnavailable
@@ -110,57 +97,102 @@ func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		a.renderLogin(w, err.Error(), code)
 		return
 	}
+	u := sl.user
 	id, _ := a.console.start(u)
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
-	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", src, "via", "sso")
+	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", clientAddr(r), "via", "sso")
 	a.recordLogin(r, u, "single sign-on")
-	// A page of this site takes the browser on: the navigation that brought it here came
-	// from the provider's site, and a Strict session cookie is not sent with the redirects
-	// of such a navigation, so a redirect from here would arrive without it.
-	securityHeaders(w)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	fmt.Fprint(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/site">`+
-		`<title>frontdoor · signed in</title></head><body><p>Signed in. <a href="/site" id="continue">Continue to the console</a>.</p></body></html>`)
+	continuePage(w, "/site", "Continue to the console")
 }
 
-// ssoUser checks a callback: its state against the sign-in this browser started (its
-// cookie), then exchanges the code and checks the ID token; the user must be listed and may
-// use the console.
-func (a *Admin) ssoUser(ctx context.Context, r *http.Request, state, code, providerErr string) (configs.User, error) {
+// continuePage takes the browser on to to with a page of this site: the navigation that
+// brought it here came from the provider's site, and a Strict session cookie is not sent with
+// the redirects of such a navigation, so a redirect from here would arrive without it.
+func continuePage(w http.ResponseWriter, to, what string) {
+	securityHeaders(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprint(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=`+to+`">`+
+		`<title>frontdoor · signed in</title></head><body><p>Signed in. <a href="`+to+`" id="continue">`+what+`</a>.</p></body></html>`)
+}
+
+// errSSOState: a callback without the login under way that its state names, or from another
+// browser than the one that started it.
+var errSSOState = errors.New("this sign-in was not started here, or took too long: start it again")
+
+// ssoFlow is the authorization code flow of a web page's single sign-on (the console's, the
+// portal's): start sends the browser to the provider (state, nonce, PKCE S256), finish takes
+// its answer at the redirect URI, exchanges the code (with the client's secret when it has
+// one) and checks the ID token as the launch API checks it.
+type ssoFlow struct {
+	logins     *authenticator
+	redirect   string // the redirect URI registered at the provider
+	cookiePath string // the redirect URI's directory: the state cookie is sent there only
+}
+
+// start sends the browser to the provider; it returns what to tell the user, and the status,
+// when it cannot (code 0: sent).
+func (f ssoFlow) start(w http.ResponseWriter, r *http.Request, log interface{ Error(string, ...any) }) (string, int) {
+	p, _, err := f.logins.sso.ready(r.Context())
+	if err != nil {
+		return err.Error(), http.StatusServiceUnavailable
+	}
+	cfg, err := f.logins.sso.oauth2Config(p, f.redirect)
+	if err != nil {
+		log.Error("the OIDC client secret cannot be read", "err", err)
+		return "single sign-on is not available: the client secret cannot be read", http.StatusServiceUnavailable
+	}
+	pl := pendingLogin{state: randomHex(), nonce: randomHex(), verifier: oauth2.GenerateVerifier()}
+	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: pl.cookie(), Path: f.cookiePath, MaxAge: int(ssoStateTTL / time.Second),
+		HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, cfg.AuthCodeURL(pl.state, oauth2.S256ChallengeOption(pl.verifier), oidc.Nonce(pl.nonce)), http.StatusFound)
+	return "", 0
+}
+
+// finish checks the provider's answer r, throttled as the APIs' logins (failures count
+// against the source), and returns the login it vouches for.
+func (f ssoFlow) finish(w http.ResponseWriter, r *http.Request) (ssoLogin, error) {
+	q := r.URL.Query()
+	http.SetCookie(w, &http.Cookie{Name: ssoStateCookie, Value: "", Path: f.cookiePath, MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	src := clientAddr(r)
+	key := ssoKey(src)
+	if _, err := f.logins.guard.admit(r.Context(), src, key); err != nil {
+		return ssoLogin{}, err
+	}
+	sl, err := f.check(r.Context(), r, q.Get("state"), q.Get("code"), q.Get("error"))
+	f.logins.guard.done(src, key, err != nil && !errors.Is(err, errSSOUnavailable))
+	return sl, err
+}
+
+// check checks a callback: its state against the sign-in this browser started (its cookie),
+// then exchanges the code and checks the ID token.
+func (f ssoFlow) check(ctx context.Context, r *http.Request, state, code, providerErr string) (ssoLogin, error) {
 	c, err := r.Cookie(ssoStateCookie)
 	if err != nil {
-		return configs.User{}, errSSOState
+		return ssoLogin{}, errSSOState
 	}
 	pl, ok := parsePending(c.Value)
 	if !ok || state == "" || subtle.ConstantTimeCompare([]byte(pl.state), []byte(state)) != 1 {
-		return configs.User{}, errSSOState
+		return ssoLogin{}, errSSOState
 	}
 	if providerErr != "" {
-		return configs.User{}, fmt.Errorf("the identity provider refused: %.100s", providerErr)
+		return ssoLogin{}, fmt.Errorf("the identity provider refused: %.100s", providerErr)
 	}
-	p, _, err := a.logins.sso.ready(ctx)
+	p, _, err := f.logins.sso.ready(ctx)
 	if err != nil {
-		return configs.User{}, err
+		return ssoLogin{}, err
 	}
-	cfg, err := a.logins.sso.oauth2Config(p)
+	cfg, err := f.logins.sso.oauth2Config(p, f.redirect)
 	if err != nil {
-		return configs.User{}, errSSOUnavailable
+		return ssoLogin{}, errSSOUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	tok, err := cfg.Exchange(ctx, code, oauth2.VerifierOption(pl.verifier))
 	if err != nil {
-		return configs.User{}, fmt.Errorf("%w: exchanging the code: %v", errNoLogin, err)
+		return ssoLogin{}, fmt.Errorf("%w: exchanging the code: %v", errNoLogin, err)
 	}
 	raw, _ := tok.Extra("id_token").(string)
-	sl, err := a.logins.sso.verify(ctx, raw, pl.nonce)
-	if err != nil {
-		return configs.User{}, err
-	}
-	if !sl.listed || !mayConsole(sl.user) {
-		return configs.User{}, fmt.Errorf("%w: %q may not use the console (only users the configuration lists as admins or monitors, bound by their oidc_subject)", errNoLogin, sl.name)
-	}
-	return sl.user, nil
+	return f.logins.sso.verify(ctx, raw, pl.nonce)
 }
 
 // randomHex returns 128 random bits in hex.

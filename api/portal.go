@@ -51,6 +51,7 @@ type portalPage struct {
 	CSRF  string
 	Error string
 	Cert  bool // the connection presents a client certificate the site may log in with
+	SSO   bool // the portal offers single sign-on
 }
 
 // routePortal adds the portal's routes to the launch mux.
@@ -67,6 +68,59 @@ func (l *Launch) routePortal() {
 	l.mux.HandleFunc("POST /logout", l.portalLogout)
 	l.mux.HandleFunc("GET /v1/resources", l.auth(l.resources))
 	l.mux.HandleFunc("POST /v1/launch-file", l.auth(l.launchFile))
+	l.mux.HandleFunc("GET "+portalSSOPath, l.portalSSOStart)
+	l.mux.HandleFunc("GET "+configs.PortalOIDCCallbackPath, l.portalSSOCallback)
+}
+
+// portalSSOPath starts the portal's single sign-on (site.auth.oidc.portal_redirect_url).
+const portalSSOPath = "/portal/oidc/login"
+
+// portalSSO is the portal's single sign-on flow; ok false when the site has none.
+func (l *Launch) portalSSO() (ssoFlow, bool) {
+	u := l.o.Config.Site.Auth.OIDC.PortalRedirectURL
+	return ssoFlow{logins: l.logins, redirect: u, cookiePath: "/portal/oidc/"}, l.logins.sso != nil && u != ""
+}
+
+func (l *Launch) portalSSOStart(w http.ResponseWriter, r *http.Request) {
+	f, ok := l.portalSSO()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if msg, code := f.start(w, r, l.log); code != 0 {
+		l.renderPortalLogin(w, r, msg, code)
+	}
+}
+
+// portalSSOCallback takes the provider's answer: the token's user — one the configuration
+// binds by oidc_subject, or one of the site's by the groups the token names — signs in to
+// the portal with the token's factors.
+func (l *Launch) portalSSOCallback(w http.ResponseWriter, r *http.Request) {
+	f, ok := l.portalSSO()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	sl, err := f.finish(w, r)
+	if err == nil && !sl.listed && len(sl.groups) == 0 {
+		err = fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", errNoLogin, sl.name)
+	}
+	if err != nil {
+		l.log.Warn("portal single sign-on refused", "from", clientAddr(r), "err", err)
+		code := http.StatusUnauthorized
+		var th throttledError
+		switch {
+		case errors.Is(err, errSSOUnavailable), errors.Is(err, errLoginBusy):
+			code = http.StatusServiceUnavailable
+		case errors.As(err, &th):
+			code = http.StatusTooManyRequests
+		}
+		l.renderPortalLogin(w, r, err.Error(), code)
+		return
+	}
+	li := login{user: sl.user, factors: sl.factors, at: sl.at, groups: sl.groups}
+	l.startPortal(w, r, li, "single sign-on")
+	continuePage(w, "/", "Continue to your desktops")
 }
 
 // portalHeaders are the console's security headers, with the portal's WebSocket channels:
@@ -111,7 +165,8 @@ func (l *Launch) renderPortalLogin(w http.ResponseWriter, r *http.Request, msg s
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	cert := r.TLS != nil && len(r.TLS.PeerCertificates) > 0
-	portalPages.ExecuteTemplate(w, "login.html", portalPage{Site: l.o.Config.Site.Name, Error: msg, Cert: cert})
+	_, sso := l.portalSSO()
+	portalPages.ExecuteTemplate(w, "login.html", portalPage{Site: l.o.Config.Site.Name, Error: msg, Cert: cert, SSO: sso})
 }
 
 // portalSession returns the request's live portal session.
@@ -152,17 +207,26 @@ func (l *Launch) portalLogin(w http.ResponseWriter, r *http.Request) {
 		l.renderPortalLogin(w, r, msg, code)
 		return
 	}
+	l.startPortal(w, r, li, "")
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// startPortal starts a portal session for the login li (made via a way in: "" for the form)
+// and sets its cookie.
+func (l *Launch) startPortal(w http.ResponseWriter, r *http.Request, li login, via string) {
 	id, _ := l.portal.startLogin(li)
 	http.SetCookie(w, &http.Cookie{Name: portalCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
-	l.log.Info("portal sign-in", "user", li.user.Name, "factors", li.factors.String(), "from", clientAddr(r))
+	l.log.Info("portal sign-in", "user", li.user.Name, "factors", li.factors.String(), "from", clientAddr(r), "via", via)
 	if record, since := l.portal.audit(li.user.Name, clientAddr(r).String()); record {
 		detail := "factors " + li.factors.String()
+		if via != "" {
+			detail += ", via " + via
+		}
 		if since > 0 {
 			detail += fmt.Sprintf(" (%d more sign-ins from %s since the last entry)", since, clientAddr(r))
 		}
 		l.audit(r, li.user.Name, "portal.signin", li.user.Name, detail)
 	}
-	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 // portalLogout ends the request's portal session (a write: it needs the CSRF token).

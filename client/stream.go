@@ -277,6 +277,21 @@ func (s *Session) swapHold(l *link, h *heldChannel) {
 	}
 }
 
+// Holding reports whether the current link holds its idle desktop channel (no viewer's stream
+// rides it, and no channel's admission is under way): a gateway lost now takes no ticket
+// with it that the client has not heard of.
+func (s *Session) Holding() bool {
+	s.mu.Lock()
+	l := s.link
+	s.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.hold != nil
+}
+
 // holdAfter gives the current link a hold again once its last stream has ended.
 func (s *Session) holdAfter() {
 	s.wg.Add(1)

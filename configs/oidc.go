@@ -37,6 +37,11 @@ type OIDC struct {
 	// address with the path /console/oidc/callback. Default: "" (the console signs in with
 	// passwords only).
 	RedirectURL string `yaml:"redirect_url"`
+	// PortalRedirectURL is the user's portal's redirect URI, registered at the provider for
+	// ClientID as well: the portal's address (a launch listener) with the path
+	// /portal/oidc/callback. Default: "" (the portal signs in with passwords and client
+	// certificates only).
+	PortalRedirectURL string `yaml:"portal_redirect_url"`
 	// Scopes are asked for besides openid. Default: [profile, email].
 	Scopes []string `yaml:"scopes"`
 	// UserClaim is the ID token's claim that names a user the configuration does not list
@@ -84,7 +89,7 @@ func (o *OIDC) setDefaults() {
 func (k *checker) validateOIDC(o OIDC) {
 	const p = "site.auth.oidc"
 	if !o.Enabled() {
-		if o.ClientID != "" || o.RedirectURL != "" || o.ClientSecretFile != "" || o.NativeClientID != "" {
+		if o.ClientID != "" || o.RedirectURL != "" || o.PortalRedirectURL != "" || o.ClientSecretFile != "" || o.NativeClientID != "" {
 			k.errf(p+".issuer", "required with the other oidc keys")
 		}
 		return
@@ -95,17 +100,8 @@ func (k *checker) validateOIDC(o OIDC) {
 	if o.ClientID == "" {
 		k.errf(p+".client_id", "required with issuer")
 	}
-	if o.RedirectURL != "" {
-		u, err := url.Parse(o.RedirectURL)
-		switch {
-		case err != nil || u.Host == "":
-			k.errf(p+".redirect_url", "%q is not an absolute URL", o.RedirectURL)
-		case u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname())):
-			k.errf(p+".redirect_url", "%q must be https (http only on a loopback address)", o.RedirectURL)
-		case u.Path != OIDCCallbackPath:
-			k.errf(p+".redirect_url", "%q must have the path %s, where the console takes the provider's answer", o.RedirectURL, OIDCCallbackPath)
-		}
-	}
+	k.checkRedirect(p+".redirect_url", o.RedirectURL, OIDCCallbackPath, "the console")
+	k.checkRedirect(p+".portal_redirect_url", o.PortalRedirectURL, PortalOIDCCallbackPath, "the portal")
 	if slices.Contains(o.Scopes, "openid") {
 		k.errf(p+".scopes", "openid is always asked for: list only the others")
 	}
@@ -118,6 +114,26 @@ func (k *checker) validateOIDC(o OIDC) {
 
 // OIDCCallbackPath is the path of the console's redirect URI (OIDC.RedirectURL).
 const OIDCCallbackPath = "/console/oidc/callback"
+
+// PortalOIDCCallbackPath is the path of the portal's redirect URI (OIDC.PortalRedirectURL).
+const PortalOIDCCallbackPath = "/portal/oidc/callback"
+
+// checkRedirect checks a redirect URI at key (empty: none): absolute, https (http only on a
+// loopback address), with the path where who takes the provider's answer.
+func (k *checker) checkRedirect(key, uri, path, who string) {
+	if uri == "" {
+		return
+	}
+	u, err := url.Parse(uri)
+	switch {
+	case err != nil || u.Host == "":
+		k.errf(key, "%q is not an absolute URL", uri)
+	case u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname())):
+		k.errf(key, "%q must be https (http only on a loopback address)", uri)
+	case u.Path != path:
+		k.errf(key, "%q must have the path %s, where %s takes the provider's answer", uri, path, who)
+	}
+}
 
 // checkProviderURL accepts an https URL, or an http one on a loopback address.
 func checkProviderURL(s string) error {

@@ -35,11 +35,14 @@ func WithSSO(src []byte) (*SSO, []byte, error) {
 	if cfg.Site.Auth.OIDC.Enabled() {
 		return nil, nil, errors.New("--sso: the site configures site.auth.oidc already")
 	}
-	admin := ""
+	admin, launch := "", ""
 	for _, n := range cfg.Nodes {
 		for _, li := range n.Listeners {
 			if li.Kind == "admin" && admin == "" {
 				admin = li.Address.String()
+			}
+			if li.Kind == "launch" && launch == "" {
+				launch = li.Address.String()
 			}
 		}
 	}
@@ -60,8 +63,14 @@ func WithSSO(src []byte) (*SSO, []byte, error) {
 		users = append(users, devidp.Identity{Subject: "lab-erin", Username: "erin", Groups: []string{"west-office"}, AMR: []string{"pwd"}})
 	}
 	redirect := "https://" + admin + configs.OIDCCallbackPath
+	redirects := []string{redirect}
+	portal := ""
+	if launch != "" {
+		portal = "https://" + launch + configs.PortalOIDCCallbackPath
+		redirects = append(redirects, portal)
+	}
 	idp, err := devidp.New(SSOAddress, []devidp.Client{
-		{ID: "frontdoor-lab-console", Redirects: []string{redirect}},
+		{ID: "frontdoor-lab-console", Redirects: redirects},
 		{ID: "frontdoor-lab-connect", Redirects: []string{"http://127.0.0.1/callback"}},
 	}, users)
 	if err != nil {
@@ -73,8 +82,8 @@ func WithSSO(src []byte) (*SSO, []byte, error) {
 	for _, g := range cfg.UserGroups {
 		groups = append(groups, fmt.Sprintf("%q: %q", g.Name, g.Name))
 	}
-	oidc := fmt.Sprintf("\nsite:\n  auth:\n    oidc: {issuer: %q, client_id: frontdoor-lab-console, native_client_id: frontdoor-lab-connect, redirect_url: %q, group_map: {%s}}\n",
-		idp.Issuer, redirect, strings.Join(groups, ", "))
+	oidc := fmt.Sprintf("\nsite:\n  auth:\n    oidc: {issuer: %q, client_id: frontdoor-lab-console, native_client_id: frontdoor-lab-connect, redirect_url: %q, portal_redirect_url: %q, group_map: {%s}}\n",
+		idp.Issuer, redirect, portal, strings.Join(groups, ", "))
 	out := strings.Replace(string(src), "\nsite:\n", oidc, 1)
 	if out == string(src) || strings.Count(out, "\n  auth:") > 1 {
 		idp.Close()

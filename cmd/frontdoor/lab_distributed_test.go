@@ -93,6 +93,14 @@ func TestDistributedLabSessionOutlivesItsNode(t *testing.T) {
 	if _, err := s.CheckDesktop(ctx); err != nil {
 		t.Fatalf("TCP echo through the gateway: %v", err)
 	}
+	// The check's stream gave way to the link's idle channel again: a kill while that one's
+	// admission is under way takes the rotated ticket with it, and the client comes back
+	// by a new launch (same session) instead — not what this test looks at.
+	for deadline := time.Now().Add(10 * time.Second); !s.Holding(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the session holds no idle channel 10s after the check")
+		}
+	}
 	via, _ := s.Via()
 	victim := ""
 	for _, g := range l.Config.Gateways {

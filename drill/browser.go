@@ -1,16 +1,11 @@
 package drill
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"image"
-	"image/draw"
-	"image/png"
 	"os"
 	"strings"
 	"sync"
@@ -136,21 +131,11 @@ func clickNow(sel string) chromedp.Action[chromedp.Void] {
 
 // screen reads the builtin desktop's text off the page's canvas.
 func (b *browserClient) screen() ([]string, error) {
-	url, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => { const c = document.querySelector("#screen canvas"); return c ? c.toDataURL("image/png") : "" })()`))
+	img, err := testbrowser.Canvas(b.ctx, "#screen canvas")
 	if err != nil {
 		return nil, err
 	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(url, "data:image/png;base64,"))
-	if err != nil || len(raw) == 0 {
-		return nil, fmt.Errorf("no canvas (%v)", err)
-	}
-	img, err := png.Decode(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	rgba := image.NewRGBA(img.Bounds())
-	draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
-	return desktop.ReadText(rgba), nil
+	return desktop.ReadText(img), nil
 }
 
 // watch types a key every typeEvery and reads the canvas until ctx ends: the longest time the

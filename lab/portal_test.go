@@ -1,16 +1,10 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/pem"
 	"errors"
-	"fmt"
-	"image"
-	"image/draw"
-	"image/png"
 	"io"
 	"log/slog"
 	"net/http"
@@ -55,21 +49,11 @@ func portalBrowser(t testing.TB, l *Lab) context.Context {
 // screenText reads the text the builtin desktop drew on the page's noVNC canvas, from the
 // canvas's own pixels.
 func screenText(ctx context.Context) ([]string, error) {
-	url, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const c = document.querySelector("#screen canvas"); return c ? c.toDataURL("image/png") : "" })()`))
+	img, err := testbrowser.Canvas(ctx, "#screen canvas")
 	if err != nil {
 		return nil, err
 	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(url, "data:image/png;base64,"))
-	if err != nil || len(raw) == 0 {
-		return nil, fmt.Errorf("no canvas (%v)", err)
-	}
-	img, err := png.Decode(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	rgba := image.NewRGBA(img.Bounds())
-	draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
-	return desktop.ReadText(rgba), nil
+	return desktop.ReadText(img), nil
 }
 
 // waitScreen polls the canvas until a line of its text contains every one of want, or d

@@ -3,6 +3,7 @@
 package testbrowser
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
@@ -10,6 +11,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"image"
+	"image/draw"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +26,26 @@ import (
 
 // ErrNoBrowser: Chromium, or the certutil that makes it trust a CA, is not installed.
 var ErrNoBrowser = errors.New("Chromium and certutil are needed: apt-get install chromium libnss3-tools")
+
+// Canvas returns the pixels of the page's canvas that selector names, as the page drew them
+// (the canvas's own size, whatever the page scales it to).
+func Canvas(ctx context.Context, selector string) (*image.RGBA, error) {
+	url, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(() => { const c = document.querySelector(%q); return c ? c.toDataURL("image/png") : "" })()`, selector)))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(url, "data:image/png;base64,"))
+	if err != nil || len(raw) == 0 {
+		return nil, fmt.Errorf("no canvas %s (%v)", selector, err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	rgba := image.NewRGBA(img.Bounds())
+	draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
+	return rgba, nil
+}
 
 // Available reports ErrNoBrowser when Chromium or certutil is not installed.
 func Available() error {

@@ -104,6 +104,25 @@ func TestPortalDesktopInTheBrowser(t *testing.T) {
 		t.Errorf("the desktop's card says %q, want where it lands (zone east, alice's home)", where)
 	}
 	shot(t, ctx, "portal-home")
+	// At a phone's width and a tablet's the page fits: the cards stack, nothing scrolls sideways.
+	for _, size := range [][2]int64{{390, 844}, {820, 1180}} {
+		if err := do(ctx, chromedp.EmulateViewport(size[0], size[1]), chromedp.Reload(),
+			chromedp.WaitVisible(chromedp.CSS(`li[data-resource="desktop"] button:not([disabled])`))); err != nil {
+			t.Fatalf("the portal at %dx%d: %v", size[0], size[1], err)
+		}
+		over, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if over > 0 {
+			t.Errorf("at %d px the portal is %d px wider than the window", size[0], over)
+		}
+	}
+	shot(t, ctx, "portal-phone")
+	if err := do(ctx, chromedp.EmulateReset(), chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-resource="desktop"] button:not([disabled])`))); err != nil {
+		t.Fatal(err)
+	}
 
 	start := time.Now()
 	if err := do(ctx, clickNow(`li[data-resource="desktop"] button`), chromedp.WaitVisible(chromedp.ID("screen"))); err != nil {
@@ -215,6 +234,27 @@ func TestPortalDesktopInTheBrowser(t *testing.T) {
 	}
 	t.Logf("%s killed: the desktop of session %s moves again after %s (canvas: %q)", via, session, back.Round(time.Millisecond), lines)
 	shot(t, ctx, "portal-desktop-resumed")
+
+	// The clipboard both ways: the page's paste reaches the desktop (the builtin desktop
+	// shows its viewer's clipboard), and a line the desktop copies (a Return copies the keys
+	// before it) reaches the page.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const d = new DataTransfer(); d.setData("text/plain", "from the page");
+		document.dispatchEvent(new ClipboardEvent("paste", {clipboardData: d})); return true })()`)); err != nil {
+		t.Fatal(err)
+	}
+	if lines, ok := waitScreen(ctx, 5*time.Second, "clipboard: from the page"); !ok {
+		t.Errorf("pasted in the page; the canvas reads %q", lines)
+	}
+	if err := do(ctx, chromedp.KeyEvent("\r")); err != nil {
+		t.Fatal(err)
+	}
+	var clip string
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && !strings.Contains(clip, "hello!"); time.Sleep(50 * time.Millisecond) {
+		clip, _ = chromedp.Run(ctx, chromedp.Text(chromedp.ID("desk-clip")))
+	}
+	if !strings.Contains(clip, "\u201chello!\u201d") {
+		t.Errorf("a Return typed on the desktop copies its line; the page says %q", clip)
+	}
 
 	// Back at the portal, the session is listed; Log off ends it.
 	if err := do(ctx, clickNow("#desk-back"), chromedp.WaitVisible(chromedp.CSS(`li[data-session="`+session+`"] button.secondary`)),

@@ -191,9 +191,9 @@ func forward(sc *rfb.ServerConn, events chan<- rfb.ClientMessage, done <-chan st
 			return err
 		}
 		switch m.(type) {
-		case rfb.FramebufferUpdateRequest, rfb.KeyEvent, rfb.SetDesktopSize:
+		case rfb.FramebufferUpdateRequest, rfb.KeyEvent, rfb.SetDesktopSize, rfb.ClientCutText:
 		default:
-			continue // pixel formats and encodings are applied by sc; pointer and clipboard ignored
+			continue // pixel formats and encodings are applied by sc; the pointer is ignored
 		}
 		select {
 		case events <- m:

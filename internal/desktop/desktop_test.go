@@ -7,6 +7,7 @@ import (
 	"net"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,6 +107,9 @@ func (r *rig) update(t *testing.T, incremental bool) (rfb.Message, []string) {
 func (r *rig) read(t *testing.T) (rfb.Message, []string) {
 	t.Helper()
 	m, err := r.c.ReadMessage()
+	for err == nil && m.Type == rfb.MsgServerCutText {
+		m, err = r.c.ReadMessage() // the desktop's clipboard (r.c.LastCutText)
+	}
 	if err != nil {
 		t.Fatalf("ReadMessage: %v", err)
 	}
@@ -137,7 +141,7 @@ func TestFirstUpdateShowsTheSession(t *testing.T) {
 		t.Errorf("the first frame took %d bytes, want under a twentieth of Raw's %d", m.Bytes, raw)
 	}
 	want := []string{"frontdoor desktop", "machine vda-1", "zone london", "user alice",
-		"session 7f3a9c0d", "path gw-london-1", "time 12:04:05", "keys:"}
+		"session 7f3a9c0d", "path gw-london-1", "time 12:04:05", "keys:", "clipboard:"}
 	if !reflect.DeepEqual(lines, want) {
 		t.Errorf("screen reads\n%q\nwant\n%q", lines, want)
 	}
@@ -154,8 +158,39 @@ func TestTypedKeysShowInTheNextIncrementalUpdate(t *testing.T) {
 	if want := []rfb.Rect{{Bounds: r.rowRect(rowKeys), Encoding: rfb.EncodingHextile}}; !reflect.DeepEqual(m.Rects, want) {
 		t.Errorf("rects %v, want only the keys row %v", m.Rects, want)
 	}
-	if got, want := lines[len(lines)-1], "keys: hellp⏎!"; got != want {
+	if got, want := lineOf(lines, "keys:"), "keys: hellp⏎!"; got != want {
 		t.Errorf("keys line %q, want %q", got, want)
+	}
+	// The Return put the line before it on the viewer's clipboard.
+	if got := r.c.LastCutText(); got != "hellp" {
+		t.Errorf("the viewer's clipboard %q, want the line typed before the Return, %q", got, "hellp")
+	}
+}
+
+// lineOf returns the line of lines that starts with prefix, or "".
+func lineOf(lines []string, prefix string) string {
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+// The viewer's clipboard shows on the desktop, on one line, cut to what the line holds.
+func TestViewersClipboardShows(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	r.update(t, false)
+	if err := r.c.CutText("from\nthe viewer"); err != nil {
+		t.Fatal(err)
+	}
+	m, lines := r.update(t, true)
+	if want := []rfb.Rect{{Bounds: r.rowRect(rowClip), Encoding: rfb.EncodingHextile}}; !reflect.DeepEqual(m.Rects, want) {
+		t.Errorf("rects %v, want only the clipboard row %v", m.Rects, want)
+	}
+	if got := lineOf(lines, "clipboard:"); got != "clipboard: from the viewer" {
+		t.Errorf("clipboard line %q", got)
 	}
 }
 
@@ -168,7 +203,7 @@ func TestKeysLineKeepsTheLastCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, lines := r.update(t, true)
-	if got, want := lines[len(lines)-1], "keys: "+typed[len(typed)-maxKeys:]; got != want {
+	if got, want := lineOf(lines, "keys:"), "keys: "+typed[len(typed)-maxKeys:]; got != want {
 		t.Errorf("keys line %q, want %q", got, want)
 	}
 }
@@ -203,7 +238,7 @@ func TestIncrementalRequestWaitsForAChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, lines := r.read(t)
-	if len(m.Rects) != 1 || lines[len(lines)-1] != "keys: x" {
+	if len(m.Rects) != 1 || lineOf(lines, "keys:") != "keys: x" {
 		t.Errorf("first update after the request: %v reading %q; want the keys row reading %q", m.Rects, lines, "keys: x")
 	}
 }

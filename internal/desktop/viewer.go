@@ -2,6 +2,7 @@ package desktop
 
 import (
 	"image"
+	"strings"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
@@ -18,6 +19,7 @@ const (
 	rowPath
 	rowClock
 	rowKeys
+	rowClip
 	numRows
 )
 
@@ -43,7 +45,11 @@ type viewer struct {
 	want      image.Point // the size last asked for, not drawn yet; zero: none
 	resizedAt time.Time   // when a size was last drawn
 	keys      []rune      // the last characters typed, at most maxKeys
-	tick      bool        // a second passed since the last flush
+	clip      string      // the viewer's clipboard as it last sent it (at most maxKeys runes)
+	// copied is a line to put on the viewer's clipboard (a Return typed copies the keys
+	// typed before it); "" when none.
+	copied string
+	tick   bool // a second passed since the last flush
 
 	// The request waiting for an answer, if waiting.
 	waiting     bool
@@ -123,6 +129,9 @@ func (v *viewer) handle(m rfb.ClientMessage) {
 		v.area = v.area.Union(area)
 	case rfb.SetDesktopSize:
 		v.askResize(m)
+	case rfb.ClientCutText:
+		text := []rune(strings.Join(strings.Fields(m.Text), " "))
+		v.clip = string(text[:min(len(text), maxKeys)])
 	case rfb.KeyEvent:
 		if !m.Down {
 			return
@@ -131,6 +140,14 @@ func (v *viewer) handle(m rfb.ClientMessage) {
 		case k >= 0x20 && k <= 0x7e:
 			v.keys = append(v.keys, rune(k))
 		case k == keyReturn || k == keyKPEnter:
+			// The line before the Return goes on the viewer's clipboard.
+			line := string(v.keys)
+			if i := strings.LastIndex(line, string(returnMark)); i >= 0 {
+				line = line[i+len(string(returnMark)):]
+			}
+			if line != "" {
+				v.copied = line
+			}
 			v.keys = append(v.keys, returnMark)
 		case k == keyBackSpace && len(v.keys) > 0:
 			v.keys = v.keys[:len(v.keys)-1]
@@ -159,6 +176,13 @@ func (v *viewer) flush() error {
 	}
 	if !v.waiting {
 		return nil
+	}
+	if v.copied != "" { // with an answer only, as every message the desktop sends
+		text := v.copied
+		v.copied = ""
+		if err := v.sc.WriteCutText(text); err != nil {
+			return err
+		}
 	}
 	v.draw()
 	area := v.area
@@ -233,6 +257,7 @@ func (v *viewer) draw() {
 		rowPath:    "path " + path,
 		rowClock:   "time " + v.d.now().Format("15:04:05"),
 		rowKeys:    "keys: " + string(v.keys),
+		rowClip:    "clipboard: " + v.clip,
 	}
 	for row, text := range lines {
 		if text != v.drawn[row] {

@@ -297,9 +297,19 @@ function openDesktop(d, gateways, t0, resource) {
         const rtt = ch.rtt ? ch.rtt.toFixed(1) + " ms round trip · " : "";
         overlay.textContent = rtt + fps.toFixed(0) + " fps · " + (ch._ws ? "via " + via : "no channel");
     }, 1000);
+    // The desktop's clipboard goes to this computer's, and the bar says so (a browser may
+    // not let a page write it).
     rfb.addEventListener("clipboard", (e) => {
+        const text = e.detail.text;
+        const said = (ok) => {
+            const shown = "\u201c" + text.slice(0, 40) + (text.length > 40 ? "\u2026" : "") + "\u201d";
+            $("desk-clip").textContent = ok ? "Copied from the desktop: " + shown :
+                "The desktop copied " + shown + "; this browser did not let the page put it on your clipboard";
+        };
         if (navigator.clipboard && navigator.clipboard.writeText) {
-            navigator.clipboard.writeText(e.detail.text).catch(() => {});
+            navigator.clipboard.writeText(text).then(() => said(true), () => said(false));
+        } else {
+            said(false);
         }
     });
     rfb.addEventListener("disconnect", (e) => {

@@ -14,47 +14,63 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 	"github.com/frontdoor-vdi/frontdoor/internal/testidp"
 )
 
-// ssoConsole serves the admin API and console of the lab site over TLS on 127.0.0.1, signing
-// in through idp as the confidential client frontdoor (secret in a 0600 file); it returns
-// the console's URL and its server.
-func ssoConsole(t *testing.T) (*testidp.Provider, string, *httptest.Server) {
+// webSSOSite is the lab site signing in through a provider of its own as the confidential
+// client frontdoor (secret in a 0600 file), whose redirect — the site's key redirectKey
+// (redirect_url, portal_redirect_url) — is path on a listener of 127.0.0.1; subjects bind
+// users to the provider's subjects. It returns the provider, the listener and its base URL,
+// the site and its broker.
+func webSSOSite(t *testing.T, redirectKey, path string, subjects map[string]string) (*testidp.Provider, net.Listener, string, *configs.Config, *broker.Broker) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := "https://" + ln.Addr().String()
-	idp := testidp.Start(t, "frontdoor", "console-secret", base+configs.OIDCCallbackPath)
+	idp := testidp.Start(t, "frontdoor", "client-secret", base+path)
 	secret := filepath.Join(t.TempDir(), "oidc-secret")
-	if err := os.WriteFile(secret, []byte("console-secret\n"), 0o600); err != nil {
+	if err := os.WriteFile(secret, []byte("client-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, br := labSite(t, "")
 	raw, _ := configs.Shipped("lab.yaml")
 	site := strings.Replace(string(raw), "\nsite:\n", "\nsite:\n  auth:\n    oidc: {issuer: "+strconv.Quote(idp.Issuer)+
-		", client_id: frontdoor, client_secret_file: "+strconv.Quote(secret)+", redirect_url: "+strconv.Quote(base+configs.OIDCCallbackPath)+"}\n", 1)
-	site = bindSubjects(site, map[string]string{"admin": "admin-1", "alice": "alice-1"})
-	cfg, err := configs.Load("lab.yaml", []byte(site))
+		", client_id: frontdoor, client_secret_file: "+strconv.Quote(secret)+", "+redirectKey+": "+strconv.Quote(base+path)+"}\n", 1)
+	cfg, err := configs.Load("lab.yaml", []byte(bindSubjects(site, subjects)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return idp, ln, base, cfg, br
+}
+
+// serveTLS serves h over TLS on ln until the test ends.
+func serveTLS(t *testing.T, ln net.Listener, h http.Handler) *httptest.Server {
+	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewUnstartedServer(a)
+	srv := httptest.NewUnstartedServer(h)
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Config.ErrorLog = slog.NewLogLogger(quiet.Handler(), slog.LevelDebug)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return idp, base, srv
+	return srv
+}
+
+// ssoConsole serves the admin API and console of the lab site over TLS on 127.0.0.1, signing
+// in through idp; it returns the console's URL and its server.
+func ssoConsole(t *testing.T) (*testidp.Provider, string, *httptest.Server) {
+	t.Helper()
+	idp, ln, base, cfg, br := webSSOSite(t, "redirect_url", configs.OIDCCallbackPath, map[string]string{"admin": "admin-1", "alice": "alice-1"})
+	a, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idp, base, serveTLS(t, ln, a)
 }
 
 // An admin signs in to the console in Chromium through the identity provider: the login

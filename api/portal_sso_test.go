@@ -3,12 +3,7 @@ package api
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -28,36 +23,12 @@ func TestPortalSingleSignOnInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a browser: not under -short")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "https://" + ln.Addr().String()
-	idp := testidp.Start(t, "frontdoor", "portal-secret", base+configs.PortalOIDCCallbackPath)
-	secret := filepath.Join(t.TempDir(), "oidc-secret")
-	if err := os.WriteFile(secret, []byte("portal-secret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, br := labSite(t, "")
-	raw, _ := configs.Shipped("lab.yaml")
-	site := strings.Replace(string(raw), "\nsite:\n", "\nsite:\n  auth:\n    oidc: {issuer: "+strconv.Quote(idp.Issuer)+
-		", client_id: frontdoor, client_secret_file: "+strconv.Quote(secret)+", portal_redirect_url: "+strconv.Quote(base+configs.PortalOIDCCallbackPath)+"}\n", 1)
-	site = bindSubjects(site, map[string]string{"alice": "alice-1"})
-	cfg, err := configs.Load("lab.yaml", []byte(site))
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewUnstartedServer(NewLaunch(LaunchOptions{Config: cfg, Broker: br, Logger: quiet}))
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Config.ErrorLog = slog.NewLogLogger(quiet.Handler(), slog.LevelDebug)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	idp, ln, base, cfg, br := webSSOSite(t, "portal_redirect_url", configs.PortalOIDCCallbackPath, map[string]string{"alice": "alice-1"})
+	srv := serveTLS(t, ln, NewLaunch(LaunchOptions{Config: cfg, Broker: br, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 
 	ctx := testbrowser.Start(t, srv.Certificate())
 	idp.Login(testidp.Identity{Subject: "alice-1", Username: "alice", AMR: []string{"pwd", "mfa"}})
-	err = chromedp.Do(ctx,
+	err := chromedp.Do(ctx,
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.ID("sso")),
 		chromedp.Click(chromedp.ID("sso")),

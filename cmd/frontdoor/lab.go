@@ -128,6 +128,9 @@ func describeLabSSO(cfg *configs.Config, l *lab.Lab, idp *lab.SSO) string {
 	fmt.Fprintf(&b, "erin is in no user list, only in the provider's west-office group):\n\n")
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --sso --resource desktop --duration 10s\n", name, labDNS(cfg), l.CAFile())
 	fmt.Fprintf(&b, "  the console: %s, Sign in with single sign-on, then admin or operator\n", strings.TrimSuffix(cfg.Site.Auth.OIDC.RedirectURL, configs.OIDCCallbackPath)+"/login")
+	if u := cfg.Site.Auth.OIDC.PortalRedirectURL; u != "" {
+		fmt.Fprintf(&b, "  the portal: %s/, Sign in with single sign-on, then any user (erin too)\n", strings.TrimSuffix(u, configs.PortalOIDCCallbackPath))
+	}
 	return b.String()
 }
 

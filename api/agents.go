@@ -34,7 +34,8 @@ type AgentsOptions struct {
 	Broker Broker
 	// Zone is the zone of this front door: agents of other satellite zones are turned away.
 	Zone string
-	// Key derives the per-machine agent tokens (AgentToken).
+	// Key derives the per-machine agent tokens (AgentToken) until SetTokenKeys gives the
+	// keys of the site's ticket keys (a rotation).
 	Key []byte
 	// SitePublicKey is handed to agents so they can check tickets themselves.
 	SitePublicKey ed25519.PublicKey
@@ -65,8 +66,9 @@ type Agents struct {
 	mu   sync.Mutex // guards load
 	load map[string]Heartbeat
 
-	ended    ended // sessions that ended, for the agents (GET /v1/agent/ended)
-	siteKeys atomic.Pointer[SiteKeys]
+	ended     ended // sessions that ended, for the agents (GET /v1/agent/ended)
+	siteKeys  atomic.Pointer[SiteKeys]
+	tokenKeys atomic.Pointer[[][]byte] // the keys an agent token may be made with
 }
 
 // SiteKeys is the answer of GET /v1/agent/site-key: the site's ticket keys, in hex.
@@ -87,12 +89,33 @@ func (a *Agents) SetSiteKeys(signing ed25519.PublicKey, verifying []ed25519.Publ
 	a.siteKeys.Store(&k)
 }
 
+// SetTokenKeys sets the keys whose agent tokens (AgentToken) are taken: those of the site's
+// ticket keys that verify now (AgentKey of each), so that rotate-key rotates the tokens too and
+// a key retired takes its tokens with it.
+func (a *Agents) SetTokenKeys(keys [][]byte) { a.tokenKeys.Store(&keys) }
+
+// CheckToken reports whether tok is machine's agent token under one of the token keys.
+func (a *Agents) CheckToken(machine, tok string) bool {
+	keys := a.tokenKeys.Load()
+	if keys == nil || tok == "" {
+		return false
+	}
+	ok := false
+	for _, k := range *keys {
+		if len(k) > 0 && subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(k, machine))) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
 // NewAgents builds the agent API handler.
 func NewAgents(o AgentsOptions) *Agents {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	a := &Agents{o: o, mach: map[string]configs.Machine{}, zones: map[string]configs.Zone{}, mux: http.NewServeMux(), load: map[string]Heartbeat{}}
+	a.SetTokenKeys([][]byte{o.Key})
 	for _, m := range o.Config.Machines {
 		a.mach[m.Name] = m
 	}
@@ -187,7 +210,7 @@ func (a *Agents) authAs(w http.ResponseWriter, r *http.Request, machine string, 
 			a.o.Logger.Warn("a revoked machine certificate was refused", "machine", machine, "client", r.RemoteAddr)
 			ok = false
 		}
-	case revoked.IsZero() && len(a.o.Key) > 0 && subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(a.o.Key, machine))) == 1:
+	case revoked.IsZero() && a.CheckToken(machine, tok):
 	case enrol && a.o.Verifier != nil && tok != "":
 		key, _ := r.Context().Value(enrolKey{}).(string)
 		c, err := a.o.Verifier.CheckEnrolment(tok, machine, key)

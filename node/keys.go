@@ -25,16 +25,16 @@ const keyOverlap = 30 * time.Second
 // keyRefresh is how often a node rereads the site's ticket keys and applies them.
 const keyRefresh = 5 * time.Second
 
-// keysFile holds a store of one node's ticket keys in its data dir once a key was rotated;
-// before that the site key (site.key) is the only one.
-const keysFile = "ticket-keys.json"
+// TicketKeysFile holds, in the data dir of a node on a store of one node, the site's ticket
+// keys once a key was rotated; before that the site key (site.key) is the only one.
+const TicketKeysFile = "ticket-keys.json"
 
 // readKeys returns the site's ticket keys: from the site identity in the store when it is
 // shared, else from the data dir; the site key alone when none were rotated in.
 func (r *Node) readKeys(ctx context.Context) (ticket.KeySet, error) {
 	first := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
 	if r.shared == nil {
-		b, err := os.ReadFile(filepath.Join(r.o.DataDir, keysFile))
+		b, err := os.ReadFile(filepath.Join(r.o.DataDir, TicketKeysFile))
 		if errors.Is(err, fs.ErrNotExist) {
 			return first, nil
 		}
@@ -43,7 +43,7 @@ func (r *Node) readKeys(ctx context.Context) (ticket.KeySet, error) {
 		}
 		var ks ticket.KeySet
 		if err := json.Unmarshal(b, &ks); err != nil {
-			return first, fmt.Errorf("%s: %w", keysFile, err)
+			return first, fmt.Errorf("%s: %w", TicketKeysFile, err)
 		}
 		return ks, nil
 	}
@@ -115,8 +115,17 @@ func (r *Node) applyKeys(ks ticket.KeySet, now time.Time) error {
 	pubs := ks.Verifying(now)
 	r.signer.SetKey(k.Private)
 	r.verifier.SetKeys(pubs)
+	// The agents' tokens come from the same keys: a rotation rotates them, a key retired
+	// (at once, with --retire-now) takes its tokens with it.
+	var tokenKeys [][]byte
+	for _, sk := range ks.Keys {
+		if sk.RetireAt.IsZero() || now.Before(sk.RetireAt) {
+			tokenKeys = append(tokenKeys, api.AgentKey(sk.Private))
+		}
+	}
 	for _, a := range r.agents {
 		a.SetSiteKeys(k.Private.Public().(ed25519.PublicKey), pubs)
+		a.SetTokenKeys(tokenKeys)
 	}
 	if changed {
 		r.log.Info("ticket keys", "signing", k.ID().String(), "verifying", len(pubs))
@@ -186,7 +195,7 @@ func (r *Node) rotateKey(ctx context.Context, retireNow bool) (api.Rotation, err
 		if err != nil {
 			return out, err
 		}
-		if err := atomicfile.Write(filepath.Join(r.o.DataDir, keysFile), b, 0o600); err != nil {
+		if err := atomicfile.Write(filepath.Join(r.o.DataDir, TicketKeysFile), b, 0o600); err != nil {
 			return out, fmt.Errorf("writing the ticket keys: %w", err)
 		}
 	} else {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
@@ -35,6 +36,19 @@ func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
 	cfg := loadSite(t, freeTCPPort(t), "")
 	n := startNode(t, cfg, Options{DataDir: data})
 	oldTok, old := issue(t, n)
+	// An agent's token made with the key that signs (frontdoor admin agent-token).
+	oldAgent := api.AgentToken(api.AgentKey(n.siteKey), "vda-1")
+	agentOK := func(n *Node, tok string) bool {
+		for _, a := range n.agents {
+			if !a.CheckToken("vda-1", tok) {
+				return false
+			}
+		}
+		return len(n.agents) > 0
+	}
+	if !agentOK(n, oldAgent) {
+		t.Fatal("the agent's token is refused before any rotation")
+	}
 	rot, err := n.rotateKey(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +59,7 @@ func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
 	if _, c := issue(t, n); c.Key != old.Key {
 		t.Fatalf("during the overlap the ticket names key %s, want the old %s", c.Key, old.Key)
 	}
-	if st, err := os.Stat(filepath.Join(data, keysFile)); err != nil || st.Mode().Perm() != 0o600 {
+	if st, err := os.Stat(filepath.Join(data, TicketKeysFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("the key file: %v, %v; want mode 0600", st, err)
 	}
 	ks, err := n.readKeys(context.Background())
@@ -65,12 +79,25 @@ func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
 			t.Fatalf("a ticket after the rotation: %v", err)
 		}
 	}
+	// The agents' tokens rotate with the keys: the old key's token is taken while it
+	// verifies, and the new key's too.
+	newKey, err := ks.Signing(rot.SignsFrom.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newAgent := api.AgentToken(api.AgentKey(newKey.Private), "vda-1")
+	if !agentOK(n, oldAgent) || !agentOK(n, newAgent) {
+		t.Fatalf("after the rotation: the old key's agent token taken %v, the new one's %v; want both", agentOK(n, oldAgent), agentOK(n, newAgent))
+	}
 	// The old key retired: its tickets are refused (checked with the verifier's keys of then).
 	if err := n.applyKeys(ks, rot.RetiresAt.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.verifier.Peek(oldTok); !errors.Is(err, ticket.ErrUnknownKey) {
 		t.Fatalf("a retired key's ticket: %v, want ErrUnknownKey", err)
+	}
+	if agentOK(n, oldAgent) || !agentOK(n, newAgent) {
+		t.Fatalf("the old key retired: its agent token taken %v (want not), the new one's %v", agentOK(n, oldAgent), agentOK(n, newAgent))
 	}
 	// A restart reads both keys back.
 	n.Close()
@@ -106,6 +133,10 @@ func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
 		if _, err := n2.verifier.Peek(tok); !errors.Is(err, ticket.ErrUnknownKey) {
 			t.Fatalf("a ticket of a key retired at once: %v, want ErrUnknownKey", err)
 		}
+	}
+	// A key that leaked takes its agents' tokens with it, the moment the new one signs.
+	if agentOK(n2, newAgent) {
+		t.Fatal("after a rotation retiring now, the retired key's agent token is still taken")
 	}
 }
 

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/health"
+	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/spf13/cobra"
 )
@@ -178,17 +182,12 @@ MACHINE, then frontdoor agent --token TICKET on the machine); take it out of mai
 	var data string
 	tok := &cobra.Command{
 		Use:   "agent-token MACHINE --data DIR",
-		Short: "Print the token a machine's agent presents (derived from the site key in the data dir)",
+		Short: "Print the token a machine's agent presents (derived from the ticket key that signs now, in the data dir)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := filepath.Join(data, "site.key")
-			b, err := os.ReadFile(p)
+			key, err := signingKey(data)
 			if err != nil {
-				return fmt.Errorf("no site key in %s: %w", data, err)
-			}
-			key, err := ticket.ParseKey(b)
-			if err != nil {
-				return fmt.Errorf("site key %s: %w", p, err)
+				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), api.AgentToken(api.AgentKey(key), args[0]))
 			return nil
@@ -232,4 +231,33 @@ MACHINE, then frontdoor agent --token TICKET on the machine); take it out of mai
 	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
 	c.AddCommand(gw, hc, status, rotate, enrol, revoke, maint, tok, cert, newAuditCmd(f), newDrillsCmd(f))
 	return c
+}
+
+// signingKey is the ticket key that signs now at the front door of data dir: the keys that
+// rotate-key wrote there (node.TicketKeysFile), else the site key. An agent token is made with
+// it, and lasts as long as the key verifies (rotate-key rotates tokens too).
+func signingKey(data string) (ed25519.PrivateKey, error) {
+	if b, err := os.ReadFile(filepath.Join(data, node.TicketKeysFile)); err == nil {
+		var ks ticket.KeySet
+		if err := json.Unmarshal(b, &ks); err != nil {
+			return nil, fmt.Errorf("ticket keys in %s: %w", data, err)
+		}
+		k, err := ks.Signing(time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("ticket keys in %s: %w", data, err)
+		}
+		return k.Private, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	p := filepath.Join(data, "site.key")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("no site key in %s: %w", data, err)
+	}
+	key, err := ticket.ParseKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("site key %s: %w", p, err)
+	}
+	return key, nil
 }

@@ -84,10 +84,8 @@ func (v *Verifier) CheckLaunchFile(token string) (Claims, error) {
 	switch {
 	case c.Kind != LaunchFile:
 		return c, fmt.Errorf("%w: %v, not a launch file's ticket", ErrWrongKind, c.Kind)
-	case c.Issued.After(now.Add(clockSkew)):
-		return c, ErrNotYetValid
-	case !now.Before(c.Expires):
-		return c, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
+	case c.current(now) != nil:
+		return c, c.current(now)
 	case !c.LoginExpires.IsZero() && !now.Before(c.LoginExpires):
 		return c, fmt.Errorf("%w: %s logged in at %s", ErrLoginExpired, c.User, c.AuthTime.UTC().Format(time.RFC3339))
 	}

@@ -252,11 +252,10 @@ func (v *Verifier) Check(token, machine string, ch Channel) (Claims, error) {
 		return c, err
 	}
 	now := v.now()
+	if err := c.current(now); err != nil {
+		return c, err
+	}
 	switch {
-	case c.Issued.After(now.Add(clockSkew)):
-		return c, ErrNotYetValid
-	case !now.Before(c.Expires):
-		return c, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
 	case c.Kind == Enrol || c.Kind == LaunchFile:
 		return c, fmt.Errorf("%w: %s ticket opens no channel", ErrWrongKind, c.Kind)
 	case !c.LoginExpires.IsZero() && !now.Before(c.LoginExpires):
@@ -338,6 +337,18 @@ func (v *Verifier) RevokedBefore(session string) (time.Time, error) {
 	return v.ledger.Revoked(session)
 }
 
+// current reports why c is not valid at now: not yet issued (beyond the clock skew), or
+// expired; nil when it is.
+func (c Claims) current(now time.Time) error {
+	switch {
+	case c.Issued.After(now.Add(clockSkew)):
+		return ErrNotYetValid
+	case !now.Before(c.Expires):
+		return fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // enrolChannel is what the ledger records of an enrolment ticket's one use.
 var enrolChannel = Channel{Port: 0, Proto: "enrol"}
 
@@ -353,10 +364,8 @@ func (v *Verifier) CheckEnrolment(token, machine, key string) (Claims, error) {
 	switch {
 	case c.Kind != Enrol:
 		return c, fmt.Errorf("%w: %v, not an enrolment ticket", ErrWrongKind, c.Kind)
-	case c.Issued.After(now.Add(clockSkew)):
-		return c, ErrNotYetValid
-	case !now.Before(c.Expires):
-		return c, fmt.Errorf("%w at %s", ErrExpired, c.Expires.UTC().Format(time.RFC3339))
+	case c.current(now) != nil:
+		return c, c.current(now)
 	case c.Machine != machine:
 		return c, fmt.Errorf("%w: %q, not %q", ErrWrongMachine, c.Machine, machine)
 	}

@@ -35,8 +35,10 @@ type link struct {
 	gw       *quicLink   // the gateway's QUIC connection, which carries TCP channels with Options.QUIC
 	opened   time.Time
 
-	down       atomic.Bool
-	mu         sync.Mutex // guards cutAt, reason, transports, hold
+	down atomic.Bool
+	// mu guards cutAt, reason, transports, hold, and udp and quics while connect fills them
+	// (a held channel's end may tear the link down meanwhile)
+	mu         sync.Mutex
 	cutAt      time.Time
 	reason     string
 	transports []io.Closer // the TCP channels of desktop streams riding the link
@@ -77,14 +79,19 @@ func (l *link) teardown() {
 		l.mu.Lock()
 		ts := l.transports
 		l.transports = nil
+		udps := make([]*udpLink, 0, len(l.udp))
+		for _, u := range l.udp {
+			udps = append(udps, u)
+		}
+		quics := slices.Clone(l.quics)
 		l.mu.Unlock()
 		for _, t := range ts {
 			t.Close()
 		}
-		for _, u := range l.udp {
+		for _, u := range udps {
 			u.conn.Close()
 		}
-		for _, q := range l.quics {
+		for _, q := range quics {
 			q.close()
 		}
 	})
@@ -122,8 +129,10 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 			return nil, fmt.Errorf("quic: %w", err)
 		}
 		gw = q
+		l.mu.Lock()
 		l.gw = q
 		l.quics = append(l.quics, q)
+		l.mu.Unlock()
 	}
 	// The TCP channels first: they carry a gateway's word on a refused ticket (a login
 	// past its lifetime), which a plain UDP flow does not.
@@ -146,7 +155,9 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 				c, next, err = s.quicUDP(ctx, q, ch.Port, tok())
 			case r.machine != "":
 				if q, err = s.dialQUIC(ctx, r, ch.Port); err == nil {
+					l.mu.Lock()
 					l.quics = append(l.quics, q)
+					l.mu.Unlock()
 					c, next, err = s.quicUDP(ctx, q, ch.Port, tok())
 				}
 			default:
@@ -155,7 +166,9 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 			if err == nil {
 				u := &udpLink{port: ch.Port, conn: c}
 				u.lastEcho.Store(s.now().UnixNano())
+				l.mu.Lock()
 				l.udp[ch.Port] = u
+				l.mu.Unlock()
 			}
 		}
 		// Taken even from a link that fails later: the gateway has used up the current one.

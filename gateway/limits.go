@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -59,6 +60,13 @@ var ErrSourceRate = errors.New("too many new channels from this address")
 type sourceLimits struct {
 	mu sync.Mutex // guards m
 	m  *ratemap.Map[netip.Prefix]
+}
+
+// paced reports whether c, a connection just accepted on a TCP channel port or the HTTPS
+// port, may go on: its source has not opened connections faster than its pace.
+func (g *Gateway) paced(c net.Conn) bool {
+	a, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	return err != nil || g.sources.allow(a.Addr().Unmap())
 }
 
 // allow reports whether a new channel from a may go on.

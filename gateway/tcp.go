@@ -22,8 +22,8 @@ import (
 func (g *Gateway) acceptLoop(port uint16, lim *connlimit.Listener) *acceptloop.Loop {
 	return &acceptloop.Loop{
 		Serve: func(c net.Conn) {
-			if a, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && !g.sources.allow(a.Addr().Unmap()) {
-				g.log.Debug("channel refused", "client", a, "port", port, "reason", ErrSourceRate)
+			if !g.paced(c) {
+				g.log.Debug("channel refused", "client", c.RemoteAddr(), "port", port, "reason", ErrSourceRate)
 				c.Close()
 				return
 			}

@@ -56,7 +56,7 @@ func (g *Gateway) serveWebSocket(w http.ResponseWriter, r *http.Request, lim *co
 	}
 	port := uint16(port64)
 	if o := r.Header.Get("Origin"); o != "" && !g.webOrigin(o) {
-		g.log.Debug("channel refused", "client", client, "port", port, "reason", "a WebSocket from another site's page", "origin", cut(o, 100))
+		g.log.Debug("channel refused", "client", client, "port", port, "reason", "a WebSocket from another site's page", "origin", clip(o, 100))
 		http.Error(w, "this page's origin may not open channels", http.StatusForbidden)
 		return
 	}
@@ -75,9 +75,7 @@ func (g *Gateway) serveWebSocket(w http.ResponseWriter, r *http.Request, lim *co
 		lim.ConnState(raw, http.StateIdle)
 		raw.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	conn := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	conn := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
 	defer conn.Close()
 	tok, err := ticket.ReadFrame(conn)
 	if err != nil {
@@ -112,7 +110,7 @@ func (l pacedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if a, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && !l.g.sources.allow(a.Addr().Unmap()) {
+		if !l.g.paced(c) {
 			c.Close()
 			continue
 		}
@@ -120,8 +118,8 @@ func (l pacedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// cut returns s, at most n bytes of it.
-func cut(s string, n int) string {
+// clip returns s, at most n bytes of it.
+func clip(s string, n int) string {
 	if len(s) > n {
 		return s[:n]
 	}

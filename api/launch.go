@@ -253,6 +253,15 @@ func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.Ha
 	}
 }
 
+// locate returns r's client address and its user-location zone ("" when none).
+func (l *Launch) locate(r *http.Request) (netip.Addr, string) {
+	client := clientAddr(r)
+	if l.o.Locate == nil || !client.IsValid() {
+		return client, ""
+	}
+	return client, l.o.Locate(client)
+}
+
 // clientAddr is the client's address as the socket sees it.
 func clientAddr(r *http.Request) netip.Addr {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -309,11 +318,7 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
 		httpError(w, http.StatusForbidden, fmt.Sprintf("the launch file opens %s, not %s", res, req.Resource))
 		return
 	}
-	client := clientAddr(r)
-	zone := ""
-	if l.o.Locate != nil && client.IsValid() {
-		zone = l.o.Locate(client)
-	}
+	client, zone := l.locate(r)
 	d, err := l.o.Broker.Launch(r.Context(), broker.LaunchRequest{User: u.Name, Resource: req.Resource, LocationZone: zone, Endpoint: req.Endpoint, Client: client,
 		Factors: li.factorNames(), Groups: li.groups})
 	if err != nil {

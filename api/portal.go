@@ -315,11 +315,8 @@ func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li login) {
 		return
 	}
 	// Entitled, and not denied now: a file for anything else would only be refused later.
-	zone := ""
-	if client := clientAddr(r); l.o.Locate != nil && client.IsValid() {
-		zone = l.o.Locate(client)
-	}
-	d := l.o.Broker.Decide(broker.LaunchRequest{User: li.user.Name, Resource: req.Resource, LocationZone: zone, Client: clientAddr(r),
+	client, zone := l.locate(r)
+	d := l.o.Broker.Decide(broker.LaunchRequest{User: li.user.Name, Resource: req.Resource, LocationZone: zone, Client: client,
 		Factors: li.factorNames(), Groups: li.groups})
 	if d.Outcome == broker.OutcomeDenied {
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "denied", "reason": deniedInWords(d)})
@@ -380,11 +377,7 @@ type ResourceView struct {
 // resources serves GET /v1/resources: the resources the user is entitled to, each with the
 // broker's dry run of a launch from here (no session made, nothing reserved).
 func (l *Launch) resources(w http.ResponseWriter, r *http.Request, li login) {
-	client := clientAddr(r)
-	zone := ""
-	if l.o.Locate != nil && client.IsValid() {
-		zone = l.o.Locate(client)
-	}
+	client, zone := l.locate(r)
 	out := []ResourceView{}
 	for _, res := range l.o.Config.Resources {
 		d := l.o.Broker.Decide(broker.LaunchRequest{User: li.user.Name, Resource: res.Name, LocationZone: zone, Client: client,

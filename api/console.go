@@ -194,27 +194,39 @@ var (
 // when it carries no console cookie. A write (any method but GET and HEAD) needs the
 // session's CSRF token in X-CSRF-Token and the console's origin.
 func (a *Admin) consoleUser(r *http.Request) (u configs.User, ok bool, err error) {
-	c, cerr := r.Cookie(consoleCookie)
-	if cerr != nil || c.Value == "" {
-		return configs.User{}, false, nil
+	s, ok, err := a.console.sessionOf(r, consoleCookie)
+	if !ok || err != nil {
+		return configs.User{}, ok, err
 	}
-	s, live := a.console.get(c.Value)
+	return s.user, true, nil
+}
+
+// sessionOf returns the live session that r's cookie names: ok false when r carries no
+// such cookie, errNoLogin when the session is over. A write (any method but GET and HEAD)
+// must come from the page's own origin and carry the session's CSRF token in X-CSRF-Token
+// (or, from a form of the page's own, in its csrf field).
+func (cs *consoleStore) sessionOf(r *http.Request, cookie string) (*consoleSession, bool, error) {
+	c, cerr := r.Cookie(cookie)
+	if cerr != nil || c.Value == "" {
+		return nil, false, nil
+	}
+	s, live := cs.get(c.Value)
 	if !live {
-		return configs.User{}, true, errNoLogin
+		return nil, true, errNoLogin
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if !sameOrigin(r) {
-			return configs.User{}, true, errOrigin
+			return nil, true, errOrigin
 		}
 		token := r.Header.Get("X-CSRF-Token")
 		if token == "" && r.Header.Get("Content-Type") == "application/x-www-form-urlencoded" {
-			token = r.PostFormValue("csrf") // a form of the console's own (logout)
+			token = r.PostFormValue("csrf") // a form of the page's own (logout)
 		}
 		if subtle.ConstantTimeCompare([]byte(token), []byte(s.csrf)) != 1 {
-			return configs.User{}, true, errCSRF
+			return nil, true, errCSRF
 		}
 	}
-	return s.user, true, nil
+	return s, true, nil
 }
 
 // sameOrigin reports whether a write comes from the page it was served with: its Origin

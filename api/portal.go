@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/subtle"
 	"embed"
 	"errors"
 	"fmt"
@@ -231,9 +230,8 @@ func (l *Launch) startPortal(w http.ResponseWriter, r *http.Request, li login, v
 
 // portalLogout ends the request's portal session (a write: it needs the CSRF token).
 func (l *Launch) portalLogout(w http.ResponseWriter, r *http.Request) {
-	c, err := r.Cookie(portalCookie)
-	s, live := l.portalSession(r)
-	if err == nil && live && sameOrigin(r) && subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) == 1 {
+	if s, ok, err := l.portal.sessionOf(r, portalCookie); ok && err == nil {
+		c, _ := r.Cookie(portalCookie)
 		l.portal.end(c.Value)
 		l.log.Info("portal sign-out", "user", s.user.Name, "from", clientAddr(r))
 		l.audit(r, s.user.Name, "portal.signout", s.user.Name, "")
@@ -261,21 +259,16 @@ func (l *Launch) audit(r *http.Request, user, action, target, detail string) {
 var errPortalExpired = errors.New("your sign-in has ended: sign in again")
 
 // portalLoginOf returns the login of the request's portal session: ok false when it carries
-// no portal cookie. A write (any method but GET and HEAD) needs the session's CSRF token in
-// X-CSRF-Token.
+// no portal cookie. A write needs the session's CSRF token (consoleStore.sessionOf).
 func (l *Launch) portalLoginOf(r *http.Request) (li login, ok bool, err error) {
-	c, cerr := r.Cookie(portalCookie)
-	if cerr != nil || c.Value == "" {
+	s, ok, err := l.portal.sessionOf(r, portalCookie)
+	switch {
+	case !ok:
 		return login{}, false, nil
-	}
-	s, live := l.portal.get(c.Value)
-	if !live {
+	case errors.Is(err, errNoLogin):
 		return login{}, true, errPortalExpired
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-CSRF-Token")), []byte(s.csrf)) != 1 {
-			return login{}, true, errCSRF
-		}
+	case err != nil:
+		return login{}, true, err
 	}
 	return s.li, true, nil
 }

@@ -118,10 +118,8 @@ func (r *Node) applyKeys(ks ticket.KeySet, now time.Time) error {
 	// The agents' tokens come from the same keys: a rotation rotates them, a key retired
 	// (at once, with --retire-now) takes its tokens with it.
 	var tokenKeys [][]byte
-	for _, sk := range ks.Keys {
-		if sk.RetireAt.IsZero() || now.Before(sk.RetireAt) {
-			tokenKeys = append(tokenKeys, api.AgentKey(sk.Private))
-		}
+	for _, sk := range ks.Live(now) {
+		tokenKeys = append(tokenKeys, api.AgentKey(sk.Private))
 	}
 	for _, a := range r.agents {
 		a.SetSiteKeys(k.Private.Public().(ed25519.PublicKey), pubs)

@@ -63,9 +63,18 @@ func (ks KeySet) Signing(now time.Time) (SiteKey, error) {
 // Verifying returns the public keys that verify at now: every key not retired.
 func (ks KeySet) Verifying(now time.Time) []ed25519.PublicKey {
 	var out []ed25519.PublicKey
+	for _, k := range ks.Live(now) {
+		out = append(out, k.Private.Public().(ed25519.PublicKey))
+	}
+	return out
+}
+
+// Live returns the keys not retired at now: those whose tickets (and agent tokens) verify.
+func (ks KeySet) Live(now time.Time) []SiteKey {
+	var out []SiteKey
 	for _, k := range ks.Keys {
 		if k.RetireAt.IsZero() || now.Before(k.RetireAt) {
-			out = append(out, k.Private.Public().(ed25519.PublicKey))
+			out = append(out, k)
 		}
 	}
 	return out

@@ -81,11 +81,12 @@ func (v *Verifier) CheckLaunchFile(token string) (Claims, error) {
 		return c, err
 	}
 	now := v.now()
+	if err := c.current(now); err != nil {
+		return c, err
+	}
 	switch {
 	case c.Kind != LaunchFile:
 		return c, fmt.Errorf("%w: %v, not a launch file's ticket", ErrWrongKind, c.Kind)
-	case c.current(now) != nil:
-		return c, c.current(now)
 	case !c.LoginExpires.IsZero() && !now.Before(c.LoginExpires):
 		return c, fmt.Errorf("%w: %s logged in at %s", ErrLoginExpired, c.User, c.AuthTime.UTC().Format(time.RFC3339))
 	}

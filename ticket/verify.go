@@ -361,11 +361,12 @@ func (v *Verifier) CheckEnrolment(token, machine, key string) (Claims, error) {
 		return c, err
 	}
 	now := v.now()
+	if err := c.current(now); err != nil {
+		return c, err
+	}
 	switch {
 	case c.Kind != Enrol:
 		return c, fmt.Errorf("%w: %v, not an enrolment ticket", ErrWrongKind, c.Kind)
-	case c.current(now) != nil:
-		return c, c.current(now)
 	case c.Machine != machine:
 		return c, fmt.Errorf("%w: %q, not %q", ErrWrongMachine, c.Machine, machine)
 	}

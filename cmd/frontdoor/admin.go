@@ -131,8 +131,9 @@ keys are the site's, sealed in the store with the site identity; on bolt they ar
 the front door's data dir (ticket-keys.json, mode 0600). With --retire-now (a key that
 leaked) every older key retires the moment the new key signs, 6s later (once every front
 door has read it): the tickets they signed open nothing from then on, and their sessions'
-clients launch again. Agent tokens and
-the CA do not change.`,
+clients launch again. Agent tokens (admin agent-token) are made with
+the same keys and rotate with them: an old key's token is taken until the key retires. The CA
+does not change.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-key", map[string]bool{"retire_now": retireNow})
@@ -181,7 +182,12 @@ MACHINE, then frontdoor agent --token TICKET on the machine); take it out of mai
 
 	var data string
 	tok := &cobra.Command{
-		Use:   "agent-token MACHINE --data DIR",
+		Use: "agent-token MACHINE --data DIR",
+		Long: `agent-token prints the token a machine's agent may present instead of a certificate, made
+with the ticket key that signs now at the front door of DIR (a site of one node: its
+ticket-keys.json once a key was rotated, else its site.key). It works until that key retires
+(admin rotate-key). On a site of several nodes the keys live sealed in etcd, not in a data
+dir: agents enrol for certificates there (admin enrol).`,
 		Short: "Print the token a machine's agent presents (derived from the ticket key that signs now, in the data dir)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -74,28 +74,32 @@ type udpLink struct {
 }
 
 // teardown closes every channel of the link and its attached local connections, once.
-func (l *link) teardown() {
-	l.downOnce.Do(func() {
-		l.mu.Lock()
-		ts := l.transports
-		l.transports = nil
-		udps := make([]*udpLink, 0, len(l.udp))
-		for _, u := range l.udp {
-			udps = append(udps, u)
-		}
-		quics := slices.Clone(l.quics)
-		l.mu.Unlock()
-		for _, t := range ts {
-			t.Close()
-		}
-		for _, u := range udps {
-			u.conn.Close()
-		}
-		for _, q := range quics {
-			q.close()
-		}
-	})
+func (l *link) teardown() { l.downOnce.Do(l.closeAll) }
+
+// closeAll closes every channel of the link and its attached local connections.
+func (l *link) closeAll() {
+	l.mu.Lock()
+	ts := l.transports
+	l.transports = nil
+	udps := make([]*udpLink, 0, len(l.udp))
+	for _, u := range l.udp {
+		udps = append(udps, u)
+	}
+	quics := slices.Clone(l.quics)
+	l.mu.Unlock()
+	for _, t := range ts {
+		t.Close()
+	}
+	for _, u := range udps {
+		u.conn.Close()
+	}
+	for _, q := range quics {
+		q.close()
+	}
 }
+
+// errBrokeWhileBuilt: the link's held channel ended while connect still opened the others.
+var errBrokeWhileBuilt = errors.New("the link broke while it was being set up")
 
 // connect opens the session's UDP channels on r, with d's launch ticket (kind "launch") or
 // with its reconnect ticket, which every channel a gateway admits rotates, and resumes its
@@ -177,6 +181,12 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 			l.teardown()
 			return nil, fmt.Errorf("%s: %w", ch, err)
 		}
+	}
+	if l.down.Load() {
+		// Its held channel ended meanwhile (the gateway closed it at once), and its teardown
+		// ran before the channels opened since: a link that nobody would cut again.
+		l.closeAll()
+		return nil, errBrokeWhileBuilt
 	}
 	l.opened = s.now()
 	return l, nil

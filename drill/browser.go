@@ -13,8 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/browser"
 	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
-	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 )
 
 // A browser row's client: a user's desktop in Chromium, opened through the portal of a front
@@ -73,7 +73,7 @@ func (r *run) openBrowser(ctx context.Context, user string) (*browserClient, err
 	if err != nil {
 		return nil, err
 	}
-	bctx, stop, err := testbrowser.Launch(ctx, testbrowser.Options{Dir: dir, Roots: []*x509.Certificate{ca}})
+	bctx, stop, err := browser.Launch(ctx, browser.Options{Dir: dir, Roots: []*x509.Certificate{ca}})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -97,7 +97,7 @@ func (r *run) openBrowser(ctx context.Context, user string) (*browserClient, err
 		chromedp.WaitVisible(chromedp.CSS(`li[data-resource="desktop"] button:not([disabled])`)))
 	if err == nil {
 		err = step("opening the desktop in the page",
-			clickNow(`li[data-resource="desktop"] button`),
+			browser.ClickNow(`li[data-resource="desktop"] button`),
 			chromedp.WaitVisible(chromedp.ID("screen")))
 	}
 	if err != nil {
@@ -116,22 +116,9 @@ func (r *run) openBrowser(ctx context.Context, user string) (*browserClient, err
 	return nil, fmt.Errorf("the page's desktop does not show session %q", b.session)
 }
 
-// clickNow clicks the element sel selects, found and clicked by one script in the page (the
-// portal redraws its lists while it is read).
-func clickNow(sel string) chromedp.Action[chromedp.Void] {
-	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true })()`, sel)
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		ok, err := chromedp.Evaluate[bool](js)(ctx, t)
-		if err == nil && !ok {
-			err = fmt.Errorf("no element %s to click", sel)
-		}
-		return chromedp.Void{}, err
-	}
-}
-
 // screen reads the builtin desktop's text off the page's canvas.
 func (b *browserClient) screen() ([]string, error) {
-	img, err := testbrowser.Canvas(b.ctx, "#screen canvas")
+	img, err := browser.Canvas(b.ctx, "#screen canvas")
 	if err != nil {
 		return nil, err
 	}

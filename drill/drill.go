@@ -30,7 +30,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
+	"github.com/frontdoor-vdi/frontdoor/internal/browser"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 	"github.com/miekg/dns"
 )
@@ -360,7 +360,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 				continue
 			}
 			if s.browser {
-				if err := testbrowser.Available(); err != nil {
+				if err := browser.Available(); err != nil {
 					fmt.Fprintf(o.Progress, "drill %s, secure gateway %s: not run (%v)\n", s.Name, on, err)
 					continue
 				}

@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	chrome "github.com/frontdoor-vdi/frontdoor/internal/browser"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 )
 
@@ -91,19 +91,9 @@ func confirm(sel string) chromedp.Action[chromedp.Void] {
 		clickNow("#confirm-ok"))
 }
 
-// clickNow clicks the element sel selects, found and clicked by one script in the page: the
-// console redraws a table when a live event comes, and a redraw between chromedp's query
-// and its click left it clicking a node that was gone ("Could not find node with given id").
-func clickNow(sel string) chromedp.Action[chromedp.Void] {
-	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true })()`, sel)
-	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		ok, err := chromedp.Evaluate[bool](js)(ctx, t)
-		if err == nil && !ok {
-			err = fmt.Errorf("no element %s to click", sel)
-		}
-		return chromedp.Void{}, err
-	}
-}
+// clickNow clicks the element sel selects, found and clicked by one script in the page (the
+// console redraws a table when a live event comes).
+func clickNow(sel string) chromedp.Action[chromedp.Void] { return chrome.ClickNow(sel) }
 
 // TestConsoleInABrowser drives the operator's console in Chromium against the lab: an admin
 // logs in, switches the secure gateway off for a group and sees the next launch come back

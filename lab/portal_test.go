@@ -23,6 +23,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
+	chrome "github.com/frontdoor-vdi/frontdoor/internal/browser"
 	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -49,7 +50,7 @@ func portalBrowser(t testing.TB, l *Lab) context.Context {
 // screenText reads the text the builtin desktop drew on the page's noVNC canvas, from the
 // canvas's own pixels.
 func screenText(ctx context.Context) ([]string, error) {
-	img, err := testbrowser.Canvas(ctx, "#screen canvas")
+	img, err := chrome.Canvas(ctx, "#screen canvas")
 	if err != nil {
 		return nil, err
 	}

@@ -486,10 +486,6 @@ var ErrNotLive = errors.New("the site holds no such live session on this machine
 // answered whether its session lives.
 var ErrSiteUnreachable = errors.New("no front door answered whether the session lives")
 
-// liveInSite lets a direct-mode channel of session in only if the machine holds the session
-// (it followed the site's ends since), else if the site says it lives: a machine's agent that
-// restarted has forgotten which sessions the site ended, and a direct-mode reconnect ticket
-// lives for hours. With no front door to ask, such a channel is refused.
 // liveTries and liveRetry: a session the site does not list is asked about this many times,
 // the first pause liveRetry and each next one twice as long (350 ms in all), before its
 // channel is refused.
@@ -498,6 +494,10 @@ const (
 	liveRetry = 50 * time.Millisecond
 )
 
+// liveInSite lets a direct-mode channel of session in only if the machine holds the session
+// (it followed the site's ends since), else if the site says it lives: a machine's agent that
+// restarted has forgotten which sessions the site ended, and a direct-mode reconnect ticket
+// lives for hours. With no front door to ask, such a channel is refused.
 func (d *Display) liveInSite(c ticket.Claims) error {
 	d.mu.Lock()
 	_, held := d.state[c.Session]

@@ -148,10 +148,11 @@ type Launch struct {
 	mux    *http.ServeMux
 	logins *authenticator
 	portal consoleStore // the portal's sessions
-	// webSockets are the gateways' wss:// origins, the portal's page's connect-src.
-	webSockets string
-	filesMu    sync.Mutex // guards files
-	files      *ratemap.Map[string]
+	// csp is the portal's Content-Security-Policy, its connect-src the gateways' wss://
+	// origins.
+	csp     string
+	filesMu sync.Mutex // guards files
+	files   *ratemap.Map[string]
 }
 
 // NewLaunch builds the launch API handler.
@@ -163,7 +164,7 @@ func NewLaunch(o LaunchOptions) *Launch {
 		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, o.Now, o.Logger)}
 	l.logins.certs = o.ClientCAs
 	l.portal.now, l.portal.limit = o.Now, portalSessions
-	l.webSockets = gatewayWebSockets(o.Config)
+	l.csp = portalCSP(gatewayWebSockets(o.Config))
 	l.files = ratemap.New[string](rate.Every(time.Minute/launchFilesPerMinute), launchFilesPerMinute, portalSessions)
 	for _, m := range o.Config.Machines {
 		l.mach[m.Name] = m
@@ -304,14 +305,14 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
 		httpError(w, http.StatusBadRequest, "body must be JSON {\"resource\": NAME, \"endpoint\": ID}")
 		return
 	}
-	if len(req.Endpoint) > 128 {
-		httpError(w, http.StatusBadRequest, "endpoint is longer than 128 bytes")
-		return
-	}
 	if fromPortal(r) {
 		req.Endpoint = BrowserEndpoint + strings.TrimPrefix(req.Endpoint, BrowserEndpoint)
 	} else if strings.HasPrefix(req.Endpoint, BrowserEndpoint) {
 		httpError(w, http.StatusBadRequest, "endpoints that begin "+BrowserEndpoint+" are the portal's")
+		return
+	}
+	if len(req.Endpoint) > 128 {
+		httpError(w, http.StatusBadRequest, "endpoint is longer than 128 bytes")
 		return
 	}
 	if res, ok := r.Context().Value(launchFileKey{}).(string); ok && res != req.Resource {

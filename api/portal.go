@@ -126,11 +126,17 @@ func (l *Launch) portalSSOCallback(w http.ResponseWriter, r *http.Request) {
 // the page opens them to the site's gateways (wss, the origins of their HTTPS ports).
 func (l *Launch) portalHeaders(w http.ResponseWriter) {
 	securityHeaders(w)
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'"+l.webSockets+"; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	w.Header().Set("Content-Security-Policy", l.csp)
+}
+
+// portalCSP is the portal's Content-Security-Policy, with webSockets (gatewayWebSockets).
+func portalCSP(webSockets string) string {
+	return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'" + webSockets +
+		"; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
 }
 
 // gatewayWebSockets lists, each after a space, the wss:// origins of the site's gateways'
-// HTTPS ports: their public addresses, else their address.
+// HTTPS ports, at their public addresses.
 func gatewayWebSockets(c *configs.Config) string {
 	var b strings.Builder
 	for _, g := range c.Gateways {
@@ -138,11 +144,7 @@ func gatewayWebSockets(c *configs.Config) string {
 		if p == 0 {
 			continue
 		}
-		addrs := g.PublicAddresses
-		if len(addrs) == 0 && g.Address.IsValid() {
-			addrs = []netip.Addr{g.Address}
-		}
-		for _, a := range addrs {
+		for _, a := range g.PublicAddresses { // (configs.SetDefaults: the address when none)
 			b.WriteString(" wss://" + netip.AddrPortFrom(a.Unmap(), uint16(p)).String())
 		}
 	}

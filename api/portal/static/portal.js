@@ -14,7 +14,7 @@ function endpoint() {
     let e = localStorage.getItem("frontdoor.endpoint");
     if (!e) {
         const b = crypto.getRandomValues(new Uint8Array(8));
-        e = "browser-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+        e = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join(""); // the server adds "browser:"
         localStorage.setItem("frontdoor.endpoint", e);
     }
     return e;
@@ -347,12 +347,19 @@ for (const r of document.querySelectorAll('input[name="open-in"]')) {
 }
 
 refresh();
-// The lists stay fresh while they show; while a desktop shows, a light call keeps the
-// portal's session from idling out.
+// The sessions stay fresh while they show (every 10 s); the resources, whose answers are
+// the broker's dry runs, when the page comes back into view and every minute. While a
+// desktop shows, the sessions' call keeps the portal's session from idling out.
+let ticks = 0;
 setInterval(() => {
-    if (!$("home").hidden) {
-        refresh();
-    } else if (rfb) {
-        api("GET", "/v1/sessions").catch(() => {});
+    ticks++;
+    if ($("home").hidden) {
+        if (rfb) api("GET", "/v1/sessions").catch(() => {});
+    } else if (!document.hidden) {
+        loadSessions();
+        if (ticks % 6 === 0) loadResources();
     }
 }, 10000);
+document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && !$("home").hidden) refresh();
+});

@@ -331,15 +331,9 @@ func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 		err = errNoLogin
 	}
 	if err != nil {
-		var th throttledError
-		code := http.StatusUnauthorized
+		code := loginStatus(w, err)
 		msg := "wrong user or password, or the user may not use the console"
-		switch {
-		case errors.As(err, &th):
-			code, msg = http.StatusTooManyRequests, err.Error()
-		case errors.Is(err, errLoginBusy), errors.Is(err, errCodeUnchecked), errors.Is(err, errRADIUSUnavailable):
-			code, msg = http.StatusServiceUnavailable, err.Error()
-		case errors.Is(err, errRADIUSChallenge):
+		if code != http.StatusUnauthorized || errors.Is(err, errRADIUSChallenge) {
 			msg = err.Error()
 		}
 		a.log.Warn("console login refused", "user", r.PostForm.Get("user"), "from", clientAddr(r), "err", err)

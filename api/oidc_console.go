@@ -90,11 +90,7 @@ func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.log.Warn("console single sign-on refused", "from", clientAddr(r), "err", err)
-		code := http.StatusUnauthorized
-		if errors.Is(err, errSSOUnavailable) {
-			code = http.StatusServiceUnavailable
-		}
-		a.renderLogin(w, err.Error(), code)
+		a.renderLogin(w, err.Error(), loginStatus(w, err))
 		return
 	}
 	u := sl.user

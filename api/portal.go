@@ -106,15 +106,7 @@ func (l *Launch) portalSSOCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		l.log.Warn("portal single sign-on refused", "from", clientAddr(r), "err", err)
-		code := http.StatusUnauthorized
-		var th throttledError
-		switch {
-		case errors.Is(err, errSSOUnavailable), errors.Is(err, errLoginBusy):
-			code = http.StatusServiceUnavailable
-		case errors.As(err, &th):
-			code = http.StatusTooManyRequests
-		}
-		l.renderPortalLogin(w, r, err.Error(), code)
+		l.renderPortalLogin(w, r, err.Error(), loginStatus(w, err))
 		return
 	}
 	li := login{user: sl.user, factors: sl.factors, at: sl.at, groups: sl.groups}
@@ -193,15 +185,12 @@ func (l *Launch) portalLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	li, err := l.logins.authenticate(formCredentials(r, r.PostForm.Get("certificate") != ""))
 	if err != nil {
-		var th throttledError
-		code := http.StatusUnauthorized
+		code := loginStatus(w, err)
 		msg := "wrong user name or password, or a wrong or missing one-time code"
 		switch {
-		case errors.As(err, &th):
-			code, msg = http.StatusTooManyRequests, "too many sign-ins: "+err.Error()
-		case errors.Is(err, errLoginBusy), errors.Is(err, errCodeUnchecked), errors.Is(err, errRADIUSUnavailable), errors.Is(err, errCertUnchecked):
-			code, msg = http.StatusServiceUnavailable, err.Error()
-		case errors.Is(err, errRADIUSChallenge):
+		case code == http.StatusTooManyRequests:
+			msg = "too many sign-ins: " + err.Error()
+		case code != http.StatusUnauthorized || errors.Is(err, errRADIUSChallenge):
 			msg = err.Error()
 		}
 		l.log.Warn("portal sign-in refused", "user", r.PostForm.Get("user"), "from", clientAddr(r), "err", err)

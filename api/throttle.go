@@ -392,25 +392,34 @@ func suspectSlots(cpus int) int { return max(1, cpus/2) }
 // cannot be checked or no RADIUS server answers, else 401 with the realm's challenge (and
 // the error's words: an Access-Challenge says what is not supported).
 func loginRefused(w http.ResponseWriter, err error, realm string) {
+	code := loginStatus(w, err)
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`"`)
+	}
+	httpError(w, code, err.Error())
+}
+
+// loginStatus is the status that answers a refused login's err — 429 when throttled, 503
+// while a check cannot be made (busy, or a code, certificate, RADIUS server or identity
+// provider out of reach), else 401 — and sets Retry-After on w when trying again later
+// helps. The APIs (loginRefused) and the login pages answer with it alike.
+func loginStatus(w http.ResponseWriter, err error) int {
 	var th throttledError
+	retry, code := "", http.StatusServiceUnavailable
 	switch {
 	case errors.As(err, &th):
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(th.after.Seconds()))))
-		httpError(w, http.StatusTooManyRequests, err.Error())
+		retry, code = strconv.Itoa(int(math.Ceil(th.after.Seconds()))), http.StatusTooManyRequests
 	case errors.Is(err, errLoginBusy):
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, err.Error())
+		retry = "1"
 	case errors.Is(err, errCodeUnchecked):
-		w.Header().Set("Retry-After", "30")
-		httpError(w, http.StatusServiceUnavailable, err.Error())
+		retry = "30"
 	case errors.Is(err, errCertUnchecked):
-		w.Header().Set("Retry-After", "60")
-		httpError(w, http.StatusServiceUnavailable, err.Error())
+		retry = "60"
 	case errors.Is(err, errRADIUSUnavailable), errors.Is(err, errSSOUnavailable):
-		w.Header().Set("Retry-After", "10")
-		httpError(w, http.StatusServiceUnavailable, err.Error())
+		retry = "10"
 	default:
-		w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`"`)
-		httpError(w, http.StatusUnauthorized, err.Error())
+		return http.StatusUnauthorized
 	}
+	w.Header().Set("Retry-After", retry)
+	return code
 }

@@ -30,6 +30,9 @@ type Desktop struct {
 	Network, Address string
 	// Port is the TCP display port that carries the desktop.
 	Port uint16
+	// UDPPort is the UDP display port that carries the desktop's UDP transport (RDP's), 0 for
+	// none: its channels' datagrams go to the server's address over UDP (udprelay.go).
+	UDPPort uint16
 }
 
 // ErrNoDesktop refuses a channel on a TCP display port that carries no desktop.
@@ -50,6 +53,10 @@ func DesktopFor(cfg *configs.Config, m configs.Machine) (Desktop, error) {
 			return out, fmt.Errorf("machine %s: desktop server: %w", m.Name, err)
 		}
 		out.Network, out.Address = s.Network, s.Address
+	}
+	if u := d.UDPChannel(m.DisplayPorts); u != "" {
+		port, _, _ := configs.ParsePortSpec(u)
+		out.UDPPort = uint16(port)
 	}
 	return out, nil
 }

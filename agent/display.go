@@ -116,7 +116,7 @@ type Display struct {
 	wg      sync.WaitGroup
 	builtin *desktop.Desktop
 
-	mu        sync.Mutex // guards listeners, packets, open, state, since, conns, streams, closed
+	mu        sync.Mutex // guards listeners, packets, open, state, since, conns, streams, relays, closed
 	listeners []net.Listener
 	packets   []*udpPort
 	open      map[string]int         // session -> open channels
@@ -126,6 +126,7 @@ type Display struct {
 	direct    map[string]bool        // sessions launched in direct mode
 	gone      map[string]bool        // sessions the front door ended whose channels are closing
 	streams   map[resume.ID]*stream  // live desktop streams, attached or waiting for their client
+	relays    map[relayKey]*udpRelay // flows of the desktop's UDP transport to the server
 	closed    bool
 }
 
@@ -204,7 +205,8 @@ func NewDisplay(o DisplayOptions) (*Display, error) {
 	}
 	d := &Display{o: o, log: o.Logger.With("machine", o.Machine), done: make(chan struct{}),
 		open: map[string]int{}, state: map[string]string{}, since: map[string]time.Time{},
-		conns: map[io.Closer]ticketOf{}, direct: map[string]bool{}, gone: map[string]bool{}, streams: map[resume.ID]*stream{}}
+		conns: map[io.Closer]ticketOf{}, direct: map[string]bool{}, gone: map[string]bool{}, streams: map[resume.ID]*stream{},
+		relays: map[relayKey]*udpRelay{}}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	if o.Desktop.Protocol == configs.DesktopBuiltin {
 		d.builtin = desktop.New(desktop.Options{Logger: d.log})

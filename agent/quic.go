@@ -133,6 +133,16 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 		return
 	}
 	defer untrack()
+	var relay *udpRelay
+	if port == d.o.Desktop.UDPPort {
+		if relay, err = d.relay(c, claims, port); err != nil {
+			d.log.Warn("flow denied: no way to the desktop server's UDP port", "channel", ch.String(), "desktop", d.o.Desktop.String(), "err", err)
+			st.Write([]byte{ticket.StatusDenied})
+			st.Close()
+			return
+		}
+		defer relay.detach(c, d.o.ReliabilityTimeout)
+	}
 	if _, err := st.Write([]byte{ticket.StatusOK}); err != nil {
 		return
 	}
@@ -145,10 +155,15 @@ func (d *Display) serveFlow(c *quic.Conn, port uint16) {
 		if err != nil {
 			return
 		}
-		// The client's keepalives come back, so that it sees the path alive. The builtin
-		// desktop echoes every datagram (the lab's UDP checks); VNC and RDP servers here
-		// have no UDP transport, and their datagrams are dropped.
-		if !echoAll && !isKeepalive(b) {
+		// The client's keepalives come back, so that it sees the path alive. The desktop's UDP
+		// transport goes to its server. The builtin desktop echoes every datagram (the lab's
+		// UDP checks); other datagrams are dropped.
+		switch {
+		case isKeepalive(b):
+		case relay != nil:
+			relay.send(b)
+			continue
+		case !echoAll:
 			continue
 		}
 		if c.SendDatagram(b) != nil {

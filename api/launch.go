@@ -96,6 +96,8 @@ type DesktopInfo struct {
 	// ReliabilitySeconds is site.sessions.session_reliability_timeout: how long the machine
 	// keeps a desktop stream whose channel broke, for the client to resume it.
 	ReliabilitySeconds int `json:"reliability_timeout_seconds,omitempty"`
+	// UDPChannel is the UDP channel of the desktop's UDP transport (RDP's), when it has one.
+	UDPChannel *Channel `json:"udp_channel,omitempty"`
 }
 
 // LaunchOptions configure the launch API.
@@ -170,8 +172,12 @@ func NewLaunch(o LaunchOptions) *Launch {
 		l.mach[m.Name] = m
 		if dk := o.Config.DesktopOf(m); dk.Channel != "" {
 			if port, proto, err := configs.ParsePortSpec(dk.Channel); err == nil {
-				l.desk[m.Name] = &DesktopInfo{Protocol: dk.Protocol, Channel: Channel{Port: uint16(port), Proto: proto},
+				di := &DesktopInfo{Protocol: dk.Protocol, Channel: Channel{Port: uint16(port), Proto: proto},
 					ReliabilitySeconds: int(o.Config.Site.Sessions.ReliabilityTimeout.D() / time.Second)}
+				if u, uproto, err := configs.ParsePortSpec(dk.UDPChannel(m.DisplayPorts)); err == nil {
+					di.UDPChannel = &Channel{Port: uint16(u), Proto: uproto}
+				}
+				l.desk[m.Name] = di
 			}
 		}
 	}

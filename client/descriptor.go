@@ -30,13 +30,16 @@ type Descriptor struct {
 }
 
 // DesktopInfo is the descriptor's desktop: its protocol ("builtin", which speaks VNC, "vnc"
-// or "rdp") and the TCP channel that carries it.
+// or "rdp"), the TCP channel that carries it and the UDP channel of its UDP transport.
 type DesktopInfo struct {
 	Protocol string  `json:"protocol"`
 	Channel  Channel `json:"channel"`
 	// ReliabilitySeconds is how long the machine keeps a desktop stream whose channel broke
 	// (the site's session_reliability_timeout); 0: not said (180 s).
 	ReliabilitySeconds int `json:"reliability_timeout_seconds,omitempty"`
+	// UDPChannel is the UDP channel of the desktop's UDP transport (RDP's), nil for none:
+	// ExposeUDP carries a viewer's UDP flow on it.
+	UDPChannel *Channel `json:"udp_channel,omitempty"`
 }
 
 // Speaks returns the protocol a viewer speaks to the desktop: "vnc" or "rdp".

@@ -6,13 +6,15 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"sync"
 	"time"
 )
 
-// listener is a local port exposed by Expose.
+// listener is a local port exposed by Expose or ExposeUDP.
 type listener struct {
-	ln   net.Listener
+	ln   io.Closer
 	port uint16
 }
 
@@ -91,6 +93,78 @@ func (s *Session) Expose(addr string, port uint16) (net.Addr, error) {
 		}
 	}()
 	return ln.Addr(), nil
+}
+
+// udpFlowIdle is how long a local UDP flow keeps ExposeUDP's channel from other senders
+// after its last datagram.
+const udpFlowIdle = 30 * time.Second
+
+// ExposeUDP listens for UDP on addr and carries one local flow on the UDP channel on port:
+// the datagrams of a viewer go out on the channel, and the channel's datagrams come back to
+// it. RDP's UDP transport takes it: mstsc sends its UDP to the address and port of its TCP
+// connection, so give Expose's address. The machine's end relays one flow to the desktop
+// server, so a second sender is dropped while the first has sent in the last 30 s (RDP's
+// lossy UDP transport, a flow of its own, then stays on TCP). Datagrams are dropped while
+// the session reconnects, as a network would; the viewer's transport sends them again. It
+// returns the listening address; Close closes it.
+func (s *Session) ExposeUDP(addr string, port uint16) (net.Addr, error) {
+	if !s.hasChannel(port, "udp") {
+		return nil, fmt.Errorf("%w: %d/udp", ErrNoChannel, port)
+	}
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("exposing %d/udp: %w", port, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		pc.Close()
+		return nil, ErrClosed
+	}
+	s.listeners = append(s.listeners, listener{ln: pc, port: port})
+	s.wg.Add(2)
+	s.mu.Unlock()
+	var (
+		mu   sync.Mutex // guards peer, last
+		peer net.Addr
+		last time.Time
+	)
+	go func() {
+		defer s.wg.Done()
+		buf := make([]byte, 64<<10)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			now := s.now()
+			mu.Lock()
+			mine := peer == nil || peer.String() == from.String() || now.Sub(last) > udpFlowIdle
+			if mine {
+				peer, last = from, now
+			}
+			mu.Unlock()
+			if mine {
+				s.WriteDatagram(port, buf[:n]) // down or too large: lost, as on a network
+			}
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		for {
+			b, err := s.ReadDatagram(s.ctx, port)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			to := peer
+			mu.Unlock()
+			if to != nil {
+				pc.WriteTo(b, to)
+			}
+		}
+	}()
+	return pc.LocalAddr(), nil
 }
 
 // serveLocal gives an accepted connection its desktop stream.

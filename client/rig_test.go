@@ -89,7 +89,8 @@ func (alwaysActive) Disconnected(context.Context, string, string) {}
 
 func newSite(t *testing.T) *site { return newSiteWith(t, nil) }
 
-// newSiteWith is newSite with a machine that fronts desktop (nil: its builtin one).
+// newSiteWith is newSite with a machine that fronts desktop (nil: its builtin one); a UDPPort
+// of desktop's puts its UDP transport on the display port.
 func newSiteWith(t *testing.T, desktop *agent.Desktop) *site {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
@@ -148,6 +149,9 @@ func (s *site) startMachine() {
 		if s.desktop != nil {
 			o.Desktop = *s.desktop
 			o.Desktop.Port = port
+			if s.desktop.UDPPort != 0 {
+				o.Desktop.UDPPort = port
+			}
 		}
 		d, err := agent.NewDisplay(o)
 		if err != nil {

@@ -101,6 +101,23 @@ func (c *Config) DesktopOf(m Machine) Desktop {
 	return Desktop{Protocol: DesktopBuiltin, Channel: "8443/tcp"}
 }
 
+// UDPChannel returns the UDP display port, "port/udp", that carries the desktop's UDP
+// transport on a machine with display ports ports, or "" for none. Only RDP has one (its UDP
+// transport, which Windows' RDP server offers on the port of its TCP one): it rides the UDP
+// display port of the desktop channel's number, when the machine has that port; the agent
+// relays its datagrams to the server's address over UDP. A site that wants RDP on TCP alone
+// leaves that port out of display_ports.
+func (d Desktop) UDPChannel(ports []string) string {
+	if d.Protocol != DesktopRDP {
+		return ""
+	}
+	n, _, err := ParsePortSpec(d.Channel)
+	if err != nil || !hasPort(ports, n, "udp") {
+		return ""
+	}
+	return fmt.Sprintf("%d/udp", n)
+}
+
 // DesktopServer is a desktop server's parsed address: a TCP address or a Unix socket.
 type DesktopServer struct {
 	Network string // "tcp" or "unix"

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,6 +202,9 @@ func runConnect(ctx context.Context, w, errw io.Writer, o connectOpts) error {
 	if o.file != "" {
 		relaunch = nil // a launch file opens once
 	}
+	if dk := d.Desktop; (o.local != "" || o.open) && dk != nil && dk.UDPChannel != nil && !slices.Contains(chans, *dk.UDPChannel) {
+		chans = append(chans, *dk.UDPChannel) // the desktop's UDP transport, which the viewer gets beside its TCP
+	}
 	var quic *client.QUICOptions
 	if o.quicPort != 0 {
 		quic = &client.QUICOptions{Port: o.quicPort}
@@ -298,6 +302,13 @@ func exposeDesktop(ctx context.Context, sess *client.Session, o connectOpts, err
 		return err
 	}
 	out.printf("local %s leads to the %s desktop on %s (each connection a stream of its own)\n", addr, dk.Protocol, dk.Channel)
+	if u := dk.UDPChannel; u != nil {
+		if _, err := sess.ExposeUDP(addr.String(), u.Port); err != nil {
+			out.printf("the desktop's UDP transport stays off: %v\n", err)
+		} else {
+			out.printf("local %s/udp leads to its UDP transport on %s (one flow)\n", addr, u)
+		}
+	}
 	if !o.open {
 		return nil
 	}

@@ -298,12 +298,16 @@ func (a *Admin) routeConsole() {
 	}
 }
 
+// securityHeaders are the headers of the console's and the portal's pages.
 func securityHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	// Pages are served over HTTPS only: a browser that saw one goes there, never to plain
+	// HTTP, for a year (it ignores the header for a site reached by an IP address).
+	h.Set("Strict-Transport-Security", "max-age=31536000")
 }
 
 func (a *Admin) renderLogin(w http.ResponseWriter, msg string, code int) {

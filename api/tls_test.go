@@ -111,3 +111,39 @@ func handshakes(ln net.Listener) {
 		c.Close()
 	}
 }
+
+// The TLS policy: TLS 1.3, or TLS 1.2 with an AEAD suite; a client that offers only CBC
+// suites, or TLS 1.1, gets no connection.
+func TestTLSPolicyTakesAEADSuitesOnly(t *testing.T) {
+	_, ca, certs := testCerts(t, []string{"127.0.0.1"})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", certs.TLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go handshakes(ln)
+	for _, tc := range []struct {
+		name   string
+		min    uint16
+		max    uint16
+		suites []uint16
+		ok     bool
+	}{
+		{"TLS 1.3", tls.VersionTLS13, tls.VersionTLS13, nil, true},
+		{"TLS 1.2 with AES-GCM", tls.VersionTLS12, tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}, true},
+		{"TLS 1.2 with ChaCha20-Poly1305", tls.VersionTLS12, tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}, true},
+		{"TLS 1.2 with CBC suites only", tls.VersionTLS12, tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256}, false},
+		{"TLS 1.1", tls.VersionTLS10, tls.VersionTLS11, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1",
+				MinVersion: tc.min, MaxVersion: tc.max, CipherSuites: tc.suites})
+			if err == nil {
+				c.Close()
+			}
+			if (err == nil) != tc.ok {
+				t.Fatalf("handshake: %v, want success %v", err, tc.ok)
+			}
+		})
+	}
+}

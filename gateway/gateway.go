@@ -456,6 +456,7 @@ func (g *Gateway) open(c *channel) error {
 	}
 	g.perSession[c.session]++
 	g.channels[c] = struct{}{}
+	g.wg.Add(1) // until release: Close waits for the channel's goroutines
 	g.mu.Unlock()
 	g.track.open(c.session, g.o.Name)
 	return nil
@@ -472,6 +473,7 @@ func (g *Gateway) release(c *channel) {
 	}
 	g.mu.Unlock()
 	if ok {
+		defer g.wg.Done()
 		g.track.close(c.session, g.o.Name)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
@@ -37,7 +38,12 @@ func (g *Gateway) acceptLoop(port uint16, lim *connlimit.Listener) *acceptloop.L
 func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) {
 	client, _ := netip.ParseAddrPort(raw.RemoteAddr().String())
 	conn := tls.Server(raw, g.o.TLS)
-	defer conn.Close()
+	kept := false // an open channel's goroutines close conn
+	defer func() {
+		if !kept {
+			conn.Close()
+		}
+	}()
 	conn.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
 	if err := conn.Handshake(); err != nil {
 		g.log.Debug("tls handshake failed", "client", client, "err", err)
@@ -54,7 +60,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) 
 		}
 		return
 	}
-	g.serveChannel(conn, tok, port, client, func() {
+	kept = g.serveChannel(conn, tok, port, client, func() {
 		lim.Hold(raw) // a channel now: never closed for a new connection
 		conn.SetDeadline(time.Time{})
 	})
@@ -63,7 +69,9 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) 
 // serveChannel admits the TCP channel to port whose ticket tok came on conn (a TLS
 // connection, or a browser's WebSocket) from client, and relays it to the session's machine
 // until either end closes; admitted is called once the ticket was admitted, before bytes flow.
-func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client netip.AddrPort, admittedHook func()) {
+// It reports whether it opened the channel, whose goroutines then relay it and close conn; on
+// false conn is the caller's to close.
+func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client netip.AddrPort, admittedHook func()) (kept bool) {
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
 	claims, addr, err := g.admit(tok, ch, client)
 	if err != nil {
@@ -82,7 +90,11 @@ func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client ne
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	defer up.Close()
+	defer func() {
+		if !kept {
+			up.Close()
+		}
+	}()
 	// The machine's agent checks the ticket too: it learns the session of every channel.
 	up.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
 	var st [1]byte
@@ -104,7 +116,11 @@ func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client ne
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	defer g.release(c)
+	defer func() {
+		if !kept {
+			g.release(c)
+		}
+	}()
 	if g.o.Verifier.Revoked(claims) || !g.o.Sessions.Active(claims.Session) {
 		// Ended or revoked between the check and the registration, which a cut would miss.
 		conn.Write([]byte{ticket.StatusDenied})
@@ -114,31 +130,43 @@ func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client ne
 		return
 	}
 	admittedHook()
-	splice(conn, up, cut)
+	splice(conn, up, cut, func() { g.release(c) })
+	return true
 }
 
-// splice copies both ways, one direction on the caller's goroutine; when one side ends it
-// half-closes the other (close_notify; a WebSocket, which has no half-close, is closed), and
-// when both are done (or one fails) it cuts both.
-func splice(client net.Conn, up *tls.Conn, cut func()) {
-	done := make(chan struct{})
+// splice copies both ways, each direction on a goroutine of its own, and returns at once: the
+// caller's goroutine made the handshakes and its stack grew to 16 KiB, which a direction
+// parked in Read on it would keep for the channel's life, where a new one's stays at 4 KiB
+// (a gateway carries thousands of idle channels). When one side ends it half-closes the other
+// (close_notify; a WebSocket, which has no half-close, is closed); when both are done (or one
+// fails) it cuts both, then calls done.
+func splice(client net.Conn, up *tls.Conn, cut, done func()) {
+	var left atomic.Int32
+	left.Store(2)
+	end := func() {
+		if left.Add(-1) == 0 {
+			cut()
+			done()
+		}
+	}
 	go func() {
 		if _, err := pump(up, client); err == nil {
 			up.CloseWrite()
 		} else {
 			cut()
 		}
-		close(done)
+		end()
 	}()
-	if _, err := pump(client, up); err != nil {
-		cut()
-	} else if cw, ok := client.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	} else {
-		client.Close()
-	}
-	<-done
-	cut()
+	go func() {
+		if _, err := pump(client, up); err != nil {
+			cut()
+		} else if cw, ok := client.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			client.Close()
+		}
+		end()
+	}()
 }
 
 // pumpSmall is the buffer a direction of a channel keeps for its whole life; pumpBufs lends

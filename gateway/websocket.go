@@ -76,7 +76,12 @@ func (g *Gateway) serveWebSocket(w http.ResponseWriter, r *http.Request, lim *co
 		raw.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
 	}
 	conn := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
-	defer conn.Close()
+	kept := false // an open channel's goroutines close conn
+	defer func() {
+		if !kept {
+			conn.Close()
+		}
+	}()
 	tok, err := ticket.ReadFrame(conn)
 	if err != nil {
 		// As on the TLS ports: only a frame that is not ours is worth a log line.
@@ -87,7 +92,7 @@ func (g *Gateway) serveWebSocket(w http.ResponseWriter, r *http.Request, lim *co
 		}
 		return
 	}
-	g.serveChannel(conn, tok, port, client, func() {
+	kept = g.serveChannel(conn, tok, port, client, func() {
 		if raw != nil {
 			lim.Hold(raw)
 			raw.SetDeadline(time.Time{})

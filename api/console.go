@@ -305,9 +305,6 @@ func securityHeaders(w http.ResponseWriter) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
-	// Pages are served over HTTPS only: a browser that saw one goes there, never to plain
-	// HTTP, for a year (it ignores the header for a site reached by an IP address).
-	h.Set("Strict-Transport-Security", "max-age=31536000")
 }
 
 func (a *Admin) renderLogin(w http.ResponseWriter, msg string, code int) {

@@ -25,6 +25,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
+	"github.com/frontdoor-vdi/frontdoor/internal/tlspolicy"
 	"go.uber.org/zap"
 )
 
@@ -273,23 +274,13 @@ func newCerts(ctx context.Context, dir string, names []string, issuer func(*cert
 func (c *Certs) Issuers() []certmagic.Issuer { return c.cfg.Issuers }
 
 // TLSConfig returns a server TLS config that serves the managed certificates, with the
-// site's TLS policy: TLS 1.3, or TLS 1.2 with ECDHE and AEAD suites only (aeadSuites). Every
-// HTTPS listener and gateway port of a node takes its config from here.
+// site's TLS policy (package tlspolicy). Every HTTPS listener and gateway port of a node takes
+// its config from here.
 func (c *Certs) TLSConfig() *tls.Config {
 	t := c.cfg.TLSConfig()
 	t.NextProtos = []string{"h2", "http/1.1"}
-	t.MinVersion = tls.VersionTLS12
-	t.CipherSuites = aeadSuites
+	tlspolicy.Server(t)
 	return t
-}
-
-// aeadSuites are the TLS 1.2 cipher suites a node offers: forward-secret key exchange and an
-// AEAD cipher (no CBC, no SHA-1 MAC, no RSA key exchange), as Mozilla's "intermediate"
-// profile. TLS 1.3's suites are all AEAD and not configurable.
-var aeadSuites = []uint16{
-	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
 // Close stops certificate maintenance and background issuance.

@@ -38,6 +38,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
 	"github.com/frontdoor-vdi/frontdoor/internal/connlimit"
+	"github.com/frontdoor-vdi/frontdoor/internal/tlspolicy"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 	"golang.org/x/time/rate"
@@ -251,7 +252,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	}
 	for _, l := range g.listeners {
 		if hl, ok := l.(healthListener); ok {
-			g.http = &http.Server{Handler: g.serveHTTPS(hl.Listener), ReadHeaderTimeout: 5 * time.Second,
+			g.http = &http.Server{Handler: tlspolicy.Handler(g.serveHTTPS(hl.Listener)), ReadHeaderTimeout: 5 * time.Second,
 				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute,
 				ConnState: hl.ConnState, ConnContext: httpsConnContext(hl.Listener), ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
 			srv, ln := g.http, tls.NewListener(pacedListener{hl.Listener, g}, g.o.TLS)

@@ -33,6 +33,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/internal/tlspolicy"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 	"github.com/frontdoor-vdi/frontdoor/store"
 	"github.com/frontdoor-vdi/frontdoor/store/bolt"
@@ -572,7 +573,7 @@ func (r *Node) buildListeners() error {
 }
 
 func (r *Node) httpServer(node string, l configs.Listener, h http.Handler, log *slog.Logger) *httpsListener {
-	return &httpsListener{node: node, kind: l.Kind, address: r.rebindAddrPort(l.Address).String(), trusted: l.ProxyProtocolFrom, srv: &http.Server{Handler: h, TLSConfig: r.serverTLS(),
+	return &httpsListener{node: node, kind: l.Kind, address: r.rebindAddrPort(l.Address).String(), trusted: l.ProxyProtocolFrom, srv: &http.Server{Handler: tlspolicy.Handler(h), TLSConfig: r.serverTLS(),
 		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 }

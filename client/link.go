@@ -202,6 +202,9 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	// TCP keepalives notice a gateway that vanished without a word within about 3s, even on
 	// a session without a UDP flow.
 	nd := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 2}}
+	if s.o.LocalAddr.IsValid() {
+		nd.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.o.LocalAddr, 0))
+	}
 	var c net.Conn
 	var err error
 	if s.o.WebSocket && r.machine == "" && r.httpsPort != 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -62,6 +63,9 @@ type Options struct {
 	// that passes HTTPS alone. A gateway without an HTTPS port gets TLS channels. Direct mode
 	// and QUIC ignore it. Default: false.
 	WebSocket bool
+	// LocalAddr is the local address the TCP channels (and WebSockets) are dialled from,
+	// on a host with several. Default: the system's choice.
+	LocalAddr netip.Addr
 	// Logger receives the session's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of events. Default: time.Now.

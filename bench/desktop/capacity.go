@@ -14,6 +14,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -266,6 +267,16 @@ func clientsMain(args []string) error {
 	return nil
 }
 
+// perSource is how many streams come from one source address: under the gateway's
+// per-source bound of a quarter of a port's 10,000 places, as clients behind few NATs.
+const perSource = 2000
+
+// sourceOf is the source address of stream id's channels: 127.0.84.1 for the first
+// perSource, then the next.
+func sourceOf(id int) netip.Addr {
+	return netip.AddrFrom4([4]byte{127, 0, 84, byte(1 + id/perSource)})
+}
+
 // openStream opens session id on machine m and attaches a viewer to its desktop, with an
 // incremental request waiting, within 30s. The session lives until the process ends.
 func openStream(ctx context.Context, s *site, id, m int, ws bool) (*viewer, error) {
@@ -277,7 +288,7 @@ func openStream(ctx context.Context, s *site, id, m int, ws bool) (*viewer, erro
 	}
 	// A generous dial timeout: thousands of handshakes queue on the load CPU during the ramp,
 	// which no real client sees.
-	sess, err := s.open(octx, d, 10*time.Second, ws)
+	sess, err := s.open(octx, d, 10*time.Second, ws, sourceOf(id))
 	if err != nil {
 		return nil, err
 	}

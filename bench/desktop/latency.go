@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,7 +98,7 @@ func latencyOf(s *site, e *env, dk string, samples, rounds int, gap time.Duratio
 		if err != nil {
 			return out, err
 		}
-		sess, err := s.open(ctx, d, 0, ws)
+		sess, err := s.open(ctx, d, 0, ws, netip.Addr{})
 		if err != nil {
 			return out, err
 		}

@@ -160,10 +160,11 @@ func (s *site) descriptor(session string, m int, protocol string, gws ...int) (*
 
 // open opens a session of d whose logs are dropped. dialTimeout bounds each channel's
 // opening (0: the client's default, 500ms); with webSocket its channels ride WebSockets to
-// the gateways' HTTPS port, as a browser's do.
-func (s *site) open(ctx context.Context, d *client.Descriptor, dialTimeout time.Duration, webSocket bool) (*client.Session, error) {
+// the gateways' HTTPS port, as a browser's do; from is the source address of its channels
+// (invalid: the system's choice).
+func (s *site) open(ctx context.Context, d *client.Descriptor, dialTimeout time.Duration, webSocket bool, from netip.Addr) (*client.Session, error) {
 	return client.Open(ctx, client.Options{Descriptor: d, RootCAs: s.ca.Pool(), Channels: d.Channels, DialTimeout: dialTimeout,
-		WebSocket: webSocket, Logger: discard()})
+		WebSocket: webSocket, LocalAddr: from, Logger: discard()})
 }
 
 // clientTLS is a viewer's TLS config toward HAProxy.

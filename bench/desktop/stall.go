@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -53,7 +54,7 @@ func stallMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.open(ctx, d, 0, false)
+	sess, err := s.open(ctx, d, 0, false, netip.Addr{})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
@@ -46,7 +47,7 @@ func throughputMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.open(ctx, d, 0, false)
+	sess, err := s.open(ctx, d, 0, false, netip.Addr{})
 	if err != nil {
 		return err
 	}

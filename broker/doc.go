@@ -2,7 +2,8 @@
 // delivery groups, resources, users and user groups, federation sites, sessions) and the
 // algorithm that places a launch on a machine.
 //
-// The rules come from DESIGN.md "Broker semantics" (seeds 000, 001 and 002):
+// The rules are those of the Citrix and Horizon brokers it stands in for (Citrix zone
+// preference and zones, Horizon preferred sites):
 //
 //   - the preferred zone of a launch (ApplicationHome, UserHome | UserHomeOnly, UserLocation, per
 //     delivery group), the user's home zone (the account's own, else one group's, else a stable

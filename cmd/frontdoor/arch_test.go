@@ -16,9 +16,9 @@ import (
 
 const module = "github.com/frontdoor-vdi/frontdoor"
 
-// mayImport lists, for each top-level folder, the project folders it may import (DESIGN.md,
-// "Packages"). gslb, proxy, health and broker never import each other; they meet through
-// interfaces wired in cmd or lab. A folder missing here may import nothing of the project.
+// mayImport lists, for each top-level folder, the project folders it may import: the house's
+// one-way imports (README). gslb, proxy, health and broker never import each other; they meet
+// through interfaces wired in cmd, node or lab. A folder missing here may import nothing of the project.
 var mayImport = map[string][]string{
 	"configs":  {},
 	"internal": {}, // small helpers shared by folders that may not import each other
@@ -95,13 +95,13 @@ func isStd(path string) bool {
 	return !strings.Contains(first, ".")
 }
 
-// TestImportRules fails when a package imports one that DESIGN.md forbids.
+// TestImportRules fails when a package imports one that mayImport does not allow.
 func TestImportRules(t *testing.T) {
 	for _, p := range listPackages(t) {
 		from := folder(p.ImportPath)
 		allowed, known := mayImport[from]
 		if !known {
-			t.Errorf("%s: folder %q has no import rule; add it to mayImport (and DESIGN.md)", p.ImportPath, from)
+			t.Errorf("%s: folder %q has no import rule; add it to mayImport", p.ImportPath, from)
 			continue
 		}
 		for _, imp := range p.Imports {

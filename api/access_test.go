@@ -1,18 +1,14 @@
 package api
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 
-	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 )
 
@@ -23,13 +19,8 @@ func TestAccessRuleDenialNamesTheRule(t *testing.T) {
 access_rules:
   - {name: no-kiosk-subnet, action: deny, everyone: true, client_ranges: [127.2.9.0/24]}
 `)
-	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	signer, verifier := ticket.NewSigner(key, nil), ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)
-	launch := NewLaunch(LaunchOptions{Config: cfg, Broker: br, Signer: signer, Verifier: verifier, Logger: quiet,
-		Gateways: func(zone string) []GatewayEndpoint {
-			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
-		}})
+	launch, signer := labLaunch(cfg, br)
 	zm, err := zonemap.FromConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,19 +1,13 @@
 package api
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 // The descriptor names the desktop's UDP channel for RDP, whose UDP transport rides it, and
@@ -32,12 +26,7 @@ func TestTheDescriptorNamesRDPsUDPChannel(t *testing.T) {
 			for i := range cfg.Groups {
 				cfg.Groups[i].Desktop = tc.dk
 			}
-			pub, key, _ := ed25519.GenerateKey(rand.Reader)
-			launch := NewLaunch(LaunchOptions{Config: cfg, Broker: br, Signer: ticket.NewSigner(key, nil),
-				Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Gateways: func(zone string) []GatewayEndpoint {
-					return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
-				}})
+			launch, _ := labLaunch(cfg, br)
 			req := httptest.NewRequest(http.MethodPost, "/v1/launch", strings.NewReader(`{"resource":"desktop","endpoint":"desk"}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.RemoteAddr = "127.1.8.7:40000"

@@ -40,6 +40,18 @@ func labSite(tb testing.TB, extra string) (*configs.Config, *broker.Broker) {
 	return cfg, br
 }
 
+// labLaunch is a launch API of cfg over br with a new ticket key (its signer returned), one
+// gateway per zone at 127.0.0.1, logging nowhere.
+func labLaunch(cfg *configs.Config, br *broker.Broker) (*Launch, *ticket.Signer) {
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	signer := ticket.NewSigner(key, nil)
+	return NewLaunch(LaunchOptions{Config: cfg, Broker: br, Signer: signer, Verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil),
+		Logger: slog.New(slog.DiscardHandler),
+		Gateways: func(zone string) []GatewayEndpoint {
+			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
+		}}), signer
+}
+
 // loginSite is a site for tests of logins: its configuration, a broker over a memory store,
 // a fake clock for codes, logins and tickets, the site's ticket signer and verifier (one
 // ledger) and one process's login throttle. Its front doors are real launch APIs over TLS

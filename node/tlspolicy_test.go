@@ -1,10 +1,7 @@
 package node
 
 import (
-	"context"
 	"crypto/tls"
-	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -32,14 +29,7 @@ func TestEveryHTTPSListenerKeepsThePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(context.Background(), Options{Config: cfg, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	if err := r.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	r := startNode(t, cfg, Options{})
 	serveNode(t, r)
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.ca.Pool()}, DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -16,6 +16,9 @@ func TestHandlerKeepsBrowsersOnHTTPS(t *testing.T) {
 	if got := rec.Header().Get("Strict-Transport-Security"); rec.Code != http.StatusNotFound || got != HSTS {
 		t.Fatalf("a 404: %d with Strict-Transport-Security %q, want %q on every answer", rec.Code, got, HSTS)
 	}
+	if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Fatalf("a 404: X-Content-Type-Options %q, want nosniff", got)
+	}
 }
 
 func TestServerOffersAEADSuitesOnly(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -20,6 +20,10 @@ import (
 // (its UDP transport goes on); it closes when the session ends, or after the reliability
 // timeout without a channel.
 
+// relayQueue bounds the server's datagrams waiting for the relay's channel: past it they are
+// dropped, as a congested network drops them (the transport sends them again).
+const relayQueue = 64
+
 // relayKey names a relay: a session's UDP channel on a port.
 type relayKey struct {
 	session string
@@ -30,40 +34,64 @@ type relayKey struct {
 type udpRelay struct {
 	key  relayKey
 	sock *net.UDPConn
+	out  chan []byte // the server's datagrams, port first, for send
 
-	mu    sync.Mutex  // guards conn, idle
-	conn  *quic.Conn  // the channel the server's datagrams go to; nil while none
-	idle  *time.Timer // closes the relay while no channel carries it
-	close sync.Once
+	mu     sync.Mutex   // guards conns, idle, closed
+	conns  []*quic.Conn // the channels attached, newest last: the server's datagrams go to it
+	idle   *time.Timer  // closes the relay while no channel carries it
+	closed bool
+	done   chan struct{} // closed by Close
 }
 
-// Close ends the relay; its reader forgets it.
+// Close ends the relay: its socket, its sender and its idle timer.
 func (r *udpRelay) Close() error {
-	r.close.Do(func() { r.sock.Close() })
-	return nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.idle != nil {
+		r.idle.Stop()
+	}
+	close(r.done)
+	return r.sock.Close()
 }
 
-// attach makes c the channel the server's datagrams go to.
-func (r *udpRelay) attach(c *quic.Conn) {
+// attach adds c to the relay's channels; it reports false when the relay is closed.
+func (r *udpRelay) attach(c *quic.Conn) bool {
 	r.mu.Lock()
-	r.conn = c
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.conns = append(r.conns, c)
 	if r.idle != nil {
 		r.idle.Stop()
 		r.idle = nil
 	}
-	r.mu.Unlock()
+	return true
 }
 
-// detach forgets c, if it is the relay's channel, and closes the relay after timeout unless a
-// channel comes back.
+// detach forgets c and, when no channel is left, closes the relay after timeout unless one
+// comes back.
 func (r *udpRelay) detach(c *quic.Conn, timeout time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.conn != c {
-		return
+	r.conns = slices.DeleteFunc(r.conns, func(x *quic.Conn) bool { return x == c })
+	if len(r.conns) == 0 && !r.closed && r.idle == nil {
+		r.idle = time.AfterFunc(timeout, func() { r.Close() })
 	}
-	r.conn = nil
-	r.idle = time.AfterFunc(timeout, func() { r.Close() })
+}
+
+// current returns the channel the server's datagrams go to, nil while none.
+func (r *udpRelay) current() *quic.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.conns) == 0 {
+		return nil
+	}
+	return r.conns[len(r.conns)-1]
 }
 
 // send relays a datagram of the channel (its 2-byte port first) to the server.
@@ -73,8 +101,8 @@ func (r *udpRelay) send(b []byte) {
 	}
 }
 
-// relay returns the session's relay on port, opening it when there is none, with c as its
-// channel.
+// relay returns the session's relay on port with c attached, opening one when there is none
+// (or only a closed one).
 func (d *Display) relay(c *quic.Conn, claims ticket.Claims, port uint16) (*udpRelay, error) {
 	k := relayKey{claims.Session, port}
 	d.mu.Lock()
@@ -82,9 +110,12 @@ func (d *Display) relay(c *quic.Conn, claims ticket.Claims, port uint16) (*udpRe
 	if d.closed {
 		return nil, errors.New("the agent stops")
 	}
-	if r := d.relays[k]; r != nil {
-		d.conns[r] = ticketOf{claims.Session, claims.Issued}
-		r.attach(c)
+	if r := d.relays[k]; r != nil && r.attach(c) {
+		// The relay is cut with its newest ticket: an endpoint that took the session (whose
+		// tickets are newer) keeps it when the old one's are revoked.
+		if t := d.conns[r]; claims.Issued.After(t.issued) {
+			d.conns[r] = ticketOf{claims.Session, claims.Issued}
+		}
 		return r, nil
 	}
 	raddr, err := net.ResolveUDPAddr("udp", d.o.Desktop.Address)
@@ -95,46 +126,64 @@ func (d *Display) relay(c *quic.Conn, claims ticket.Claims, port uint16) (*udpRe
 	if err != nil {
 		return nil, err
 	}
-	r := &udpRelay{key: k, sock: sock, conn: c}
+	r := &udpRelay{key: k, sock: sock, out: make(chan []byte, relayQueue), conns: []*quic.Conn{c}, done: make(chan struct{})}
 	d.relays[k] = r
 	d.conns[r] = ticketOf{claims.Session, claims.Issued}
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.readRelay(r) }()
+	go func() { defer d.wg.Done(); r.sendOut() }()
 	d.log.Info("udp relay to the desktop server opened", "session", claims.Session, "port", port, "desktop", d.o.Desktop.String(), "from", sock.LocalAddr().String())
 	return r, nil
 }
 
-// readRelay sends the server's datagrams to the relay's channel until the relay closes, then
-// forgets it.
+// readRelay queues the server's datagrams for the relay's channel until the relay closes,
+// then forgets it.
 func (d *Display) readRelay(r *udpRelay) {
 	defer func() {
+		r.Close()
 		d.mu.Lock()
 		if d.relays[r.key] == r {
 			delete(d.relays, r.key)
 		}
 		delete(d.conns, r)
 		d.mu.Unlock()
-		r.mu.Lock()
-		if r.idle != nil {
-			r.idle.Stop()
-		}
-		r.mu.Unlock()
 	}()
-	buf := make([]byte, 2+64<<10)
-	binary.BigEndian.PutUint16(buf, r.key.port)
+	buf := make([]byte, 64<<10)
 	for {
-		n, err := r.sock.Read(buf[2:])
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED):
-			continue // an ICMP error of an earlier datagram (the server's port closed): go on
-		case err != nil:
-			return
+		n, err := r.sock.Read(buf)
+		if err != nil {
+			// An ICMP error of an earlier datagram (the server's port closed, its host
+			// unreachable) fails a read: the flow goes on, as UDP does, after a pause that
+			// keeps an error that repeats from spinning.
+			select {
+			case <-r.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+				continue
+			}
 		}
-		r.mu.Lock()
-		c := r.conn
-		r.mu.Unlock()
-		if c != nil {
-			c.SendDatagram(buf[:2+n]) // too large for the path, or no room: lost, as on a network
+		b := make([]byte, 2+n)
+		binary.BigEndian.PutUint16(b, r.key.port)
+		copy(b[2:], buf[:n])
+		select {
+		case r.out <- b:
+		default: // the channel is behind: lost, as on a congested network
+		}
+	}
+}
+
+// sendOut sends the queued datagrams on the relay's current channel until the relay closes.
+// A send may wait (quic-go queues a few datagrams a connection), so it runs apart from the
+// reader, which never waits for a channel.
+func (r *udpRelay) sendOut() {
+	for {
+		select {
+		case <-r.done:
+			return
+		case b := <-r.out:
+			if c := r.current(); c != nil {
+				c.SendDatagram(b) // too large for the path, or the channel gone: lost
+			}
 		}
 	}
 }

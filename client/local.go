@@ -96,14 +96,15 @@ func (s *Session) Expose(addr string, port uint16) (net.Addr, error) {
 }
 
 // udpFlowIdle is how long a local UDP flow keeps ExposeUDP's channel from other senders
-// after its last datagram.
-const udpFlowIdle = 30 * time.Second
+// after its last datagram: short, so that a viewer that reconnects from a new port (mstsc
+// after a break) gets its UDP transport back within its handshake's time.
+const udpFlowIdle = 5 * time.Second
 
 // ExposeUDP listens for UDP on addr and carries one local flow on the UDP channel on port:
 // the datagrams of a viewer go out on the channel, and the channel's datagrams come back to
 // it. RDP's UDP transport takes it: mstsc sends its UDP to the address and port of its TCP
 // connection, so give Expose's address. The machine's end relays one flow to the desktop
-// server, so a second sender is dropped while the first has sent in the last 30 s (RDP's
+// server, so a second sender is dropped while the first has sent in the last 5 s (RDP's
 // lossy UDP transport, a flow of its own, then stays on TCP). Datagrams are dropped while
 // the session reconnects, as a network would; the viewer's transport sends them again. It
 // returns the listening address; Close closes it.

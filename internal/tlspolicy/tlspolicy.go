@@ -5,6 +5,7 @@ package tlspolicy
 import (
 	"crypto/tls"
 	"net/http"
+	"slices"
 )
 
 // Suites are the TLS 1.2 cipher suites a node offers: forward-secret key exchange and an
@@ -19,7 +20,7 @@ var Suites = []uint16{
 // Server sets c's policy: TLS 1.3, or TLS 1.2 with Suites.
 func Server(c *tls.Config) {
 	c.MinVersion = tls.VersionTLS12
-	c.CipherSuites = Suites
+	c.CipherSuites = slices.Clone(Suites)
 }
 
 // HSTS is the Strict-Transport-Security of every HTTPS answer: a browser that saw one comes

@@ -228,20 +228,38 @@ func NewACMECerts(ctx context.Context, dir string, names []string, issuer func(*
 // ACMEIssuer returns the issuer for an ACME CA with the site's settings: challenge is dns-01
 // (answered through dns, e.g. the GSLB server's ACME records), http-01 or tls-alpn-01; caURL ""
 // is Let's Encrypt's production directory.
-func ACMEIssuer(caURL, email, challenge string, dns certmagic.DNSProvider) func(*certmagic.Config) certmagic.Issuer {
+func ACMEIssuer(o ACMEOptions) func(*certmagic.Config) certmagic.Issuer {
 	return func(cfg *certmagic.Config) certmagic.Issuer {
-		t := certmagic.ACMEIssuer{CA: caURL, Email: email, Agreed: true,
-			DisableHTTPChallenge:    challenge != "http-01",
-			DisableTLSALPNChallenge: challenge != "tls-alpn-01",
+		t := certmagic.ACMEIssuer{CA: o.CA, Email: o.Email, Agreed: true, TrustedRoots: o.Roots,
+			DisableHTTPChallenge:    o.Challenge != "http-01",
+			DisableTLSALPNChallenge: o.Challenge != "tls-alpn-01",
 			Logger:                  zap.NewNop()}
 		if t.CA == "" {
 			t.CA = certmagic.LetsEncryptProductionCA
 		}
-		if challenge == "dns-01" {
-			t.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{DNSProvider: dns}}
+		if o.Challenge == "dns-01" {
+			t.DNS01Solver = &certmagic.DNS01Solver{DNSManager: certmagic.DNSManager{DNSProvider: o.DNS, Resolvers: o.Resolvers}}
 		}
 		return certmagic.NewACMEIssuer(cfg, t)
 	}
+}
+
+// ACMEOptions configure ACMEIssuer.
+type ACMEOptions struct {
+	// CA is the directory URL. Default: Let's Encrypt's production directory.
+	CA string
+	// Email is the account's contact.
+	Email string
+	// Challenge is dns-01, http-01 or tls-alpn-01.
+	Challenge string
+	// Roots verify the directory's HTTPS certificate. Default: nil, the system roots.
+	Roots *x509.CertPool
+	// DNS adds and removes the dns-01 challenge's TXT records.
+	DNS certmagic.DNSProvider
+	// Resolvers are the DNS servers (host:port) that find the challenge's zone and check that
+	// its record is served: the node's own DNS listeners, which answer it. Default: none,
+	// the system's resolvers and the zone's authoritative servers.
+	Resolvers []string
 }
 
 func newCerts(ctx context.Context, dir string, names []string, issuer func(*certmagic.Config) certmagic.Issuer, async bool) (*Certs, error) {

@@ -215,6 +215,9 @@ type ACME struct {
 	// Challenge is dns-01 (answered by frontdoor's own DNS), http-01 or tls-alpn-01.
 	// Default: dns-01.
 	Challenge string `yaml:"challenge"`
+	// CARoot is a PEM file of the root that signs the ACME directory's own HTTPS certificate,
+	// for a private ACME CA (step-ca, Pebble). Default: "" (the system roots).
+	CARoot string `yaml:"ca_root"`
 }
 
 // Sessions configures session lifetimes site-wide; groups may override the disconnect timeout.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -288,7 +289,13 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		if len(names) == 0 {
 			return fail(errors.New("site.tls.issuer is acme but there are no names: set site.tls.names or a GSLB name"))
 		}
-		r.certs, err = api.NewACMECerts(ctx, o.DataDir, names, api.ACMEIssuer(t.ACME.CA, t.ACME.Email, t.ACME.Challenge, r.dns.ACME()))
+		ao := api.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, DNS: r.dns.ACME(), Resolvers: r.dnsListeners()}
+		if t.ACME.CARoot != "" {
+			if ao.Roots, err = readRoots(t.ACME.CARoot); err != nil {
+				return fail(fmt.Errorf("site.tls.acme.ca_root: %w", err))
+			}
+		}
+		r.certs, err = api.NewACMECerts(ctx, o.DataDir, names, api.ACMEIssuer(ao))
 	} else {
 		r.certs, err = api.NewCerts(ctx, o.DataDir, r.certNames(), r.ca)
 	}
@@ -345,6 +352,40 @@ func (r *Node) rebind(a netip.Addr) netip.Addr {
 // rebindAddrPort rebinds the address of ap.
 func (r *Node) rebindAddrPort(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(r.rebind(ap.Addr()), ap.Port())
+}
+
+// dnsListeners are the addresses of the node's DNS listeners, an unspecified one as
+// loopback: where the node finds the ACME challenge records it serves itself.
+func (r *Node) dnsListeners() []string {
+	var out []string
+	for _, l := range r.spec.Listeners {
+		if l.Kind != "dns" {
+			continue
+		}
+		ap := r.rebindAddrPort(l.Address)
+		if a := ap.Addr(); a.IsUnspecified() {
+			loop := netip.IPv6Loopback()
+			if a.Is4() {
+				loop = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+			}
+			ap = netip.AddrPortFrom(loop, ap.Port())
+		}
+		out = append(out, ap.String())
+	}
+	return out
+}
+
+// readRoots reads a PEM file of root certificates.
+func readRoots(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
 }
 
 // certNames are the names and addresses the node's certificates cover.

@@ -1,0 +1,148 @@
+package node
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/configs"
+)
+
+// pebble is a Pebble ACME server (github.com/letsencrypt/pebble, the module's tool) started on
+// loopback for a test, resolving names at dnsServer.
+type pebble struct {
+	dir, mgmt string // the ACME directory's URL; the management API's https://host:port
+	rootCA    string // PEM file of the root of Pebble's own HTTPS certificate (minica)
+	client    *http.Client
+}
+
+func startPebble(t *testing.T, dnsServer string) *pebble {
+	t.Helper()
+	out, err := exec.Command("go", "tool", "-n", "pebble").Output()
+	if err != nil {
+		t.Fatalf("building Pebble (go tool -n pebble): %v", err)
+	}
+	bin := strings.TrimSpace(string(out))
+	out, err = exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/letsencrypt/pebble/v2").Output()
+	if err != nil {
+		t.Fatalf("finding Pebble's module: %v", err)
+	}
+	certs := filepath.Join(strings.TrimSpace(string(out)), "test", "certs")
+	acme, mgmt, httpPort, tlsPort := freeTCPPort(t), freeTCPPort(t), freeTCPPort(t), freeTCPPort(t)
+	conf := map[string]any{"pebble": map[string]any{
+		"listenAddress":           fmt.Sprintf("127.0.0.1:%d", acme),
+		"managementListenAddress": fmt.Sprintf("127.0.0.1:%d", mgmt),
+		"certificate":             filepath.Join(certs, "localhost", "cert.pem"),
+		"privateKey":              filepath.Join(certs, "localhost", "key.pem"),
+		"httpPort":                httpPort, "tlsPort": tlsPort,
+		"externalAccountBindingRequired": false,
+		"keyAlgorithm":                   "ecdsa",
+	}}
+	dir := t.TempDir()
+	b, _ := json.Marshal(conf)
+	if err := os.WriteFile(filepath.Join(dir, "pebble.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "-config", filepath.Join(dir, "pebble.json"), "-dnsserver", dnsServer)
+	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("Pebble's log:\n%s", logs.String())
+		}
+	})
+	rootCA := filepath.Join(certs, "pebble.minica.pem")
+	roots, err := readRoots(rootCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pebble{dir: fmt.Sprintf("https://127.0.0.1:%d/dir", acme), mgmt: fmt.Sprintf("https://127.0.0.1:%d", mgmt), rootCA: rootCA,
+		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}}
+	for i := 0; ; i++ {
+		resp, err := p.client.Get(p.dir)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if i == 200 {
+			t.Fatalf("Pebble's directory never answered: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// roots returns the roots Pebble issues from (it makes a new one at every start).
+func (p *pebble) roots(t *testing.T) *x509.CertPool {
+	t.Helper()
+	resp, err := p.client.Get(p.mgmt + "/roots/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		t.Fatalf("Pebble's root: %d %q", resp.StatusCode, b)
+	}
+	return pool
+}
+
+// A node whose site takes its certificates from an ACME CA gets one from a real ACME server
+// (Pebble) by the dns-01 challenge, which the node's own GSLB server answers and Pebble's
+// validation reads there; the node's launch listener then serves it.
+func TestACMECertificateFromPebbleByDNS01(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts Pebble")
+	}
+	p := startPebble(t, "127.0.98.1:5353")
+	cfg, err := configs.Load("acme.yaml", []byte(fmt.Sprintf(`
+site:
+  name: acme-pebble
+  tls: {issuer: acme, acme: {email: ops@example.test, ca: %q, ca_root: %q}}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes:
+  - {name: fd, zone: hq, listeners: [{kind: dns, address: "127.0.98.1:5353"}, {kind: launch, address: "127.0.98.1:9443"}]}
+gateways: [{name: gw, zone: hq, address: 127.0.98.3}]
+gslb:
+  domains: [{name: vdi.example.test.}]
+  names: [{name: desktop.vdi.example.test., sites: [{zone: hq, gateways: [gw]}]}]
+`, p.dir, p.rootCA)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startNode(t, cfg, Options{})
+	serveNode(t, r)
+	roots := p.roots(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := tls.Dial("tcp", "127.0.98.1:9443", &tls.Config{ServerName: "desktop.vdi.example.test", RootCAs: roots})
+		if err == nil {
+			leaf := c.ConnectionState().PeerCertificates[0]
+			c.Close()
+			t.Logf("served a certificate for %v from %q, valid until %s", leaf.DNSNames, leaf.Issuer.CommonName, leaf.NotAfter.Format(time.DateOnly))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s the launch listener serves no certificate from Pebble: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

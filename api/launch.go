@@ -18,6 +18,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/ratemap"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/frontdoor-vdi/frontdoor/wire"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
 )
@@ -42,63 +43,17 @@ type Broker interface {
 
 var _ Broker = (*broker.Broker)(nil)
 
-// GatewayEndpoint is one gateway a client may use, as the launch descriptor lists it.
-type GatewayEndpoint struct {
-	Name      string       `json:"name"`
-	Zone      string       `json:"zone"`
-	Addresses []netip.Addr `json:"addresses"`
-	// QUICPort is the gateway's QUIC port, where clients carry their UDP channels
-	// encrypted; 0 when it has none.
-	QUICPort uint16 `json:"quic_port,omitempty"`
-	// HTTPSPort is the gateway's HTTPS port, where browsers open channels over WebSockets
-	// (gateway.ChannelPath); 0 when it has none.
-	HTTPSPort uint16 `json:"https_port,omitempty"`
-}
-
-// Channel is one display channel of a session (port and protocol).
-type Channel struct {
-	Port  uint16 `json:"port"`
-	Proto string `json:"proto"`
-}
-
-// Descriptor is the launch API's answer: where and how the client connects.
-type Descriptor struct {
-	SessionID       string `json:"session_id"`
-	Outcome         string `json:"outcome"`
-	Mode            string `json:"mode"`
-	Machine         string `json:"machine"`
-	Zone            string `json:"zone"`
-	Step            int    `json:"step"`
-	StepLabel       string `json:"step_label,omitempty"` // "3b": step 3 in the second group
-	PreferredZone   string `json:"preferred_zone"`
-	PreferredSource string `json:"preferred_zone_source"`
-	LocationZone    string `json:"location_zone"`
-	// Why says in a user's words why the launch lands in Zone (the preferred zone and its
-	// source, or a reconnect), as the portal shows it.
-	Why             string            `json:"why,omitempty"`
-	Channels        []Channel         `json:"channels"`
-	Gateways        []GatewayEndpoint `json:"gateways,omitempty"`
-	LaunchTicket    string            `json:"launch_ticket,omitempty"`
-	ReconnectTicket string            `json:"reconnect_ticket,omitempty"`
-	Address         string            `json:"address,omitempty"`
-	// Desktop says which desktop protocol the machine serves and which channel carries it.
-	Desktop *DesktopInfo `json:"desktop,omitempty"`
-	// Trace is the broker's trace of the decision, for admin users only (it names other
-	// machines, their load and the site's zones); empty for the others.
-	Trace []string `json:"trace"`
-}
-
-// DesktopInfo is a descriptor's desktop: its protocol (builtin, which speaks VNC, vnc or rdp)
-// and the TCP channel that carries it.
-type DesktopInfo struct {
-	Protocol string  `json:"protocol"`
-	Channel  Channel `json:"channel"`
-	// ReliabilitySeconds is site.sessions.session_reliability_timeout: how long the machine
-	// keeps a desktop stream whose channel broke, for the client to resume it.
-	ReliabilitySeconds int `json:"reliability_timeout_seconds,omitempty"`
-	// UDPChannel is the UDP channel of the desktop's UDP transport (RDP's), when it has one.
-	UDPChannel *Channel `json:"udp_channel,omitempty"`
-}
+// The launch API's descriptor and its parts, declared once for both ends in package wire.
+type (
+	// Descriptor is the launch API's answer: where and how the client connects.
+	Descriptor = wire.Descriptor
+	// DesktopInfo is a descriptor's desktop.
+	DesktopInfo = wire.DesktopInfo
+	// Channel is one display channel of a session (port and protocol).
+	Channel = wire.Channel
+	// GatewayEndpoint is one gateway a client may use, as the descriptor lists it.
+	GatewayEndpoint = wire.GatewayEndpoint
+)
 
 // LaunchOptions configure the launch API.
 type LaunchOptions struct {

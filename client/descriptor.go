@@ -5,75 +5,27 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/frontdoor-vdi/frontdoor/wire"
 )
 
-// Descriptor is the launch API's answer: where and how the client connects. It mirrors the
-// JSON of POST /v1/launch.
-type Descriptor struct {
-	SessionID       string            `json:"session_id"`
-	Outcome         string            `json:"outcome,omitempty"`
-	Mode            string            `json:"mode"`
-	Machine         string            `json:"machine"`
-	Zone            string            `json:"zone"`
-	Step            int               `json:"step,omitempty"`
-	StepLabel       string            `json:"step_label,omitempty"`
-	PreferredZone   string            `json:"preferred_zone,omitempty"`
-	PreferredSource string            `json:"preferred_zone_source,omitempty"`
-	LocationZone    string            `json:"location_zone,omitempty"`
-	Channels        []Channel         `json:"channels"`
-	Gateways        []GatewayEndpoint `json:"gateways,omitempty"`
-	LaunchTicket    string            `json:"launch_ticket,omitempty"`
-	ReconnectTicket string            `json:"reconnect_ticket,omitempty"`
-	Address         string            `json:"address,omitempty"`
-	Desktop         *DesktopInfo      `json:"desktop,omitempty"`
-	Trace           []string          `json:"trace"`
-}
-
-// DesktopInfo is the descriptor's desktop: its protocol ("builtin", which speaks VNC, "vnc"
-// or "rdp"), the TCP channel that carries it and the UDP channel of its UDP transport.
-type DesktopInfo struct {
-	Protocol string  `json:"protocol"`
-	Channel  Channel `json:"channel"`
-	// ReliabilitySeconds is how long the machine keeps a desktop stream whose channel broke
-	// (the site's session_reliability_timeout); 0: not said (180 s).
-	ReliabilitySeconds int `json:"reliability_timeout_seconds,omitempty"`
-	// UDPChannel is the UDP channel of the desktop's UDP transport (RDP's), nil for none:
-	// ExposeUDP carries a viewer's UDP flow on it.
-	UDPChannel *Channel `json:"udp_channel,omitempty"`
-}
-
-// Speaks returns the protocol a viewer speaks to the desktop: "vnc" or "rdp".
-func (d DesktopInfo) Speaks() string {
-	if d.Protocol == "rdp" {
-		return "rdp"
-	}
-	return "vnc"
-}
-
-// Channel is one display channel of a session: a port and "tcp" or "udp".
-type Channel struct {
-	Port  uint16 `json:"port"`
-	Proto string `json:"proto"`
-}
-
-// String formats the channel as "8443/tcp".
-func (c Channel) String() string { return fmt.Sprintf("%d/%s", c.Port, c.Proto) }
-
-// GatewayEndpoint is one gateway the descriptor offers: its name, zone and addresses, and
-// the QUIC port that carries UDP channels (0: none).
-type GatewayEndpoint struct {
-	Name      string   `json:"name"`
-	Zone      string   `json:"zone"`
-	Addresses []string `json:"addresses"`
-	QUICPort  uint16   `json:"quic_port,omitempty"`
-	// HTTPSPort is the gateway's HTTPS port, where channels ride WebSockets; 0 for none.
-	HTTPSPort uint16 `json:"https_port,omitempty"`
-}
+// The launch API's descriptor and its parts, declared once for both ends in package wire.
+type (
+	// Descriptor is the launch API's answer: where and how the client connects.
+	Descriptor = wire.Descriptor
+	// DesktopInfo is the descriptor's desktop: its protocol, the TCP channel that carries it
+	// and the UDP channel of its UDP transport (ExposeUDP carries a viewer's flow on it).
+	DesktopInfo = wire.DesktopInfo
+	// Channel is one display channel of a session: a port and "tcp" or "udp".
+	Channel = wire.Channel
+	// GatewayEndpoint is one gateway the descriptor offers.
+	GatewayEndpoint = wire.GatewayEndpoint
+)
 
 // The modes of a descriptor.
 const (
-	ModeGateway = "gateway"
-	ModeDirect  = "direct"
+	ModeGateway = wire.ModeGateway
+	ModeDirect  = wire.ModeDirect
 )
 
 // DefaultChannels are the channels a session opens when Options.Channels is empty.
@@ -110,8 +62,7 @@ func parseHost(s string) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("%q is not an IP address", s)
 }
 
-// routes lists where d's channels can be opened, in the descriptor's order; gateway addresses
-// that are not IP addresses are skipped.
+// routes lists where d's channels can be opened, in the descriptor's order.
 func routes(d *Descriptor) ([]route, error) {
 	switch d.Mode {
 	case ModeDirect:
@@ -127,13 +78,12 @@ func routes(d *Descriptor) ([]route, error) {
 		var out []route
 		var bad []error
 		for _, g := range d.Gateways {
-			for _, s := range g.Addresses {
-				a, err := parseHost(s)
-				if err != nil {
-					bad = append(bad, fmt.Errorf("gateway %s: %w", g.Name, err))
+			for _, a := range g.Addresses {
+				if !a.IsValid() {
+					bad = append(bad, fmt.Errorf("gateway %s: an empty address", g.Name))
 					continue
 				}
-				out = append(out, route{name: g.Name, zone: g.Zone, addr: a, quicPort: g.QUICPort, httpsPort: g.HTTPSPort})
+				out = append(out, route{name: g.Name, zone: g.Zone, addr: a.Unmap(), quicPort: g.QUICPort, httpsPort: g.HTTPSPort})
 			}
 		}
 		if len(out) == 0 {

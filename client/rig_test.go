@@ -242,7 +242,7 @@ func (s *site) descriptor(session, mode string, gws ...string) *Descriptor {
 	}
 	addrs := map[string]string{"gw-a": gwA, "gw-b": gwB}
 	for _, g := range gws {
-		d.Gateways = append(d.Gateways, GatewayEndpoint{Name: g, Zone: "z1", Addresses: []string{addrs[g]}})
+		d.Gateways = append(d.Gateways, GatewayEndpoint{Name: g, Zone: "z1", Addresses: []netip.Addr{netip.MustParseAddr(addrs[g])}})
 	}
 	return d
 }

@@ -275,7 +275,7 @@ func TestASilentUDPFlowIsACutAndTheSessionComesBack(t *testing.T) {
 	conn, mute := startMuteMachine(t)
 	port := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
 	// A gateway without a QUIC port, which takes plain UDP flows.
-	d := &Descriptor{SessionID: "s-5", Mode: ModeGateway, Machine: "vda-9", Gateways: []GatewayEndpoint{{Name: "gw-9", Addresses: []string{"127.0.70.9"}}},
+	d := &Descriptor{SessionID: "s-5", Mode: ModeGateway, Machine: "vda-9", Gateways: []GatewayEndpoint{{Name: "gw-9", Addresses: []netip.Addr{netip.MustParseAddr("127.0.70.9")}}},
 		LaunchTicket: "launch-token", ReconnectTicket: "reconnect-token"}
 	ev := newEvents()
 	sess, err := Open(ctxT(t), Options{Descriptor: d, Channels: []Channel{{Port: port, Proto: "udp"}}, OnEvent: ev.on, Logger: quiet})

@@ -254,9 +254,7 @@ func (st *storm) present(ctx context.Context, d *client.Descriptor, tok string) 
 		if len(g.Addresses) == 0 {
 			continue
 		}
-		if a, err := netip.ParseAddr(g.Addresses[0]); err == nil {
-			gws = append(gws, gw{g.Name, a})
-		}
+		gws = append(gws, gw{g.Name, g.Addresses[0]})
 		if len(gws) == 2 {
 			break
 		}

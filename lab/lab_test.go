@@ -20,6 +20,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/miekg/dns"
 )
 
@@ -141,23 +142,8 @@ func nodeOf(t *testing.T, l *Lab, gw string) string {
 	return ""
 }
 
-// descriptor mirrors the launch API's answer.
-type descriptor struct {
-	SessionID       string `json:"session_id"`
-	Mode            string `json:"mode"`
-	Machine         string `json:"machine"`
-	Zone            string `json:"zone"`
-	Step            int    `json:"step"`
-	PreferredZone   string `json:"preferred_zone"`
-	Address         string `json:"address"`
-	LaunchTicket    string `json:"launch_ticket"`
-	ReconnectTicket string `json:"reconnect_ticket"`
-	Gateways        []struct {
-		Name      string   `json:"name"`
-		Addresses []string `json:"addresses"`
-	} `json:"gateways"`
-	Trace []string `json:"trace"`
-}
+// descriptor is the launch API's answer.
+type descriptor = wire.Descriptor
 
 // launch launches resource as user from the address from at the launch API url, from the
 // endpoint test-laptop.
@@ -201,7 +187,7 @@ func TestLabEndToEnd(t *testing.T) {
 	}
 
 	// A TLS channel on 8443 through the first gateway.
-	gw := desc.Gateways[0].Addresses[0]
+	gw := desc.Gateways[0].Addresses[0].String()
 	c, err := tls.Dial("tcp", net.JoinHostPort(gw, "8443"), &tls.Config{RootCAs: l.CA().Pool(), ServerName: gw})
 	if err != nil {
 		t.Fatal(err)
@@ -377,7 +363,7 @@ func TestStealCutsTheOldEndpointAndRevokesItsTickets(t *testing.T) {
 			}
 			addr := old.Address
 			if c.mode == "gateway" {
-				addr = old.Gateways[0].Addresses[0]
+				addr = old.Gateways[0].Addresses[0].String()
 			}
 			dial := func(tok string) (*tls.Conn, bool, string) {
 				t.Helper()
@@ -533,7 +519,7 @@ func TestResumingElsewhereRevokesTheOldEndpointsTickets(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("first launch: %d %+v", code, old)
 	}
-	addr := net.JoinHostPort(old.Gateways[0].Addresses[0], "8443")
+	addr := net.JoinHostPort(old.Gateways[0].Addresses[0].String(), "8443")
 	dial := func(tok string) (bool, string) {
 		t.Helper()
 		conn, err := tls.Dial("tcp", addr, l.TLSClientConfig())

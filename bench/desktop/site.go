@@ -153,7 +153,7 @@ func (s *site) descriptor(session string, m int, protocol string, gws ...int) (*
 		Trace:   []string{"bench"}}
 	for _, g := range gws {
 		d.Gateways = append(d.Gateways, client.GatewayEndpoint{Name: gatewayNames[g], Zone: "z1",
-			Addresses: []string{gatewayIPs[g].String()}, HTTPSPort: httpsPort})
+			Addresses: []netip.Addr{gatewayIPs[g]}, HTTPSPort: httpsPort})
 	}
 	return d, nil
 }

@@ -70,7 +70,7 @@ func openSession(s *site, withQUIC bool) (link, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	gw := client.GatewayEndpoint{Name: gatewayName, Zone: "bench", Addresses: []string{gatewayIP.String()}}
+	gw := client.GatewayEndpoint{Name: gatewayName, Zone: "bench", Addresses: []netip.Addr{gatewayIP}}
 	if withQUIC {
 		gw.QUICPort = quicPort
 	}

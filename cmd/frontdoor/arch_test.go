@@ -29,15 +29,16 @@ var mayImport = map[string][]string{
 	"store":    {"broker", "configs"},
 	"proxy":    {"zonemap", "configs", "ticket", "internal"},
 	"ticket":   {},
+	"wire":     {}, // the JSON types that cross a process boundary, for both ends
 	"gateway":  {"ticket", "configs", "internal"},
 	"agent":    {"configs", "ticket", "internal"},
-	"api":      {"broker", "zonemap", "health", "configs", "ticket", "internal"},
-	"client":   {"ticket", "configs", "internal"},
-	"node":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "gateway", "internal"},
-	"lab":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "internal"},
-	"drill":    {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "internal"},
-	"bench":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "internal"},
-	"cmd":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "drill"},
+	"api":      {"broker", "zonemap", "health", "configs", "ticket", "wire", "internal"},
+	"client":   {"ticket", "configs", "wire", "internal"},
+	"node":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "gateway", "internal", "wire"},
+	"lab":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "internal", "wire"},
+	"drill":    {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "internal", "wire"},
+	"bench":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "internal", "wire"},
+	"cmd":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "api", "client", "gateway", "agent", "lab", "drill", "wire"},
 }
 
 // stdlibOnly lists folders whose code may import nothing outside the standard library and the
@@ -46,6 +47,7 @@ var stdlibOnly = map[string][]string{
 	"configs": {"go.yaml.in/yaml/v3"},
 	"broker":  {},
 	"ticket":  {},
+	"wire":    {},
 }
 
 // noNetwork lists folders that must not touch the network: pure logic.

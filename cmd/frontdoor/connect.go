@@ -399,7 +399,11 @@ func describeLaunch(d *client.Descriptor, frontDoor string) string {
 		fmt.Fprintf(&b, "  machine address %s\n", d.Address)
 	}
 	for _, g := range d.Gateways {
-		fmt.Fprintf(&b, "  gateway %s (zone %s) %s\n", g.Name, g.Zone, strings.Join(g.Addresses, ", "))
+		var as []string
+		for _, a := range g.Addresses {
+			as = append(as, a.String())
+		}
+		fmt.Fprintf(&b, "  gateway %s (zone %s) %s\n", g.Name, g.Zone, strings.Join(as, ", "))
 	}
 	var chans []string
 	for _, c := range d.Channels {

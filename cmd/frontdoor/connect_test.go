@@ -252,8 +252,8 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 		if mode == client.ModeDirect {
 			d.Address = connMachine
 		} else {
-			d.Gateways = []client.GatewayEndpoint{{Name: "gw-a", Zone: "east", Addresses: []string{connGwA}, QUICPort: quicPort},
-				{Name: "gw-b", Zone: "east", Addresses: []string{connGwB}, QUICPort: quicPort}}
+			d.Gateways = []client.GatewayEndpoint{{Name: "gw-a", Zone: "east", Addresses: []netip.Addr{netip.MustParseAddr(connGwA)}, QUICPort: quicPort},
+				{Name: "gw-b", Zone: "east", Addresses: []netip.Addr{netip.MustParseAddr(connGwB)}, QUICPort: quicPort}}
 		}
 		json.NewEncoder(w).Encode(d)
 	}))

@@ -215,14 +215,19 @@ type Certs struct {
 // NewCerts obtains certificates for names (DNS names or IP addresses) with issuer, keeping
 // them under dir, before it returns. Close stops renewal.
 func NewCerts(ctx context.Context, dir string, names []string, issuer certmagic.Issuer) (*Certs, error) {
-	return newCerts(ctx, dir, names, func(*certmagic.Config) certmagic.Issuer { return issuer }, false)
+	return newCerts(ctx, dir, nil, names, func(*certmagic.Config) certmagic.Issuer { return issuer }, false)
 }
 
 // NewACMECerts manages certificates for names with an ACME CA: issuer builds the ACME issuer
 // for the certmagic config (see ACMEIssuer). Certificates are obtained in the background — the
 // node's own DNS server may have to answer the DNS-01 challenge — and renewed while running.
-func NewACMECerts(ctx context.Context, dir string, names []string, issuer func(*certmagic.Config) certmagic.Issuer) (*Certs, error) {
-	return newCerts(ctx, dir, names, issuer, true)
+// They are kept in site, shared by a site's nodes (SiteStorage), or with site nil under dir.
+func NewACMECerts(ctx context.Context, dir string, site CertKV, names []string, issuer func(*certmagic.Config) certmagic.Issuer) (*Certs, error) {
+	var storage certmagic.Storage
+	if site != nil {
+		storage = SiteStorage(site)
+	}
+	return newCerts(ctx, dir, storage, names, issuer, true)
 }
 
 // ACMEIssuer returns the issuer for an ACME CA with the site's settings: challenge is dns-01
@@ -262,7 +267,10 @@ type ACMEOptions struct {
 	Resolvers []string
 }
 
-func newCerts(ctx context.Context, dir string, names []string, issuer func(*certmagic.Config) certmagic.Issuer, async bool) (*Certs, error) {
+func newCerts(ctx context.Context, dir string, storage certmagic.Storage, names []string, issuer func(*certmagic.Config) certmagic.Issuer, async bool) (*Certs, error) {
+	if storage == nil {
+		storage = &certmagic.FileStorage{Path: filepath.Join(dir, "certs")}
+	}
 	c := &Certs{}
 	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.cache = certmagic.NewCache(certmagic.CacheOptions{
@@ -270,7 +278,7 @@ func newCerts(ctx context.Context, dir string, names []string, issuer func(*cert
 		Logger:           zap.NewNop(),
 	})
 	c.cfg = certmagic.New(c.cache, certmagic.Config{
-		Storage:             &certmagic.FileStorage{Path: filepath.Join(dir, "certs")},
+		Storage:             storage,
 		Logger:              zap.NewNop(),
 		DisableStorageCheck: true,
 		OCSP:                certmagic.OCSPConfig{DisableStapling: true},

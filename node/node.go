@@ -92,6 +92,8 @@ type Node struct {
 	o   Options
 	cfg *configs.Config
 	log *slog.Logger
+	// siteCerts is the site's certificate storage in etcd (ACME on a shared site), nil else.
+	siteCerts *etcd.Certs
 	// httpsMax is the most connections an HTTPS listener holds at once; 0: maxHTTPSConns.
 	// Tests set it small.
 	httpsMax int
@@ -278,24 +280,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return fail(err)
 	}
 	if acme {
-		// DNS-01 challenges are answered by this node's own GSLB server.
-		t := cfg.Site.TLS
-		names := t.Names
-		if len(names) == 0 {
-			for _, n := range cfg.GSLB.Names {
-				names = append(names, strings.TrimSuffix(n.Name, "."))
-			}
-		}
-		if len(names) == 0 {
-			return fail(errors.New("site.tls.issuer is acme but there are no names: set site.tls.names or a GSLB name"))
-		}
-		ao := api.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, DNS: r.dns.ACME(), Resolvers: r.dnsListeners()}
-		if t.ACME.CARoot != "" {
-			if ao.Roots, err = readRoots(t.ACME.CARoot); err != nil {
-				return fail(fmt.Errorf("site.tls.acme.ca_root: %w", err))
-			}
-		}
-		r.certs, err = api.NewACMECerts(ctx, o.DataDir, names, api.ACMEIssuer(ao))
+		r.certs, err = r.acmeCerts(ctx)
 	} else {
 		r.certs, err = api.NewCerts(ctx, o.DataDir, r.certNames(), r.ca)
 	}
@@ -979,6 +964,10 @@ func (r *Node) Close() error {
 	if r.certs != nil {
 		r.certs.Close()
 		r.certs = nil
+	}
+	if r.siteCerts != nil {
+		r.siteCerts.Close() // frees the site-wide locks this node holds
+		r.siteCerts = nil
 	}
 	if r.store != nil {
 		err := r.store.Close()

@@ -1,0 +1,94 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/gslb"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/libdns/libdns"
+)
+
+// acmeCerts manages the node's certificates with the site's ACME CA. The dns-01 challenge is
+// answered by the node's own GSLB server. On a site of several nodes the ACME account, the
+// certificates and their keys live sealed in etcd, one node obtains a name's certificate while
+// the others wait for it (a site-wide lock), and a challenge's record is published through
+// etcd, so that every DNS node of the site serves it, whichever node the CA asks.
+func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
+	t := r.cfg.Site.TLS
+	names := t.Names
+	if len(names) == 0 {
+		for _, n := range r.cfg.GSLB.Names {
+			names = append(names, strings.TrimSuffix(n.Name, "."))
+		}
+	}
+	if len(names) == 0 {
+		return nil, errors.New("site.tls.issuer is acme but there are no names: set site.tls.names or a GSLB name")
+	}
+	ao := api.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, DNS: r.dns.ACME(), Resolvers: r.dnsListeners()}
+	if t.ACME.CARoot != "" {
+		var err error
+		if ao.Roots, err = readRoots(t.ACME.CARoot); err != nil {
+			return nil, fmt.Errorf("site.tls.acme.ca_root: %w", err)
+		}
+	}
+	var kv api.CertKV
+	if r.shared != nil {
+		secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("site.store.secret_file: %w", err)
+		}
+		if r.siteCerts, err = r.shared.Certs(secret); err != nil {
+			return nil, err
+		}
+		kv = r.siteCerts
+		ao.DNS = siteChallenges{st: r.shared, local: r.dns.ACME()}
+		err = r.shared.WatchChallenges(ctx, func(c etcd.Challenge) {
+			if c.Gone {
+				r.dns.RemoveTXT(c.Name, c.Value)
+			} else if err := r.dns.AddTXT(c.Name, c.Value, 0); err != nil {
+				r.log.Warn("a challenge record of the site not served", "name", c.Name, "err", err)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("following the site's challenge records: %w", err)
+		}
+	}
+	return api.NewACMECerts(ctx, r.o.DataDir, kv, names, api.ACMEIssuer(ao))
+}
+
+// siteChallenges adds a dns-01 challenge's records to the node's own GSLB server (which
+// checks that they are ours) and publishes them through etcd for the site's other DNS nodes.
+type siteChallenges struct {
+	st    *etcd.Store
+	local *gslb.ACME
+}
+
+// AppendRecords implements libdns.RecordAppender.
+func (s siteChallenges) AppendRecords(ctx context.Context, zone string, recs []libdns.Record) ([]libdns.Record, error) {
+	done, err := s.local.AppendRecords(ctx, zone, recs)
+	if err != nil {
+		return done, err
+	}
+	for _, rec := range done {
+		rr := rec.RR()
+		if err := s.st.AddChallenge(ctx, libdns.AbsoluteName(rr.Name, zone), rr.Data); err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// DeleteRecords implements libdns.RecordDeleter.
+func (s siteChallenges) DeleteRecords(ctx context.Context, zone string, recs []libdns.Record) ([]libdns.Record, error) {
+	for _, rec := range recs {
+		rr := rec.RR()
+		if rr.Type == "TXT" || rr.Type == "" {
+			s.st.RemoveChallenge(ctx, libdns.AbsoluteName(rr.Name, zone), rr.Data)
+		}
+	}
+	return s.local.DeleteRecords(ctx, zone, recs)
+}

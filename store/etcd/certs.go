@@ -1,0 +1,221 @@
+package etcd
+
+import (
+	"context"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Certs is the site's certificate storage in etcd: ACME accounts, certificates and their keys,
+// sealed as the site identity is (the store secret), so that every node serves what one
+// obtained; and the locks that make one node of the site obtain a name's certificate while
+// the others wait for it. Keys are certmagic's paths ("certificates/CA/NAME/NAME.crt").
+type Certs struct {
+	st   *Store
+	aead cipher.AEAD
+
+	mu    sync.Mutex // guards sess, locks
+	sess  *concurrency.Session
+	locks map[string]*concurrency.Mutex
+}
+
+// Certs returns the site's certificate storage, sealed with secret.
+func (st *Store) Certs(secret []byte) (*Certs, error) {
+	a, err := st.aead(secret)
+	if err != nil {
+		return nil, err
+	}
+	return &Certs{st: st, aead: a, locks: map[string]*concurrency.Mutex{}}, nil
+}
+
+func (c *Certs) key(k string) string { return c.st.o.Prefix + "certs/" + strings.Trim(k, "/") }
+
+// Put stores value under k, sealed, with the time it was stored.
+func (c *Certs) Put(ctx context.Context, k string, value []byte) error {
+	plain := binary.BigEndian.AppendUint64(nil, uint64(c.st.now().UnixNano()))
+	plain = append(plain, value...)
+	nonce := make([]byte, c.aead.NonceSize())
+	rand.Read(nonce)
+	ek := c.key(k)
+	if _, err := c.st.cli.Put(ctx, ek, string(c.aead.Seal(nonce, nonce, plain, []byte(ek)))); err != nil {
+		return fmt.Errorf("storing %s: %w", k, err)
+	}
+	return nil
+}
+
+// Get returns the value under k and when it was stored; fs.ErrNotExist when there is none.
+func (c *Certs) Get(ctx context.Context, k string) ([]byte, time.Time, error) {
+	ek := c.key(k)
+	r, err := c.st.cli.Get(ctx, ek)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("reading %s: %w", k, err)
+	}
+	if len(r.Kvs) == 0 {
+		return nil, time.Time{}, fmt.Errorf("%s: %w", k, fs.ErrNotExist)
+	}
+	sealed := r.Kvs[0].Value
+	n := c.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, time.Time{}, fmt.Errorf("%w: %s is truncated", ErrSecret, k)
+	}
+	plain, err := c.aead.Open(nil, sealed[:n], sealed[n:], []byte(ek))
+	if err != nil || len(plain) < 8 {
+		return nil, time.Time{}, fmt.Errorf("%w: %s was sealed with another secret", ErrSecret, k)
+	}
+	return plain[8:], time.Unix(0, int64(binary.BigEndian.Uint64(plain))), nil
+}
+
+// Delete deletes k and every key below it.
+func (c *Certs) Delete(ctx context.Context, k string) error {
+	ek := c.key(k)
+	_, err := c.st.cli.Txn(ctx).Then(clientv3.OpDelete(ek), clientv3.OpDelete(ek+"/", clientv3.WithPrefix())).Commit()
+	return err
+}
+
+// List returns the keys below prefix: every one when recursive, else the next level's
+// names (a key or a directory) once each.
+func (c *Certs) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
+	base := c.key(prefix) + "/"
+	if strings.Trim(prefix, "/") == "" {
+		base = c.key("")
+	}
+	r, err := c.st.cli.Get(ctx, base, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, kv := range r.Kvs {
+		rel := strings.TrimPrefix(string(kv.Key), base)
+		if !recursive {
+			rel, _, _ = strings.Cut(rel, "/")
+		}
+		k := strings.TrimPrefix(base+rel, c.key(""))
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// HasBelow reports whether a key lies below k (k is a directory).
+func (c *Certs) HasBelow(ctx context.Context, k string) bool {
+	r, err := c.st.cli.Get(ctx, c.key(k)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	return err == nil && r.Count > 0
+}
+
+// Lock takes the site-wide lock name, waiting within ctx for the node that holds it. A lock
+// whose node died is freed when its etcd lease ends (30 s).
+func (c *Certs) Lock(ctx context.Context, name string) error {
+	c.mu.Lock()
+	if c.sess == nil {
+		s, err := concurrency.NewSession(c.st.cli, concurrency.WithTTL(30))
+		if err != nil {
+			c.mu.Unlock()
+			return fmt.Errorf("locking %s: %w", name, err)
+		}
+		c.sess = s
+	}
+	m := concurrency.NewMutex(c.sess, c.key("locks/"+name))
+	c.mu.Unlock()
+	if err := m.Lock(ctx); err != nil {
+		return fmt.Errorf("locking %s: %w", name, err)
+	}
+	c.mu.Lock()
+	c.locks[name] = m
+	c.mu.Unlock()
+	return nil
+}
+
+// Unlock frees the lock name this node holds.
+func (c *Certs) Unlock(ctx context.Context, name string) error {
+	c.mu.Lock()
+	m := c.locks[name]
+	delete(c.locks, name)
+	c.mu.Unlock()
+	if m == nil {
+		return fmt.Errorf("unlocking %s: not held here", name)
+	}
+	return m.Unlock(ctx)
+}
+
+// Close ends the node's lock session, freeing the locks it holds.
+func (c *Certs) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return nil
+	}
+	return c.sess.Close()
+}
+
+// The TXT records of ACME dns-01 challenges, shared so that every DNS node of the site
+// serves the records any node adds: under challenges/, each with a lease of challengeTTL.
+
+const challengeTTL = 10 * 60 // seconds
+
+func (st *Store) challengeKey(name, value string) string {
+	return st.key("challenges", strings.ToLower(strings.TrimSuffix(name, ".")), value)
+}
+
+// AddChallenge publishes a challenge's TXT record (name, value) for every node, for 10
+// minutes at most.
+func (st *Store) AddChallenge(ctx context.Context, name, value string) error {
+	l, err := st.cli.Grant(ctx, challengeTTL)
+	if err != nil {
+		return fmt.Errorf("publishing the challenge record %s: %w", name, err)
+	}
+	_, err = st.cli.Put(ctx, st.challengeKey(name, value), value, clientv3.WithLease(l.ID))
+	return err
+}
+
+// RemoveChallenge withdraws a challenge's TXT record.
+func (st *Store) RemoveChallenge(ctx context.Context, name, value string) error {
+	_, err := st.cli.Delete(ctx, st.challengeKey(name, value))
+	return err
+}
+
+// Challenge is a challenge's TXT record as WatchChallenges reports it.
+type Challenge struct {
+	Name, Value string
+	Gone        bool // withdrawn or expired
+}
+
+// WatchChallenges calls fn with every challenge record published now and each one published
+// or withdrawn later, until the store closes.
+func (st *Store) WatchChallenges(ctx context.Context, fn func(Challenge)) error {
+	prefix := st.key("challenges") + "/"
+	r, err := st.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	of := func(k []byte, gone bool) Challenge {
+		name, value, _ := strings.Cut(strings.TrimPrefix(string(k), prefix), "/")
+		name, _ = url.PathUnescape(name)
+		value, _ = url.PathUnescape(value)
+		return Challenge{Name: name, Value: value, Gone: gone}
+	}
+	for _, kv := range r.Kvs {
+		fn(of(kv.Key, false))
+	}
+	// The watch lives as long as the store's client: ctx bounds the first read alone.
+	w := st.cli.Watch(clientv3.WithRequireLeader(context.WithoutCancel(ctx)), prefix, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
+	go func() {
+		for resp := range w {
+			for _, ev := range resp.Events {
+				fn(of(ev.Kv.Key, ev.Type == clientv3.EventTypeDelete))
+			}
+		}
+	}()
+	return nil
+}

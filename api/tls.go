@@ -26,6 +26,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/internal/tlspolicy"
+	"github.com/mholt/acmez/v3"
 	"go.uber.org/zap"
 )
 
@@ -210,6 +211,7 @@ type Certs struct {
 	cache  *certmagic.Cache
 	cfg    *certmagic.Config
 	cancel context.CancelFunc // stops background issuance
+	acme   bool               // from an ACME CA: the listeners answer TLS-ALPN-01 challenges
 }
 
 // NewCerts obtains certificates for names (DNS names or IP addresses) with issuer, keeping
@@ -227,7 +229,11 @@ func NewACMECerts(ctx context.Context, dir string, site CertKV, names []string, 
 	if site != nil {
 		storage = SiteStorage(site)
 	}
-	return newCerts(ctx, dir, storage, names, issuer, true)
+	c, err := newCerts(ctx, dir, storage, names, issuer, true)
+	if c != nil {
+		c.acme = true
+	}
+	return c, err
 }
 
 // ACMEIssuer returns the issuer for an ACME CA with the site's settings: challenge is dns-01
@@ -305,6 +311,11 @@ func (c *Certs) Issuers() []certmagic.Issuer { return c.cfg.Issuers }
 func (c *Certs) TLSConfig() *tls.Config {
 	t := c.cfg.TLSConfig()
 	t.NextProtos = []string{"h2", "http/1.1"}
+	if c.acme {
+		// A TLS-ALPN-01 validation asks for acme-tls/1; certmagic's GetCertificate answers it
+		// with the challenge's certificate (on a site, whichever node started it).
+		t.NextProtos = append(t.NextProtos, acmez.ACMETLS1Protocol)
+	}
 	tlspolicy.Server(t)
 	return t
 }

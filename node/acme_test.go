@@ -26,7 +26,10 @@ type pebble struct {
 	client    *http.Client
 }
 
-func startPebble(t *testing.T, dnsServer string) *pebble {
+func startPebble(t *testing.T, dnsServer string) *pebble { return startPebbleTLS(t, dnsServer, 0) }
+
+// startPebbleTLS is startPebble validating TLS-ALPN-01 challenges on tlsPort (0: any).
+func startPebbleTLS(t *testing.T, dnsServer string, tlsPort int) *pebble {
 	t.Helper()
 	out, err := exec.Command("go", "tool", "-n", "pebble").Output()
 	if err != nil {
@@ -38,7 +41,10 @@ func startPebble(t *testing.T, dnsServer string) *pebble {
 		t.Fatalf("finding Pebble's module: %v", err)
 	}
 	certs := filepath.Join(strings.TrimSpace(string(out)), "test", "certs")
-	acme, mgmt, httpPort, tlsPort := freeTCPPort(t), freeTCPPort(t), freeTCPPort(t), freeTCPPort(t)
+	acme, mgmt, httpPort := freeTCPPort(t), freeTCPPort(t), freeTCPPort(t)
+	if tlsPort == 0 {
+		tlsPort = freeTCPPort(t)
+	}
 	conf := map[string]any{"pebble": map[string]any{
 		"listenAddress":           fmt.Sprintf("127.0.0.1:%d", acme),
 		"managementListenAddress": fmt.Sprintf("127.0.0.1:%d", mgmt),
@@ -138,6 +144,49 @@ gslb:
 			leaf := c.ConnectionState().PeerCertificates[0]
 			c.Close()
 			t.Logf("served a certificate for %v from %q, valid until %s", leaf.DNSNames, leaf.Issuer.CommonName, leaf.NotAfter.Format(time.DateOnly))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s the launch listener serves no certificate from Pebble: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// With the tls-alpn-01 challenge the CA connects to the name's address (the GSLB answer: a
+// gateway this node hosts) and asks for acme-tls/1; the gateway's HTTPS port answers with the
+// challenge's certificate, and the node then serves the certificate obtained.
+func TestACMECertificateFromPebbleByTLSALPN01(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts Pebble")
+	}
+	const httpsPort = 10445
+	p := startPebbleTLS(t, "127.0.98.31:5353", httpsPort)
+	cfg, err := configs.Load("acme.yaml", []byte(fmt.Sprintf(`
+site:
+  name: acme-alpn
+  tls: {issuer: acme, acme: {email: ops@example.test, ca: %q, ca_root: %q, challenge: tls-alpn-01}}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes:
+  - {name: fd, zone: hq, listeners: [{kind: dns, address: "127.0.98.31:5353"}, {kind: launch, address: "127.0.98.31:9443"}]}
+gateways: [{name: gw, zone: hq, node: fd, address: 127.0.98.32, ports: [{port: %d, check: {kind: tcp}}, {port: 8443}]}]
+groups: [{name: desktops}]
+machines: [{name: vda-1, address: 127.0.98.33, zone: hq, group: desktops, display_ports: [8443/tcp]}]
+gslb:
+  domains: [{name: vdi.example.test.}]
+  names: [{name: desktop.vdi.example.test., sites: [{zone: hq, gateways: [gw]}]}]
+`, p.dir, p.rootCA, httpsPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startNode(t, cfg, Options{})
+	serveNode(t, r)
+	roots := p.roots(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := tls.Dial("tcp", "127.0.98.31:9443", &tls.Config{ServerName: "desktop.vdi.example.test", RootCAs: roots})
+		if err == nil {
+			c.Close()
 			return
 		}
 		if time.Now().After(deadline) {

@@ -217,19 +217,20 @@ type Certs struct {
 // NewCerts obtains certificates for names (DNS names or IP addresses) with issuer, keeping
 // them under dir, before it returns. Close stops renewal.
 func NewCerts(ctx context.Context, dir string, names []string, issuer certmagic.Issuer) (*Certs, error) {
-	return newCerts(ctx, dir, nil, names, func(*certmagic.Config) certmagic.Issuer { return issuer }, false)
+	return newCerts(ctx, dir, nil, names, func(*certmagic.Config) certmagic.Issuer { return issuer }, false, 0)
 }
 
-// NewACMECerts manages certificates for names with an ACME CA: issuer builds the ACME issuer
-// for the certmagic config (see ACMEIssuer). Certificates are obtained in the background — the
-// node's own DNS server may have to answer the DNS-01 challenge — and renewed while running.
-// They are kept in site, shared by a site's nodes (SiteStorage), or with site nil under dir.
-func NewACMECerts(ctx context.Context, dir string, site CertKV, names []string, issuer func(*certmagic.Config) certmagic.Issuer) (*Certs, error) {
+// NewACMECerts manages certificates for names with the ACME CA of o. Certificates are
+// obtained in the background — the node's own DNS server may have to answer the DNS-01
+// challenge — and renewed while running (certmagic: at a third of their life left, or when
+// the CA's renewal information says). They are kept in site, shared by a site's nodes
+// (SiteStorage), or with site nil under dir.
+func NewACMECerts(ctx context.Context, dir string, site CertKV, names []string, o ACMEOptions) (*Certs, error) {
 	var storage certmagic.Storage
 	if site != nil {
 		storage = SiteStorage(site)
 	}
-	c, err := newCerts(ctx, dir, storage, names, issuer, true)
+	c, err := newCerts(ctx, dir, storage, names, ACMEIssuer(o), true, o.RenewCheck)
 	if c != nil {
 		c.acme = true
 	}
@@ -271,17 +272,21 @@ type ACMEOptions struct {
 	// its record is served: the node's own DNS listeners, which answer it. Default: none,
 	// the system's resolvers and the zone's authoritative servers.
 	Resolvers []string
+	// RenewCheck is how often the certificates are checked for renewal. Default: certmagic's
+	// (10 minutes).
+	RenewCheck time.Duration
 }
 
-func newCerts(ctx context.Context, dir string, storage certmagic.Storage, names []string, issuer func(*certmagic.Config) certmagic.Issuer, async bool) (*Certs, error) {
+func newCerts(ctx context.Context, dir string, storage certmagic.Storage, names []string, issuer func(*certmagic.Config) certmagic.Issuer, async bool, renewCheck time.Duration) (*Certs, error) {
 	if storage == nil {
 		storage = &certmagic.FileStorage{Path: filepath.Join(dir, "certs")}
 	}
 	c := &Certs{}
 	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.cache = certmagic.NewCache(certmagic.CacheOptions{
-		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return c.cfg, nil },
-		Logger:           zap.NewNop(),
+		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return c.cfg, nil },
+		RenewCheckInterval: renewCheck,
+		Logger:             zap.NewNop(),
 	})
 	c.cfg = certmagic.New(c.cache, certmagic.Config{
 		Storage:             storage,

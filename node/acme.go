@@ -28,7 +28,8 @@ func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
 	if len(names) == 0 {
 		return nil, errors.New("site.tls.issuer is acme but there are no names: set site.tls.names or a GSLB name")
 	}
-	ao := api.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, DNS: r.dns.ACME(), Resolvers: r.dnsListeners()}
+	ao := api.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, DNS: r.dns.ACME(), Resolvers: r.dnsListeners(),
+		RenewCheck: r.o.CertRenewCheck}
 	if t.ACME.CARoot != "" {
 		var err error
 		if ao.Roots, err = readRoots(t.ACME.CARoot); err != nil {
@@ -57,7 +58,7 @@ func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
 			return nil, fmt.Errorf("following the site's challenge records: %w", err)
 		}
 	}
-	return api.NewACMECerts(ctx, r.o.DataDir, kv, names, api.ACMEIssuer(ao))
+	return api.NewACMECerts(ctx, r.o.DataDir, kv, names, ao)
 }
 
 // siteChallenges adds a dns-01 challenge's records to the node's own GSLB server (which

@@ -26,11 +26,20 @@ type pebble struct {
 	client    *http.Client
 }
 
-func startPebble(t *testing.T, dnsServer string) *pebble { return startPebbleTLS(t, dnsServer, 0) }
+func startPebble(t *testing.T, dnsServer string) *pebble {
+	return startPebbleWith(t, pebbleOptions{dnsServer: dnsServer})
+}
 
-// startPebbleTLS is startPebble validating TLS-ALPN-01 challenges on tlsPort (0: any).
-func startPebbleTLS(t *testing.T, dnsServer string, tlsPort int) *pebble {
+// pebbleOptions configure startPebbleWith.
+type pebbleOptions struct {
+	dnsServer string        // where Pebble resolves names
+	tlsPort   int           // where it validates TLS-ALPN-01 challenges; 0: any
+	validity  time.Duration // of the certificates it issues; 0: 90 days
+}
+
+func startPebbleWith(t *testing.T, o pebbleOptions) *pebble {
 	t.Helper()
+	dnsServer, tlsPort := o.dnsServer, o.tlsPort
 	out, err := exec.Command("go", "tool", "-n", "pebble").Output()
 	if err != nil {
 		t.Fatalf("building Pebble (go tool -n pebble): %v", err)
@@ -54,6 +63,9 @@ func startPebbleTLS(t *testing.T, dnsServer string, tlsPort int) *pebble {
 		"externalAccountBindingRequired": false,
 		"keyAlgorithm":                   "ecdsa",
 	}}
+	if o.validity > 0 {
+		conf["pebble"].(map[string]any)["profiles"] = map[string]any{"default": map[string]any{"validityPeriod": int(o.validity.Seconds())}}
+	}
 	dir := t.TempDir()
 	b, _ := json.Marshal(conf)
 	if err := os.WriteFile(filepath.Join(dir, "pebble.json"), b, 0o600); err != nil {
@@ -161,7 +173,7 @@ func TestACMECertificateFromPebbleByTLSALPN01(t *testing.T) {
 		t.Skip("builds and starts Pebble")
 	}
 	const httpsPort = 10445
-	p := startPebbleTLS(t, "127.0.98.31:5353", httpsPort)
+	p := startPebbleWith(t, pebbleOptions{dnsServer: "127.0.98.31:5353", tlsPort: httpsPort})
 	cfg, err := configs.Load("acme.yaml", []byte(fmt.Sprintf(`
 site:
   name: acme-alpn
@@ -191,6 +203,53 @@ gslb:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after 60 s the launch listener serves no certificate from Pebble: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A certificate is renewed before it expires, and the node serves the new one: Pebble issues
+// for 30 s here, and the node looks every second (certmagic renews at a third of the life
+// left, or at the CA's suggested window).
+func TestACMECertificateIsRenewedBeforeItExpires(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts Pebble")
+	}
+	p := startPebbleWith(t, pebbleOptions{dnsServer: "127.0.98.35:5353", validity: 30 * time.Second})
+	cfg, err := configs.Load("acme.yaml", []byte(fmt.Sprintf(`
+site:
+  name: acme-renew
+  tls: {issuer: acme, acme: {email: ops@example.test, ca: %q, ca_root: %q}}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes:
+  - {name: fd, zone: hq, listeners: [{kind: dns, address: "127.0.98.35:5353"}, {kind: launch, address: "127.0.98.35:9443"}]}
+gateways: [{name: gw, zone: hq, address: 127.0.98.36}]
+gslb:
+  domains: [{name: vdi.example.test.}]
+  names: [{name: desktop.vdi.example.test., sites: [{zone: hq, gateways: [gw]}]}]
+`, p.dir, p.rootCA)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startNode(t, cfg, Options{CertRenewCheck: time.Second})
+	serveNode(t, r)
+	roots := p.roots(t)
+	first := servedCertificate(t, "127.0.98.35:9443", roots)
+	for {
+		c, err := tls.Dial("tcp", "127.0.98.35:9443", &tls.Config{ServerName: "desktop.vdi.example.test", RootCAs: roots})
+		if err == nil {
+			leaf := c.ConnectionState().PeerCertificates[0]
+			c.Close()
+			if leaf.SerialNumber.Cmp(first.SerialNumber) != 0 {
+				if !leaf.NotAfter.After(first.NotAfter) {
+					t.Fatalf("the renewed certificate ends %s, the first %s", leaf.NotAfter, first.NotAfter)
+				}
+				t.Logf("renewed %s before the first's end (%s)", time.Now().Format(time.TimeOnly), first.NotAfter.Format(time.TimeOnly))
+				return
+			}
+		}
+		if time.Now().After(first.NotAfter) {
+			t.Fatalf("the certificate ending %s was not renewed before its end (last: %v)", first.NotAfter.Format(time.TimeOnly), err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	Node string
 	// DataDir holds the store, the site key, the CA and certificates. Required.
 	DataDir string
+	// CertRenewCheck is how often ACME certificates are checked for renewal. Default: 10
+	// minutes (tests set it small).
+	CertRenewCheck time.Duration
 	// Logger receives every component's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// Registry receives every component's metrics. Default: a new registry.

@@ -230,11 +230,7 @@ func NewACMECerts(ctx context.Context, dir string, site CertKV, names []string, 
 	if site != nil {
 		storage = SiteStorage(site)
 	}
-	c, err := newCerts(ctx, dir, storage, names, ACMEIssuer(o), true, o.RenewCheck)
-	if c != nil {
-		c.acme = true
-	}
-	return c, err
+	return newCerts(ctx, dir, storage, names, ACMEIssuer(o), true, o.RenewCheck)
 }
 
 // ACMEIssuer returns the issuer for an ACME CA with the site's settings: challenge is dns-01
@@ -277,11 +273,14 @@ type ACMEOptions struct {
 	RenewCheck time.Duration
 }
 
-func newCerts(ctx context.Context, dir string, storage certmagic.Storage, names []string, issuer func(*certmagic.Config) certmagic.Issuer, async bool, renewCheck time.Duration) (*Certs, error) {
+// newCerts manages certificates for names from issuer. Those of an ACME CA (acme) are
+// obtained in the background, and their OCSP responses stapled when they name a responder;
+// the internal CA's are issued before it returns and name none.
+func newCerts(ctx context.Context, dir string, storage certmagic.Storage, names []string, issuer func(*certmagic.Config) certmagic.Issuer, acme bool, renewCheck time.Duration) (*Certs, error) {
 	if storage == nil {
 		storage = &certmagic.FileStorage{Path: filepath.Join(dir, "certs")}
 	}
-	c := &Certs{}
+	c := &Certs{acme: acme}
 	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	c.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return c.cfg, nil },
@@ -292,11 +291,11 @@ func newCerts(ctx context.Context, dir string, storage certmagic.Storage, names 
 		Storage:             storage,
 		Logger:              zap.NewNop(),
 		DisableStorageCheck: true,
-		OCSP:                certmagic.OCSPConfig{DisableStapling: true},
+		OCSP:                certmagic.OCSPConfig{DisableStapling: !acme},
 	})
 	c.cfg.Issuers = []certmagic.Issuer{issuer(c.cfg)}
 	manage := c.cfg.ManageSync
-	if async {
+	if acme {
 		manage = c.cfg.ManageAsync
 	}
 	if err := manage(ctx, names); err != nil {

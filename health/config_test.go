@@ -89,7 +89,7 @@ func TestTargetsFromConfigRejectsNameCollisions(t *testing.T) {
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
-		t.Skipf("go list: %v", err)
+		t.Fatalf("go list: %v", err) // a guard that cannot run must not pass
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, bad := range []string{"/gslb", "/proxy", "/broker", "/store", "/api", "/zonemap"} {

@@ -18,7 +18,7 @@ func TestImportsStayOneWay(t *testing.T) {
 	}
 	out, err := exec.Command("go", "list", "-deps", ".", "./proxyproto").Output()
 	if err != nil {
-		t.Skipf("go list: %v", err)
+		t.Fatalf("go list: %v", err) // a guard that cannot run must not pass
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, bad := range []string{"/gslb", "/broker", "/health", "/zonemap", "/store", "/api"} {

@@ -47,16 +47,13 @@ func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
 		}
 		kv = r.siteCerts
 		ao.DNS = siteChallenges{st: r.shared, local: r.dns.ACME()}
-		err = r.shared.WatchChallenges(ctx, func(c etcd.Challenge) {
+		r.shared.WatchChallenges(func(c etcd.Challenge) {
 			if c.Gone {
 				r.dns.RemoveTXT(c.Name, c.Value)
 			} else if err := r.dns.AddTXT(c.Name, c.Value, 0); err != nil {
 				r.log.Warn("a challenge record of the site not served", "name", c.Name, "err", err)
 			}
 		})
-		if err != nil {
-			return nil, fmt.Errorf("following the site's challenge records: %w", err)
-		}
 	}
 	return api.NewACMECerts(ctx, r.o.DataDir, kv, names, ao)
 }
@@ -74,10 +71,11 @@ func (s siteChallenges) AppendRecords(ctx context.Context, zone string, recs []l
 	if err != nil {
 		return done, err
 	}
-	for _, rec := range done {
+	for i, rec := range done {
 		rr := rec.RR()
 		if err := s.st.AddChallenge(ctx, libdns.AbsoluteName(rr.Name, zone), rr.Data); err != nil {
-			return done, err
+			s.local.DeleteRecords(ctx, zone, done[i:]) // not published: not served here either
+			return done[:i], err
 		}
 	}
 	return done, nil

@@ -25,9 +25,10 @@ type Certs struct {
 	st   *Store
 	aead cipher.AEAD
 
-	mu    sync.Mutex // guards sess, locks
+	mu    sync.Mutex // guards sess, held, locks
 	sess  *concurrency.Session
-	locks map[string]*concurrency.Mutex
+	held  map[string]chan struct{}      // names locked by this node: closed when unlocked
+	locks map[string]*concurrency.Mutex // their etcd locks
 }
 
 // Certs returns the site's certificate storage, sealed with secret.
@@ -36,7 +37,7 @@ func (st *Store) Certs(secret []byte) (*Certs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Certs{st: st, aead: a, locks: map[string]*concurrency.Mutex{}}, nil
+	return &Certs{st: st, aead: a, held: map[string]chan struct{}{}, locks: map[string]*concurrency.Mutex{}}, nil
 }
 
 func (c *Certs) key(k string) string { return c.st.o.Prefix + "certs/" + strings.Trim(k, "/") }
@@ -114,49 +115,112 @@ func (c *Certs) HasBelow(ctx context.Context, k string) bool {
 	return err == nil && r.Count > 0
 }
 
-// Lock takes the site-wide lock name, waiting within ctx for the node that holds it. A lock
-// whose node died is freed when its etcd lease ends (30 s).
+// Lock takes the site-wide lock name, waiting within ctx for the task of this node or the
+// node that holds it. A lock whose node died is freed when its etcd lease ends (30 s).
 func (c *Certs) Lock(ctx context.Context, name string) error {
-	c.mu.Lock()
-	if c.sess == nil {
-		s, err := concurrency.NewSession(c.st.cli, concurrency.WithTTL(30))
-		if err != nil {
-			c.mu.Unlock()
-			return fmt.Errorf("locking %s: %w", name, err)
+	for {
+		c.mu.Lock()
+		wait, busy := c.held[name]
+		if !busy {
+			c.held[name] = make(chan struct{})
 		}
-		c.sess = s
+		c.mu.Unlock()
+		if !busy {
+			break
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return fmt.Errorf("locking %s: %w", name, ctx.Err())
+		}
 	}
-	m := concurrency.NewMutex(c.sess, c.key("locks/"+name))
+	sess, err := c.session(ctx)
+	if err == nil {
+		m := concurrency.NewMutex(sess, c.st.o.Prefix+"certlocks/"+name)
+		if err = m.Lock(ctx); err == nil {
+			c.mu.Lock()
+			c.locks[name] = m
+			c.mu.Unlock()
+			return nil
+		}
+	}
+	c.release(name)
+	return fmt.Errorf("locking %s: %w", name, err)
+}
+
+// session returns the node's lock session, a new one when there is none or its lease ended
+// (the node was cut from etcd past it).
+func (c *Certs) session(ctx context.Context) (*concurrency.Session, error) {
+	c.mu.Lock()
+	s := c.sess
 	c.mu.Unlock()
-	if err := m.Lock(ctx); err != nil {
-		return fmt.Errorf("locking %s: %w", name, err)
+	if s != nil {
+		select {
+		case <-s.Done():
+		default:
+			return s, nil
+		}
+	}
+	gctx, cancel := c.st.opContext(ctx)
+	defer cancel()
+	l, err := c.st.cli.Grant(gctx, 30)
+	if err != nil {
+		return nil, err
+	}
+	s, err = concurrency.NewSession(c.st.cli, concurrency.WithLease(l.ID))
+	if err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
-	c.locks[name] = m
+	old := c.sess
+	c.sess = s
 	c.mu.Unlock()
-	return nil
+	if old != nil {
+		old.Orphan()
+	}
+	return s, nil
+}
+
+// release lets the next task of this node at lock name.
+func (c *Certs) release(name string) {
+	c.mu.Lock()
+	if ch := c.held[name]; ch != nil {
+		close(ch)
+		delete(c.held, name)
+	}
+	delete(c.locks, name)
+	c.mu.Unlock()
 }
 
 // Unlock frees the lock name this node holds.
 func (c *Certs) Unlock(ctx context.Context, name string) error {
 	c.mu.Lock()
 	m := c.locks[name]
-	delete(c.locks, name)
 	c.mu.Unlock()
 	if m == nil {
 		return fmt.Errorf("unlocking %s: not held here", name)
 	}
-	return m.Unlock(ctx)
+	defer c.release(name)
+	uctx, cancel := c.st.opContext(ctx)
+	defer cancel()
+	return m.Unlock(uctx)
 }
 
-// Close ends the node's lock session, freeing the locks it holds.
+// Close ends the node's lock session, freeing the locks it holds (within 2 s; else their
+// lease ends them).
 func (c *Certs) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sess == nil {
+	s := c.sess
+	c.sess = nil
+	c.mu.Unlock()
+	if s == nil {
 		return nil
 	}
-	return c.sess.Close()
+	s.Orphan()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.st.cli.Revoke(ctx, s.Lease())
+	return err
 }
 
 // The TXT records of ACME dns-01 challenges, shared so that every DNS node of the site
@@ -179,9 +243,20 @@ func (st *Store) AddChallenge(ctx context.Context, name, value string) error {
 	return err
 }
 
-// RemoveChallenge withdraws a challenge's TXT record.
+// RemoveChallenge withdraws a challenge's TXT record, and its lease.
 func (st *Store) RemoveChallenge(ctx context.Context, name, value string) error {
-	_, err := st.cli.Delete(ctx, st.challengeKey(name, value))
+	k := st.challengeKey(name, value)
+	r, err := st.cli.Get(ctx, k)
+	if err != nil {
+		return err
+	}
+	for _, kv := range r.Kvs {
+		if kv.Lease != 0 {
+			_, err = st.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)) // deletes the key
+			return err
+		}
+	}
+	_, err = st.cli.Delete(ctx, k)
 	return err
 }
 
@@ -192,30 +267,51 @@ type Challenge struct {
 }
 
 // WatchChallenges calls fn with every challenge record published now and each one published
-// or withdrawn later, until the store closes.
-func (st *Store) WatchChallenges(ctx context.Context, fn func(Challenge)) error {
+// or withdrawn later, until the store closes: the records are listed, then watched, again
+// after a failure (etcd away, a compaction), so that fn may hear of a record twice.
+func (st *Store) WatchChallenges(fn func(Challenge)) {
 	prefix := st.key("challenges") + "/"
-	r, err := st.cli.Get(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return err
-	}
 	of := func(k []byte, gone bool) Challenge {
 		name, value, _ := strings.Cut(strings.TrimPrefix(string(k), prefix), "/")
 		name, _ = url.PathUnescape(name)
 		value, _ = url.PathUnescape(value)
 		return Challenge{Name: name, Value: value, Gone: gone}
 	}
-	for _, kv := range r.Kvs {
-		fn(of(kv.Key, false))
-	}
-	// The watch lives as long as the store's client: ctx bounds the first read alone.
-	w := st.cli.Watch(clientv3.WithRequireLeader(context.WithoutCancel(ctx)), prefix, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
 	go func() {
-		for resp := range w {
-			for _, ev := range resp.Events {
-				fn(of(ev.Kv.Key, ev.Type == clientv3.EventTypeDelete))
+		for {
+			st.watchChallenges(prefix, of, fn)
+			t := time.NewTimer(time.Second)
+			select {
+			case <-st.done:
+				t.Stop()
+				return
+			case <-t.C:
 			}
 		}
 	}()
-	return nil
+}
+
+// watchChallenges lists the challenge records under prefix, then follows them until the watch
+// fails.
+func (st *Store) watchChallenges(prefix string, of func([]byte, bool) Challenge, fn func(Challenge)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lctx, lcancel := st.opContext(ctx)
+	r, err := st.cli.Get(lctx, prefix, clientv3.WithPrefix())
+	lcancel()
+	if err != nil {
+		return
+	}
+	for _, kv := range r.Kvs {
+		fn(of(kv.Key, false))
+	}
+	w := st.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
+	for resp := range w {
+		if resp.Err() != nil || resp.Canceled {
+			return
+		}
+		for _, ev := range resp.Events {
+			fn(of(ev.Kv.Key, ev.Type == clientv3.EventTypeDelete))
+		}
+	}
 }

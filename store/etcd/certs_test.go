@@ -84,6 +84,12 @@ func TestCertsAreSealedSharedAndLocked(t *testing.T) {
 	if err := b.Lock(wait, "issue_cert_desktop.example"); err == nil {
 		t.Fatal("b took the lock a holds")
 	}
+	// Two tasks of one node: the second waits too (one etcd session serves them both).
+	wait2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	if err := a.Lock(wait2, "issue_cert_desktop.example"); err == nil {
+		t.Fatal("a second task of a took the lock a holds")
+	}
 	if err := a.Unlock(ctx, "issue_cert_desktop.example"); err != nil {
 		t.Fatal(err)
 	}

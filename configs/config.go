@@ -614,6 +614,13 @@ type Domain struct {
 	NS []string `yaml:"ns"`
 	// Records are static records. Default: none.
 	Records []Record `yaml:"records"`
+	// DNSSEC signs the domain's answers as they are given (ECDSA P-256, one key signing
+	// both the keys and the zone), denial of existence by NSEC "black lies" (RFC 4470's
+	// minimal answers): a name that does not exist answers NODATA. The key is the site's,
+	// made at the first start (sealed in etcd on a site of several nodes); every node logs
+	// the DS record to publish at the parent. A signed domain has no delegations (NS records
+	// below its apex). Default: false.
+	DNSSEC bool `yaml:"dnssec"`
 }
 
 // SOA is a start-of-authority record.

@@ -50,10 +50,20 @@ func (k *checker) validateGSLB(zones, gws map[string]int) {
 				k.errf(rp+".name", "%q is outside domain %q", owner, d.Name)
 			}
 			k.record(rp, r)
+			if d.DNSSEC && r.Type == "NS" && !strings.EqualFold(strings.TrimSuffix(owner, "."), strings.TrimSuffix(d.Name, ".")) {
+				k.errf(rp, "%s NS: a signed domain (dnssec) cannot delegate", owner)
+			}
 			if t, ok := owners[owner]; ok && (t == "CNAME" || r.Type == "CNAME") {
 				k.errf(rp, "%s has a CNAME and other data", owner)
 			}
 			owners[owner] = r.Type
+		}
+	}
+	for i, d := range c.GSLB.Domains {
+		for j, o := range c.GSLB.Domains {
+			if i != j && (d.DNSSEC || o.DNSSEC) && d.Name != o.Name && inDomain(o.Name, d.Name) {
+				k.errf(fmt.Sprintf("gslb.domains[%d].dnssec", i), "domain %q lies inside %q: a signed domain cannot have another inside it, or lie inside another", o.Name, d.Name)
+			}
 		}
 	}
 	names := map[string]int{}

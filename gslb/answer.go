@@ -120,8 +120,10 @@ func (h *Handler) reply(req *dns.Msg, src netip.Addr) (*dns.Msg, outcome) {
 		return resp, out
 	}
 	var ecs *dns.EDNS0_SUBNET
+	do := false // the resolver asks for DNSSEC
 	if opt := req.IsEdns0(); opt != nil {
-		resp.SetEdns0(uint16(h.maxUDP), false)
+		do = opt.Do()
+		resp.SetEdns0(uint16(h.maxUDP), do)
 		if opt.Version() != 0 {
 			resp.Rcode = dns.RcodeBadVers
 			return resp, out
@@ -169,6 +171,9 @@ func (h *Handler) reply(req *dns.Msg, src netip.Addr) (*dns.Msg, outcome) {
 	out.client = client
 	scope := -1 // -1: the answer does not depend on the client
 	h.resolve(resp, d, q, name, client, &out, &scope)
+	if do {
+		h.signed(resp, d, q, name)
+	}
 	if ecs != nil {
 		e := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: ecs.Family, SourceNetmask: ecs.SourceNetmask, Address: ecs.Address}
 		if useECS && scope > 0 {

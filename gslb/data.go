@@ -26,7 +26,9 @@ type domain struct {
 	name   string
 	soa    *dns.SOA
 	ns     []dns.RR
-	negTTL uint32 // TTL of the SOA in negative answers: min(SOA TTL, SOA minimum)
+	negTTL uint32   // TTL of the SOA in negative answers: min(SOA TTL, SOA minimum)
+	dnssec bool     // its answers are signed, with key
+	key    *zoneKey // set by Handler.Reload
 }
 
 // node holds the static RRsets of one owner name.
@@ -140,7 +142,7 @@ func buildDomain(dc configs.Domain) (*domain, error) {
 		Expire:  secs(s.Expire, 168*3600),
 		Minttl:  secs(s.Minimum, 30),
 	}
-	dom := &domain{name: name, soa: soa, negTTL: min(soa.Hdr.Ttl, soa.Minttl)}
+	dom := &domain{name: name, soa: soa, negTTL: min(soa.Hdr.Ttl, soa.Minttl), dnssec: dc.DNSSEC}
 	nsNames := dc.NS
 	if len(nsNames) == 0 && name != "." {
 		nsNames = []string{"ns1." + name}

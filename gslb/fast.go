@@ -79,11 +79,11 @@ func (h *Handler) fastUDP(req []byte, src netip.Addr, out []byte) (reply []byte,
 	}
 	v6 := qtype == dns.TypeAAAA
 
-	hasOPT, size := false, dns.MinMsgSize
+	hasOPT, size, do := false, dns.MinMsgSize, false
 	var ecs fastECS
 	if binary.BigEndian.Uint16(req[10:]) == 1 {
 		var ok bool
-		if size, ok = h.fastOPT(req[qend:], &ecs); !ok {
+		if size, do, ok = h.fastOPT(req[qend:], &ecs); !ok {
 			return nil, false
 		}
 		hasOPT = true
@@ -144,7 +144,11 @@ func (h *Handler) fastUDP(req []byte, src netip.Addr, out []byte) (reply []byte,
 		}
 	}
 	if hasOPT {
-		out = append(out, 0, byte(dns.TypeOPT>>8), byte(dns.TypeOPT), byte(h.maxUDP>>8), byte(h.maxUDP), 0, 0, 0, 0)
+		flags := byte(0)
+		if do {
+			flags = 0x80 // the DO bit, copied (RFC 3225)
+		}
+		out = append(out, 0, byte(dns.TypeOPT>>8), byte(dns.TypeOPT), byte(h.maxUDP>>8), byte(h.maxUDP), 0, 0, flags, 0)
 		if !ecs.present {
 			out = append(out, 0, 0)
 		} else {
@@ -175,28 +179,32 @@ func (h *Handler) fastUDP(req []byte, src netip.Addr, out []byte) (reply []byte,
 
 // fastOPT reads the OPT record that must end the query (b starts at it): version 0, no
 // extended rcode, and no option but one valid ECS. It returns the largest reply the client
-// takes.
-func (h *Handler) fastOPT(b []byte, ecs *fastECS) (size int, ok bool) {
+// takes and whether it asked for DNSSEC (DO).
+func (h *Handler) fastOPT(b []byte, ecs *fastECS) (size int, do bool, ok bool) {
 	if len(b) < 11 || b[0] != 0 || binary.BigEndian.Uint16(b[1:]) != dns.TypeOPT || b[5] != 0 || b[6] != 0 {
-		return 0, false
+		return 0, false, false
+	}
+	do = b[7]&0x80 != 0
+	if do && h.signing.Load() {
+		return 0, false, false // a signed answer, which the full path makes
 	}
 	rdlen := int(binary.BigEndian.Uint16(b[9:]))
 	if 11+rdlen != len(b) {
-		return 0, false
+		return 0, false, false
 	}
 	size = max(dns.MinMsgSize, min(int(binary.BigEndian.Uint16(b[3:])), h.maxUDP))
 	opts := b[11:]
 	for len(opts) > 0 {
 		if len(opts) < 4 {
-			return 0, false
+			return 0, false, false
 		}
 		code, l := binary.BigEndian.Uint16(opts), int(binary.BigEndian.Uint16(opts[2:]))
 		if code != dns.EDNS0SUBNET || ecs.present || len(opts) < 4+l || !readECS(opts[4:4+l], ecs) {
-			return 0, false
+			return 0, false, false
 		}
 		opts = opts[4+l:]
 	}
-	return size, true
+	return size, do, true
 }
 
 // readECS reads an ECS option's data; ok only for a subnet validSubnet accepts, with the

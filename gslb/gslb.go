@@ -19,15 +19,19 @@
 package gslb
 
 import (
+	"crypto"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -80,6 +84,9 @@ type Options struct {
 	MaxUDPSize int
 	// Rand returns a random number in [0, n) for the weighted policy. Default: math/rand/v2.
 	Rand func(n int) int
+	// Keys are the DNSSEC keys (ECDSA P-256) of the domains configured with dnssec, by apex
+	// in lower case with the final dot. A signed domain without a key is an error.
+	Keys map[string]crypto.Signer
 }
 
 // Handler answers DNS queries for the configured domains. It is safe for concurrent use.
@@ -99,6 +106,10 @@ type Handler struct {
 	acmeMu sync.RWMutex         // guards acme
 	acme   map[string][]acmeRec // lower-case owner name -> challenge records
 	nACME  atomic.Int32         // number of owners in acme; 0 skips the lock on the fast path
+
+	keys    map[string]*zoneKey // DNSSEC keys by apex
+	sigs    sigCache            // signatures made
+	signing atomic.Bool         // some domain is signed: queries with DO take the full path
 }
 
 // New builds a Handler serving cfg's gslb section.
@@ -114,6 +125,15 @@ func New(cfg *configs.Config, opts Options) (*Handler, error) {
 		maxUDP: opts.MaxUDPSize,
 		rand:   opts.Rand,
 		acme:   map[string][]acmeRec{},
+		keys:   map[string]*zoneKey{},
+		sigs:   sigCache{sigs: map[string]*dns.RRSIG{}},
+	}
+	for apex, k := range opts.Keys {
+		zk, err := newZoneKey(fqdn(strings.ToLower(apex)), k)
+		if err != nil {
+			return nil, err
+		}
+		h.keys[zk.dnskey.Hdr.Name] = zk
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -153,6 +173,17 @@ func (h *Handler) Reload(cfg *configs.Config) error {
 	if err != nil {
 		return err
 	}
+	signing := false
+	for _, dom := range d.domains {
+		if !dom.dnssec {
+			continue
+		}
+		if dom.key = h.keys[dom.name]; dom.key == nil {
+			return fmt.Errorf("gslb domain %s: %w (a domain signed since the node started needs a restart)", dom.name, ErrNoKey)
+		}
+		signing = true
+	}
+	h.signing.Store(signing)
 	h.data.Store(d)
 	return nil
 }

@@ -38,14 +38,11 @@ func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
 	}
 	var kv api.CertKV
 	if r.shared != nil {
-		secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
+		site, err := r.siteKV()
 		if err != nil {
-			return nil, fmt.Errorf("site.store.secret_file: %w", err)
-		}
-		if r.siteCerts, err = r.shared.Certs(secret); err != nil {
 			return nil, err
 		}
-		kv = r.siteCerts
+		kv = site
 		ao.DNS = siteChallenges{st: r.shared, local: r.dns.ACME()}
 		r.shared.WatchChallenges(func(c etcd.Challenge) {
 			if c.Gone {

@@ -279,8 +279,15 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		r.buildRole()
 	}
 
-	if r.dns, err = gslb.New(cfg, gslb.Options{Zones: r.zones, Health: gslbHealth{c: r.health}, Registry: o.Registry, Logger: o.Logger}); err != nil {
+	keys, err := r.dnssecKeys(ctx)
+	if err != nil {
 		return fail(err)
+	}
+	if r.dns, err = gslb.New(cfg, gslb.Options{Zones: r.zones, Health: gslbHealth{c: r.health}, Registry: o.Registry, Logger: o.Logger, Keys: keys}); err != nil {
+		return fail(err)
+	}
+	for _, ds := range r.dns.DS() {
+		r.log.Info("DNSSEC: the parent zone must publish this DS record", "ds", ds)
 	}
 	if acme {
 		r.certs, err = r.acmeCerts(ctx)

@@ -55,6 +55,28 @@ func (c *Certs) Put(ctx context.Context, k string, value []byte) error {
 	return nil
 }
 
+// Create stores value under k, sealed, unless k holds one already, and returns what k holds
+// then: of nodes that create at once, one wins and every node gets the winner's.
+func (c *Certs) Create(ctx context.Context, k string, value []byte) ([]byte, error) {
+	plain := binary.BigEndian.AppendUint64(nil, uint64(c.st.now().UnixNano()))
+	plain = append(plain, value...)
+	nonce := make([]byte, c.aead.NonceSize())
+	rand.Read(nonce)
+	ek := c.key(k)
+	t, err := c.st.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(ek), "=", 0)).
+		Then(clientv3.OpPut(ek, string(c.aead.Seal(nonce, nonce, plain, []byte(ek))))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("storing %s: %w", k, err)
+	}
+	if t.Succeeded {
+		return value, nil
+	}
+	v, _, err := c.Get(ctx, k)
+	return v, err
+}
+
 // Get returns the value under k and when it was stored; fs.ErrNotExist when there is none.
 func (c *Certs) Get(ctx context.Context, k string) ([]byte, time.Time, error) {
 	ek := c.key(k)

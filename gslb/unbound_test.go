@@ -1,0 +1,215 @@
+package gslb
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// unboundBin is Debian's unbound (package unbound), a validating resolver.
+const unboundBin = "/usr/sbin/unbound"
+
+// tamperer relays DNS datagrams from a resolver to the server at upstream; while on, it
+// changes the address of every A record of its answers, leaving the signatures as they were.
+type tamperer struct {
+	pc       net.PacketConn
+	upstream string
+	on       atomic.Bool
+}
+
+func startTamperer(t *testing.T, upstream string) *tamperer {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &tamperer{pc: pc, upstream: upstream}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 65535)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			req := append([]byte(nil), buf[:n]...)
+			go func() {
+				c, err := net.Dial("udp", tp.upstream)
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(2 * time.Second))
+				c.Write(req)
+				rb := make([]byte, 65535)
+				rn, err := c.Read(rb)
+				if err != nil {
+					return
+				}
+				reply := rb[:rn]
+				if tp.on.Load() {
+					var m dns.Msg
+					if m.Unpack(reply) == nil {
+						for _, rr := range m.Answer {
+							if a, ok := rr.(*dns.A); ok {
+								a.A = net.IPv4(203, 0, 113, 66)
+							}
+						}
+						if b, err := m.Pack(); err == nil {
+							reply = b
+						}
+					}
+				}
+				pc.WriteTo(reply, from)
+			}()
+		}
+	}()
+	return tp
+}
+
+// startUnbound runs unbound on loopback, validating stub, the zone signed.test at addr, with
+// the trust anchor ds; it returns unbound's address.
+func startUnbound(t *testing.T, ds, stub string) string {
+	t.Helper()
+	if _, err := os.Stat(unboundBin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("unbound is not installed (.ci/run installs it): %v", err)
+		}
+		t.Skipf("unbound is not installed (apt-get install unbound): %v", err)
+	}
+	l, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.LocalAddr().(*net.UDPAddr)
+	l.Close()
+	dir := t.TempDir()
+	host, port, _ := net.SplitHostPort(stub)
+	conf := fmt.Sprintf(`server:
+  interface: 127.0.0.1
+  port: %d
+  do-daemonize: no
+  use-syslog: no
+  logfile: ""
+  verbosity: 1
+  username: ""
+  chroot: ""
+  directory: %q
+  pidfile: %q
+  num-threads: 1
+  do-tcp: no
+  access-control: 127.0.0.0/8 allow
+  do-not-query-localhost: no
+  module-config: "validator iterator"
+  trust-anchor: "%s"
+  val-log-level: 2
+  qname-minimisation: no
+  cache-max-ttl: 0
+  cache-max-negative-ttl: 0
+  aggressive-nsec: yes
+  local-zone: "test." nodefault
+stub-zone:
+  name: "signed.test."
+  stub-addr: %s@%s
+remote-control:
+  control-enable: no
+`, addr.Port, dir, filepath.Join(dir, "unbound.pid"), strings.Join(strings.Fields(ds), " "), host, port)
+	file := filepath.Join(dir, "unbound.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(unboundBin, "-d", "-c", file)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("unbound's log:\n%s", logs.String())
+		}
+	})
+	server := addr.String()
+	for i := 0; ; i++ {
+		m := new(dns.Msg)
+		m.SetQuestion("signed.test.", dns.TypeSOA)
+		_, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, server)
+		if err == nil {
+			return server
+		}
+		if i == 50 {
+			t.Fatalf("unbound never answered: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A real validating resolver (unbound, with the domain's DS as its trust anchor) validates
+// the signed answers — a GSLB answer, a missing name, NODATA, an answer changed by a
+// failover — and refuses an answer changed on the way.
+func TestUnboundValidatesTheSignedAnswers(t *testing.T) {
+	e, _ := signedEnv(t)
+	srv := startServer(t, e)
+	tp := startTamperer(t, srv.UDPAddr().String())
+	ds := e.h.DS()
+	if len(ds) != 1 {
+		t.Fatalf("DS %v", ds)
+	}
+	resolver := startUnbound(t, ds[0], tp.pc.LocalAddr().String())
+	ask := func(name string, qtype uint16) *dns.Msg {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion(name, qtype)
+		m.SetEdns0(1232, true)
+		r := exchange(t, &dns.Client{Timeout: 5 * time.Second}, m, resolver)
+		return r
+	}
+	for _, tc := range []struct {
+		what  string
+		name  string
+		qtype uint16
+		rcode int
+		n     int // answers
+	}{
+		{"a GSLB answer", "desktop.signed.test.", dns.TypeA, dns.RcodeSuccess, 1},
+		{"a CNAME to it", "www.signed.test.", dns.TypeA, dns.RcodeSuccess, 2},
+		{"a static record", "ns1.signed.test.", dns.TypeA, dns.RcodeSuccess, 1},
+		{"a missing name (NODATA: the black lie)", "nothing.signed.test.", dns.TypeA, dns.RcodeSuccess, 0},
+		{"NODATA at a GSLB name", "desktop.signed.test.", dns.TypeMX, dns.RcodeSuccess, 0},
+		{"NODATA at an empty non-terminal", "deep.signed.test.", dns.TypeA, dns.RcodeSuccess, 0},
+		{"the DNSKEY set", "signed.test.", dns.TypeDNSKEY, dns.RcodeSuccess, 1},
+	} {
+		r := ask(tc.name, tc.qtype)
+		answers := 0
+		for _, rr := range r.Answer {
+			if rr.Header().Rrtype != dns.TypeRRSIG {
+				answers++
+			}
+		}
+		if r.Rcode != tc.rcode || !r.AuthenticatedData || answers != tc.n {
+			t.Fatalf("%s: %s, AD %v, %d answers; want %s, AD, %d answers\n%s", tc.what, dns.RcodeToString[r.Rcode], r.AuthenticatedData, answers,
+				dns.RcodeToString[tc.rcode], tc.n, r)
+		}
+	}
+	// A failover changes the answer; it validates too.
+	e.health.set(false, "gw-hq")
+	if r := ask("desktop.signed.test.", dns.TypeA); !r.AuthenticatedData || len(addrs(r)) != 1 || addrs(r)[0] != "192.0.2.21" {
+		t.Fatalf("after a failover: %s", r)
+	}
+	// An answer changed on its way to the resolver: bogus, SERVFAIL.
+	tp.on.Store(true)
+	if r := ask("desktop.signed.test.", dns.TypeA); r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("a tampered answer: %s, want SERVFAIL\n%s", dns.RcodeToString[r.Rcode], r)
+	}
+}

@@ -95,7 +95,8 @@ type Node struct {
 	o   Options
 	cfg *configs.Config
 	log *slog.Logger
-	// siteCerts is the site's certificate storage in etcd (ACME on a shared site), nil else.
+	// siteCerts is the site's sealed storage in etcd (ACME certificates, DNSSEC keys) on a
+	// site of several nodes, made at first use; nil else.
 	siteCerts *etcd.Certs
 	// httpsMax is the most connections an HTTPS listener holds at once; 0: maxHTTPSConns.
 	// Tests set it small.

@@ -10,8 +10,14 @@
 #   2. server CPU time per query at a fixed rate (dnsperf -Q RATE), from /proc/PID/stat
 # Writes bench/results/dns.md (or $OUT). Installs peers with apt-get; cleans up what it starts.
 #
+# With SIGNED=1 the zone is DNSSEC-signed online (ECDSA P-256) and every query asks for it
+# (DO): frontdoor with gslb dnssec, knot with mod-onlinesign, PowerDNS signing its LUA record
+# (bind backend, pdnsutil secure-zone); gdnsd has no DNSSEC and sits out. Writes
+# bench/results/dns-signed.md then.
+#
 # Usage: bench/dns.sh   (environment: DURATION=10 RATE=30000 ROUNDS=3 SERVER_CPU=0 CLIENT_CPU=1;
-#        FD_B=FILE adds frontdoor-0b, a frontdoor binary of another revision; ONLY="frontdoor-0 gdnsd" a subset)
+#        FD_B=FILE adds frontdoor-0b, a frontdoor binary of another revision; ONLY="frontdoor-0 gdnsd" a subset;
+#        SIGNED=1 the signed zone)
 set -euo pipefail
 
 DURATION=${DURATION:-10}
@@ -20,7 +26,12 @@ ROUNDS=${ROUNDS:-3}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${OUT:-$ROOT/bench/results/dns.md}
+SIGNED=${SIGNED:-}
+if [ -n "$SIGNED" ]; then
+	OUT=${OUT:-$ROOT/bench/results/dns-signed.md}
+else
+	OUT=${OUT:-$ROOT/bench/results/dns.md}
+fi
 BASE_PORT=${BASE_PORT:-15400}
 GW_PORT=10443
 NAME=desktop.bench.test
@@ -90,7 +101,10 @@ PIDS+=($!)
 cat >"$WORK/ask.py" <<'EOF'
 import socket, struct, sys, time
 port, name = int(sys.argv[1]), sys.argv[2]
-q = struct.pack(">HHHHHH", 4242, 0, 1, 0, 0, 0) + b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+do = len(sys.argv) > 3 and sys.argv[3] == "do"
+q = struct.pack(">HHHHHH", 4242, 0, 1, 0, 0, 1 if do else 0) + b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+if do:  # an OPT record asking for DNSSEC: the answer count then includes the RRSIGs
+    q += b"\0" + struct.pack(">HHIH", 41, 1232, 0x8000, 0)
 deadline = time.time() + 20
 while time.time() < deadline:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -135,7 +149,7 @@ gateways:
   - {name: gw-east-1, zone: east, address: 127.2.0.11, ports: [{port: $GW_PORT}]}
   - {name: gw-east-2, zone: east, address: 127.2.0.12, ports: [{port: $GW_PORT}]}
 gslb:
-  domains: [{name: bench.test., ns: [ns1], records: [{name: ns1, type: A, value: 127.0.0.1}]}]
+  domains: [{name: bench.test., ns: [ns1], records: [{name: ns1, type: A, value: 127.0.0.1}]${SIGNED:+, dnssec: true}}]
   names:
     - name: $NAME.
       policy: failover
@@ -201,6 +215,7 @@ cat >"$WORK/pdns/pdns.conf" <<EOF
 launch=bind
 bind-config=$WORK/pdns/named.conf
 enable-lua-records=yes
+${SIGNED:+bind-dnssec-db=$WORK/pdns/bind-dnssec.db}
 local-address=127.0.0.1
 local-port=$PDNS_PORT
 socket-dir=$WORK/pdns
@@ -228,10 +243,22 @@ database:
 log:
   - target: stderr
     any: warning
-zone:
+${SIGNED:+policy:
+  - id: p256
+    algorithm: ecdsap256sha256
+    single-type-signing: on
+mod-onlinesign:
+  - id: sign
+    policy: p256
+}zone:
   - domain: bench.test
     file: $WORK/knot/bench.test.zone
+${SIGNED:+    module: mod-onlinesign/sign}
 EOF
+if [ -n "$SIGNED" ]; then
+	pdnsutil --config-dir="$WORK/pdns" create-bind-db "$WORK/pdns/bind-dnssec.db" >&2
+	pdnsutil --config-dir="$WORK/pdns" secure-zone bench.test >&2
+fi
 
 # --- measuring -----------------------------------------------------------------------------
 CLK_TCK=$(getconf CLK_TCK)
@@ -262,7 +289,7 @@ start_server() { # name port cmd...
 # measure NAME: one saturated run and one fixed-rate run; appends to ROUND_QPS and ROUND_CPU.
 measure() {
 	local name=$1 pid=${PID[$1]} port=${PORT[$1]}
-	taskset -c "$CLIENT_CPU" dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/queries" -l "$DURATION" -q 200 >"$WORK/$name.sat" 2>&1 || true
+	taskset -c "$CLIENT_CPU" dnsperf ${SIGNED:+-D} -s 127.0.0.1 -p "$port" -d "$WORK/queries" -l "$DURATION" -q 200 >"$WORK/$name.sat" 2>&1 || true
 	local qps
 	qps=$(awk '/Queries per second:/ {printf "%.0f", $4}' "$WORK/$name.sat")
 	local before after done perfpid= cs0 cs1
@@ -273,7 +300,7 @@ measure() {
 		perf stat -x, -e task-clock -p "$pid" -o "$WORK/$name.perf" -- sleep "$PERF_WINDOW" >/dev/null 2>&1 &
 		perfpid=$!
 	fi
-	taskset -c "$CLIENT_CPU" dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/queries" -l "$DURATION" -q 200 -Q "$RATE" >"$WORK/$name.rate" 2>&1 || true
+	taskset -c "$CLIENT_CPU" dnsperf ${SIGNED:+-D} -s 127.0.0.1 -p "$port" -d "$WORK/queries" -l "$DURATION" -q 200 -Q "$RATE" >"$WORK/$name.rate" 2>&1 || true
 	after=$(cpu_ticks "$pid")
 	cs1=$(ctx_switches "$pid")
 	[ -n "$perfpid" ] && wait "$perfpid"
@@ -297,6 +324,7 @@ median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END { i
 
 SERVERS=(frontdoor frontdoor-0 frontdoor-std gdnsd pdns knot)
 [ -z "${FD_B:-}" ] || SERVERS=(frontdoor frontdoor-0 frontdoor-0b frontdoor-std gdnsd pdns knot)
+[ -z "$SIGNED" ] || SERVERS=(frontdoor frontdoor-0 pdns knot) # gdnsd has no DNSSEC
 # ONLY, a space-separated subset of the servers, runs those alone (frontdoor is always run:
 # the ratios are to it).
 if [ -n "${ONLY:-}" ]; then
@@ -315,7 +343,7 @@ want knot && start_server knot "$KNOT_PORT" knotd -c "$WORK/knot/knot.conf"
 sleep 3 # let the health checks of gdnsd and pdns settle
 for s in "${SERVERS[@]}"; do
 	if [ -n "${PID[$s]}" ]; then
-		ANSWER[$s]=$(python3 "$WORK/ask.py" "${PORT[$s]}" "$NAME" || echo none)
+		ANSWER[$s]=$(python3 "$WORK/ask.py" "${PORT[$s]}" "$NAME" ${SIGNED:+do} || echo none)
 	else
 		ANSWER[$s]="not running"
 	fi
@@ -340,7 +368,7 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 {
-	echo "# DNS benchmark: frontdoor GSLB vs gdnsd, PowerDNS LUA and knot"
+	echo "# DNS benchmark: frontdoor GSLB vs gdnsd, PowerDNS LUA and knot${SIGNED:+, signed online (DNSSEC, ECDSA P-256, every query with DO)}"
 	echo
 	echo "Command: \`bench/dns.sh\` (DURATION=$DURATION RATE=$RATE ROUNDS=$ROUNDS SERVER_CPU=$SERVER_CPU CLIENT_CPU=$CLIENT_CPU), $(date -u +%Y-%m-%d)."
 	echo "Machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo); $(uname -sr)."
@@ -368,8 +396,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 		frontdoor-0b) what="frontdoor-0 built from FD_B (another revision)" ;;
 		frontdoor-std) what="the same, udp_coalesce: 0s, through Go's poller (x/net batches)" ;;
 		gdnsd) what="GSLB: geoip nets map + multifo, tcp_connect health" ;;
-		pdns) what="LUA ifportup over the gateway listeners" ;;
-		knot) what="static A (ceiling)" ;;
+		pdns) what="LUA ifportup over the gateway listeners${SIGNED:+, signed online}" ;;
+		knot) what="static A (ceiling)${SIGNED:+, mod-onlinesign}" ;;
 		esac
 		echo "| $s | $what | ${ANSWER[$s]} | ${QPS[$s]} | $(ratio "${QPS[frontdoor]}" "${QPS[$s]}") | ${CPU_US[$s]} | $(ratio "${CPU_US[$s]}" "${CPU_US[frontdoor]}") | ${PERF_US[$s]} | ${CS[$s]} | ${LAT[$s]:-n/a} |"
 	done

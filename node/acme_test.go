@@ -123,6 +123,28 @@ func (p *pebble) roots(t *testing.T) *x509.CertPool {
 	return pool
 }
 
+// acmeNodeSite is a site of one node fd on ip (DNS at :5353, launch at :9443) whose
+// certificates come from Pebble p by challenge, with a GSLB name answered by gateways.
+func acmeNodeSite(t *testing.T, p *pebble, ip, challenge, gateways string) *configs.Config {
+	t.Helper()
+	cfg, err := configs.Load("acme.yaml", []byte(fmt.Sprintf(`
+site:
+  name: acme-test
+  tls: {issuer: acme, acme: {email: ops@example.test, ca: %q, ca_root: %q, challenge: %s}}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes:
+  - {name: fd, zone: hq, listeners: [{kind: dns, address: "%s:5353"}, {kind: launch, address: "%s:9443"}]}
+%s
+gslb:
+  domains: [{name: vdi.example.test.}]
+  names: [{name: desktop.vdi.example.test., sites: [{zone: hq, gateways: [gw]}]}]
+`, p.dir, p.rootCA, challenge, ip, ip, gateways)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // A node whose site takes its certificates from an ACME CA gets one from a real ACME server
 // (Pebble) by the dns-01 challenge, which the node's own GSLB server answers and Pebble's
 // validation reads there; the node's launch listener then serves it.
@@ -131,38 +153,10 @@ func TestACMECertificateFromPebbleByDNS01(t *testing.T) {
 		t.Skip("builds and starts Pebble")
 	}
 	p := startPebble(t, "127.0.98.1:5353")
-	cfg, err := configs.Load("acme.yaml", []byte(fmt.Sprintf(`
-site:
-  name: acme-pebble
-  tls: {issuer: acme, acme: {email: ops@example.test, ca: %q, ca_root: %q}}
-zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
-nodes:
-  - {name: fd, zone: hq, listeners: [{kind: dns, address: "127.0.98.1:5353"}, {kind: launch, address: "127.0.98.1:9443"}]}
-gateways: [{name: gw, zone: hq, address: 127.0.98.3}]
-gslb:
-  domains: [{name: vdi.example.test.}]
-  names: [{name: desktop.vdi.example.test., sites: [{zone: hq, gateways: [gw]}]}]
-`, p.dir, p.rootCA)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startNode(t, cfg, Options{})
+	r := startNode(t, acmeNodeSite(t, p, "127.0.98.1", "dns-01", "gateways: [{name: gw, zone: hq, address: 127.0.98.3}]"), Options{})
 	serveNode(t, r)
-	roots := p.roots(t)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := tls.Dial("tcp", "127.0.98.1:9443", &tls.Config{ServerName: "desktop.vdi.example.test", RootCAs: roots})
-		if err == nil {
-			leaf := c.ConnectionState().PeerCertificates[0]
-			c.Close()
-			t.Logf("served a certificate for %v from %q, valid until %s", leaf.DNSNames, leaf.Issuer.CommonName, leaf.NotAfter.Format(time.DateOnly))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s the launch listener serves no certificate from Pebble: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	leaf := servedCertificate(t, "127.0.98.1:9443", p.roots(t))
+	t.Logf("served a certificate for %v from %q, valid until %s", leaf.DNSNames, leaf.Issuer.CommonName, leaf.NotAfter.Format(time.DateOnly))
 }
 
 // With the tls-alpn-01 challenge the CA connects to the name's address (the GSLB answer: a
@@ -174,38 +168,11 @@ func TestACMECertificateFromPebbleByTLSALPN01(t *testing.T) {
 	}
 	const httpsPort = 10445
 	p := startPebbleWith(t, pebbleOptions{dnsServer: "127.0.98.31:5353", tlsPort: httpsPort})
-	cfg, err := configs.Load("acme.yaml", []byte(fmt.Sprintf(`
-site:
-  name: acme-alpn
-  tls: {issuer: acme, acme: {email: ops@example.test, ca: %q, ca_root: %q, challenge: tls-alpn-01}}
-zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
-nodes:
-  - {name: fd, zone: hq, listeners: [{kind: dns, address: "127.0.98.31:5353"}, {kind: launch, address: "127.0.98.31:9443"}]}
-gateways: [{name: gw, zone: hq, node: fd, address: 127.0.98.32, ports: [{port: %d, check: {kind: tcp}}, {port: 8443}]}]
+	r := startNode(t, acmeNodeSite(t, p, "127.0.98.31", "tls-alpn-01", fmt.Sprintf(`gateways: [{name: gw, zone: hq, node: fd, address: 127.0.98.32, ports: [{port: %d, check: {kind: tcp}}, {port: 8443}]}]
 groups: [{name: desktops}]
-machines: [{name: vda-1, address: 127.0.98.33, zone: hq, group: desktops, display_ports: [8443/tcp]}]
-gslb:
-  domains: [{name: vdi.example.test.}]
-  names: [{name: desktop.vdi.example.test., sites: [{zone: hq, gateways: [gw]}]}]
-`, p.dir, p.rootCA, httpsPort)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startNode(t, cfg, Options{})
+machines: [{name: vda-1, address: 127.0.98.33, zone: hq, group: desktops, display_ports: [8443/tcp]}]`, httpsPort)), Options{})
 	serveNode(t, r)
-	roots := p.roots(t)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := tls.Dial("tcp", "127.0.98.31:9443", &tls.Config{ServerName: "desktop.vdi.example.test", RootCAs: roots})
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s the launch listener serves no certificate from Pebble: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	servedCertificate(t, "127.0.98.31:9443", p.roots(t))
 }
 
 // A certificate is renewed before it expires, and the node serves the new one: Pebble issues
@@ -216,22 +183,7 @@ func TestACMECertificateIsRenewedBeforeItExpires(t *testing.T) {
 		t.Skip("builds and starts Pebble")
 	}
 	p := startPebbleWith(t, pebbleOptions{dnsServer: "127.0.98.35:5353", validity: 30 * time.Second})
-	cfg, err := configs.Load("acme.yaml", []byte(fmt.Sprintf(`
-site:
-  name: acme-renew
-  tls: {issuer: acme, acme: {email: ops@example.test, ca: %q, ca_root: %q}}
-zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
-nodes:
-  - {name: fd, zone: hq, listeners: [{kind: dns, address: "127.0.98.35:5353"}, {kind: launch, address: "127.0.98.35:9443"}]}
-gateways: [{name: gw, zone: hq, address: 127.0.98.36}]
-gslb:
-  domains: [{name: vdi.example.test.}]
-  names: [{name: desktop.vdi.example.test., sites: [{zone: hq, gateways: [gw]}]}]
-`, p.dir, p.rootCA)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startNode(t, cfg, Options{CertRenewCheck: time.Second})
+	r := startNode(t, acmeNodeSite(t, p, "127.0.98.35", "dns-01", "gateways: [{name: gw, zone: hq, address: 127.0.98.36}]"), Options{CertRenewCheck: time.Second})
 	serveNode(t, r)
 	roots := p.roots(t)
 	first := servedCertificate(t, "127.0.98.35:9443", roots)

@@ -37,6 +37,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/lab"
+	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/crypto/bcrypt"
@@ -546,9 +547,7 @@ func post(ctx context.Context, hc *http.Client, url, user, body string) (string,
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(b))
 	}
-	var d struct {
-		SessionID string `json:"session_id"`
-	}
+	var d wire.Descriptor
 	json.Unmarshal(b, &d)
 	return d.SessionID, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/lab"
+	"github.com/frontdoor-vdi/frontdoor/wire"
 )
 
 // startProcessLab runs a distributed lab of src, whose node processes are this test binary
@@ -265,10 +266,7 @@ func TestTwoSitesRunAsSeparateServeProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var desc struct {
-			SessionID string `json:"session_id"`
-			Machine   string `json:"machine"`
-		}
+		var desc wire.Descriptor
 		body, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &desc) != nil || desc.SessionID == "" {
 			t.Fatalf("launch at %s: %s %s", url, resp.Status, body)

@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"crypto/cipher"
-	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"io/fs"
@@ -42,14 +41,16 @@ func (st *Store) Certs(secret []byte) (*Certs, error) {
 
 func (c *Certs) key(k string) string { return c.st.o.Prefix + "certs/" + strings.Trim(k, "/") }
 
+// sealed is value as stored under the etcd key ek: sealed, with the time it is stored.
+func (c *Certs) sealed(ek string, value []byte) string {
+	plain := binary.BigEndian.AppendUint64(nil, uint64(c.st.now().UnixNano()))
+	return string(seal(c.aead, ek, append(plain, value...)))
+}
+
 // Put stores value under k, sealed, with the time it was stored.
 func (c *Certs) Put(ctx context.Context, k string, value []byte) error {
-	plain := binary.BigEndian.AppendUint64(nil, uint64(c.st.now().UnixNano()))
-	plain = append(plain, value...)
-	nonce := make([]byte, c.aead.NonceSize())
-	rand.Read(nonce)
 	ek := c.key(k)
-	if _, err := c.st.cli.Put(ctx, ek, string(c.aead.Seal(nonce, nonce, plain, []byte(ek)))); err != nil {
+	if _, err := c.st.cli.Put(ctx, ek, c.sealed(ek, value)); err != nil {
 		return fmt.Errorf("storing %s: %w", k, err)
 	}
 	return nil
@@ -58,14 +59,10 @@ func (c *Certs) Put(ctx context.Context, k string, value []byte) error {
 // Create stores value under k, sealed, unless k holds one already, and returns what k holds
 // then: of nodes that create at once, one wins and every node gets the winner's.
 func (c *Certs) Create(ctx context.Context, k string, value []byte) ([]byte, error) {
-	plain := binary.BigEndian.AppendUint64(nil, uint64(c.st.now().UnixNano()))
-	plain = append(plain, value...)
-	nonce := make([]byte, c.aead.NonceSize())
-	rand.Read(nonce)
 	ek := c.key(k)
 	t, err := c.st.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(ek), "=", 0)).
-		Then(clientv3.OpPut(ek, string(c.aead.Seal(nonce, nonce, plain, []byte(ek))))).
+		Then(clientv3.OpPut(ek, c.sealed(ek, value))).
 		Commit()
 	if err != nil {
 		return nil, fmt.Errorf("storing %s: %w", k, err)
@@ -87,14 +84,12 @@ func (c *Certs) Get(ctx context.Context, k string) ([]byte, time.Time, error) {
 	if len(r.Kvs) == 0 {
 		return nil, time.Time{}, fmt.Errorf("%s: %w", k, fs.ErrNotExist)
 	}
-	sealed := r.Kvs[0].Value
-	n := c.aead.NonceSize()
-	if len(sealed) < n {
-		return nil, time.Time{}, fmt.Errorf("%w: %s is truncated", ErrSecret, k)
+	plain, err := unseal(c.aead, ek, r.Kvs[0].Value, k)
+	if err != nil {
+		return nil, time.Time{}, err
 	}
-	plain, err := c.aead.Open(nil, sealed[:n], sealed[n:], []byte(ek))
-	if err != nil || len(plain) < 8 {
-		return nil, time.Time{}, fmt.Errorf("%w: %s was sealed with another secret", ErrSecret, k)
+	if len(plain) < 8 {
+		return nil, time.Time{}, fmt.Errorf("%w: %s is truncated", ErrSecret, k)
 	}
 	return plain[8:], time.Unix(0, int64(binary.BigEndian.Uint64(plain))), nil
 }

@@ -74,6 +74,26 @@ func (st *Store) aead(secret []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(blk)
 }
 
+// seal seals plain for the etcd key k (its additional data): a random nonce, then the
+// ciphertext.
+func seal(a cipher.AEAD, k string, plain []byte) []byte {
+	nonce := make([]byte, a.NonceSize())
+	rand.Read(nonce)
+	return a.Seal(nonce, nonce, plain, []byte(k))
+}
+
+// unseal opens what seal sealed for k; what names it in errors.
+func unseal(a cipher.AEAD, k string, sealed []byte, what string) ([]byte, error) {
+	if len(sealed) < a.NonceSize() {
+		return nil, fmt.Errorf("%w: %s is truncated", ErrSecret, what)
+	}
+	plain, err := a.Open(nil, sealed[:a.NonceSize()], sealed[a.NonceSize():], []byte(k))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s in etcd was sealed with another secret", ErrSecret, what)
+	}
+	return plain, nil
+}
+
 // Identity returns the site identity, unsealed with secret. When the site has none yet, it
 // seals the one create makes and stores it with a create-if-absent transaction: of nodes that
 // start at once, one wins and every node, the losers too, returns the winner's.
@@ -83,16 +103,7 @@ func (st *Store) Identity(ctx context.Context, secret []byte, create func() ([]b
 		return nil, err
 	}
 	k := st.key("identity")
-	open := func(sealed []byte) ([]byte, error) {
-		if len(sealed) < a.NonceSize() {
-			return nil, fmt.Errorf("%w: the stored site identity is truncated", ErrSecret)
-		}
-		plain, err := a.Open(nil, sealed[:a.NonceSize()], sealed[a.NonceSize():], []byte(k))
-		if err != nil {
-			return nil, fmt.Errorf("%w: the site identity in etcd was sealed with another secret", ErrSecret)
-		}
-		return plain, nil
-	}
+	open := func(sealed []byte) ([]byte, error) { return unseal(a, k, sealed, "the site identity") }
 	if st.outage.Load() {
 		if sealed, ok := st.cachedValue(k); ok {
 			return open(sealed) // a node that starts in an outage
@@ -110,9 +121,7 @@ func (st *Store) Identity(ctx context.Context, secret []byte, create func() ([]b
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, a.NonceSize())
-	rand.Read(nonce)
-	sealed := a.Seal(nonce, nonce, plain, []byte(k))
+	sealed := seal(a, k, plain)
 	t, err := st.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, string(sealed))).
@@ -147,23 +156,17 @@ func (st *Store) UpdateIdentity(ctx context.Context, secret []byte, fn func([]by
 		if len(r.Kvs) != 1 {
 			return nil, errors.New("the site has no identity yet")
 		}
-		sealed := r.Kvs[0].Value
-		if len(sealed) < a.NonceSize() {
-			return nil, fmt.Errorf("%w: the stored site identity is truncated", ErrSecret)
-		}
-		plain, err := a.Open(nil, sealed[:a.NonceSize()], sealed[a.NonceSize():], []byte(k))
+		plain, err := unseal(a, k, r.Kvs[0].Value, "the site identity")
 		if err != nil {
-			return nil, fmt.Errorf("%w: the site identity in etcd was sealed with another secret", ErrSecret)
+			return nil, err
 		}
 		next, err := fn(plain)
 		if err != nil {
 			return nil, err
 		}
-		nonce := make([]byte, a.NonceSize())
-		rand.Read(nonce)
 		t, err := st.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(k), "=", r.Kvs[0].ModRevision)).
-			Then(clientv3.OpPut(k, string(a.Seal(nonce, nonce, next, []byte(k))))).
+			Then(clientv3.OpPut(k, string(seal(a, k, next)))).
 			Commit()
 		if err != nil {
 			return nil, fmt.Errorf("storing the site identity: %w", err)

@@ -8,14 +8,10 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 )
 
@@ -42,7 +38,7 @@ func (r *Node) dnssecKeys(ctx context.Context) (map[string]crypto.Signer, error)
 			if der, err = kv.Create(ctx, "dnssec/"+apex+"key", fresh); err != nil {
 				return nil, fmt.Errorf("the DNSSEC key of %s: %w", apex, err)
 			}
-		} else if der, err = loadOrCreateDER(filepath.Join(r.o.DataDir, "dnssec", apex+"key.pem"), fresh); err != nil {
+		} else if der, err = loadOrCreatePEMKey(filepath.Join(r.o.DataDir, "dnssec", apex+"key.pem"), fresh); err != nil {
 			return nil, fmt.Errorf("the DNSSEC key of %s: %w", apex, err)
 		}
 		k, err := x509.ParsePKCS8PrivateKey(der)
@@ -80,16 +76,12 @@ func newDNSSECKey() ([]byte, error) {
 	return x509.MarshalPKCS8PrivateKey(k)
 }
 
-// loadOrCreateDER reads the PEM private key in file, or writes fresh there (mode 0600) and
-// returns it.
-func loadOrCreateDER(file string, fresh []byte) ([]byte, error) {
-	b, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-			return nil, err
-		}
-		return fresh, atomicfile.Write(file, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: fresh}), 0o600)
-	}
+// loadOrCreatePEMKey reads the PEM private key in file, or writes fresh (PKCS#8 DER) there
+// (loadOrCreate), and returns its DER.
+func loadOrCreatePEMKey(file string, fresh []byte) ([]byte, error) {
+	b, err := loadOrCreate(file, func() ([]byte, error) {
+		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: fresh}), nil
+	})
 	if err != nil {
 		return nil, err
 	}

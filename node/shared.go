@@ -104,35 +104,48 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 }
 
 // loadOrCreateKey reads the site's Ed25519 key from path (PEM, PKCS#8), creating it with
-// mode 0600 when the file does not exist: whole or not at all (a crash cannot leave a torn
-// key that blocks the next start), and of nodes that start at once one key wins.
+// mode 0600 when the file does not exist (loadOrCreate).
 func loadOrCreateKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := loadOrCreate(path, func() ([]byte, error) {
 		_, key, err := ed25519.GenerateKey(nil)
-		if err != nil {
-			return nil, fmt.Errorf("generating site key: %w", err)
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("creating key directory: %w", err)
-		}
-		err = atomicfile.Create(path, ticket.EncodeKey(key), 0o600)
-		if err == nil {
-			return key, nil
-		}
-		if !errors.Is(err, atomicfile.ErrExist) {
-			return nil, fmt.Errorf("writing site key: %w", err)
-		}
-		b, err = os.ReadFile(path) // another node of this data dir was first
-	}
+		return ticket.EncodeKey(key), err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("reading site key: %w", err)
+		return nil, fmt.Errorf("site key: %w", err)
 	}
 	key, err := ticket.ParseKey(b)
 	if err != nil {
 		return nil, fmt.Errorf("site key %s: %w", path, err)
 	}
 	return key, nil
+}
+
+// loadOrCreate returns what path holds, writing what fresh makes there (mode 0600) when it
+// does not exist: whole or not at all (a crash cannot leave a torn key that blocks the next
+// start), and of nodes that start at once one wins.
+func loadOrCreate(path string, fresh func() ([]byte, error)) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		nb, err := fresh()
+		if err != nil {
+			return nil, fmt.Errorf("generating %s: %w", path, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("creating the directory of %s: %w", path, err)
+		}
+		err = atomicfile.Create(path, nb, 0o600)
+		if err == nil {
+			return nb, nil
+		}
+		if !errors.Is(err, atomicfile.ErrExist) {
+			return nil, fmt.Errorf("writing %s: %w", path, err)
+		}
+		b, err = os.ReadFile(path) // another node of this data dir was first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return b, nil
 }
 
 // endedElsewhere closes the channels of a session that another node logged off or that the

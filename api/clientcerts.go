@@ -103,6 +103,20 @@ func CheckClientCertificates(auth configs.Auth, now time.Time) []error {
 	return errs
 }
 
+// ReadCAPool reads a PEM file of CA certificates (at least one, and nothing else) into a
+// pool.
+func ReadCAPool(file string) (*x509.CertPool, error) {
+	certs, err := readCACerts(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool, nil
+}
+
 // readCACerts reads a PEM file of CA certificates: at least one, and nothing else.
 func readCACerts(file string) ([]*x509.Certificate, error) {
 	raw, err := os.ReadFile(file)

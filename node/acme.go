@@ -32,7 +32,7 @@ func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
 		RenewCheck: r.o.CertRenewCheck}
 	if t.ACME.CARoot != "" {
 		var err error
-		if ao.Roots, err = readRoots(t.ACME.CARoot); err != nil {
+		if ao.Roots, err = api.ReadCAPool(t.ACME.CARoot); err != nil {
 			return nil, fmt.Errorf("site.tls.acme.ca_root: %w", err)
 		}
 	}

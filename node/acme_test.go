@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
@@ -86,7 +87,7 @@ func startPebbleWith(t *testing.T, o pebbleOptions) *pebble {
 		}
 	})
 	rootCA := filepath.Join(certs, "pebble.minica.pem")
-	roots, err := readRoots(rootCA)
+	roots, err := api.ReadCAPool(rootCA)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -369,19 +368,6 @@ func (r *Node) dnsListeners() []string {
 		out = append(out, ap.String())
 	}
 	return out
-}
-
-// readRoots reads a PEM file of root certificates.
-func readRoots(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
 }
 
 // certNames are the names and addresses the node's certificates cover.

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -314,8 +313,8 @@ func (a *authenticator) ssoLogin(r *http.Request, raw string) (login, error) {
 		return login{}, err
 	}
 	sl, err := a.sso.verify(r.Context(), raw, "")
-	if err == nil && !sl.listed && len(sl.groups) == 0 {
-		err = fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", errNoLogin, sl.name)
+	if err == nil {
+		err = sl.ofTheSite()
 	}
 	a.guard.done(src, key, err != nil && !errors.Is(err, errSSOUnavailable))
 	if err != nil {

@@ -115,6 +115,15 @@ type ssoLogin struct {
 	at      time.Time // auth_time, else iat
 }
 
+// ofTheSite refuses a login of a user the configuration does not list and who is in none of
+// the site's user groups: no user of the site.
+func (sl ssoLogin) ofTheSite() error {
+	if !sl.listed && len(sl.groups) == 0 {
+		return fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", errNoLogin, sl.name)
+	}
+	return nil
+}
+
 // verify checks raw, an ID token, and returns its login. The token must be signed by the
 // provider, unexpired, for one of the site's clients (aud) and name a user; nonce, when not
 // "", must be the token's.

@@ -61,7 +61,13 @@ func (a *Admin) routeSSO() {
 
 // consoleSSO is the console's flow.
 func (a *Admin) consoleSSO() ssoFlow {
-	return ssoFlow{logins: a.logins, redirect: a.o.Config.Site.Auth.OIDC.RedirectURL, cookiePath: "/console/oidc/"}
+	return ssoFlow{logins: a.logins, redirect: a.o.Config.Site.Auth.OIDC.RedirectURL, cookiePath: "/console/oidc/",
+		accept: func(sl ssoLogin) error {
+			if !sl.listed || !mayConsole(sl.user) {
+				return fmt.Errorf("%w: %q may not use the console (only users the configuration lists as admins or monitors, bound by their oidc_subject)", errNoLogin, sl.name)
+			}
+			return nil
+		}}
 }
 
 func (a *Admin) ssoStart(w http.ResponseWriter, r *http.Request) {
@@ -80,9 +86,6 @@ func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sl, err := a.consoleSSO().finish(w, r)
-	if err == nil && (!sl.listed || !mayConsole(sl.user)) {
-		err = fmt.Errorf("%w: %q may not use the console (only users the configuration lists as admins or monitors, bound by their oidc_subject)", errNoLogin, sl.name)
-	}
 	if err != nil {
 		var th throttledError
 		if errors.As(err, &th) || errors.Is(err, errLoginBusy) {
@@ -123,6 +126,9 @@ type ssoFlow struct {
 	logins     *authenticator
 	redirect   string // the redirect URI registered at the provider
 	cookiePath string // the redirect URI's directory: the state cookie is sent there only
+	// accept refuses a login the provider vouched for that may not sign in here; its refusal
+	// counts against the source as a wrong password does.
+	accept func(ssoLogin) error
 }
 
 // start sends the browser to the provider; it returns what to tell the user, and the status,
@@ -155,6 +161,9 @@ func (f ssoFlow) finish(w http.ResponseWriter, r *http.Request) (ssoLogin, error
 		return ssoLogin{}, err
 	}
 	sl, err := f.check(r.Context(), r, q.Get("state"), q.Get("code"), q.Get("error"))
+	if err == nil {
+		err = f.accept(sl)
+	}
 	f.logins.guard.done(src, key, err != nil && !errors.Is(err, errSSOUnavailable))
 	return sl, err
 }

@@ -77,7 +77,7 @@ const portalSSOPath = "/portal/oidc/login"
 // portalSSO is the portal's single sign-on flow; ok false when the site has none.
 func (l *Launch) portalSSO() (ssoFlow, bool) {
 	u := l.o.Config.Site.Auth.OIDC.PortalRedirectURL
-	return ssoFlow{logins: l.logins, redirect: u, cookiePath: "/portal/oidc/"}, l.logins.sso != nil && u != ""
+	return ssoFlow{logins: l.logins, redirect: u, cookiePath: "/portal/oidc/", accept: ssoLogin.ofTheSite}, l.logins.sso != nil && u != ""
 }
 
 func (l *Launch) portalSSOStart(w http.ResponseWriter, r *http.Request) {
@@ -101,9 +101,6 @@ func (l *Launch) portalSSOCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sl, err := f.finish(w, r)
-	if err == nil && !sl.listed && len(sl.groups) == 0 {
-		err = fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", errNoLogin, sl.name)
-	}
 	if err != nil {
 		l.log.Warn("portal single sign-on refused", "from", clientAddr(r), "err", err)
 		l.renderPortalLogin(w, r, err.Error(), loginStatus(w, err))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -112,7 +113,11 @@ func (s *Session) ExposeUDP(addr string, port uint16) (net.Addr, error) {
 	if !s.hasChannel(port, "udp") {
 		return nil, fmt.Errorf("%w: %d/udp", ErrNoChannel, port)
 	}
-	pc, err := net.ListenPacket("udp", addr)
+	la, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("exposing %d/udp: %w", port, err)
+	}
+	pc, err := net.ListenUDP("udp", la)
 	if err != nil {
 		return nil, fmt.Errorf("exposing %d/udp: %w", port, err)
 	}
@@ -127,20 +132,20 @@ func (s *Session) ExposeUDP(addr string, port uint16) (net.Addr, error) {
 	s.mu.Unlock()
 	var (
 		mu   sync.Mutex // guards peer, last
-		peer net.Addr
+		peer netip.AddrPort
 		last time.Time
 	)
 	go func() {
 		defer s.wg.Done()
 		buf := make([]byte, 64<<10)
 		for {
-			n, from, err := pc.ReadFrom(buf)
+			n, from, err := pc.ReadFromUDPAddrPort(buf)
 			if err != nil {
 				return
 			}
 			now := s.now()
 			mu.Lock()
-			mine := peer == nil || peer.String() == from.String() || now.Sub(last) > udpFlowIdle
+			mine := !peer.IsValid() || peer == from || now.Sub(last) > udpFlowIdle
 			if mine {
 				peer, last = from, now
 			}
@@ -160,8 +165,8 @@ func (s *Session) ExposeUDP(addr string, port uint16) (net.Addr, error) {
 			mu.Lock()
 			to := peer
 			mu.Unlock()
-			if to != nil {
-				pc.WriteTo(b, to)
+			if to.IsValid() {
+				pc.WriteToUDPAddrPort(b, to)
 			}
 		}
 	}()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/internal/browser"
 	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
 )
@@ -44,7 +45,6 @@ type browserClient struct {
 	stall     time.Duration
 	outOfOrd  int
 	lines     []string
-	watching  bool
 }
 
 // openBrowser signs user in at the first front door's portal in a new Chromium that trusts the
@@ -107,7 +107,8 @@ func (r *run) openBrowser(ctx context.Context, user string) (*browserClient, err
 	b.session, _ = chromedp.Run(bctx, chromedp.Evaluate[string](`document.body.dataset.session`))
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		lines, _ := b.screen()
-		if path := lineOf(lines, "path "); path != "" && lineOf(lines, "session ") == b.session {
+		drawn := client.WatchStats{Lines: lines}
+		if path := drawn.Line("path "); path != "" && drawn.Line("session ") == b.session {
 			b.via, b.lines = path, lines
 			return b, nil
 		}
@@ -130,7 +131,7 @@ func (b *browserClient) screen() ([]string, error) {
 // typed (a key lost, doubled or reordered).
 func (b *browserClient) watch(ctx context.Context) {
 	b.mu.Lock()
-	b.changedAt, b.watching = time.Now(), true
+	b.changedAt = time.Now()
 	b.mu.Unlock()
 	t := time.NewTicker(typeEvery)
 	defer t.Stop()
@@ -150,7 +151,7 @@ func (b *browserClient) watch(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		keys := lineOf(lines, "keys: ")
+		keys := client.WatchStats{Lines: lines}.Line("keys: ")
 		now := time.Now()
 		b.mu.Lock()
 		b.lines = lines
@@ -210,7 +211,8 @@ func (b *browserClient) result(fault time.Time, target *frontDoor) ClientResult 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	cr.ViewerKept, cr.LongestStall, cr.KeysOutOfOrder = !ended, max(b.stall, time.Since(b.changedAt)), b.outOfOrd
-	cr.SameDrawn, cr.DrawnPath = lineOf(b.lines, "session ") == b.session, lineOf(b.lines, "path ")
+	drawn := client.WatchStats{Lines: b.lines}
+	cr.SameDrawn, cr.DrawnPath = drawn.Line("session ") == b.session, drawn.Line("path ")
 	cr.ViaAfter = cr.DrawnPath
 	cr.SameSession = cr.SameSession && cr.SameDrawn
 	return cr
@@ -219,16 +221,6 @@ func (b *browserClient) result(fault time.Time, target *frontDoor) ClientResult 
 func (b *browserClient) close() {
 	b.stop()
 	os.RemoveAll(b.dir)
-}
-
-// lineOf returns the line of lines that starts with prefix, without it, or "".
-func lineOf(lines []string, prefix string) string {
-	for _, l := range lines {
-		if v, ok := strings.CutPrefix(l, prefix); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // oneLine is s on one line, cut to n bytes.

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,7 +93,10 @@ func (a *Agents) SetSiteKeys(signing ed25519.PublicKey, verifying []ed25519.Publ
 // SetTokenKeys sets the keys whose agent tokens (AgentToken) are taken: those of the site's
 // ticket keys that verify now (AgentKey of each), so that rotate-key rotates the tokens too and
 // a key retired takes its tokens with it.
-func (a *Agents) SetTokenKeys(keys [][]byte) { a.tokenKeys.Store(&keys) }
+func (a *Agents) SetTokenKeys(keys [][]byte) {
+	keys = slices.DeleteFunc(slices.Clone(keys), func(k []byte) bool { return len(k) == 0 }) // no key makes no token
+	a.tokenKeys.Store(&keys)
+}
 
 // CheckToken reports whether tok is machine's agent token under one of the token keys.
 func (a *Agents) CheckToken(machine, tok string) bool {
@@ -102,7 +106,7 @@ func (a *Agents) CheckToken(machine, tok string) bool {
 	}
 	ok := false
 	for _, k := range *keys {
-		if len(k) > 0 && subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(k, machine))) == 1 {
+		if subtle.ConstantTimeCompare([]byte(tok), []byte(AgentToken(k, machine))) == 1 {
 			ok = true
 		}
 	}

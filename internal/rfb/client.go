@@ -311,12 +311,18 @@ func (c *Client) Pointer(mask uint8, x, y uint16) error {
 // CutText sends text as the client's clipboard, encoded as ISO 8859-1 ('?' for what it
 // cannot hold) and cut to MaxCutText bytes.
 func (c *Client) CutText(text string) error {
+	return c.write(cutTextMessage(msgClientCutText, text))
+}
+
+// cutTextMessage is a ClientCutText or ServerCutText message (typ) of text: ISO 8859-1 ('?'
+// for what it cannot hold), cut to MaxCutText bytes, after the 8-byte header.
+func cutTextMessage(typ byte, text string) []byte {
 	t := stringToLatin1(text)
 	if len(t) > MaxCutText {
 		t = t[:MaxCutText]
 	}
 	b := make([]byte, 8, 8+len(t))
-	b[0] = msgClientCutText
+	b[0] = typ
 	binary.BigEndian.PutUint32(b[4:], uint32(len(t)))
-	return c.write(append(b, t...))
+	return append(b, t...)
 }

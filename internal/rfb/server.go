@@ -202,14 +202,7 @@ func (s *ServerConn) WriteDesktopSize(width, height int) error {
 // WriteCutText sends text as the server's clipboard (ServerCutText, ISO 8859-1: a rune
 // beyond it is sent as '?'), cut to MaxCutText bytes.
 func (s *ServerConn) WriteCutText(text string) error {
-	t := stringToLatin1(text)
-	if len(t) > MaxCutText {
-		t = t[:MaxCutText]
-	}
-	b := make([]byte, 8, 8+len(t))
-	b[0] = byte(MsgServerCutText)
-	binary.BigEndian.PutUint32(b[4:], uint32(len(t)))
-	s.w.Write(append(b, t...))
+	s.w.Write(cutTextMessage(byte(MsgServerCutText), text))
 	if err := s.w.Flush(); err != nil {
 		return fmt.Errorf("sending cut text: %w", err)
 	}

@@ -75,7 +75,7 @@ func (a *Admin) ssoStart(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if msg, code := a.consoleSSO().start(w, r, a.log); code != 0 {
+	if msg, code := a.consoleSSO().start(w, r); code != 0 {
 		a.renderLogin(w, msg, code)
 	}
 }
@@ -88,12 +88,10 @@ func (a *Admin) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	sl, err := a.consoleSSO().finish(w, r)
 	if err != nil {
 		var th throttledError
-		if errors.As(err, &th) || errors.Is(err, errLoginBusy) {
-			loginRefused(w, err, "frontdoor admin")
-			return
+		if !errors.As(err, &th) && !errors.Is(err, errLoginBusy) {
+			a.log.Warn("console single sign-on refused", "from", clientAddr(r), "err", err)
 		}
-		a.log.Warn("console single sign-on refused", "from", clientAddr(r), "err", err)
-		a.renderLogin(w, err.Error(), loginStatus(w, err))
+		a.renderLogin(w, err.Error(), loginStatus(w, err)) // the login page, as the portal's
 		return
 	}
 	u := sl.user
@@ -133,14 +131,14 @@ type ssoFlow struct {
 
 // start sends the browser to the provider; it returns what to tell the user, and the status,
 // when it cannot (code 0: sent).
-func (f ssoFlow) start(w http.ResponseWriter, r *http.Request, log interface{ Error(string, ...any) }) (string, int) {
+func (f ssoFlow) start(w http.ResponseWriter, r *http.Request) (string, int) {
 	p, _, err := f.logins.sso.ready(r.Context())
 	if err != nil {
 		return err.Error(), http.StatusServiceUnavailable
 	}
 	cfg, err := f.logins.sso.oauth2Config(p, f.redirect)
 	if err != nil {
-		log.Error("the OIDC client secret cannot be read", "err", err)
+		f.logins.log.Error("the OIDC client secret cannot be read", "err", err)
 		return "single sign-on is not available: the client secret cannot be read", http.StatusServiceUnavailable
 	}
 	pl := pendingLogin{state: randomHex(), nonce: randomHex(), verifier: oauth2.GenerateVerifier()}

@@ -86,7 +86,7 @@ func (l *Launch) portalSSOStart(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if msg, code := f.start(w, r, l.log); code != 0 {
+	if msg, code := f.start(w, r); code != 0 {
 		l.renderPortalLogin(w, r, msg, code)
 	}
 }

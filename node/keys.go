@@ -29,21 +29,31 @@ const keyRefresh = 5 * time.Second
 // keys once a key was rotated; before that the site key (site.key) is the only one.
 const TicketKeysFile = "ticket-keys.json"
 
+// LocalKeys returns the ticket keys that rotate-key wrote in the data dir of a node on a
+// store of one node (TicketKeysFile); ok is false when none was rotated in, and the site
+// key (site.key) alone signs.
+func LocalKeys(dataDir string) (ks ticket.KeySet, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, TicketKeysFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return ks, false, nil
+	}
+	if err != nil {
+		return ks, false, err
+	}
+	if err := json.Unmarshal(b, &ks); err != nil {
+		return ks, false, fmt.Errorf("%s in %s: %w", TicketKeysFile, dataDir, err)
+	}
+	return ks, true, nil
+}
+
 // readKeys returns the site's ticket keys: from the site identity in the store when it is
 // shared, else from the data dir; the site key alone when none were rotated in.
 func (r *Node) readKeys(ctx context.Context) (ticket.KeySet, error) {
 	first := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
 	if r.shared == nil {
-		b, err := os.ReadFile(filepath.Join(r.o.DataDir, TicketKeysFile))
-		if errors.Is(err, fs.ErrNotExist) {
-			return first, nil
-		}
-		if err != nil {
+		ks, ok, err := LocalKeys(r.o.DataDir)
+		if err != nil || !ok {
 			return first, err
-		}
-		var ks ticket.KeySet
-		if err := json.Unmarshal(b, &ks); err != nil {
-			return first, fmt.Errorf("%s: %w", TicketKeysFile, err)
 		}
 		return ks, nil
 	}

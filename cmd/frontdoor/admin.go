@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -243,18 +241,14 @@ dir: agents enrol for certificates there (admin enrol).`,
 // rotate-key wrote there (node.TicketKeysFile), else the site key. An agent token is made with
 // it, and lasts as long as the key verifies (rotate-key rotates tokens too).
 func signingKey(data string) (ed25519.PrivateKey, error) {
-	if b, err := os.ReadFile(filepath.Join(data, node.TicketKeysFile)); err == nil {
-		var ks ticket.KeySet
-		if err := json.Unmarshal(b, &ks); err != nil {
-			return nil, fmt.Errorf("ticket keys in %s: %w", data, err)
-		}
+	if ks, ok, err := node.LocalKeys(data); err != nil {
+		return nil, err
+	} else if ok {
 		k, err := ks.Signing(time.Now())
 		if err != nil {
 			return nil, fmt.Errorf("ticket keys in %s: %w", data, err)
 		}
 		return k.Private, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
 	}
 	p := filepath.Join(data, "site.key")
 	b, err := os.ReadFile(p)

@@ -51,12 +51,18 @@ func Available() error {
 	if _, err := exec.LookPath("certutil"); err != nil {
 		return ErrNoBrowser
 	}
+	_, err := executable()
+	return err
+}
+
+// executable returns the path of the Chromium on PATH, or ErrNoBrowser.
+func executable() (string, error) {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if _, err := exec.LookPath(name); err == nil {
-			return nil
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
 		}
 	}
-	return ErrNoBrowser
+	return "", ErrNoBrowser
 }
 
 // Options configure a browser that Launch starts.
@@ -75,15 +81,9 @@ type Options struct {
 // Launch starts a headless Chromium as o says and returns a chromedp context of its first
 // tab, which ends with ctx, and the function that stops it.
 func Launch(ctx context.Context, o Options) (context.Context, context.CancelFunc, error) {
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		return nil, nil, ErrNoBrowser
+	exe, err := executable()
+	if err != nil {
+		return nil, nil, err
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(filepath.Join(o.Dir, "profile")))

@@ -237,6 +237,7 @@ function openDesktop(d, gateways, t0, resource) {
             // What the channel went through, for the drills and for support: each event's
             // kind, time (ms since the epoch), gateway and error.
             window.frontdoorEvents.push({ kind, at: Date.now(), gateway: detail.gateway || "", error: detail.error ? detail.error.message : "" });
+            window.frontdoorEvents.splice(0, window.frontdoorEvents.length - 200); // the last 200: a page may stay open for days
             switch (kind) {
             case "open":
                 via = detail.gateway;

@@ -133,6 +133,9 @@ func GenerateCA(site string) (certPEM, keyPEM []byte, err error) {
 // CertPEM returns the CA certificate in PEM, for clients to trust.
 func (ca *CA) CertPEM() []byte { return ca.pem }
 
+// Cert returns the CA certificate.
+func (ca *CA) Cert() *x509.Certificate { return ca.cert }
+
 // Pool returns a pool holding the CA certificate.
 func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()

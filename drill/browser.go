@@ -3,7 +3,6 @@ package drill
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -50,30 +49,15 @@ type browserClient struct {
 // openBrowser signs user in at the first front door's portal in a new Chromium that trusts the
 // site's CA, opens the desktop in the page and waits for its first frame.
 func (r *run) openBrowser(ctx context.Context, user string) (*browserClient, error) {
-	portal := ""
-	for _, n := range r.cfg.Nodes {
-		for _, l := range n.Listeners {
-			if l.Kind == "launch" && portal == "" {
-				portal = "https://" + l.Address.String()
-			}
-		}
-	}
+	portal := strings.TrimSuffix(r.lab.PortalURL(), "/")
 	if portal == "" {
 		return nil, errors.New("the drill site has no launch listener")
-	}
-	blk, _ := pem.Decode(r.lab.CA().CertPEM())
-	if blk == nil {
-		return nil, errors.New("the lab's CA has no certificate")
-	}
-	ca, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "frontdoor-drill-browser-")
 	if err != nil {
 		return nil, err
 	}
-	bctx, stop, err := browser.Launch(ctx, browser.Options{Dir: dir, Roots: []*x509.Certificate{ca}})
+	bctx, stop, err := browser.Launch(ctx, browser.Options{Dir: dir, Roots: []*x509.Certificate{r.lab.CA().Cert()}})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -464,7 +464,7 @@ func (l *Lab) Describe() string {
 		name = strings.TrimSuffix(c.GSLB.Names[0].Name, ".")
 	}
 	fmt.Fprintf(&b, "\nThe portal, for a desktop in the browser (users alice, bob, carol, dave; password \"lab\"):\n\n")
-	fmt.Fprintf(&b, "  %s\n", l.portalURL())
+	fmt.Fprintf(&b, "  %s\n", l.PortalURL())
 	fmt.Fprintf(&b, "  its pages and the gateways' WebSockets need the lab's CA trusted by the browser:\n")
 	fmt.Fprintf(&b, "  import %s as an authority (Chromium: Settings, Privacy and security, Security,\n", l.CAFile())
 	fmt.Fprintf(&b, "  Manage certificates; Debian: certutil -d sql:$HOME/.pki/nssdb -A -t C,, -n frontdoor-lab -i %s)\n", l.CAFile())
@@ -477,8 +477,8 @@ func (l *Lab) Describe() string {
 	return b.String()
 }
 
-// portalURL is the portal on the first launch listener.
-func (l *Lab) portalURL() string {
+// PortalURL is the portal on the first launch listener ("" when there is none).
+func (l *Lab) PortalURL() string {
 	for _, n := range l.Config.Nodes {
 		for _, li := range n.Listeners {
 			if li.Kind == "launch" {

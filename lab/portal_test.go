@@ -2,8 +2,6 @@ package lab
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
@@ -36,15 +34,7 @@ const portalURL = "https://127.41.0.11:9443"
 // does who imported it.
 func portalBrowser(t testing.TB, l *Lab) context.Context {
 	t.Helper()
-	b, _ := pem.Decode(l.CA().CertPEM())
-	if b == nil {
-		t.Fatal("the lab's CA has no certificate")
-	}
-	ca, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testbrowser.StartTrusting(t, ca)
+	return testbrowser.StartTrusting(t, l.CA().Cert())
 }
 
 // screenText reads the text the builtin desktop drew on the page's noVNC canvas, from the

@@ -8,19 +8,19 @@ import (
 	"slices"
 )
 
-// Suites are the TLS 1.2 cipher suites a node offers: forward-secret key exchange and an
+// suites are the TLS 1.2 cipher suites a node offers: forward-secret key exchange and an
 // AEAD cipher (no CBC, no SHA-1 MAC, no RSA key exchange), as Mozilla's "intermediate"
 // profile. TLS 1.3's suites are all AEAD and not configurable.
-var Suites = []uint16{
+var suites = []uint16{
 	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
 	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
 	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
-// Server sets c's policy: TLS 1.3, or TLS 1.2 with Suites.
+// Server sets c's policy: TLS 1.3, or TLS 1.2 with ECDHE and AEAD suites only.
 func Server(c *tls.Config) {
 	c.MinVersion = tls.VersionTLS12
-	c.CipherSuites = slices.Clone(Suites)
+	c.CipherSuites = slices.Clone(suites)
 }
 
 // HSTS is the Strict-Transport-Security of every HTTPS answer: a browser that saw one comes

@@ -171,7 +171,7 @@ func (h *Handler) reply(req *dns.Msg, src netip.Addr) (*dns.Msg, outcome) {
 	out.client = client
 	scope := -1 // -1: the answer does not depend on the client
 	h.resolve(resp, d, q, name, client, &out, &scope)
-	if do {
+	if do && h.signing.Load() {
 		h.signed(resp, d, q, name)
 	}
 	if ecs != nil {

@@ -59,6 +59,9 @@ type AdminOptions struct {
 	// with now, every older key retires the moment it signs (a leaked key).
 	// Optional: without it the endpoint answers 501.
 	RotateKey func(ctx context.Context, now bool) (Rotation, error)
+	// DNSSEC holds the signed GSLB domains' keys (GET /v1/admin/dnssec) and rolls them over
+	// (POST /v1/admin/dnssec/rollover). Optional: without it the endpoints answer 501.
+	DNSSEC DNSSECKeys
 	// RevokeMachine revokes a machine's credentials site-wide (POST
 	// /v1/admin/machines/{name}/revoke): every certificate and enrolment ticket issued to it
 	// until now, and its token; it ends the machine's sessions and puts it in maintenance.
@@ -156,6 +159,8 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("POST /v1/admin/health", a.admin(a.override))
 	a.mux.HandleFunc("POST /v1/admin/rotate-key", a.admin(a.rotateKey))
 	a.mux.HandleFunc("POST /v1/admin/enrolment", a.admin(a.enrolment))
+	a.mux.HandleFunc("GET /v1/admin/dnssec", a.admin(a.dnssecList))
+	a.mux.HandleFunc("POST /v1/admin/dnssec/rollover", a.admin(a.dnssecRollover))
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/revoke", a.admin(a.revokeMachine))
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/maintenance", a.admin(a.maintenance))
 	a.mux.HandleFunc("GET /v1/admin/audit", a.admin(a.auditList))

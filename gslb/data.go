@@ -26,9 +26,9 @@ type domain struct {
 	name   string
 	soa    *dns.SOA
 	ns     []dns.RR
-	negTTL uint32   // TTL of the SOA in negative answers: min(SOA TTL, SOA minimum)
-	dnssec bool     // its answers are signed, with key
-	key    *zoneKey // set by Handler.Reload
+	negTTL uint32     // TTL of the SOA in negative answers: min(SOA TTL, SOA minimum)
+	dnssec bool       // its answers are signed, with keys
+	keys   []*zoneKey // set by Handler.Reload: every one is published and signs
 }
 
 // node holds the static RRsets of one owner name.

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +18,10 @@ import (
 
 // Online DNSSEC signing of the domains configured with dnssec: every answer to a query that
 // asks for DNSSEC (the DO bit) carries signatures over its RRsets, made as the answer is
-// chosen (per client zone, per health) and kept per RRset while they are fresh. One ECDSA
-// P-256 key per domain signs both its DNSKEY set and its data (a combined signing key, flags
-// 257). Denial of existence is by NSEC "black lies" (as Cloudflare's, in the spirit of RFC
+// chosen (per client zone, per health) and kept per RRset while they are fresh. An ECDSA
+// P-256 key signs both a domain's DNSKEY set and its data (a combined signing key, flags
+// 257); while a key is rolled over (KeySet) the old and the new key both sign every RRset,
+// so that a resolver that trusts either one's DS validates every answer. Denial of existence is by NSEC "black lies" (as Cloudflare's, in the spirit of RFC
 // 4470's minimally covering records): the NSEC of a negative answer is owned by the name
 // asked and covers it alone (next name "\000.name"), listing the types the name has; a name
 // that does not exist answers NODATA with an NSEC listing only RRSIG and NSEC. Nothing is
@@ -62,11 +64,47 @@ func newZoneKey(apex string, k crypto.Signer) (*zoneKey, error) {
 	return &zoneKey{signer: k, dnskey: dk, tag: dk.KeyTag()}, nil
 }
 
-// DS returns the DS record (SHA-256) of each signed domain, to publish at its parent.
+// zoneKeys returns apex's zone keys for ks.
+func zoneKeys(apex string, ks []crypto.Signer) ([]*zoneKey, error) {
+	var out []*zoneKey
+	for _, k := range ks {
+		zk, err := newZoneKey(fqdn(strings.ToLower(apex)), k)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, zk)
+	}
+	return out, nil
+}
+
+// SetKeys makes keys apex's DNSSEC keys from now on (apex in any case, with or without the
+// final dot): every one is published in the DNSKEY set and signs every answer. A domain of
+// the configuration that is signed keeps its keys when keys is empty (an error).
+func (h *Handler) SetKeys(apex string, keys []crypto.Signer) error {
+	zks, err := zoneKeys(apex, keys)
+	if err != nil {
+		return err
+	}
+	if len(zks) == 0 {
+		return fmt.Errorf("%s: %w", apex, ErrNoKey)
+	}
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
+	next := maps.Clone(h.keys)
+	next[fqdn(strings.ToLower(apex))] = zks
+	return h.reloadLocked(h.cfg, next)
+}
+
+// DS returns the DS record (SHA-256) of each key of each signed domain, to publish at its
+// parent.
 func (h *Handler) DS() []string {
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
 	var out []string
-	for _, k := range h.keys {
-		out = append(out, k.dnskey.ToDS(dns.SHA256).String())
+	for _, ks := range h.keys {
+		for _, k := range ks {
+			out = append(out, k.dnskey.ToDS(dns.SHA256).String())
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -83,13 +121,16 @@ type sigCache struct {
 // domain in the answer and authority sections.
 func (h *Handler) signed(resp *dns.Msg, d *data, q dns.Question, name string) {
 	dom := d.findDomain(name)
-	if dom == nil || dom.key == nil {
+	if dom == nil || len(dom.keys) == 0 {
 		return
 	}
 	if q.Qtype == dns.TypeDNSKEY && name == dom.name {
-		k := *dom.key.dnskey
-		k.Hdr.Name = q.Name
-		resp.Rcode, resp.Answer, resp.Ns = dns.RcodeSuccess, []dns.RR{&k}, nil
+		resp.Rcode, resp.Answer, resp.Ns = dns.RcodeSuccess, nil, nil
+		for _, zk := range dom.keys {
+			k := *zk.dnskey
+			k.Hdr.Name = q.Name
+			resp.Answer = append(resp.Answer, &k)
+		}
 	}
 	if negativeAnswer(resp) {
 		owner := q.Name
@@ -98,7 +139,7 @@ func (h *Handler) signed(resp *dns.Msg, d *data, q dns.Question, name string) {
 				owner = cn.Target // the chain ends at a name without the data
 			}
 		}
-		if pd := d.findDomain(strings.ToLower(owner)); pd != nil && pd.key != nil {
+		if pd := d.findDomain(strings.ToLower(owner)); pd != nil && len(pd.keys) > 0 {
 			types := []uint16{dns.TypeRRSIG, dns.TypeNSEC}
 			if resp.Rcode == dns.RcodeNameError {
 				resp.Rcode = dns.RcodeSuccess // the black lie: the name exists, with nothing asked
@@ -149,7 +190,8 @@ func (h *Handler) typesAt(d *data, name string, dom *domain, qtype uint16, types
 	return types
 }
 
-// signSection returns rrs with a signature after every RRset of a signed domain.
+// signSection returns rrs with the signatures of its domain's keys after every RRset of a
+// signed domain.
 func (h *Handler) signSection(d *data, rrs []dns.RR) []dns.RR {
 	if len(rrs) == 0 {
 		return rrs
@@ -161,11 +203,13 @@ func (h *Handler) signSection(d *data, rrs []dns.RR) []dns.RR {
 			j++
 		}
 		hdr := rrs[i].Header()
-		if dom := d.findDomain(strings.ToLower(hdr.Name)); dom != nil && dom.key != nil && hdr.Rrtype != dns.TypeRRSIG {
-			if sig, err := h.signature(dom, rrs[i:j]); err == nil {
-				out = append(out, sig)
-			} else {
-				h.log.Warn("signing an answer", "name", hdr.Name, "type", dns.TypeToString[hdr.Rrtype], "err", err)
+		if dom := d.findDomain(strings.ToLower(hdr.Name)); dom != nil && hdr.Rrtype != dns.TypeRRSIG {
+			for _, k := range dom.keys {
+				if sig, err := h.signature(dom.name, k, rrs[i:j]); err == nil {
+					out = append(out, sig)
+				} else {
+					h.log.Warn("signing an answer", "name", hdr.Name, "type", dns.TypeToString[hdr.Rrtype], "key", k.tag, "err", err)
+				}
 			}
 		}
 		i = j
@@ -179,9 +223,12 @@ func sameSet(a, b dns.RR) bool {
 	return ha.Rrtype == hb.Rrtype && ha.Class == hb.Class && strings.EqualFold(ha.Name, hb.Name)
 }
 
-// signature returns the RRSIG of rrset by dom's key: a kept one while it is fresh.
-func (h *Handler) signature(dom *domain, rrset []dns.RR) (*dns.RRSIG, error) {
+// signature returns the RRSIG of rrset by k, a key of the domain signer: a kept one while it
+// is fresh.
+func (h *Handler) signature(signer string, k *zoneKey, rrset []dns.RR) (*dns.RRSIG, error) {
 	var b strings.Builder
+	b.WriteString(k.dnskey.PublicKey) // the cache is per key: a rolled key signs afresh
+	b.WriteByte('\n')
 	for _, rr := range rrset {
 		b.WriteString(strings.ToLower(rr.String()))
 		b.WriteByte('\n')
@@ -193,9 +240,9 @@ func (h *Handler) signature(dom *domain, rrset []dns.RR) (*dns.RRSIG, error) {
 	h.sigs.mu.Unlock()
 	if sig == nil || time.Unix(int64(sig.Expiration), 0).Sub(now) < sigRenew {
 		hdr := rrset[0].Header()
-		sig = &dns.RRSIG{Hdr: dns.RR_Header{Ttl: hdr.Ttl}, Algorithm: dns.ECDSAP256SHA256, KeyTag: dom.key.tag, SignerName: dom.name,
+		sig = &dns.RRSIG{Hdr: dns.RR_Header{Ttl: hdr.Ttl}, Algorithm: dns.ECDSAP256SHA256, KeyTag: k.tag, SignerName: signer,
 			Inception: uint32(now.Add(-sigBefore).Unix()), Expiration: uint32(now.Add(sigValidity).Unix())}
-		if err := sig.Sign(dom.key.signer, rrset); err != nil {
+		if err := sig.Sign(k.signer, rrset); err != nil {
 			return nil, err
 		}
 		h.sigs.mu.Lock()

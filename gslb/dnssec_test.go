@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,17 +63,18 @@ func signedEnv(t *testing.T) (*env, *dns.DNSKEY) {
 		t.Fatal(err)
 	}
 	e := &env{health: &fakeHealth{}, load: fakeLoad{}, reg: prometheus.NewRegistry(), cfg: cfg}
-	e.h, err = New(cfg, Options{Zones: zm, Health: e.health, Load: e.load, Registry: e.reg, Keys: map[string]crypto.Signer{"signed.test.": key}})
+	e.h, err = New(cfg, Options{Zones: zm, Health: e.health, Load: e.load, Registry: e.reg, Keys: map[string][]crypto.Signer{"signed.test.": {key}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, e.h.keys["signed.test."].dnskey
+	return e, e.h.keys["signed.test."][0].dnskey
 }
 
 // withDO asks for DNSSEC.
 func withDO(m *dns.Msg) { m.IsEdns0().SetDo() }
 
-// verified checks every RRset of section against its RRSIG by k and returns the RRsets' types.
+// verified checks every RRset of section against its RRSIG by k (the one of k's tag) and
+// returns the RRsets' types.
 func verified(t *testing.T, k *dns.DNSKEY, section []dns.RR) []uint16 {
 	t.Helper()
 	sets := map[string][]dns.RR{}
@@ -89,12 +92,12 @@ func verified(t *testing.T, k *dns.DNSKEY, section []dns.RR) []uint16 {
 	for key, set := range sets {
 		var sig *dns.RRSIG
 		for _, s := range sigs {
-			if s.TypeCovered == set[0].Header().Rrtype && strings.EqualFold(s.Hdr.Name, set[0].Header().Name) {
+			if s.TypeCovered == set[0].Header().Rrtype && strings.EqualFold(s.Hdr.Name, set[0].Header().Name) && s.KeyTag == k.KeyTag() {
 				sig = s
 			}
 		}
 		if sig == nil {
-			t.Fatalf("%s has no signature", key)
+			t.Fatalf("%s has no signature by key %d", key, k.KeyTag())
 		}
 		if err := sig.Verify(k, set); err != nil {
 			t.Fatalf("%s: the signature does not verify: %v", key, err)
@@ -226,5 +229,117 @@ func TestTheFastPathLeavesSignedAnswersToTheFullPath(t *testing.T) {
 	b, _ = req.Pack()
 	if _, ok := e.h.fastUDP(b, netip.MustParseAddr("10.1.0.53"), nil); !ok {
 		t.Fatal("the fast path refused a plain query")
+	}
+}
+
+// A rollover: while it is under way both keys are in the DNSKEY set and each signs every
+// answer, so that a resolver trusting either key's DS validates; once finished, only the new
+// key is published and signs.
+func TestARolloverSignsWithBothKeysUntilItIsFinished(t *testing.T) {
+	e, _ := signedEnv(t)
+	set, err := NewKeySet(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(s KeySet) []wire.DNSSECKey {
+		t.Helper()
+		signers, err := s.Signers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.h.SetKeys("Signed.Test", signers); err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Describe("signed.test.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	dnskeys := func() map[uint16]*dns.DNSKEY {
+		t.Helper()
+		m := e.ask(t, q{name: "signed.test.", qtype: dns.TypeDNSKEY, edns: 1232, modify: withDO})
+		out := map[uint16]*dns.DNSKEY{}
+		for _, rr := range m.Answer {
+			if k, ok := rr.(*dns.DNSKEY); ok {
+				out[k.KeyTag()] = k
+			}
+		}
+		return out
+	}
+	// checkAll verifies the DNSKEY set and a GSLB answer by each of the keys tags.
+	checkAll := func(tags ...uint16) {
+		t.Helper()
+		keys := dnskeys()
+		if len(keys) != len(tags) {
+			t.Fatalf("the DNSKEY set holds %d keys, want %v", len(keys), tags)
+		}
+		dk := e.ask(t, q{name: "signed.test.", qtype: dns.TypeDNSKEY, edns: 1232, modify: withDO})
+		a := e.ask(t, q{name: "desktop.signed.test.", qtype: dns.TypeA, edns: 1232, ecs: "10.1.2.0/24", modify: withDO})
+		for _, tag := range tags {
+			k := keys[tag]
+			if k == nil {
+				t.Fatalf("key %d is not published: %v", tag, keys)
+			}
+			verified(t, k, dk.Answer)
+			verified(t, k, a.Answer)
+		}
+		if sigs := len(a.Answer) - 1; sigs != len(tags) {
+			t.Fatalf("the answer carries %d signatures, want %d", sigs, len(tags))
+		}
+	}
+
+	first := apply(set)
+	if len(first) != 1 || first[0].State != "active" || e.h.DS()[0] != first[0].DS {
+		t.Fatalf("a new set: %+v, DS %q", first, e.h.DS())
+	}
+	checkAll(first[0].Tag)
+	if _, err := set.Finish(); !errors.Is(err, ErrRollover) {
+		t.Fatalf("finishing with no rollover under way: %v", err)
+	}
+
+	rolling, err := set.Rollover(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := apply(rolling)
+	if len(info) != 2 || info[0].Tag != first[0].Tag || info[0].State != "retiring" || info[1].State != "incoming" || info[1].DS == first[0].DS {
+		t.Fatalf("under way: %+v", info)
+	}
+	checkAll(info[0].Tag, info[1].Tag)
+	if _, err := rolling.Rollover(time.Now()); !errors.Is(err, ErrRollover) {
+		t.Fatalf("a second rollover while one is under way: %v", err)
+	}
+
+	// The set survives its stored form.
+	again, err := ParseKeySet(rolling.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := again.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := apply(done)
+	if len(last) != 1 || last[0].Tag != info[1].Tag || last[0].State != "active" {
+		t.Fatalf("finished: %+v", last)
+	}
+	checkAll(last[0].Tag)
+	if ds := e.h.DS(); len(ds) != 1 || ds[0] != info[1].DS {
+		t.Fatalf("DS after the rollover %q, want %q", ds, info[1].DS)
+	}
+}
+
+func TestABadKeySetIsRefused(t *testing.T) {
+	for name, b := range map[string]string{
+		"not JSON":    `{`,
+		"no key":      `{"keys": []}`,
+		"three keys":  `{"keys": [{"private": "AA=="}, {"private": "AA=="}, {"private": "AA=="}]}`,
+		"not PKCS#8":  `{"keys": [{"private": "AAAA"}]}`,
+		"no key bits": `{"keys": [{}]}`,
+	} {
+		if _, err := ParseKeySet([]byte(b)); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
 	}
 }

@@ -85,8 +85,9 @@ type Options struct {
 	// Rand returns a random number in [0, n) for the weighted policy. Default: math/rand/v2.
 	Rand func(n int) int
 	// Keys are the DNSSEC keys (ECDSA P-256) of the domains configured with dnssec, by apex
-	// in lower case with the final dot. A signed domain without a key is an error.
-	Keys map[string]crypto.Signer
+	// in lower case with the final dot: each is published and signs every answer (two while
+	// a key is rolled over). A signed domain without a key is an error.
+	Keys map[string][]crypto.Signer
 }
 
 // Handler answers DNS queries for the configured domains. It is safe for concurrent use.
@@ -107,9 +108,11 @@ type Handler struct {
 	acme   map[string][]acmeRec // lower-case owner name -> challenge records
 	nACME  atomic.Int32         // number of owners in acme; 0 skips the lock on the fast path
 
-	keys    map[string]*zoneKey // DNSSEC keys by apex
-	sigs    sigCache            // signatures made
-	signing atomic.Bool         // some domain is signed: queries with DO take the full path
+	reloadMu sync.Mutex            // guards keys and cfg; serialises Reload and SetKeys
+	keys     map[string][]*zoneKey // DNSSEC keys by apex
+	cfg      *configs.Config       // the configuration loaded last
+	sigs     sigCache              // signatures made
+	signing  atomic.Bool           // some domain is signed: queries with DO take the full path
 }
 
 // New builds a Handler serving cfg's gslb section.
@@ -125,15 +128,15 @@ func New(cfg *configs.Config, opts Options) (*Handler, error) {
 		maxUDP: opts.MaxUDPSize,
 		rand:   opts.Rand,
 		acme:   map[string][]acmeRec{},
-		keys:   map[string]*zoneKey{},
+		keys:   map[string][]*zoneKey{},
 		sigs:   sigCache{sigs: map[string]*dns.RRSIG{}},
 	}
-	for apex, k := range opts.Keys {
-		zk, err := newZoneKey(fqdn(strings.ToLower(apex)), k)
+	for apex, ks := range opts.Keys {
+		zks, err := zoneKeys(apex, ks)
 		if err != nil {
 			return nil, err
 		}
-		h.keys[zk.dnskey.Hdr.Name] = zk
+		h.keys[fqdn(strings.ToLower(apex))] = zks
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -169,6 +172,13 @@ func New(cfg *configs.Config, opts Options) (*Handler, error) {
 // Reload swaps in the domains and GSLB names of cfg; on error the current data stays. ACME
 // records are kept.
 func (h *Handler) Reload(cfg *configs.Config) error {
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
+	return h.reloadLocked(cfg, h.keys)
+}
+
+// reloadLocked swaps in cfg's data signed with keys, and keeps both.
+func (h *Handler) reloadLocked(cfg *configs.Config, keys map[string][]*zoneKey) error {
 	d, err := build(cfg)
 	if err != nil {
 		return err
@@ -178,11 +188,12 @@ func (h *Handler) Reload(cfg *configs.Config) error {
 		if !dom.dnssec {
 			continue
 		}
-		if dom.key = h.keys[dom.name]; dom.key == nil {
+		if dom.keys = keys[dom.name]; len(dom.keys) == 0 {
 			return fmt.Errorf("gslb domain %s: %w (a domain signed since the node started needs a restart)", dom.name, ErrNoKey)
 		}
 		signing = true
 	}
+	h.cfg, h.keys = cfg, keys
 	h.signing.Store(signing)
 	h.data.Store(d)
 	return nil

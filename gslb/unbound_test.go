@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/miekg/dns"
 )
 
@@ -211,5 +212,59 @@ func TestUnboundValidatesTheSignedAnswers(t *testing.T) {
 	tp.on.Store(true)
 	if r := ask("desktop.signed.test.", dns.TypeA); r.Rcode != dns.RcodeServerFailure {
 		t.Fatalf("a tampered answer: %s, want SERVFAIL\n%s", dns.RcodeToString[r.Rcode], r)
+	}
+}
+
+// A rollover as a validating resolver sees it: while it is under way, a resolver trusting the
+// old key's DS and one trusting the new key's both validate; once finished, the new key's
+// validates and the old key's finds its key gone (SERVFAIL), so the old key signs no more.
+func TestUnboundFollowsARollover(t *testing.T) {
+	e, _ := signedEnv(t)
+	srv := startServer(t, e)
+	set, err := NewKeySet(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(s KeySet) []wire.DNSSECKey {
+		t.Helper()
+		signers, err := s.Signers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.h.SetKeys("signed.test.", signers); err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Describe("signed.test.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	ask := func(resolver string) *dns.Msg {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion("desktop.signed.test.", dns.TypeA)
+		m.SetEdns0(1232, true)
+		return exchange(t, &dns.Client{Timeout: 5 * time.Second}, m, resolver)
+	}
+	old := apply(set)[0].DS
+	if set, err = set.Rollover(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	incoming := apply(set)[1].DS
+	for what, ds := range map[string]string{"the old DS": old, "the new DS": incoming} {
+		if r := ask(startUnbound(t, ds, srv.UDPAddr().String())); r.Rcode != dns.RcodeSuccess || !r.AuthenticatedData {
+			t.Fatalf("under way, a resolver trusting %s: %s, AD %v\n%s", what, dns.RcodeToString[r.Rcode], r.AuthenticatedData, r)
+		}
+	}
+	if set, err = set.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	apply(set)
+	if r := ask(startUnbound(t, incoming, srv.UDPAddr().String())); r.Rcode != dns.RcodeSuccess || !r.AuthenticatedData {
+		t.Fatalf("finished, a resolver trusting the new DS: %s, AD %v\n%s", dns.RcodeToString[r.Rcode], r.AuthenticatedData, r)
+	}
+	if r := ask(startUnbound(t, old, srv.UDPAddr().String())); r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("finished, a resolver trusting the old DS: %s, want SERVFAIL\n%s", dns.RcodeToString[r.Rcode], r)
 	}
 }

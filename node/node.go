@@ -97,6 +97,8 @@ type Node struct {
 	// siteCerts is the site's sealed storage in etcd (ACME certificates, DNSSEC keys) on a
 	// site of several nodes, made at first use; nil else.
 	siteCerts *etcd.Certs
+	// keySets keeps the DNSSEC keys of the signed GSLB domains; nil when none is signed.
+	keySets keySets
 	// httpsMax is the most connections an HTTPS listener holds at once; 0: maxHTTPSConns.
 	// Tests set it small.
 	httpsMax int
@@ -286,8 +288,8 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if r.dns, err = gslb.New(cfg, gslb.Options{Zones: r.zones, Health: gslbHealth{c: r.health}, Registry: o.Registry, Logger: o.Logger, Keys: keys}); err != nil {
 		return fail(err)
 	}
-	for _, ds := range r.dns.DS() {
-		r.log.Info("DNSSEC: the parent zone must publish this DS record", "ds", ds)
+	if r.keySets != nil {
+		r.followDNSSEC()
 	}
 	if acme {
 		r.certs, err = r.acmeCerts(ctx)
@@ -581,6 +583,9 @@ func (r *Node) buildListeners() error {
 				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, Signer: r.signer,
 				Override: func(gw, o string) (string, error) { return r.override(gw, o) }, RevokeMachine: r.RevokeMachine}
 			r.consoleOptions(&ao)
+			if r.keySets != nil {
+				ao.DNSSEC = r
+			}
 			if r.shared != nil {
 				ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store
 			}

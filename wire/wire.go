@@ -1,10 +1,12 @@
 // Package wire declares, once for both ends, the JSON types that cross a process boundary:
-// the launch API's answer, the descriptor, which the front door writes and the client reads.
+// the launch API's answer, the descriptor, which the front door writes and the client reads;
+// and the admin API's answers that the CLI reads.
 package wire
 
 import (
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Descriptor is the launch API's answer (POST /v1/launch): where and how the client
@@ -86,4 +88,24 @@ type GatewayEndpoint struct {
 	// HTTPSPort is the gateway's HTTPS port, where channels ride WebSockets; 0 when it has
 	// none.
 	HTTPSPort uint16 `json:"https_port,omitempty"`
+}
+
+// DNSSECDomain is a signed GSLB domain's keys, as the admin API answers GET /v1/admin/dnssec
+// and POST /v1/admin/dnssec/rollover.
+type DNSSECDomain struct {
+	Domain string      `json:"domain"`
+	Keys   []DNSSECKey `json:"keys"` // oldest first
+	// Next says what the operator does next.
+	Next string `json:"next"`
+}
+
+// DNSSECKey is one of a signed domain's keys.
+type DNSSECKey struct {
+	Tag uint16 `json:"tag"`
+	// State is "active"; or, while a rollover is under way, "retiring" (the old key) and
+	// "incoming" (the new one, whose DS goes to the parent).
+	State string    `json:"state"`
+	Since time.Time `json:"since"` // when the key was first published
+	// DS is the key's DS record (SHA-256), to publish at the parent.
+	DS string `json:"ds"`
 }

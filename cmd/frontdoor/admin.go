@@ -233,7 +233,7 @@ dir: agents enrol for certificates there (admin enrol).`,
 	cert.Flags().StringVar(&certData, "data", "frontdoor-data", "data directory holding the site CA (ca.pem, ca.key)")
 	cert.Flags().StringVar(&out, "out", "", "file name prefix (default: the user name)")
 	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
-	c.AddCommand(gw, hc, status, rotate, enrol, revoke, maint, tok, cert, newAuditCmd(f), newDrillsCmd(f))
+	c.AddCommand(gw, hc, status, rotate, enrol, revoke, maint, tok, cert, newAuditCmd(f), newDrillsCmd(f), newDNSSECCmd(f))
 	return c
 }
 

@@ -129,9 +129,15 @@ type served struct {
 // startServe runs "frontdoor serve" on file until the test ends.
 func startServe(t *testing.T, file string) *served {
 	t.Helper()
+	return startServeIn(t, file, t.TempDir())
+}
+
+// startServeIn runs "frontdoor serve" on file with the data dir data until the test ends.
+func startServeIn(t *testing.T, file, data string) *served {
+	t.Helper()
 	ready := make(chan *node.Node, 1)
 	cmd := newServeCmdWith(func(s *node.Node) { ready <- s })
-	sv := &served{data: t.TempDir(), log: &testbuf.Buffer{}, done: make(chan struct{})}
+	sv := &served{data: data, log: &testbuf.Buffer{}, done: make(chan struct{})}
 	cmd.SetErr(sv.log)
 	cmd.SetArgs([]string{"--config", file, "--data", sv.data})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -288,15 +288,37 @@ type Challenge struct {
 // after a failure (etcd away, a compaction), so that fn may hear of a record twice.
 func (st *Store) WatchChallenges(fn func(Challenge)) {
 	prefix := st.key("challenges") + "/"
-	of := func(k []byte, gone bool) Challenge {
+	st.follow(prefix, func(k, _ []byte, gone bool) {
 		name, value, _ := strings.Cut(strings.TrimPrefix(string(k), prefix), "/")
 		name, _ = url.PathUnescape(name)
 		value, _ = url.PathUnescape(value)
-		return Challenge{Name: name, Value: value, Gone: gone}
-	}
+		fn(Challenge{Name: name, Value: value, Gone: gone})
+	})
+}
+
+// Follow calls fn with the value under k now and each value stored there later (not when it
+// is deleted), until the store closes; fn may hear of a value twice.
+func (c *Certs) Follow(k string, fn func(value []byte)) {
+	ek := c.key(k)
+	c.st.follow(ek, func(key, value []byte, gone bool) {
+		if gone || string(key) != ek {
+			return
+		}
+		plain, err := unseal(c.aead, ek, value, k)
+		if err != nil || len(plain) < 8 {
+			return
+		}
+		fn(plain[8:])
+	})
+}
+
+// follow calls fn with every key under prefix and its value now, and each change later,
+// until the store closes: the keys are listed, then watched, again after a failure (etcd
+// away, a compaction), so that fn may hear of a change twice.
+func (st *Store) follow(prefix string, fn func(k, v []byte, gone bool)) {
 	go func() {
 		for {
-			st.watchChallenges(prefix, of, fn)
+			st.followOnce(prefix, fn)
 			t := time.NewTimer(time.Second)
 			select {
 			case <-st.done:
@@ -308,11 +330,17 @@ func (st *Store) WatchChallenges(fn func(Challenge)) {
 	}()
 }
 
-// watchChallenges lists the challenge records under prefix, then follows them until the watch
-// fails.
-func (st *Store) watchChallenges(prefix string, of func([]byte, bool) Challenge, fn func(Challenge)) {
+// followOnce lists the keys under prefix, then follows them until the watch fails.
+func (st *Store) followOnce(prefix string, fn func(k, v []byte, gone bool)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		select {
+		case <-st.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	lctx, lcancel := st.opContext(ctx)
 	r, err := st.cli.Get(lctx, prefix, clientv3.WithPrefix())
 	lcancel()
@@ -320,7 +348,7 @@ func (st *Store) watchChallenges(prefix string, of func([]byte, bool) Challenge,
 		return
 	}
 	for _, kv := range r.Kvs {
-		fn(of(kv.Key, false))
+		fn(kv.Key, kv.Value, false)
 	}
 	w := st.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(r.Header.Revision+1))
 	for resp := range w {
@@ -328,7 +356,7 @@ func (st *Store) watchChallenges(prefix string, of func([]byte, bool) Challenge,
 			return
 		}
 		for _, ev := range resp.Events {
-			fn(of(ev.Kv.Key, ev.Type == clientv3.EventTypeDelete))
+			fn(ev.Kv.Key, ev.Kv.Value, ev.Type == clientv3.EventTypeDelete)
 		}
 	}
 }

@@ -81,6 +81,12 @@ func startTamperer(t *testing.T, upstream string) *tamperer {
 // the trust anchor ds; it returns unbound's address.
 func startUnbound(t *testing.T, ds, stub string) string {
 	t.Helper()
+	return startUnboundWith(t, ds, stub, "")
+}
+
+// startUnboundWith is startUnbound with more lines for unbound's server section.
+func startUnboundWith(t *testing.T, ds, stub, server string) string {
+	t.Helper()
 	if _, err := os.Stat(unboundBin); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("unbound is not installed (.ci/run installs it): %v", err)
@@ -95,6 +101,10 @@ func startUnbound(t *testing.T, ds, stub string) string {
 	l.Close()
 	dir := t.TempDir()
 	host, port, _ := net.SplitHostPort(stub)
+	modules := "  module-config: \"validator iterator\"\n"
+	if server != "" {
+		modules = server
+	}
 	conf := fmt.Sprintf(`server:
   interface: 127.0.0.1
   port: %d
@@ -110,8 +120,7 @@ func startUnbound(t *testing.T, ds, stub string) string {
   do-tcp: no
   access-control: 127.0.0.0/8 allow
   do-not-query-localhost: no
-  module-config: "validator iterator"
-  trust-anchor: "%s"
+%s  trust-anchor: "%s"
   val-log-level: 2
   qname-minimisation: no
   cache-max-ttl: 0
@@ -123,7 +132,7 @@ stub-zone:
   stub-addr: %s@%s
 remote-control:
   control-enable: no
-`, addr.Port, dir, filepath.Join(dir, "unbound.pid"), strings.Join(strings.Fields(ds), " "), host, port)
+`, addr.Port, dir, filepath.Join(dir, "unbound.pid"), modules, strings.Join(strings.Fields(ds), " "), host, port)
 	file := filepath.Join(dir, "unbound.conf")
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -141,13 +150,13 @@ remote-control:
 			t.Logf("unbound's log:\n%s", logs.String())
 		}
 	})
-	server := addr.String()
+	resolver := addr.String()
 	for i := 0; ; i++ {
 		m := new(dns.Msg)
 		m.SetQuestion("signed.test.", dns.TypeSOA)
-		_, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, server)
+		_, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, resolver)
 		if err == nil {
-			return server
+			return resolver
 		}
 		if i == 50 {
 			t.Fatalf("unbound never answered: %v\n%s", err, logs.String())
@@ -266,5 +275,29 @@ func TestUnboundFollowsARollover(t *testing.T) {
 	}
 	if r := ask(startUnbound(t, old, srv.UDPAddr().String())); r.Rcode != dns.RcodeServerFailure {
 		t.Fatalf("finished, a resolver trusting the old DS: %s, want SERVFAIL\n%s", dns.RcodeToString[r.Rcode], r)
+	}
+}
+
+// A validating resolver that passes its clients' subnets on (unbound's subnetcache, EDNS
+// Client Subnet) validates the answer chosen for each client's zone: two clients, two
+// answers, both signed and both validated.
+func TestUnboundValidatesECSScopedAnswers(t *testing.T) {
+	e, _ := signedEnv(t)
+	srv := startServer(t, e)
+	host, _, _ := net.SplitHostPort(srv.UDPAddr().String())
+	resolver := startUnboundWith(t, e.h.DS()[0], srv.UDPAddr().String(), `  module-config: "subnetcache validator iterator"
+  send-client-subnet: `+host+`
+  max-client-subnet-ipv4: 24
+`)
+	for _, tc := range []struct{ ecs, want string }{{"10.1.2.0/24", "192.0.2.11"}, {"10.2.2.0/24", "192.0.2.21"}} {
+		m := new(dns.Msg)
+		m.SetQuestion("desktop.signed.test.", dns.TypeA)
+		m.SetEdns0(1232, true)
+		_, n, _ := net.ParseCIDR(tc.ecs)
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: n.IP.To4()})
+		r := exchange(t, &dns.Client{Timeout: 5 * time.Second}, m, resolver)
+		if got := addrs(r); r.Rcode != dns.RcodeSuccess || !r.AuthenticatedData || len(got) != 1 || got[0] != tc.want {
+			t.Fatalf("client %s: %s, AD %v, %v; want %s, AD\n%s", tc.ecs, dns.RcodeToString[r.Rcode], r.AuthenticatedData, got, tc.want, r)
+		}
 	}
 }

@@ -1,23 +1,16 @@
 package gslb
 
 import (
-	"bytes"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/testunbound"
 	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/miekg/dns"
 )
-
-// unboundBin is Debian's unbound (package unbound), a validating resolver.
-const unboundBin = "/usr/sbin/unbound"
 
 // tamperer relays DNS datagrams from a resolver to the server at upstream; while on, it
 // changes the address of every A record of its answers, leaving the signatures as they were.
@@ -77,92 +70,10 @@ func startTamperer(t *testing.T, upstream string) *tamperer {
 	return tp
 }
 
-// startUnbound runs unbound on loopback, validating stub, the zone signed.test at addr, with
-// the trust anchor ds; it returns unbound's address.
+// startUnbound runs unbound validating signed.test, served at stub, from the trust anchor ds.
 func startUnbound(t *testing.T, ds, stub string) string {
 	t.Helper()
-	return startUnboundWith(t, ds, stub, "")
-}
-
-// startUnboundWith is startUnbound with more lines for unbound's server section.
-func startUnboundWith(t *testing.T, ds, stub, server string) string {
-	t.Helper()
-	if _, err := os.Stat(unboundBin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("unbound is not installed (.ci/run installs it): %v", err)
-		}
-		t.Skipf("unbound is not installed (apt-get install unbound): %v", err)
-	}
-	l, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.LocalAddr().(*net.UDPAddr)
-	l.Close()
-	dir := t.TempDir()
-	host, port, _ := net.SplitHostPort(stub)
-	modules := "  module-config: \"validator iterator\"\n"
-	if server != "" {
-		modules = server
-	}
-	conf := fmt.Sprintf(`server:
-  interface: 127.0.0.1
-  port: %d
-  do-daemonize: no
-  use-syslog: no
-  logfile: ""
-  verbosity: 1
-  username: ""
-  chroot: ""
-  directory: %q
-  pidfile: %q
-  num-threads: 1
-  do-tcp: no
-  access-control: 127.0.0.0/8 allow
-  do-not-query-localhost: no
-%s  trust-anchor: "%s"
-  val-log-level: 2
-  qname-minimisation: no
-  cache-max-ttl: 0
-  cache-max-negative-ttl: 0
-  aggressive-nsec: yes
-  local-zone: "test." nodefault
-stub-zone:
-  name: "signed.test."
-  stub-addr: %s@%s
-remote-control:
-  control-enable: no
-`, addr.Port, dir, filepath.Join(dir, "unbound.pid"), modules, strings.Join(strings.Fields(ds), " "), host, port)
-	file := filepath.Join(dir, "unbound.conf")
-	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cmd := exec.Command(unboundBin, "-d", "-c", file)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("unbound's log:\n%s", logs.String())
-		}
-	})
-	resolver := addr.String()
-	for i := 0; ; i++ {
-		m := new(dns.Msg)
-		m.SetQuestion("signed.test.", dns.TypeSOA)
-		_, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, resolver)
-		if err == nil {
-			return resolver
-		}
-		if i == 50 {
-			t.Fatalf("unbound never answered: %v\n%s", err, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return testunbound.Start(t, testunbound.Options{Zone: "signed.test.", Anchor: ds, Server: netip.MustParseAddrPort(stub)})
 }
 
 // A real validating resolver (unbound, with the domain's DS as its trust anchor) validates
@@ -284,11 +195,7 @@ func TestUnboundFollowsARollover(t *testing.T) {
 func TestUnboundValidatesECSScopedAnswers(t *testing.T) {
 	e, _ := signedEnv(t)
 	srv := startServer(t, e)
-	host, _, _ := net.SplitHostPort(srv.UDPAddr().String())
-	resolver := startUnboundWith(t, e.h.DS()[0], srv.UDPAddr().String(), `  module-config: "subnetcache validator iterator"
-  send-client-subnet: `+host+`
-  max-client-subnet-ipv4: 24
-`)
+	resolver := testunbound.Start(t, testunbound.Options{Zone: "signed.test.", Anchor: e.h.DS()[0], Server: netip.MustParseAddrPort(srv.UDPAddr().String()), ClientSubnet: true})
 	for _, tc := range []struct{ ecs, want string }{{"10.1.2.0/24", "192.0.2.11"}, {"10.2.2.0/24", "192.0.2.21"}} {
 		m := new(dns.Msg)
 		m.SetQuestion("desktop.signed.test.", dns.TypeA)

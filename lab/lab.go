@@ -473,6 +473,14 @@ func (l *Lab) Describe() string {
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --user alice --password lab --resource desktop --duration 10s\n", name, dns, l.CAFile())
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor connect %s --dns %s --ca %s --user bob --password lab --resource desktop --open\n", name, dns, l.CAFile())
 	fmt.Fprintf(&b, "  go run ./cmd/frontdoor explain --config configs/lab.yaml --user carol --resource browser --client-ip 127.3.0.9\n")
+	for _, d := range c.GSLB.Domains {
+		if d.DNSSEC {
+			fmt.Fprintf(&b, "\n%s is signed (DNSSEC). The DS record a validating resolver trusts (README: unbound):\n\n", d.Name)
+			fmt.Fprintf(&b, "  go run ./cmd/frontdoor admin dnssec --url %s --ca %s --user admin --password lab\n", l.adminURL(), l.CAFile())
+			fmt.Fprintf(&b, "  go run ./cmd/frontdoor resolve %s --dns %s --dnssec\n", name, dns)
+			break
+		}
+	}
 	fmt.Fprintf(&b, "\nCtrl-C stops everything.\n")
 	return b.String()
 }
@@ -496,6 +504,18 @@ func joinStrings[T fmt.Stringer](l []T, sep string) string {
 		s[i] = v.String()
 	}
 	return strings.Join(s, sep)
+}
+
+// adminURL is the first admin listener's URL ("" when there is none).
+func (l *Lab) adminURL() string {
+	for _, n := range l.Config.Nodes {
+		for _, li := range n.Listeners {
+			if li.Kind == "admin" {
+				return "https://" + li.Address.String()
+			}
+		}
+	}
+	return ""
 }
 
 func (l *Lab) firstDNS() string {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/resume"
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/internal/testunbound"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/miekg/dns"
@@ -84,15 +86,11 @@ func startLabWith(t testing.TB, o Options) (l *Lab, cancel context.CancelFunc, s
 // adminURL is the lab's admin API, on the first node that has one.
 func adminURL(t testing.TB, l *Lab) string {
 	t.Helper()
-	for _, n := range l.Config.Nodes {
-		for _, li := range n.Listeners {
-			if li.Kind == "admin" {
-				return "https://" + li.Address.String()
-			}
-		}
+	u := l.adminURL()
+	if u == "" {
+		t.Fatal("the lab has no admin listener")
 	}
-	t.Fatal("the lab has no admin listener")
-	return ""
+	return u
 }
 
 // adminGet decodes the lab's admin API's answer to GET path (as the lab's admin) into out.
@@ -168,6 +166,25 @@ func TestLabEndToEnd(t *testing.T) {
 	}
 	if len(r.Answer) == 0 || !strings.HasPrefix(r.Answer[0].(*dns.A).A.String(), "127.42.0.") {
 		t.Fatalf("answer for an east client = %v, want east's gateways first", r.Answer)
+	}
+	// The lab's domain is signed: a validating resolver (unbound) that trusts the DS the
+	// admin API gives and passes its clients' subnets on validates the east client's answer.
+	var signed []wire.DNSSECDomain
+	adminGet(t, l, "/v1/admin/dnssec", &signed)
+	if len(signed) != 1 || signed[0].Domain != "vdi.lab.test." || len(signed[0].Keys) != 1 {
+		t.Fatalf("the lab's signed domains: %+v", signed)
+	}
+	resolver := testunbound.Start(t, testunbound.Options{Zone: "vdi.lab.test.", Anchor: signed[0].Keys[0].DS,
+		Server: netip.MustParseAddrPort("127.41.0.1:5353"), ClientSubnet: true})
+	m = new(dns.Msg)
+	m.SetQuestion("desktop.vdi.lab.test.", dns.TypeA)
+	m.SetEdns0(1232, true)
+	east := &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP("127.42.5.9")}}
+	if r, _, err = (&dns.Client{Timeout: 5 * time.Second, Dialer: east}).Exchange(m, resolver); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Answer) == 0 || !r.AuthenticatedData || !strings.HasPrefix(r.Answer[0].(*dns.A).A.String(), "127.42.0.") {
+		t.Fatalf("unbound's answer for an east client: %s, AD %v, %v; want east's gateways, validated", dns.RcodeToString[r.Rcode], r.AuthenticatedData, r.Answer)
 	}
 
 	// Launch from an address of the west zone: alice's home zone east wins (UserHome).

@@ -12,9 +12,9 @@ import (
 
 func newResolveCmd() *cobra.Command {
 	var server, subnet, qtype string
-	var tcp bool
+	var tcp, dnssec bool
 	c := &cobra.Command{
-		Use:   "resolve NAME --dns ADDR [--client-subnet CIDR] [--type A|AAAA|TXT|...] [--tcp]",
+		Use:   "resolve NAME --dns ADDR [--client-subnet CIDR] [--type A|AAAA|TXT|...] [--tcp] [--dnssec]",
 		Short: "Ask a DNS server for NAME, optionally as a client of another subnet (EDNS Client Subnet)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -24,7 +24,7 @@ func newResolveCmd() *cobra.Command {
 			}
 			m := new(dns.Msg)
 			m.SetQuestion(dns.Fqdn(args[0]), t)
-			m.SetEdns0(1232, false)
+			m.SetEdns0(1232, dnssec)
 			if subnet != "" {
 				p, err := netip.ParsePrefix(subnet)
 				if err != nil {
@@ -57,6 +57,11 @@ func newResolveCmd() *cobra.Command {
 					}
 				}
 			}
+			if dnssec {
+				// AD: a validating resolver checked the answer's signatures up to its trust
+				// anchor; an authoritative server, as the GSLB, sends signatures but never AD.
+				fmt.Fprintf(out, "  validated (AD): %s\n", map[bool]string{true: "yes", false: "no"}[r.AuthenticatedData])
+			}
 			if r.Rcode != dns.RcodeSuccess {
 				return fmt.Errorf("%s", dns.RcodeToString[r.Rcode])
 			}
@@ -67,5 +72,6 @@ func newResolveCmd() *cobra.Command {
 	c.Flags().StringVar(&subnet, "client-subnet", "", "send an EDNS Client Subnet option for this range")
 	c.Flags().StringVar(&qtype, "type", "A", "record type")
 	c.Flags().BoolVar(&tcp, "tcp", false, "ask over TCP")
+	c.Flags().BoolVar(&dnssec, "dnssec", false, "ask for DNSSEC (the DO bit): a signed domain's answers carry their signatures, and a validating resolver says whether it validated them")
 	return c
 }

@@ -38,8 +38,7 @@ func (d *Display) listenQUIC(c *net.UDPConn) (*udpPort, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := d.o.Identity.ServerTLS()
-	tc.NextProtos = []string{ticket.QUICALPN}
+	tc := d.o.Identity.ServerTLS(ticket.QUICALPN)
 	ln, err := tr.Listen(tc, &quic.Config{EnableDatagrams: true, MaxIdleTimeout: d.o.UDPIdle,
 		HandshakeIdleTimeout: 5 * time.Second, MaxIncomingStreams: 4, MaxIncomingUniStreams: -1})
 	if err != nil {

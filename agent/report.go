@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -84,8 +85,9 @@ type Reporter struct {
 	tlsc    *tls.Config
 	log     *slog.Logger
 
-	mu        sync.Mutex // guards current, client, follow, connected
+	mu        sync.Mutex // guards current, client, follow, connected, id
 	current   int
+	id        *Identity       // UseIdentity's
 	connected func() []string // TellConnected
 	client    *http.Client
 	follow    *http.Client // for the long polls of Follow
@@ -112,6 +114,9 @@ func (r *Reporter) clients(tlsc *tls.Config) {
 
 // UseIdentity makes every later request present the machine's certificate, which the agent
 // API takes instead of the token (an enrolment ticket is good once).
+// It also trusts, beside what the reporter's config trusts, the site CA's certificates the
+// identity holds (two while the site CA is rotated, which the front doors' certificates may
+// come from).
 func (r *Reporter) UseIdentity(id *Identity) {
 	tc := r.tlsc.Clone()
 	tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
@@ -119,6 +124,23 @@ func (r *Reporter) UseIdentity(id *Identity) {
 		defer id.mu.Unlock()
 		return id.cert, nil
 	}
+	id.mu.Lock()
+	siteCAs := id.caPEM
+	id.mu.Unlock()
+	roots := tc.RootCAs
+	if roots == nil {
+		roots, _ = x509.SystemCertPool()
+	}
+	if roots != nil {
+		roots = roots.Clone()
+	} else {
+		roots = x509.NewCertPool()
+	}
+	roots.AppendCertsFromPEM(siteCAs)
+	tc.RootCAs = roots
+	r.mu.Lock()
+	r.id = id
+	r.mu.Unlock()
 	r.clients(tc)
 }
 
@@ -336,14 +358,22 @@ func (r *Reporter) reconcile(ctx context.Context, m Ends) error {
 type siteKeys struct {
 	Signing   string   `json:"ed25519"`
 	Verifying []string `json:"verifying"`
+	CA        string   `json:"ca"`
 }
 
 // SiteKeys asks the front door for the site's ticket keys: every key tickets are checked
 // with (a new one rolled in, an old one until it retires).
 func (r *Reporter) SiteKeys(ctx context.Context) ([]ed25519.PublicKey, error) {
+	keys, _, err := r.siteKeys(ctx)
+	return keys, err
+}
+
+// siteKeys is SiteKeys, with the site CA's certificates (PEM, the issuing one first; nil from
+// a front door of an older release).
+func (r *Reporter) siteKeys(ctx context.Context) ([]ed25519.PublicKey, []byte, error) {
 	var k siteKeys
 	if err := r.request(ctx, false, http.MethodGet, "/v1/agent/site-key", nil, &k); err != nil {
-		return nil, fmt.Errorf("reading the site keys: %w", err)
+		return nil, nil, fmt.Errorf("reading the site keys: %w", err)
 	}
 	list := k.Verifying
 	if len(list) == 0 {
@@ -353,15 +383,20 @@ func (r *Reporter) SiteKeys(ctx context.Context) ([]ed25519.PublicKey, error) {
 	for _, h := range list {
 		b, err := hex.DecodeString(h)
 		if err != nil || len(b) != ed25519.PublicKeySize {
-			return nil, errors.New("reading the site keys: not an Ed25519 public key")
+			return nil, nil, errors.New("reading the site keys: not an Ed25519 public key")
 		}
 		out = append(out, ed25519.PublicKey(b))
 	}
-	return out, nil
+	var ca []byte
+	if k.CA != "" {
+		ca = []byte(k.CA)
+	}
+	return out, ca, nil
 }
 
 // FollowKeys rereads the site's ticket keys every interval and hands them to set, until ctx
-// ends; a failure is logged and the keys held are kept.
+// ends; a failure is logged and the keys held are kept. It follows the site CA as well
+// (followCA).
 func (r *Reporter) FollowKeys(ctx context.Context, interval time.Duration, set func([]ed25519.PublicKey)) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -371,7 +406,7 @@ func (r *Reporter) FollowKeys(ctx context.Context, interval time.Duration, set f
 			return nil
 		case <-t.C:
 		}
-		keys, err := r.SiteKeys(ctx)
+		keys, ca, err := r.siteKeys(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("following the site keys", "err", err)
@@ -379,7 +414,40 @@ func (r *Reporter) FollowKeys(ctx context.Context, interval time.Duration, set f
 			continue
 		}
 		set(keys)
+		if ca != nil {
+			r.followCA(ctx, ca)
+		}
 	}
+}
+
+// followCA makes the identity in use trust the site CA's certificates ca (PEM, the issuing
+// one first), as the agent API gives them, and renews its certificate when the CA that
+// issues is not the one that issued it: a rotation of the site CA reaches the agent within
+// one FollowKeys interval, without waiting for the certificate's half-life.
+func (r *Reporter) followCA(ctx context.Context, ca []byte) {
+	r.mu.Lock()
+	id := r.id
+	r.mu.Unlock()
+	if id == nil {
+		return
+	}
+	changed, err := id.trust(ca)
+	if err != nil {
+		r.log.Warn("the site CA's certificates from the front door cannot be used", "err", err)
+		return
+	}
+	if changed {
+		r.log.Info("the site CA's certificates changed: trusting them")
+		r.UseIdentity(id)
+	}
+	if id.issuedByCurrent() {
+		return
+	}
+	if err := r.renew(ctx, id); err != nil {
+		r.log.Warn("renewing the machine certificate from the site's new CA", "err", err)
+		return
+	}
+	r.log.Info("renewed the machine certificate from the site's new CA", "not_after", id.NotAfter())
 }
 
 // LoadFunc returns a machine's session count, CPU and memory use (percent).

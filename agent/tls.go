@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -133,16 +134,63 @@ func (id *Identity) NotAfter() time.Time {
 // ServerTLS returns the TLS config of the display ports: the machine's certificate, and
 // client certificates of the site CA checked when given (a gateway presents one; a client in
 // direct mode does not need to).
-func (id *Identity) ServerTLS() *tls.Config {
-	id.mu.Lock()
-	ca := id.ca
-	id.mu.Unlock()
-	return &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca,
+//
+// The CA certificates are those the identity holds at each handshake (they change when the
+// site CA is rotated). The config offers protos (ALPN); it is not to be changed.
+func (id *Identity) ServerTLS(protos ...string) *tls.Config {
+	base := &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.VerifyClientCertIfGiven, NextProtos: protos,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			id.mu.Lock()
 			defer id.mu.Unlock()
 			return id.cert, nil
 		}}
+	var made *tls.Config // the last config, for the pool made.ClientCAs; guarded by id.mu
+	tc := base.Clone()
+	tc.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		id.mu.Lock()
+		defer id.mu.Unlock()
+		if made == nil || made.ClientCAs != id.ca {
+			made = base.Clone()
+			made.ClientCAs = id.ca
+		}
+		return made, nil
+	}
+	return tc
+}
+
+// trust makes the identity trust the CA certificates of caPEM (the issuing one first) in
+// place of those it holds, and keeps them where Save kept the identity; it reports whether
+// they changed.
+func (id *Identity) trust(caPEM []byte) (bool, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return false, errors.New("no CA certificate")
+	}
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	if bytes.Equal(id.caPEM, caPEM) {
+		return false, nil
+	}
+	id.ca, id.caPEM = pool, caPEM
+	if id.dir != "" {
+		if err := id.saveLocked(id.dir); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// issuedByCurrent reports whether the certificate was issued by the first CA certificate the
+// identity holds: the one that issues.
+func (id *Identity) issuedByCurrent() bool {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	b, _ := pem.Decode(id.caPEM)
+	if b == nil {
+		return true // nothing to compare with
+	}
+	issuer, err := x509.ParseCertificate(b.Bytes)
+	return err != nil || id.cert.Leaf.CheckSignatureFrom(issuer) == nil
 }
 
 // enrolment is the agent API's certificate request and answer (api.Enrolment).
@@ -222,22 +270,33 @@ func (r *Reporter) Keep(ctx context.Context, id *Identity, check time.Duration) 
 		if time.Until(leaf.NotAfter) > leaf.NotAfter.Sub(leaf.NotBefore)/2 {
 			continue
 		}
-		cert, ca, caPEM, err := r.enroll(ctx)
-		if err == nil {
-			err = id.set(cert, ca)
-		}
-		if err == nil {
-			id.mu.Lock()
-			id.caPEM = caPEM
-			if id.dir != "" {
-				err = id.saveLocked(id.dir)
-			}
-			id.mu.Unlock()
-		}
-		if err != nil {
+		if err := r.renew(ctx, id); err != nil {
 			r.log.Warn("renewing the machine certificate", "not_after", leaf.NotAfter, "err", err)
 			continue
 		}
-		r.log.Info("renewed the machine certificate", "not_after", cert.Leaf.NotAfter)
+		r.log.Info("renewed the machine certificate", "not_after", id.NotAfter())
 	}
+}
+
+// renew obtains a new certificate for id through the agent API, with the CA certificates
+// the answer gives, and keeps both where Save kept the identity.
+func (r *Reporter) renew(ctx context.Context, id *Identity) error {
+	cert, ca, caPEM, err := r.enroll(ctx)
+	if err != nil {
+		return err
+	}
+	if err := id.set(cert, ca); err != nil {
+		return err
+	}
+	id.mu.Lock()
+	changed := !bytes.Equal(id.caPEM, caPEM)
+	id.caPEM = caPEM
+	if id.dir != "" {
+		err = id.saveLocked(id.dir)
+	}
+	id.mu.Unlock()
+	if changed {
+		r.UseIdentity(id)
+	}
+	return err
 }

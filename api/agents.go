@@ -79,6 +79,9 @@ type SiteKeys struct {
 	// Verifying are the keys tickets are checked with: the signing key, a new one rolled in,
 	// an old one until it retires.
 	Verifying []string `json:"verifying"`
+	// CA is the site CA's certificates the agents trust, PEM, the one that issues first (two
+	// while the site CA is rotated).
+	CA string `json:"ca,omitempty"`
 }
 
 // SetSiteKeys sets the ticket keys the agents are told of (a key rotation).
@@ -134,7 +137,11 @@ func NewAgents(o AgentsOptions) *Agents {
 	a.ended.id = newFeedID()
 	a.SetSiteKeys(o.SitePublicKey, []ed25519.PublicKey{o.SitePublicKey})
 	a.mux.HandleFunc("GET /v1/agent/site-key", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, *a.siteKeys.Load())
+		k := *a.siteKeys.Load()
+		if a.o.CA != nil {
+			k.CA = string(a.o.CA.CertPEM())
+		}
+		writeJSON(w, http.StatusOK, k)
 	})
 	return a
 }

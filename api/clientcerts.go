@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -34,9 +35,16 @@ var (
 // only, named as each CA's entry says, refused when its CRL lists them). LoadClientCAs
 // reads them; a nil *ClientCAs is the site CA alone.
 type ClientCAs struct {
-	site *x509.Certificate
+	site *CA
 	ops  []*operatorCA
 	log  *slog.Logger
+	pool atomic.Pointer[clientPool] // Pool's last answer
+}
+
+// clientPool is a pool of ClientCAs made while the site CA was in state st.
+type clientPool struct {
+	st   *caState
+	pool *x509.CertPool
 }
 
 // operatorCA is one entry of site.auth.client_certificates, loaded.
@@ -58,7 +66,7 @@ func LoadClientCAs(auth configs.Auth, site *CA, log *slog.Logger) (*ClientCAs, e
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &ClientCAs{site: site.cert, log: log}
+	c := &ClientCAs{site: site, log: log}
 	for i, cc := range auth.ClientCertificates {
 		key := fmt.Sprintf("site.auth.client_certificates[%d]", i)
 		certs, err := readCACerts(cc.CAFile)
@@ -123,6 +131,16 @@ func readCACerts(file string) ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
+	out, err := parseCACerts(raw, file)
+	if err == nil && len(out) == 0 {
+		err = fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return out, err
+}
+
+// parseCACerts parses PEM CA certificates, and nothing else, from raw (of what, for errors).
+func parseCACerts(raw []byte, what string) ([]*x509.Certificate, error) {
+	file := what
 	var out []*x509.Certificate
 	for rest := raw; ; {
 		var b *pem.Block
@@ -142,17 +160,21 @@ func readCACerts(file string) ([]*x509.Certificate, error) {
 		}
 		out = append(out, c)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
 	return out, nil
 }
 
-// Pool returns a pool of the site CA and every operator CA's certificates: the listeners'
-// ClientCAs.
+// Pool returns a pool of the site CA's certificates (two while it is rotated) and every
+// operator CA's: the listeners' ClientCAs. It is not to be changed.
 func (c *ClientCAs) Pool() *x509.CertPool {
+	st := c.site.cur.Load()
+	if last := c.pool.Load(); last != nil && last.st == st {
+		return last.pool
+	}
 	p := x509.NewCertPool()
-	p.AddCert(c.site)
+	for _, s := range st.trusts {
+		p.AddCert(s)
+	}
+	defer c.pool.Store(&clientPool{st: st, pool: p})
 	for _, op := range c.ops {
 		for _, ca := range op.certs {
 			p.AddCert(ca)
@@ -161,11 +183,10 @@ func (c *ClientCAs) Pool() *x509.CertPool {
 	return p
 }
 
-// trust makes tc accept client certificates of every CA of c, and refuse at the handshake a
-// certificate of an operator CA that names a party of the site: a gateway's or a machine's
-// identity is the site CA's alone.
+// trust makes tc refuse at the handshake a certificate of an operator CA that names a party
+// of the site: a gateway's or a machine's identity is the site CA's alone. (followCA gives tc
+// the client CAs.)
 func (c *ClientCAs) trust(tc *tls.Config) {
-	tc.ClientCAs = c.Pool()
 	next := tc.VerifyConnection
 	tc.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(cs.VerifiedChains) > 0 && !c.fromSite(cs.VerifiedChains) && namesParty(cs.VerifiedChains[0][0]) {
@@ -190,7 +211,7 @@ func (c *ClientCAs) fromSite(chains [][]*x509.Certificate) bool {
 		return true
 	}
 	for _, ch := range chains {
-		if len(ch) > 0 && ch[len(ch)-1].Equal(c.site) {
+		if len(ch) > 0 && c.site.Trusts(ch[len(ch)-1]) {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -61,7 +62,8 @@ func (ca *CA) IssueParty(role, name string, addrs []netip.Addr, pub crypto.Publi
 	for _, a := range addrs {
 		tmpl.IPAddresses = append(tmpl.IPAddresses, net.IP(a.Unmap().AsSlice()))
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
+	st := ca.cur.Load()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, st.cert, pub, st.key)
 	if err != nil {
 		return nil, fmt.Errorf("signing the certificate of %s %s: %w", role, name, err)
 	}
@@ -94,8 +96,9 @@ type PartyCertificates struct {
 	role, name string
 	addrs      []netip.Addr
 
-	mu   sync.Mutex // guards cert
-	cert *tls.Certificate
+	mu     sync.Mutex // guards cert and issuer
+	cert   *tls.Certificate
+	issuer []byte // the certificate of the CA that issued cert, DER
 }
 
 // Party returns the certificates of a party of the site, issued as they are needed.
@@ -103,25 +106,32 @@ func (ca *CA) Party(role, name string, addrs []netip.Addr) *PartyCertificates {
 	return &PartyCertificates{ca: ca, role: role, name: name, addrs: addrs}
 }
 
-// Get returns a certificate valid for at least half of PartyTTL.
+// Get returns a certificate valid for at least half of PartyTTL, from the CA that issues now
+// (a new one once the site CA was rotated).
 func (p *PartyCertificates) Get() (*tls.Certificate, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cert != nil && time.Until(p.cert.Leaf.NotAfter) > PartyTTL/2 {
+	issuer := p.ca.Cert().Raw
+	if p.cert != nil && time.Until(p.cert.Leaf.NotAfter) > PartyTTL/2 && bytes.Equal(p.issuer, issuer) {
 		return p.cert, nil
 	}
 	c, err := p.ca.PartyCertificate(p.role, p.name, p.addrs)
 	if err != nil {
 		return nil, err
 	}
-	p.cert = c
+	p.cert, p.issuer = c, issuer
 	return c, nil
 }
 
-// ClientTLS returns a client config that presents the party's certificate and trusts the CA.
-func (p *PartyCertificates) ClientTLS() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: p.ca.Pool(),
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return p.Get() }}
+// ClientTLS returns a maker of client configs that present the party's certificate, trust
+// the CA certificates the CA trusts when the config is made (a rotation of the site CA
+// changes them) and check connections with verify (nil: nothing more). Make one per
+// connection.
+func (p *PartyCertificates) ClientTLS(verify func(tls.ConnectionState) error) func() *tls.Config {
+	return func() *tls.Config {
+		return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: p.ca.Pool(), VerifyConnection: verify,
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return p.Get() }}
+	}
 }
 
 // PublicKeyFromCSR checks a PEM certificate request and returns its public key: the key a

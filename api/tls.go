@@ -18,8 +18,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -30,14 +32,25 @@ import (
 	"go.uber.org/zap"
 )
 
-// CA is a small certificate authority kept in the data dir: the "internal" issuer for lab and
-// tests, used by certmagic through its Issuer interface.
+// CA is the site's small certificate authority: it issues the certificates of the site's
+// parties (gateways, machines), of its listeners when the issuer is "internal" (for certmagic,
+// through its Issuer interface) and of users; and it is what they trust. While the site CA
+// is rotated it trusts two CA certificates, its own and the other one (Set); every pool and
+// TLS config made here follows such a change at the next handshake.
 type CA struct {
-	cert   *x509.Certificate
-	key    crypto.Signer
-	pem    []byte
 	log    *slog.Logger
 	leafTT time.Duration
+	cur    atomic.Pointer[caState]
+}
+
+// caState is what a CA issues with and trusts at one time.
+type caState struct {
+	cert   *x509.Certificate   // the certificate of the CA that issues
+	key    crypto.Signer       // its key
+	pem    []byte              // cert in PEM
+	trusts []*x509.Certificate // every CA certificate trusted: cert first
+	pool   *x509.CertPool      // trusts
+	bundle []byte              // trusts in PEM
 }
 
 var _ certmagic.Issuer = (*CA)(nil)
@@ -68,19 +81,53 @@ func LoadOrCreateCA(dir, site string, log *slog.Logger) (*CA, error) {
 
 // NewCA returns the CA of a PEM certificate and its PEM key (a site's shared identity).
 func NewCA(certPEM, keyPEM []byte, log *slog.Logger) (*CA, error) {
+	ca := &CA{log: log, leafTT: 7 * 24 * time.Hour}
+	if err := ca.Set(certPEM, keyPEM, nil); err != nil {
+		return nil, err
+	}
+	return ca, nil
+}
+
+// Set makes the CA of certPEM and keyPEM the one that issues from now on, and trusts, beside
+// it, the CA certificates in also (PEM; none outside a rotation). On error nothing changes.
+func (ca *CA) Set(certPEM, keyPEM, also []byte) error {
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("loading CA: %w", err)
+		return fmt.Errorf("loading CA: %w", err)
 	}
 	cert, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return nil, fmt.Errorf("parsing CA certificate: %w", err)
+		return fmt.Errorf("parsing CA certificate: %w", err)
+	}
+	if !cert.IsCA {
+		return errors.New("the CA certificate is not a CA's")
 	}
 	signer, ok := pair.PrivateKey.(crypto.Signer)
 	if !ok {
-		return nil, errors.New("CA key cannot sign")
+		return errors.New("CA key cannot sign")
 	}
-	return &CA{cert: cert, key: signer, pem: certPEM, log: log, leafTT: 7 * 24 * time.Hour}, nil
+	st := &caState{cert: cert, key: signer, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}),
+		trusts: []*x509.Certificate{cert}, pool: x509.NewCertPool()}
+	others, err := parseCACerts(also, "the CA certificates also trusted")
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if !o.Equal(cert) {
+			st.trusts = append(st.trusts, o)
+		}
+	}
+	for _, c := range st.trusts {
+		st.pool.AddCert(c)
+		st.bundle = append(st.bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})...)
+	}
+	ca.cur.Store(st)
+	return nil
+}
+
+// Trusts reports whether c is one of the CA certificates the CA trusts.
+func (ca *CA) Trusts(c *x509.Certificate) bool {
+	return slices.ContainsFunc(ca.cur.Load().trusts, c.Equal)
 }
 
 func createCA(certFile, keyFile, site string) error {
@@ -130,21 +177,21 @@ func GenerateCA(site string) (certPEM, keyPEM []byte, err error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
 }
 
-// CertPEM returns the CA certificate in PEM, for clients to trust.
-func (ca *CA) CertPEM() []byte { return ca.pem }
+// CertPEM returns the CA certificates trusted, in PEM, the issuing one first: what clients
+// trust (ca.pem).
+func (ca *CA) CertPEM() []byte { return ca.cur.Load().bundle }
 
-// Cert returns the CA certificate.
-func (ca *CA) Cert() *x509.Certificate { return ca.cert }
+// Cert returns the certificate of the CA that issues.
+func (ca *CA) Cert() *x509.Certificate { return ca.cur.Load().cert }
 
-// Pool returns a pool holding the CA certificate.
-func (ca *CA) Pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
+// Pool returns a pool of the CA certificates trusted now. It is not to be changed.
+func (ca *CA) Pool() *x509.CertPool { return ca.cur.Load().pool }
+
+// IssuerKey implements certmagic.Issuer: it names the CA that issues, so that certificates of
+// another CA (before a rotation) are not taken for its own.
+func (ca *CA) IssuerKey() string {
+	return "frontdoor-internal-" + ca.cur.Load().cert.SerialNumber.Text(16)
 }
-
-// IssuerKey implements certmagic.Issuer.
-func (ca *CA) IssuerKey() string { return "frontdoor-internal-" + ca.cert.SerialNumber.Text(16) }
 
 // Issue implements certmagic.Issuer: it signs the CSR's names for a week.
 func (ca *CA) Issue(_ context.Context, csr *x509.CertificateRequest) (*certmagic.IssuedCertificate, error) {
@@ -163,12 +210,13 @@ func (ca *CA) Issue(_ context.Context, csr *x509.CertificateRequest) (*certmagic
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, csr.PublicKey, ca.key)
+	st := ca.cur.Load()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, st.cert, csr.PublicKey, st.key)
 	if err != nil {
 		return nil, fmt.Errorf("signing certificate: %w", err)
 	}
 	ca.log.Info("issued certificate", "names", csr.DNSNames, "ips", csr.IPAddresses, "not_after", tmpl.NotAfter)
-	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca.pem...)
+	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), st.pem...)
 	return &certmagic.IssuedCertificate{Certificate: chain}, nil
 }
 
@@ -189,7 +237,8 @@ func (ca *CA) IssueClient(user string, ttl time.Duration) (certPEM, keyPEM []byt
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	st := ca.cur.Load()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, st.cert, &key.PublicKey, st.key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("signing client certificate: %w", err)
 	}
@@ -383,7 +432,6 @@ func ServerTLS(certs *Certs, ca *CA, names []string, bound func(netip.Addr) neti
 		}
 	}
 	tc.ClientAuth = tls.VerifyClientCertIfGiven
-	tc.ClientCAs = ca.Pool()
 	if users != nil {
 		users.trust(tc)
 	}
@@ -398,6 +446,33 @@ func ServerTLS(certs *Certs, ca *CA, names []string, bound func(netip.Addr) neti
 			}
 		}
 		return get(h)
+	}
+	return followCA(tc, ca, users)
+}
+
+// followCA returns tc, which makes each handshake take the client CAs of the moment: the
+// site CA's certificates (two while it is rotated) and the operator CAs of users. A config
+// is made for each change of the site CA and kept. Its handshakes run on those configs (its
+// GetConfigForClient): a clone that changes anything else must drop GetConfigForClient.
+func followCA(tc *tls.Config, ca *CA, users *ClientCAs) *tls.Config {
+	type made struct {
+		st *caState
+		tc *tls.Config
+	}
+	var last atomic.Pointer[made]
+	base := tc.Clone()
+	tc.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		st := ca.cur.Load()
+		if m := last.Load(); m != nil && m.st == st {
+			return m.tc, nil
+		}
+		n := base.Clone()
+		n.ClientCAs = st.pool
+		if users != nil {
+			n.ClientCAs = users.Pool()
+		}
+		last.Store(&made{st: st, tc: n})
+		return n, nil
 	}
 	return tc
 }

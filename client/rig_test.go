@@ -48,9 +48,9 @@ var siteCA = sync.OnceValue(func() *api.CA {
 	return ca
 })
 
-// machineTLS is gateway name's client TLS config toward the machine.
-func machineTLS(name string) *tls.Config {
-	return siteCA().Party(siteid.RoleGateway, name, nil).ClientTLS()
+// machineTLS makes gateway name's client TLS configs toward the machine.
+func machineTLS(name string) func() *tls.Config {
+	return siteCA().Party(siteid.RoleGateway, name, nil).ClientTLS(nil)
 }
 
 // The loopback addresses of the test site.

@@ -87,10 +87,11 @@ type Options struct {
 	Sessions Sessions
 	// Machine resolves a machine name to its address. Required.
 	Machine func(name string) (netip.Addr, bool)
-	// MachineTLS is the client TLS config of the channels to machines (TLS for TCP, QUIC
-	// for UDP): it presents the gateway's certificate of the site CA and trusts the CA; each
-	// machine must present a certificate that names it. Required.
-	MachineTLS *tls.Config
+	// MachineTLS makes the client TLS config of a channel to a machine (TLS for TCP, QUIC for
+	// UDP), once per channel: it presents the gateway's certificate of the site CA and trusts
+	// the CA (a rotation of the site CA changes both); each machine must present a
+	// certificate that names it. Required.
+	MachineTLS func() *tls.Config
 	// Carried reports whether a session is connected anywhere in the site: a reconnect ticket
 	// used already (ticket.Claims.Reused) is refused while its session is, since its client
 	// would hold the next one; a client whose answer was lost is disconnected by then, or

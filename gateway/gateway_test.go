@@ -45,9 +45,9 @@ var siteCA = sync.OnceValue(func() *api.CA {
 	return ca
 })
 
-// machineTLS is gateway name's client TLS config toward machines.
-func machineTLS(name, ip string) *tls.Config {
-	return siteCA().Party(siteid.RoleGateway, name, []netip.Addr{netip.MustParseAddr(ip)}).ClientTLS()
+// machineTLS makes gateway name's client TLS configs toward machines.
+func machineTLS(name, ip string) func() *tls.Config {
+	return siteCA().Party(siteid.RoleGateway, name, []netip.Addr{netip.MustParseAddr(ip)}).ClientTLS(nil)
 }
 
 // sessions is a Sessions that records events.

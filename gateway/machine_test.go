@@ -176,7 +176,7 @@ func TestMachineTakesGatewayModeChannelsOnlyFromGateways(t *testing.T) {
 		tc   *tls.Config
 		want byte
 	}{
-		{"a gateway-mode ticket from a gateway", ticket.ModeGateway, machineTLS("gw-1", "127.0.50.1"), ticket.StatusOK},
+		{"a gateway-mode ticket from a gateway", ticket.ModeGateway, machineTLS("gw-1", "127.0.50.1")(), ticket.StatusOK},
 		{"a gateway-mode ticket without a certificate", ticket.ModeGateway, &tls.Config{RootCAs: siteCA().Pool()}, ticket.StatusDenied},
 		{"a gateway-mode ticket from another machine", ticket.ModeGateway, &tls.Config{RootCAs: siteCA().Pool(), Certificates: []tls.Certificate{*machineCert}}, ticket.StatusDenied},
 		{"a direct-mode ticket from a client", ticket.ModeDirect, &tls.Config{RootCAs: siteCA().Pool()}, ticket.StatusOK},
@@ -225,7 +225,7 @@ func TestMachineTakesGatewayModeUDPChannelsOnlyFromGateways(t *testing.T) {
 		tc   *tls.Config
 		want byte
 	}{
-		{"a gateway-mode ticket from a gateway", ticket.ModeGateway, machineTLS("gw-1", "127.0.50.1"), ticket.StatusOK},
+		{"a gateway-mode ticket from a gateway", ticket.ModeGateway, machineTLS("gw-1", "127.0.50.1")(), ticket.StatusOK},
 		{"a gateway-mode ticket without a certificate", ticket.ModeGateway, &tls.Config{RootCAs: siteCA().Pool()}, ticket.StatusDenied},
 		{"a gateway-mode ticket from another machine", ticket.ModeGateway, &tls.Config{RootCAs: siteCA().Pool(), Certificates: []tls.Certificate{*machineCert}}, ticket.StatusDenied},
 		{"a direct-mode ticket from a client", ticket.ModeDirect, &tls.Config{RootCAs: siteCA().Pool()}, ticket.StatusOK},
@@ -335,12 +335,11 @@ func TestAMachineTheBaseConfigRefusesIsNotReached(t *testing.T) {
 	port, stop := machine(t, pub)
 	t.Cleanup(stop)
 	tlsc, pool := selfSigned(t)
-	base := machineTLS("gw-1", "127.0.50.2")
 	refused := make(chan string, 4)
-	base.VerifyConnection = func(st tls.ConnectionState) error {
+	base := siteCA().Party(siteid.RoleGateway, "gw-1", []netip.Addr{netip.MustParseAddr("127.0.50.2")}).ClientTLS(func(st tls.ConnectionState) error {
 		refused <- st.PeerCertificates[0].Subject.CommonName
 		return errors.New("revoked")
-	}
+	})
 	s := newSessions("s-1")
 	g, err := New(Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.2"), TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, PlainUDP: true,
 		TLS: tlsc, MachineTLS: base, Verifier: v, Sessions: s,

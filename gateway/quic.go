@@ -71,7 +71,7 @@ type QUICOptions struct {
 	Machine func(name string) (netip.Addr, bool)
 	// MachineTLS is the client TLS config of the TCP channels to machines (see
 	// Options.MachineTLS). Required.
-	MachineTLS *tls.Config
+	MachineTLS func() *tls.Config
 	// Carried refuses used reconnect tickets of connected sessions (see Options.Carried).
 	// Default: nil.
 	Carried func(session string) bool
@@ -495,7 +495,7 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 		g.spliceTCP(st, claims, target, tok, deny)
 		return
 	}
-	u, err := dialMachineFlow(context.Background(), g.tr, g.o.MachineTLS, 2*time.Second, claims.Machine, target, tok)
+	u, err := dialMachineFlow(context.Background(), g.tr, g.o.MachineTLS(), 2*time.Second, claims.Machine, target, tok)
 	if err != nil {
 		deny("machine", err)
 		return
@@ -529,7 +529,7 @@ func (g *QUIC) serveStream(c *quic.Conn, st *quic.Stream, fl *qflows, wg *sync.W
 
 // spliceTCP dials the machine, passes the ticket on, answers the status and copies both ways.
 func (g *QUIC) spliceTCP(st *quic.Stream, claims ticket.Claims, target netip.AddrPort, tok string, deny func(string, error)) {
-	up, err := dialMachine(context.Background(), g.o.MachineTLS, 2*time.Second, claims.Machine, target)
+	up, err := dialMachine(context.Background(), g.o.MachineTLS(), 2*time.Second, claims.Machine, target)
 	if err != nil {
 		deny("machine unreachable", err)
 		return

@@ -84,7 +84,7 @@ func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client ne
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	up, err := dialMachine(context.Background(), g.o.MachineTLS, g.o.DialTimeout, claims.Machine, netip.AddrPortFrom(addr, port))
+	up, err := dialMachine(context.Background(), g.o.MachineTLS(), g.o.DialTimeout, claims.Machine, netip.AddrPortFrom(addr, port))
 	if err != nil {
 		g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
 		conn.Write([]byte{ticket.StatusDenied})

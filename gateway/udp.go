@@ -184,7 +184,7 @@ func (g *Gateway) plainRefused(from netip.AddrPort) {
 // machine's datagrams to the client from the listening socket until either end goes.
 func (p *udpPort) relay(f *flow, claims ticket.Claims, target netip.AddrPort, tok string) {
 	defer p.drop(f)
-	up, err := dialMachineFlow(context.Background(), p.g.machines, p.g.o.MachineTLS, p.g.o.DialTimeout, claims.Machine, target, tok)
+	up, err := dialMachineFlow(context.Background(), p.g.machines, p.g.o.MachineTLS(), p.g.o.DialTimeout, claims.Machine, target, tok)
 	if err != nil {
 		p.g.log.Warn("machine unreachable", "session", f.ch.session, "machine", claims.Machine, "err", err)
 		return

@@ -18,10 +18,10 @@ import (
 
 // NetProber runs probes over real sockets. The zero value is ready to use.
 type NetProber struct {
-	// RootCAs, when set, makes VerifyName checks also verify the chain against these roots.
-	// Default: nil (VerifyName checks the leaf's name only, as gateways often use an
-	// internal CA).
-	RootCAs *x509.CertPool
+	// RootCAs, when set, makes VerifyName checks also verify the chain against the roots it
+	// returns at each probe (a site CA that is rotated changes them). Default: nil
+	// (VerifyName checks the leaf's name only, as gateways often use an internal CA).
+	RootCAs func() *x509.CertPool
 
 	once     sync.Once
 	sessions tls.ClientSessionCache // TLS resumption for HTTPS probes, which read the tickets
@@ -129,7 +129,11 @@ func (p *NetProber) tlsConfig(c *Check) *tls.Config {
 		CurvePreferences: []tls.CurveID{tls.X25519, tls.CurveP256},
 	}
 	if c.VerifyName {
-		name, roots := c.ServerName, p.RootCAs
+		name := c.ServerName
+		var roots *x509.CertPool
+		if p.RootCAs != nil {
+			roots = p.RootCAs()
+		}
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
 				return errors.New("no certificate")

@@ -140,19 +140,16 @@ func (r *Node) RevokeMachine(ctx context.Context, name string) (api.MachineRevoc
 	return out, nil
 }
 
-// refuseRevokedMachines makes tc, a gateway's client TLS config toward machines, end the
-// handshake with a machine whose certificate was issued before its revocation (the gateway's
-// own check that the certificate names the ticket's machine comes after it).
-func (r *Node) refuseRevokedMachines(tc *tls.Config) *tls.Config {
-	tc.VerifyConnection = func(st tls.ConnectionState) error {
-		if len(st.PeerCertificates) == 0 {
-			return nil
-		}
-		role, name, ok := siteid.Of(st.PeerCertificates[0])
-		if ok && role == siteid.RoleMachine && api.PartyIssued(st.PeerCertificates[0]).Before(r.revokedMachines.at(name)) {
-			return fmt.Errorf("machine %s: its certificate was revoked", name)
-		}
+// refuseRevokedMachines ends a gateway's handshake with a machine whose certificate was issued
+// before its revocation: the VerifyConnection of its client TLS configs toward machines (the
+// gateway's own check that the certificate names the ticket's machine comes after it).
+func (r *Node) refuseRevokedMachines(st tls.ConnectionState) error {
+	if len(st.PeerCertificates) == 0 {
 		return nil
 	}
-	return tc
+	role, name, ok := siteid.Of(st.PeerCertificates[0])
+	if ok && role == siteid.RoleMachine && api.PartyIssued(st.PeerCertificates[0]).Before(r.revokedMachines.at(name)) {
+		return fmt.Errorf("machine %s: its certificate was revoked", name)
+	}
+	return nil
 }

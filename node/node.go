@@ -135,7 +135,7 @@ type Node struct {
 	spec     configs.Node          // the configured node this is
 	machines map[string]netip.Addr // machine name -> address, for the gateways
 	// machineTLS is each hosted gateway's client TLS config toward machines, by name.
-	machineTLS map[string]*tls.Config
+	machineTLS map[string]func() *tls.Config
 	tracker    *gateway.Tracker
 	admins     []*api.Admin
 	agents     []*api.Agents
@@ -218,7 +218,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return nil, err
 	}
 	r := &Node{o: o, cfg: cfg, live: cfg, log: o.Logger, spec: spec, gateways: map[string]*gateway.Gateway{}, events: &api.Notifier{},
-		quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{}, machineTLS: map[string]*tls.Config{}}
+		quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{}, machineTLS: map[string]func() *tls.Config{}}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data dir: %w", err)
 	}
@@ -261,7 +261,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
-	prober := &health.NetProber{RootCAs: r.ca.Pool()}
+	prober := &health.NetProber{RootCAs: r.ca.Pool}
 	acme := cfg.Site.TLS.Issuer == "acme"
 	if acme {
 		prober.RootCAs = nil // publicly trusted certificates: the system roots
@@ -467,7 +467,7 @@ func (r *Node) buildGateways() error {
 		o := gateway.Options{Name: g.Name, TLS: gatewayTLS(r.serverTLS()), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Reissue: r.reissue, Carried: r.carried,
 			Machine: r.machineAddr, WebOrigins: r.cfg.PortalHosts(), Logger: r.log.With("component", "gateway")}
 		o.Address = g.Address
-		o.MachineTLS = r.refuseRevokedMachines(r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS())
+		o.MachineTLS = r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS(r.refuseRevokedMachines)
 		r.machineTLS[g.Name] = o.MachineTLS
 		o.Address = r.rebind(o.Address)
 		for _, p := range g.Ports {
@@ -497,7 +497,7 @@ func (r *Node) buildGateways() error {
 // HTTPS port's channels) cannot show its user the choice, and fails the connection.
 func gatewayTLS(tc *tls.Config) *tls.Config {
 	tc = tc.Clone()
-	tc.ClientAuth, tc.ClientCAs, tc.VerifyConnection = tls.NoClientCert, nil, nil
+	tc.ClientAuth, tc.ClientCAs, tc.VerifyConnection, tc.GetConfigForClient = tls.NoClientCert, nil, nil, nil
 	return tc
 }
 
@@ -774,7 +774,7 @@ func (r *Node) Listen() error {
 			continue
 		}
 		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(g.Address), uint16(g.QUICPort)).String(),
-			TLS: r.serverTLS(), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker, Reissue: r.reissue, Carried: r.carried,
+			TLS: gatewayTLS(r.serverTLS()), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker, Reissue: r.reissue, Carried: r.carried,
 			Machine: r.machineAddr, MachineTLS: r.machineTLS[g.Name], Logger: r.log.With("component", "gateway")})
 		if err != nil {
 			r.Close()

@@ -49,7 +49,7 @@ func gatewayMain(args []string) error {
 	name := gatewayNames[*n]
 	g, err := gateway.New(gateway.Options{Name: name, Address: gatewayIPs[*n], TCPPorts: []uint16{displayPort}, HealthPort: httpsPort,
 		TLS: &tls.Config{Certificates: []tls.Certificate{s.relay}}, Reissue: s.reissue,
-		MachineTLS: s.ca.Party(siteid.RoleGateway, name, []netip.Addr{gatewayIPs[*n]}).ClientTLS(),
+		MachineTLS: s.ca.Party(siteid.RoleGateway, name, []netip.Addr{gatewayIPs[*n]}).ClientTLS(nil),
 		Verifier:   s.verifier(), Sessions: sessions{}, Machine: machineOf, Logger: discard()}, nil)
 	if err != nil {
 		return err

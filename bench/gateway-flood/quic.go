@@ -57,7 +57,7 @@ func runQUICGateway(dir, profile string) error {
 	signer := ticket.NewSigner(s.key, nil)
 	q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: "gw-1", Address: netip.AddrPortFrom(gatewayIP, 0).String(),
 		TLS:        &tls.Config{Certificates: []tls.Certificate{*cert}},
-		MachineTLS: s.ca.Party(siteid.RoleGateway, "gw-1", []netip.Addr{gatewayIP}).ClientTLS(),
+		MachineTLS: s.ca.Party(siteid.RoleGateway, "gw-1", []netip.Addr{gatewayIP}).ClientTLS(nil),
 		Verifier:   ticket.NewVerifier(s.pub(), ticket.NewMemoryLedger(0, nil), nil),
 		Sessions:   sessions{},
 		Machine:    func(n string) (netip.Addr, bool) { return machineIP, n == machineName },

@@ -161,7 +161,7 @@ func runGateway(dir string, port uint16, profile string) error {
 	log := slog.New(countingHandler{slog.NewTextHandler(io.Discard, nil), &denied})
 	o := gateway.Options{Name: "gw-1", Address: gatewayIP, UDPPorts: []uint16{port},
 		TLS:        &tls.Config{Certificates: []tls.Certificate{*cert}},
-		MachineTLS: s.ca.Party(siteid.RoleGateway, "gw-1", []netip.Addr{gatewayIP}).ClientTLS(),
+		MachineTLS: s.ca.Party(siteid.RoleGateway, "gw-1", []netip.Addr{gatewayIP}).ClientTLS(nil),
 		Verifier:   ticket.NewVerifier(s.pub(), ticket.NewMemoryLedger(0, nil), nil),
 		Sessions:   sessions{},
 		Machine:    func(n string) (netip.Addr, bool) { return machineIP, n == machineName },

@@ -48,7 +48,7 @@ func runGateway(dir, pprofAddr string) error {
 	v := s.verifier()
 	machine := func(n string) (netip.Addr, bool) { return machineIP, n == machineName }
 	tc := &tls.Config{Certificates: []tls.Certificate{s.relay}}
-	toMachine := s.ca.Party(siteid.RoleGateway, gatewayName, []netip.Addr{gatewayIP}).ClientTLS()
+	toMachine := s.ca.Party(siteid.RoleGateway, gatewayName, []netip.Addr{gatewayIP}).ClientTLS(nil)
 	g, err := gateway.New(gateway.Options{Name: gatewayName, Address: gatewayIP, TCPPorts: []uint16{tcpPort},
 		UDPPorts: []uint16{udpPort}, PlainUDP: true, TLS: tc, MachineTLS: toMachine, Verifier: v, Sessions: sessions{},
 		Machine: machine, Logger: discard()}, nil)

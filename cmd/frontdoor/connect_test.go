@@ -128,7 +128,7 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 	if err != nil {
 		t.Fatal(err)
 	}
-	toMachine := func(gw string) *tls.Config { return site.Party(siteid.RoleGateway, gw, nil).ClientTLS() }
+	toMachine := func(gw string) func() *tls.Config { return site.Party(siteid.RoleGateway, gw, nil).ClientTLS(nil) }
 	tlsc := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: ckey}}}
 
 	// The machine, on a port free for tcp and udp.

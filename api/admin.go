@@ -59,6 +59,11 @@ type AdminOptions struct {
 	// with now, every older key retires the moment it signs (a leaked key).
 	// Optional: without it the endpoint answers 501.
 	RotateKey func(ctx context.Context, now bool) (Rotation, error)
+	// CA describes the site CA (GET /v1/admin/ca); RotateCA takes a step of a rotation of it
+	// (POST /v1/admin/rotate-ca): a step that does not fit the rotation wraps ErrRefused.
+	// Optional: without them the endpoints answer 501.
+	CA       func(ctx context.Context) (CAStatus, error)
+	RotateCA func(ctx context.Context, step string) (CAStatus, error)
 	// DNSSEC holds the signed GSLB domains' keys (GET /v1/admin/dnssec) and rolls them over
 	// (POST /v1/admin/dnssec/rollover). Optional: without it the endpoints answer 501.
 	DNSSEC DNSSECKeys
@@ -159,6 +164,8 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	a.mux.HandleFunc("POST /v1/admin/health", a.admin(a.override))
 	a.mux.HandleFunc("POST /v1/admin/rotate-key", a.admin(a.rotateKey))
 	a.mux.HandleFunc("POST /v1/admin/enrolment", a.admin(a.enrolment))
+	a.mux.HandleFunc("GET /v1/admin/ca", a.admin(a.caShow))
+	a.mux.HandleFunc("POST /v1/admin/rotate-ca", a.admin(a.rotateCA))
 	a.mux.HandleFunc("GET /v1/admin/dnssec", a.admin(a.dnssecList))
 	a.mux.HandleFunc("POST /v1/admin/dnssec/rollover", a.admin(a.dnssecRollover))
 	a.mux.HandleFunc("POST /v1/admin/machines/{name}/revoke", a.admin(a.revokeMachine))

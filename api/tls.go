@@ -21,6 +21,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -260,10 +261,23 @@ func firstOr(l []string, def string) string {
 // Certs manages the node's server certificates with certmagic: issued by the internal CA or
 // obtained with ACME, stored in the data dir, renewed while running.
 type Certs struct {
+	acme bool // from an ACME CA: the listeners answer TLS-ALPN-01 challenges
+	make func(ctx context.Context) (*certSet, error)
+
+	mu  sync.Mutex // serialises Reissue and Close
+	cur atomic.Pointer[certSet]
+}
+
+// certSet is a certmagic cache and config, and what stops its background issuance.
+type certSet struct {
 	cache  *certmagic.Cache
 	cfg    *certmagic.Config
-	cancel context.CancelFunc // stops background issuance
-	acme   bool               // from an ACME CA: the listeners answer TLS-ALPN-01 challenges
+	cancel context.CancelFunc
+}
+
+func (s *certSet) stop() {
+	s.cancel()
+	s.cache.Stop()
 }
 
 // NewCerts obtains certificates for names (DNS names or IP addresses) with issuer, keeping
@@ -333,39 +347,65 @@ func newCerts(ctx context.Context, dir string, storage certmagic.Storage, names 
 		storage = &certmagic.FileStorage{Path: filepath.Join(dir, "certs")}
 	}
 	c := &Certs{acme: acme}
-	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.cache = certmagic.NewCache(certmagic.CacheOptions{
-		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return c.cfg, nil },
-		RenewCheckInterval: renewCheck,
-		Logger:             zap.NewNop(),
-	})
-	c.cfg = certmagic.New(c.cache, certmagic.Config{
-		Storage:             storage,
-		Logger:              zap.NewNop(),
-		DisableStorageCheck: true,
-		OCSP:                certmagic.OCSPConfig{DisableStapling: !acme},
-	})
-	c.cfg.Issuers = []certmagic.Issuer{issuer(c.cfg)}
-	manage := c.cfg.ManageSync
-	if acme {
-		manage = c.cfg.ManageAsync
+	c.make = func(ctx context.Context) (*certSet, error) {
+		s := &certSet{}
+		ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+		s.cache = certmagic.NewCache(certmagic.CacheOptions{
+			GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return s.cfg, nil },
+			RenewCheckInterval: renewCheck,
+			Logger:             zap.NewNop(),
+		})
+		s.cfg = certmagic.New(s.cache, certmagic.Config{
+			Storage:             storage,
+			Logger:              zap.NewNop(),
+			DisableStorageCheck: true,
+			OCSP:                certmagic.OCSPConfig{DisableStapling: !acme},
+		})
+		s.cfg.Issuers = []certmagic.Issuer{issuer(s.cfg)}
+		manage := s.cfg.ManageSync
+		if acme {
+			manage = s.cfg.ManageAsync
+		}
+		if err := manage(ctx, names); err != nil {
+			s.stop()
+			return nil, fmt.Errorf("obtaining certificates for %v: %w", names, err)
+		}
+		return s, nil
 	}
-	if err := manage(ctx, names); err != nil {
-		c.cancel()
-		c.cache.Stop()
-		return nil, fmt.Errorf("obtaining certificates for %v: %w", names, err)
+	s, err := c.make(ctx)
+	if err != nil {
+		return nil, err
 	}
+	c.cur.Store(s)
 	return c, nil
 }
 
+// Reissue obtains every certificate again, from the issuer as it is now (the internal CA
+// after a rotation, whose IssuerKey names it), and serves the new ones from then on. The
+// certificates served until then stay until the new ones are there.
+func (c *Certs) Reissue(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.make(ctx)
+	if err != nil {
+		return err
+	}
+	if old := c.cur.Swap(s); old != nil {
+		old.stop()
+	}
+	return nil
+}
+
 // Issuers returns the issuers that obtain the certificates.
-func (c *Certs) Issuers() []certmagic.Issuer { return c.cfg.Issuers }
+func (c *Certs) Issuers() []certmagic.Issuer { return c.cur.Load().cfg.Issuers }
 
 // TLSConfig returns a server TLS config that serves the managed certificates, with the
 // site's TLS policy (package tlspolicy). Every HTTPS listener and gateway port of a node takes
 // its config from here.
 func (c *Certs) TLSConfig() *tls.Config {
-	t := c.cfg.TLSConfig()
+	t := c.cur.Load().cfg.TLSConfig()
+	// The certificates of the set in use at each handshake (Reissue swaps them).
+	t.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return c.cur.Load().cfg.GetCertificate(h) }
 	t.NextProtos = []string{"h2", "http/1.1"}
 	if c.acme {
 		// A TLS-ALPN-01 validation asks for acme-tls/1; certmagic's GetCertificate answers it
@@ -378,8 +418,9 @@ func (c *Certs) TLSConfig() *tls.Config {
 
 // Close stops certificate maintenance and background issuance.
 func (c *Certs) Close() {
-	c.cancel()
-	c.cache.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cur.Load().stop()
 }
 
 // CertNames returns the names and addresses the certificates of a node running nodes cover:

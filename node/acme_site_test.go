@@ -58,7 +58,14 @@ gslb:
 // startSiteNode starts node name of cfg with its data under dir.
 func startSiteNode(t *testing.T, cfg *configs.Config, dir, name string) *Node {
 	t.Helper()
-	r, err := New(context.Background(), Options{Config: cfg, Node: name, DataDir: filepath.Join(dir, name), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return startSiteNodeWith(t, cfg, dir, name, Options{})
+}
+
+// startSiteNodeWith is startSiteNode with options o.
+func startSiteNodeWith(t *testing.T, cfg *configs.Config, dir, name string, o Options) *Node {
+	t.Helper()
+	o.Config, o.Node, o.DataDir, o.Logger = cfg, name, filepath.Join(dir, name), slog.New(slog.NewTextHandler(io.Discard, nil))
+	r, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,33 +49,51 @@ func LocalKeys(dataDir string) (ks ticket.KeySet, ok bool, err error) {
 // readKeys returns the site's ticket keys: from the site identity in the store when it is
 // shared, else from the data dir; the site key alone when none were rotated in.
 func (r *Node) readKeys(ctx context.Context) (ticket.KeySet, error) {
+	ks, _, err := r.readSite(ctx)
+	return ks, err
+}
+
+// readSite returns the site's ticket keys (readKeys) and, when the store is shared, the site
+// CA's state, both of the site identity in the store (nil on a store of one node).
+func (r *Node) readSite(ctx context.Context) (ticket.KeySet, *api.CAState, error) {
 	first := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
 	if r.shared == nil {
 		ks, ok, err := LocalKeys(r.o.DataDir)
 		if err != nil || !ok {
-			return first, err
+			return first, nil, err
 		}
-		return ks, nil
+		return ks, nil, nil
 	}
+	id, err := r.readIdentity(ctx)
+	if err != nil {
+		return first, nil, err
+	}
+	ca := id.caState()
+	if id.TicketKeys == nil || len(id.TicketKeys.Keys) == 0 {
+		return first, &ca, nil
+	}
+	return *id.TicketKeys, &ca, nil
+}
+
+// readIdentity returns the site identity in the store, refused when it is older than one the
+// node has seen (checkGeneration).
+func (r *Node) readIdentity(ctx context.Context) (identity, error) {
 	secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
 	if err != nil {
-		return first, fmt.Errorf("site.store.secret_file: %w", err)
+		return identity{}, fmt.Errorf("site.store.secret_file: %w", err)
 	}
 	b, err := r.shared.Identity(ctx, secret, func() ([]byte, error) { return nil, errors.New("the site identity is gone") })
 	if err != nil {
-		return first, err
+		return identity{}, err
 	}
 	var id identity
 	if err := json.Unmarshal(b, &id); err != nil {
-		return first, fmt.Errorf("the site identity in the store: %w", err)
+		return identity{}, fmt.Errorf("the site identity in the store: %w", err)
 	}
 	if err := r.checkGeneration(id.Generation); err != nil {
-		return first, err
+		return identity{}, err
 	}
-	if id.TicketKeys == nil || len(id.TicketKeys.Keys) == 0 {
-		return first, nil
-	}
-	return *id.TicketKeys, nil
+	return id, nil
 }
 
 // generationFile keeps, in a node's data dir, the newest generation of the site identity the
@@ -141,9 +159,9 @@ func (r *Node) applyKeys(ks ticket.KeySet, now time.Time) error {
 	return nil
 }
 
-// refreshKeys rereads and applies the ticket keys every keyRefresh until ctx ends: a key
-// rotated at another front door reaches this one, and a new key starts to sign here when its
-// time comes.
+// refreshKeys rereads and applies the ticket keys, and on a shared store the site CA, every
+// keyRefresh until ctx ends: a key rotated (or a step of a CA rotation taken) at another front
+// door reaches this one, and a new key starts to sign here when its time comes.
 func (r *Node) refreshKeys(ctx context.Context) error {
 	t := time.NewTicker(keyRefresh)
 	defer t.Stop()
@@ -153,12 +171,15 @@ func (r *Node) refreshKeys(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		ks, err := r.readKeys(ctx)
+		ks, ca, err := r.readSite(ctx)
 		if err == nil {
 			err = r.applyKeys(ks, time.Now())
 		}
+		if err == nil && ca != nil {
+			err = r.applyCA(ctx, *ca)
+		}
 		if err != nil && ctx.Err() == nil {
-			r.log.Warn("reading the ticket keys", "err", err)
+			r.log.Warn("reading the ticket keys and the site CA", "err", err)
 		}
 	}
 }

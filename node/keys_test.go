@@ -146,26 +146,8 @@ func TestRotateKeyReachesEveryNodeOfTheSite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an etcd member")
 	}
-	dir := t.TempDir()
-	c, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	secret := filepath.Join(dir, "store.secret")
-	if err := os.WriteFile(secret, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := configs.Load("site.yaml", []byte(fmt.Sprintf(`
-site:
-  name: keys-test
-  store: {backend: etcd, endpoints: [%s], secret_file: %q}
-zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
-nodes: [{name: fd-1, zone: hq}, {name: fd-2, zone: hq}]
-`, c.Endpoints()[0], secret)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, dir := etcdSite(t, "keys-test", "fd-1", "fd-2")
+	secret := cfg.Site.Store.SecretFile
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var nodes []*Node
 	for _, name := range []string{"fd-1", "fd-2"} {
@@ -244,4 +226,35 @@ func TestLoadOrCreateKey(t *testing.T) {
 	if _, err := loadOrCreateKey(bad); err == nil || !strings.Contains(err.Error(), "not a PEM PRIVATE KEY") {
 		t.Errorf("bad key file: %v", err)
 	}
+}
+
+// etcdSite returns the configuration of a site on a new etcd member, of nodes (in zone hq),
+// and a directory for their data.
+func etcdSite(t *testing.T, site string, nodes ...string) (*configs.Config, string) {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	secret := filepath.Join(dir, "store.secret")
+	if err := os.WriteFile(secret, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ns []string
+	for _, n := range nodes {
+		ns = append(ns, fmt.Sprintf("{name: %s, zone: hq}", n))
+	}
+	cfg, err := configs.Load("site.yaml", []byte(fmt.Sprintf(`
+site:
+  name: %s
+  store: {backend: etcd, endpoints: [%s], secret_file: %q}
+zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
+nodes: [%s]
+`, site, c.Endpoints()[0], secret, strings.Join(ns, ", "))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, dir
 }

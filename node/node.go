@@ -52,6 +52,9 @@ type Options struct {
 	Node string
 	// DataDir holds the store, the site key, the CA and certificates. Required.
 	DataDir string
+	// CAStepWait is the least time between two steps of a rotation of the site CA. Default:
+	// api.CAStepWait.
+	CAStepWait time.Duration
 	// CertRenewCheck is how often ACME certificates are checked for renewal. Default: 10
 	// minutes (tests set it small).
 	CertRenewCheck time.Duration
@@ -153,7 +156,10 @@ type Node struct {
 	genMu    sync.Mutex     // serializes checkGeneration
 	keysMu   sync.Mutex     // guards keys
 	keys     *ticket.KeySet // the ticket keys last applied (applyKeys)
-	rotateMu sync.Mutex     // serializes rotateKey
+	rotateMu sync.Mutex     // serializes rotateKey and rotateCA
+	caMu     sync.Mutex     // serializes applyCA; guards caApplied
+	// caApplied is the site CA state last applied (applyCA), JSON.
+	caApplied []byte
 
 	reloadMu sync.Mutex      // serializes Reload; guards live and stopping
 	live     *configs.Config // the config last applied: cfg, then what Reload applied
@@ -580,7 +586,7 @@ func (r *Node) buildListeners() error {
 		case "admin":
 			ao := api.AdminOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Zone: n.Zone, ClientCAs: r.userCAs,
 				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
-				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, Signer: r.signer,
+				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, RotateCA: r.rotateCA, CA: r.caStatus, Signer: r.signer,
 				Override: func(gw, o string) (string, error) { return r.override(gw, o) }, RevokeMachine: r.RevokeMachine}
 			r.consoleOptions(&ao)
 			if r.keySets != nil {

@@ -31,8 +31,11 @@ type identity struct {
 	// TicketKeys are the ticket signing keys once one was rotated in (rotateKey); before
 	// that SiteKey alone signs.
 	TicketKeys *ticket.KeySet `json:"ticket_keys,omitempty"`
-	// Generation counts the identity's changes (each rotate-key adds one): a node refuses
-	// an identity older than one it has seen (checkGeneration).
+	// CARotation is a rotation of the CA under way (rotate-ca): CACert and CAKey are the CA
+	// that issues, CARotation the other one, trusted too. Nil when none is.
+	CARotation *api.CARotation `json:"ca_rotation,omitempty"`
+	// Generation counts the identity's changes (each rotate-key and rotate-ca step adds
+	// one): a node refuses an identity older than one it has seen (checkGeneration).
 	Generation uint64 `json:"generation,omitempty"`
 }
 
@@ -58,7 +61,19 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 			return nil, nil, err
 		}
 		ca, err := api.LoadOrCreateCA(dataDir, cfg.Site.Name, calog)
-		return key, ca, err
+		if err != nil {
+			return nil, nil, err
+		}
+		st, rotated, err := localCAState(dataDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rotated {
+			if err := ca.Apply(st); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", caStateFile, err)
+			}
+		}
+		return key, ca, nil
 	}
 	if cfg.Site.Tickets.KeyFile != "" {
 		return nil, nil, errors.New("site.tickets.key_file: on an etcd store the site key is the site's, kept sealed in etcd; remove key_file")
@@ -91,13 +106,16 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 		return nil, nil, fmt.Errorf("the site key in the store: %w", err)
 	}
 	ca, err := api.NewCA(id.CACert, id.CAKey, calog)
+	if err == nil {
+		err = ca.Apply(id.caState())
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("the site CA in the store: %w", err)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, err
 	}
-	if err := atomicfile.Write(filepath.Join(dataDir, "ca.pem"), id.CACert, 0o644); err != nil {
+	if err := atomicfile.Write(filepath.Join(dataDir, "ca.pem"), ca.CertPEM(), 0o644); err != nil {
 		return nil, nil, fmt.Errorf("writing the CA certificate: %w", err)
 	}
 	return key, ca, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -131,13 +132,54 @@ leaked) every older key retires the moment the new key signs, 6s later (once eve
 door has read it): the tickets they signed open nothing from then on, and their sessions'
 clients launch again. Agent tokens (admin agent-token) are made with
 the same keys and rotate with them: an old key's token is taken until the key retires. The CA
-does not change.`,
+does not change (admin rotate-ca).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-key", map[string]bool{"retire_now": retireNow})
 		},
 	}
 	rotate.Flags().BoolVar(&retireNow, "retire-now", false, "retire every older key when the new one signs, 6s on (a leaked key): their tickets open nothing from then on")
+
+	var caIssue, caRetire bool
+	rotateCA := &cobra.Command{
+		Use:   "rotate-ca [--issue | --retire]",
+		Short: "Rotate the site CA in three steps: start (a new CA trusted beside the old), --issue (the new CA issues), --retire (the old CA is trusted no more)",
+		Long: `rotate-ca replaces the site CA, which issues the gateways', the machines' and (with the
+internal issuer) the listeners' certificates, in three steps, at least 30s apart so that
+every front door (they reread the site identity every few seconds) and agent (every 10s)
+follows each one:
+
+  rotate-ca           makes a new CA, trusted beside the old one, which still issues. Every
+                      front door's ca.pem then holds both: give it to clients and browsers.
+  rotate-ca --issue   makes the new CA issue: the listeners' and gateways' certificates are
+                      issued anew at once, and agents renew theirs within seconds.
+  rotate-ca --retire  stops trusting the old CA; ca.pem holds the new one alone.
+
+An agent that was off through the first step comes back with the new ca.pem (--ca). On etcd
+the CA is the site's, sealed in the store; on bolt it is the front door's data dir
+(ca-state.json, mode 0600, once rotated). Each step is in the audit log.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			step := api.CAStart
+			switch {
+			case caIssue && caRetire:
+				return errors.New("--issue or --retire, not both")
+			case caIssue:
+				step = api.CAIssue
+			case caRetire:
+				step = api.CARetire
+			}
+			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-ca", api.RotateCARequest{Step: step})
+		},
+	}
+	rotateCA.Flags().BoolVar(&caIssue, "issue", false, "the second step: the new CA issues")
+	rotateCA.Flags().BoolVar(&caRetire, "retire", false, "the last step: the old CA is trusted no more")
+	caShow := &cobra.Command{
+		Use:   "ca",
+		Short: "Show the site CA: the CA that issues, every CA trusted, a rotation under way and what to do next",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return f.do(cmd, http.MethodGet, "/v1/admin/ca", nil) },
+	}
 
 	enrol := &cobra.Command{
 		Use:   "enrol MACHINE",
@@ -233,7 +275,7 @@ dir: agents enrol for certificates there (admin enrol).`,
 	cert.Flags().StringVar(&certData, "data", "frontdoor-data", "data directory holding the site CA (ca.pem, ca.key)")
 	cert.Flags().StringVar(&out, "out", "", "file name prefix (default: the user name)")
 	cert.Flags().DurationVar(&ttl, "ttl", 30*24*time.Hour, "validity")
-	c.AddCommand(gw, hc, status, rotate, enrol, revoke, maint, tok, cert, newAuditCmd(f), newDrillsCmd(f), newDNSSECCmd(f))
+	c.AddCommand(gw, hc, status, rotate, enrol, revoke, maint, tok, cert, newAuditCmd(f), newDrillsCmd(f), newDNSSECCmd(f), rotateCA, caShow)
 	return c
 }
 

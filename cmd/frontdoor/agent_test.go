@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -230,5 +231,36 @@ func TestAdminRotateKeyFromTheCLI(t *testing.T) {
 	var keys api.SiteKeys
 	if err := json.NewDecoder(resp.Body).Decode(&keys); err != nil || len(keys.Verifying) != 2 {
 		t.Fatalf("site keys after the rotation: %+v, %v; want two that verify", keys, err)
+	}
+}
+
+// frontdoor admin rotate-ca starts a rotation of the site CA: ca.pem then holds both CAs;
+// the next step is refused until every front door and agent has had time to follow, and
+// admin ca says so.
+func TestAdminRotateCAFromTheCLI(t *testing.T) {
+	file, _, _, admin := adminSite(t)
+	sv := startServe(t, file)
+	out, err := adminCLI(t, sv, admin, "rotate-ca")
+	var st api.CAStatus
+	if err != nil || json.Unmarshal(out, &st) != nil || st.Phase != api.CAStart || len(st.Trusted) != 2 {
+		t.Fatalf("rotate-ca: %v %s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(sv.data, "ca.pem"))
+	if err != nil || strings.Count(string(b), "BEGIN CERTIFICATE") != 2 {
+		t.Fatalf("ca.pem after the start holds %d certificates (%v), want 2", strings.Count(string(b), "BEGIN CERTIFICATE"), err)
+	}
+	if out, err := adminCLI(t, sv, admin, "rotate-ca", "--issue"); err == nil || !strings.Contains(string(out), "may follow from") {
+		t.Fatalf("--issue at once: %v %s", err, out)
+	}
+	if out, err := adminCLI(t, sv, admin, "rotate-ca", "--retire", "--issue"); err == nil {
+		t.Fatalf("--retire --issue: %s", out)
+	}
+	out, err = adminCLI(t, sv, admin, "ca")
+	if err != nil || json.Unmarshal(out, &st) != nil || st.Phase != api.CAStart || !strings.Contains(st.Next, "--issue") {
+		t.Fatalf("admin ca: %v %s", err, out)
+	}
+	out, err = adminCLI(t, sv, admin, "audit")
+	if err != nil || !strings.Contains(string(out), "ca.rotate.start") {
+		t.Fatalf("the audit log: %v\n%s", err, out)
 	}
 }

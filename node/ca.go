@@ -1,0 +1,185 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+)
+
+// Rotating the site CA (api.CAState's steps: start, issue, retire). On a site of several
+// nodes the CA's state is the site identity's, which every node rereads every keyRefresh and
+// applies (refreshKeys); on a site of one node it is the data dir's: ca.pem and ca.key until
+// a rotation, caStateFile from the first one on. Either way a node keeps ca.pem, for clients,
+// as the CA certificates it trusts (two while the CA is rotated), and issues its listeners'
+// certificates anew when the CA that issues changes.
+
+// caStateFile holds, in the data dir of a node on a store of one node, the site CA's state
+// once it was rotated (api.CAState, JSON, mode 0600: it holds keys).
+const caStateFile = "ca-state.json"
+
+// localCAState reads caStateFile in dataDir; rotated is false when the CA was never rotated
+// (ca.pem and ca.key are the CA).
+func localCAState(dataDir string) (st api.CAState, rotated bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, caStateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, false, fmt.Errorf("%s: %w", caStateFile, err)
+	}
+	return st, true, nil
+}
+
+// caState is the identity's CA.
+func (id *identity) caState() api.CAState {
+	return api.CAState{Cert: id.CACert, Key: id.CAKey, Rotation: id.CARotation}
+}
+
+// readCAState returns the site CA's state: the site identity's on a shared store, else the
+// data dir's.
+func (r *Node) readCAState(ctx context.Context) (api.CAState, error) {
+	if r.shared != nil {
+		id, err := r.readIdentity(ctx)
+		if err != nil {
+			return api.CAState{}, err
+		}
+		return id.caState(), nil
+	}
+	st, rotated, err := localCAState(r.o.DataDir)
+	if err != nil || rotated {
+		return st, err
+	}
+	cert, err := os.ReadFile(filepath.Join(r.o.DataDir, "ca.pem"))
+	if err != nil {
+		return st, err
+	}
+	key, err := os.ReadFile(filepath.Join(r.o.DataDir, "ca.key"))
+	return api.CAState{Cert: cert, Key: key}, err
+}
+
+// caStepWait is the least time between two steps of a rotation.
+func (r *Node) caStepWait() time.Duration {
+	if r.o.CAStepWait > 0 {
+		return r.o.CAStepWait
+	}
+	return api.CAStepWait
+}
+
+// caStatus describes the site CA (GET /v1/admin/ca).
+func (r *Node) caStatus(ctx context.Context) (api.CAStatus, error) {
+	st, err := r.readCAState(ctx)
+	if err != nil {
+		return api.CAStatus{}, err
+	}
+	return st.Status(r.caStepWait())
+}
+
+// rotateCA takes step of a rotation of the site CA (POST /v1/admin/rotate-ca): a step that
+// does not fit the rotation's state wraps api.ErrRefused.
+func (r *Node) rotateCA(ctx context.Context, step string) (api.CAStatus, error) {
+	r.rotateMu.Lock()
+	defer r.rotateMu.Unlock()
+	now := time.Now()
+	var next api.CAState
+	take := func(cur api.CAState) error {
+		var err error
+		next, err = cur.Next(step, r.cfg.Site.Name, now, r.caStepWait())
+		if errors.Is(err, api.ErrCARotation) {
+			err = fmt.Errorf("%w: %w", api.ErrRefused, err)
+		}
+		return err
+	}
+	if r.shared == nil {
+		cur, err := r.readCAState(ctx)
+		if err != nil {
+			return api.CAStatus{}, err
+		}
+		if err := take(cur); err != nil {
+			return api.CAStatus{}, err
+		}
+		b, err := json.Marshal(next)
+		if err != nil {
+			return api.CAStatus{}, err
+		}
+		if err := atomicfile.Write(filepath.Join(r.o.DataDir, caStateFile), b, 0o600); err != nil {
+			return api.CAStatus{}, fmt.Errorf("writing %s: %w", caStateFile, err)
+		}
+	} else {
+		secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
+		if err != nil {
+			return api.CAStatus{}, fmt.Errorf("site.store.secret_file: %w", err)
+		}
+		_, err = r.shared.UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
+			var id identity
+			if err := json.Unmarshal(b, &id); err != nil {
+				return nil, fmt.Errorf("the site identity in the store: %w", err)
+			}
+			if err := take(id.caState()); err != nil {
+				return nil, err
+			}
+			id.CACert, id.CAKey, id.CARotation = next.Cert, next.Key, next.Rotation
+			id.Generation++
+			return json.Marshal(id)
+		})
+		if errors.Is(err, api.ErrRefused) {
+			return api.CAStatus{}, err
+		}
+		if err != nil {
+			return api.CAStatus{}, fmt.Errorf("%w: the site database did not take the CA's new state: %v", api.ErrRefused, err)
+		}
+	}
+	if err := r.applyCA(ctx, next); err != nil {
+		return api.CAStatus{}, err
+	}
+	r.log.Info("site CA rotation: step taken", "step", step)
+	return next.Status(r.caStepWait())
+}
+
+// applyCA makes the node's CA issue and trust as st says, keeps ca.pem as the certificates it
+// trusts, and, when the CA that issues changed, issues the listeners' certificates anew
+// (internal issuer; the gateways' certificates follow by themselves).
+func (r *Node) applyCA(ctx context.Context, st api.CAState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	r.caMu.Lock()
+	defer r.caMu.Unlock()
+	if bytes.Equal(b, r.caApplied) {
+		return nil
+	}
+	issuer := r.ca.Cert()
+	if err := r.ca.Apply(st); err != nil {
+		return fmt.Errorf("the site CA: %w", err)
+	}
+	r.caApplied = b
+	if err := atomicfile.Write(filepath.Join(r.o.DataDir, "ca.pem"), r.ca.CertPEM(), 0o644); err != nil {
+		return fmt.Errorf("writing the CA certificates: %w", err)
+	}
+	phase := ""
+	if st.Rotation != nil {
+		phase = st.Rotation.Phase
+	}
+	r.log.Info("site CA", "issuing", r.ca.Cert().Subject.String(), "rotation", phase)
+	if r.ca.Cert().Equal(issuer) || r.certs == nil || r.cfg.Site.TLS.Issuer == "acme" {
+		return nil
+	}
+	if err := r.certs.Reissue(ctx); err != nil {
+		return fmt.Errorf("issuing the listeners' certificates from the new CA: %w", err)
+	}
+	r.log.Info("the listeners' certificates are issued by the new CA")
+	return nil
+}

@@ -241,21 +241,7 @@ func TestARolloverSignsWithBothKeysUntilItIsFinished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply := func(s KeySet) []wire.DNSSECKey {
-		t.Helper()
-		signers, err := s.Signers()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.h.SetKeys("Signed.Test", signers); err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Describe("signed.test.")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info
-	}
+	apply := func(s KeySet) []wire.DNSSECKey { return useKeySet(t, e.h, "Signed.Test", s) }
 	dnskeys := func() map[uint16]*dns.DNSKEY {
 		t.Helper()
 		m := e.ask(t, q{name: "signed.test.", qtype: dns.TypeDNSKEY, edns: 1232, modify: withDO})
@@ -342,4 +328,21 @@ func TestABadKeySetIsRefused(t *testing.T) {
 			t.Errorf("%s: parsed", name)
 		}
 	}
+}
+
+// useKeySet makes h sign apex with s and returns s's keys as the admin API describes them.
+func useKeySet(t *testing.T, h *Handler, apex string, s KeySet) []wire.DNSSECKey {
+	t.Helper()
+	signers, err := s.Signers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetKeys(apex, signers); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Describe(apex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
 }

@@ -145,21 +145,7 @@ func TestUnboundFollowsARollover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply := func(s KeySet) []wire.DNSSECKey {
-		t.Helper()
-		signers, err := s.Signers()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.h.SetKeys("signed.test.", signers); err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Describe("signed.test.")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info
-	}
+	apply := func(s KeySet) []wire.DNSSECKey { return useKeySet(t, e.h, "signed.test.", s) }
 	ask := func(resolver string) *dns.Msg {
 		t.Helper()
 		m := new(dns.Msg)

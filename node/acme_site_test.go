@@ -7,14 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/store/etcd"
-	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 	"github.com/libdns/libdns"
 	"github.com/miekg/dns"
 )
@@ -24,15 +21,7 @@ import (
 func acmeSite(t *testing.T) (*configs.Config, string, *pebble) {
 	t.Helper()
 	dir := t.TempDir()
-	c, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	secret := filepath.Join(dir, "store.secret")
-	if err := os.WriteFile(secret, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	endpoint, secret := startEtcd(t, dir)
 	p := startPebble(t, "127.0.98.11:5353")
 	cfg, err := configs.Load("site.yaml", []byte(fmt.Sprintf(`
 site:
@@ -48,7 +37,7 @@ gateways: [{name: gw, zone: hq, address: 127.0.98.3}]
 gslb:
   domains: [{name: vdi.example.test.}]
   names: [{name: desktop.vdi.example.test., sites: [{zone: hq, gateways: [gw]}]}]
-`, c.Endpoints()[0], secret, p.dir, p.rootCA)))
+`, endpoint, secret, p.dir, p.rootCA)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,15 +233,7 @@ func TestLoadOrCreateKey(t *testing.T) {
 func etcdSite(t *testing.T, site string, nodes ...string) (*configs.Config, string) {
 	t.Helper()
 	dir := t.TempDir()
-	c, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	secret := filepath.Join(dir, "store.secret")
-	if err := os.WriteFile(secret, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	endpoint, secret := startEtcd(t, dir)
 	var ns []string
 	for _, n := range nodes {
 		ns = append(ns, fmt.Sprintf("{name: %s, zone: hq}", n))
@@ -252,9 +244,25 @@ site:
   store: {backend: etcd, endpoints: [%s], secret_file: %q}
 zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
 nodes: [%s]
-`, site, c.Endpoints()[0], secret, strings.Join(ns, ", "))))
+`, site, endpoint, secret, strings.Join(ns, ", "))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg, dir
+}
+
+// startEtcd starts an etcd member with its data in dir until the test ends, and writes a
+// store secret there: it returns the member's endpoint and the secret's file.
+func startEtcd(t *testing.T, dir string) (endpoint, secret string) {
+	t.Helper()
+	c, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	secret = filepath.Join(dir, "store.secret")
+	if err := os.WriteFile(secret, []byte(etcd.NewSecret()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c.Endpoints()[0], secret
 }

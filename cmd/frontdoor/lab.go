@@ -75,7 +75,9 @@ func newLabCmd() *cobra.Command {
 			}
 			blocking := false
 			if single {
-				blocking, _ = reserveProcs(cfg, names...)
+				var restore func()
+				blocking, _, restore = reserveProcs(cfg, names...)
+				defer restore()
 			}
 			if desktop != "builtin" && desktop != "xvnc" {
 				return fmt.Errorf("--desktop %q: give builtin or xvnc", desktop)

@@ -80,7 +80,8 @@ Signals:
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
-			blocking, cpus := reserveProcs(cfg, n.Name)
+			blocking, cpus, restore := reserveProcs(cfg, n.Name)
+			defer restore()
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Node: n.Name, DataDir: data,
 				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, AddProcs: addProcs, CPUs: cpus, Drain: true, Version: versionString(), Rebind: rebind})
 			if err != nil {
@@ -207,15 +208,17 @@ func servesSomething(cfg *configs.Config, n configs.Node) bool {
 // package internal/rawio) or computes at a low priority (internal/lowprio), and the rest
 // of the process keeps every CPU's P; a reload that adds udp listeners adds their Ps too.
 // An explicit GOMAXPROCS is left alone, and the UDP sockets are then read through the Go
-// poller. Setting GOMAXPROCS stops the runtime from following a changed CPU limit.
-func reserveProcs(cfg *configs.Config, nodes ...string) (blocking bool, cpus int) {
+// poller. Setting GOMAXPROCS stops the runtime from following a changed CPU limit. restore
+// sets GOMAXPROCS back to what it was, once the node has stopped: serve run again in one
+// process (the tests) would otherwise raise it each time.
+func reserveProcs(cfg *configs.Config, nodes ...string) (blocking bool, cpus int, restore func()) {
 	cpus = runtime.GOMAXPROCS(0)
 	if os.Getenv("GOMAXPROCS") != "" {
-		return false, cpus
+		return false, cpus, func() {}
 	}
 	extra := node.UDPWorkers(cfg, nodes...) + api.PasswordSlots(cpus)
 	runtime.GOMAXPROCS(cpus + extra)
-	return true, cpus // udp listeners a reload adds get workers and Ps too (addProcs)
+	return true, cpus, func() { runtime.GOMAXPROCS(cpus) } // udp listeners a reload adds get workers and Ps too (addProcs)
 }
 
 // addProcs is node.Options.AddProcs: a reload's blocking UDP workers keep one P each.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,28 @@ gateways:`, 1)
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// serve raises GOMAXPROCS for its blocking workers while it runs, and gives the Ps back when
+// it stops: run again and again in one process (as the tests do), it would otherwise raise
+// it each time, until the runtime runs out of threads.
+func TestServeGivesBackTheProcsItTook(t *testing.T) {
+	p1, p2 := freePort(t), freePort(t)
+	for p2 == p1 {
+		p2 = freePort(t)
+	}
+	file := writeConfig(t, strings.NewReplacer("PORT1", p1, "PORT2", p2).Replace(serveConfig))
+	before := runtime.GOMAXPROCS(0)
+	for range 2 {
+		sv := startServe(t, file)
+		if runtime.GOMAXPROCS(0) <= before && os.Getenv("GOMAXPROCS") == "" {
+			t.Fatalf("serve runs with GOMAXPROCS %d, as before it: no P for its workers", runtime.GOMAXPROCS(0))
+		}
+		sv.stop()
+		<-sv.done
+		if got := runtime.GOMAXPROCS(0); got != before {
+			t.Fatalf("after serve stopped GOMAXPROCS is %d, before it %d", got, before)
+		}
 	}
 }

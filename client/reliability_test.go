@@ -11,6 +11,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 var errFakePathChange = errors.New("the path changed")
@@ -174,10 +175,10 @@ func TestAViewerKeepsItsDesktopWhenItsGatewayGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	waitFor(t, "the desktop to show the path through gw-a", func() bool { return w.Stats().Line("path ") == "gw-a" })
+	testkit.WaitFor(t, "the desktop to show the path through gw-a", func() bool { return w.Stats().Line("path ") == "gw-a" })
 	s.stops["gw-a"]()
 	ev.wait(t, EventBack)
-	waitFor(t, "the desktop to show the path through gw-b", func() bool { return w.Stats().Line("path ") == "gw-b" })
+	testkit.WaitFor(t, "the desktop to show the path through gw-b", func() bool { return w.Stats().Line("path ") == "gw-b" })
 	if err := w.CheckKeys(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -221,12 +222,12 @@ func TestATCPOnlySessionHoldsItsGatewayBetweenViewers(t *testing.T) {
 	if up := ev.wait(t, EventUp); up.Via != "gw-a" {
 		t.Fatalf("up via %s, want gw-a", up.Via)
 	}
-	waitFor(t, "gw-a to hold the session's idle channel", func() bool { return s.gws["gw-a"].Channels() == 1 })
+	testkit.WaitFor(t, "gw-a to hold the session's idle channel", func() bool { return s.gws["gw-a"].Channels() == 1 })
 	s.stops["gw-a"]()
 	if back := ev.wait(t, EventBack); back.Via != "gw-b" || !back.SameSession {
 		t.Fatalf("back %+v, want through gw-b, the same session", back)
 	}
-	waitFor(t, "gw-b to hold the session's idle channel", func() bool { return s.gws["gw-b"].Channels() == 1 })
+	testkit.WaitFor(t, "gw-b to hold the session's idle channel", func() bool { return s.gws["gw-b"].Channels() == 1 })
 	// A viewer's stream keeps the session connected while it lasts: the idle channel goes
 	// (a session holds no more channels for it), and comes back when the viewer leaves.
 	c, err := sess.Attach(ctxT(t), s.port)
@@ -236,11 +237,11 @@ func TestATCPOnlySessionHoldsItsGatewayBetweenViewers(t *testing.T) {
 	if _, err := rfb.NewClient(c); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the idle channel to go while the viewer's stream rides the link", func() bool {
+	testkit.WaitFor(t, "the idle channel to go while the viewer's stream rides the link", func() bool {
 		return s.gws["gw-b"].Channels() == 1 && sess.heldOn() == nil
 	})
 	c.Close()
-	waitFor(t, "the idle channel to come back once the viewer left", func() bool {
+	testkit.WaitFor(t, "the idle channel to come back once the viewer left", func() bool {
 		return s.gws["gw-b"].Channels() == 1 && sess.heldOn() != nil
 	})
 }

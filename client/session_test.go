@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -74,18 +75,7 @@ func TestTheDesktopAndUDPThroughAGateway(t *testing.T) {
 	if name, addr := sess.Via(); name != "gw-a" || addr != gwA {
 		t.Fatalf("via %s %s, want gw-a %s", name, addr, gwA)
 	}
-	waitFor(t, "the gateway to hold the viewer's channel and the UDP flow", func() bool { return s.gws["gw-a"].Channels() == 2 })
-}
-
-// waitFor waits up to 10s for cond.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "the gateway to hold the viewer's channel and the UDP flow", func() bool { return s.gws["gw-a"].Channels() == 2 })
 }
 
 func TestDirectModeTalksToTheMachine(t *testing.T) {

@@ -8,7 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // holdDescriptors opens /dev/null until the process is out of descriptors (EMFILE), having
@@ -54,16 +55,6 @@ func holdDescriptors(t *testing.T) (release func()) {
 	return release
 }
 
-// waitUntil polls cond every 5ms until it holds, or fails the test after 5 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5 s: %s", what)
-		}
-	}
-}
-
 // A gateway at its open-files limit cannot accept channels, though the kernel still completes
 // their TCP handshakes (a TCP check of the port reads up); its health port reads down (500)
 // for as long. Once descriptors are freed it accepts the connection that waited, reads up
@@ -85,7 +76,7 @@ func TestAGatewayAtTheOpenFilesLimitRecovers(t *testing.T) {
 		release()
 		t.Fatalf("connecting to the channel port at the limit: %v, want the kernel to complete it", err)
 	}
-	waitUntil(t, "the gateway at the open-files limit still says it accepts", r.gw.cannotAccept)
+	testkit.WaitFor(t, "the gateway at the open-files limit still says it accepts", r.gw.cannotAccept)
 	// No socket can be opened to ask the health port now: its handler answers, as it would
 	// to a probe that got in.
 	rec := httptest.NewRecorder()
@@ -96,7 +87,7 @@ func TestAGatewayAtTheOpenFilesLimitRecovers(t *testing.T) {
 	}
 
 	// The loop's next try, within acceptloop.Max, takes the connection that waited.
-	waitUntil(t, "the gateway does not accept again once descriptors are freed", func() bool { return !r.gw.cannotAccept() })
+	testkit.WaitFor(t, "the gateway does not accept again once descriptors are freed", func() bool { return !r.gw.cannotAccept() })
 	if st := r.healthStatus(t); st != http.StatusOK {
 		t.Fatalf("health after the descriptors were freed: %d, want 200", st)
 	}

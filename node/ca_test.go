@@ -21,6 +21,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // pemCerts parses the PEM certificates of b.
@@ -57,16 +58,6 @@ func listenerIssuedBy(addr netip.AddrPort, roots *x509.CertPool) error {
 		c.Close()
 	}
 	return err
-}
-
-// eventually waits up to 10 s for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-	}
 }
 
 // The site CA rotated in its three steps, on a site of one node, with a real agent that
@@ -164,7 +155,7 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 	if err := listenerIssuedBy(listener, poolOf(oldCA)); err != nil {
 		t.Fatalf("start: the listener no longer serves the old CA's certificate: %v", err)
 	}
-	eventually(t, "the agent trusts both CAs", func() bool { return len(agentCAs()) == 2 })
+	testkit.WaitFor(t, "the agent trusts both CAs", func() bool { return len(agentCAs()) == 2 })
 	if err := agentCert().CheckSignatureFrom(oldCA); err != nil {
 		t.Fatalf("start: the agent's certificate changed: %v", err)
 	}
@@ -182,7 +173,7 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 	if err := listenerIssuedBy(listener, poolOf(oldCA)); err == nil {
 		t.Fatal("issue: the listener still serves the old CA's certificate")
 	}
-	eventually(t, "the agent renews its certificate from the new CA", func() bool { return agentCert().CheckSignatureFrom(newCA) == nil })
+	testkit.WaitFor(t, "the agent renews its certificate from the new CA", func() bool { return agentCert().CheckSignatureFrom(newCA) == nil })
 
 	// retire
 	if st, err = r.rotateCA(ctx, api.CARetire); err != nil || st.Phase != "" || len(st.Trusted) != 1 {
@@ -194,7 +185,7 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 	if err := rep.Heartbeat(ctx, 0, 0, 0); err != nil {
 		t.Fatalf("retire: the agent (whose --ca is the old CA) no longer reaches its front door: %v", err)
 	}
-	eventually(t, "the agent trusts the new CA alone", func() bool { return len(agentCAs()) == 1 })
+	testkit.WaitFor(t, "the agent trusts the new CA alone", func() bool { return len(agentCAs()) == 1 })
 
 	// A certificate of the old CA is refused now, by the listener and by a gateway's side.
 	oldCert, err := oldOnly.PartyCertificate(siteid.RoleMachine, "vda-1", nil)
@@ -231,7 +222,7 @@ func TestARotationOfTheSiteCAReachesEveryNode(t *testing.T) {
 		if _, err := one.rotateCA(ctx, step); err != nil {
 			t.Fatalf("%s at fd-1: %v", step, err)
 		}
-		eventually(t, step+" reaches fd-2, and its ca.pem", func() bool {
+		testkit.WaitFor(t, step+" reaches fd-2, and its ca.pem", func() bool {
 			b, _ := os.ReadFile(filepath.Join(dir, "fd-2", "ca.pem"))
 			return bytes.Equal(two.ca.CertPEM(), one.ca.CertPEM()) && two.ca.Cert().Equal(one.ca.Cert()) && bytes.Equal(b, one.ca.CertPEM())
 		})

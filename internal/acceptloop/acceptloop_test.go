@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // flaky is a listener whose first accepts fail as a process out of descriptors sees them.
@@ -79,16 +80,6 @@ func (f *failing) Accept() (net.Conn, error) {
 	return f.Listener.Accept()
 }
 
-// waitFor polls cond every millisecond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10 s: %s", what)
-		}
-	}
-}
-
 // A loop out of descriptors or memory reads stalled until it accepts again, or until Stale
 // after its last failure; a connection aborted before it was accepted stalls nothing.
 func TestStalledWhileAcceptsFailForWantOfResources(t *testing.T) {
@@ -120,7 +111,7 @@ func TestStalledWhileAcceptsFailForWantOfResources(t *testing.T) {
 					t.Errorf("Run after Close: %v, want nil", err)
 				}
 			}()
-			waitFor(t, "no accept failed", func() bool { return f.failed.Load() >= 2 })
+			testkit.WaitFor(t, "no accept failed", func() bool { return f.failed.Load() >= 2 })
 			if got := lp.Stalled(); got != tt.stall {
 				t.Fatalf("Stalled() = %v while accepts fail with %v, want %v", got, tt.err, tt.stall)
 			}
@@ -129,7 +120,7 @@ func TestStalledWhileAcceptsFailForWantOfResources(t *testing.T) {
 			}
 			// Past Stale, a loop that goes on failing is marked again by its next try.
 			clock.Advance(Stale)
-			waitFor(t, "a loop that goes on failing is no longer stalled", lp.Stalled)
+			testkit.WaitFor(t, "a loop that goes on failing is no longer stalled", lp.Stalled)
 			f.let.Store(true)
 			c, err := net.Dial("tcp", ln.Addr().String())
 			if err != nil {

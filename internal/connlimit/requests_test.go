@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // serve starts a TLS server of h behind a Listener with o on 127.0.0.1, wired as a program
@@ -80,7 +82,7 @@ func TestBodylessRequestsHoldNoPlace(t *testing.T) {
 		c := dialFrom(t, srv, fmt.Sprintf("127.0.3.%d", i+1))
 		bodyless(t, c)
 	}
-	waitFor(t, "the bodyless requests to wait for their bodies", func() bool {
+	testkit.WaitFor(t, "the bodyless requests to wait for their bodies", func() bool {
 		st := l.Stats()
 		return st.Open == 8 && st.Waiting == 8
 	})
@@ -113,7 +115,7 @@ func TestBodyTimeout(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(got), "timeout") {
 		t.Fatalf("answer %d %q, want 400 with the read's timeout", resp.StatusCode, got)
 	}
-	waitFor(t, "the connection to be closed", func() bool { return l.Stats().Open == 0 })
+	testkit.WaitFor(t, "the connection to be closed", func() bool { return l.Stats().Open == 0 })
 }
 
 // A request refused before its body is read (no login) is answered at once and its
@@ -246,7 +248,7 @@ func TestQueuedRequestsGoAfterStalledOnes(t *testing.T) {
 	io.WriteString(q, "GET /queue HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-queued
 	stalled := dialFrom(t, srv, "127.0.3.2") // handshake done, no request
-	waitFor(t, "both to wait", func() bool { return l.Stats().Waiting == 2 })
+	testkit.WaitFor(t, "both to wait", func() bool { return l.Stats().Waiting == 2 })
 	dialFrom(t, srv, "127.0.3.3") // takes a place: the stalled one's
 	stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := stalled.Read(make([]byte, 1)); err == nil || isTimeout(err) {
@@ -271,16 +273,4 @@ func TestPaceOutsideHandler(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// waitFor polls cond until it holds, failing after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

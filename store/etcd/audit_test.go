@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	bbolt "go.etcd.io/bbolt"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -116,7 +117,7 @@ func TestAuditLogHoldsEntriesInAnOutage(t *testing.T) {
 	if err := c.StopMember(0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "outage mode", a.InOutage)
+	testkit.WaitFor(t, "outage mode", a.InOutage)
 	if err := a.AppendAudit(t.Context(), t0.Add(time.Second), "a", []byte("during")); err != nil {
 		t.Fatalf("an append in the outage: %v, want it held", err)
 	}
@@ -127,7 +128,7 @@ func TestAuditLogHoldsEntriesInAnOutage(t *testing.T) {
 	if err := c.RestartMember(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the held entry written", func() bool {
+	testkit.WaitFor(t, "the held entry written", func() bool {
 		r, err := a.Client().Get(t.Context(), "/frontdoor/test/audit/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && r.Count == 2
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 )
 
@@ -44,7 +45,7 @@ func (el *elector) leading() bool { _, ok := el.e.Leading(); return ok }
 func leaderIs(t *testing.T, zone, node string, els map[string]*elector) time.Duration {
 	t.Helper()
 	start := time.Now()
-	eventually(t, "zone "+zone+" led by "+node, func() bool {
+	testkit.WaitFor(t, "zone "+zone+" led by "+node, func() bool {
 		for name, el := range els {
 			if el.leading() != (name == node) {
 				return false
@@ -84,7 +85,7 @@ func TestZoneLeaderElection(t *testing.T) {
 	if err := n.st.PutHealth(t.Context(), "z1", rev, map[string][]byte{"gw": []byte(`{"target":"gw"}`)}); err != nil {
 		t.Fatalf("the leader's fenced write: %v", err)
 	}
-	eventually(t, "the record reaches every view", func() bool { return string(a.st.HealthRecords()["gw"]) == `{"target":"gw"}` })
+	testkit.WaitFor(t, "the record reaches every view", func() bool { return string(a.st.HealthRecords()["gw"]) == `{"target":"gw"}` })
 
 	// Graceful shutdown: n resigns and b leads within 0.5 s.
 	start := time.Now()
@@ -101,7 +102,7 @@ func TestZoneLeaderElection(t *testing.T) {
 	start = time.Now()
 	b.st.Client().Close()
 	delete(z1, "b")
-	eventually(t, "a leads after b's crash", func() bool {
+	testkit.WaitFor(t, "a leads after b's crash", func() bool {
 		l, ok := a.st.Leaders()["z1"]
 		return a.leading() && ok && l.Node == "a"
 	})
@@ -110,7 +111,7 @@ func TestZoneLeaderElection(t *testing.T) {
 	if d > 2*time.Second {
 		t.Errorf("handover after a crash took %v, want ≤ 2 s", d)
 	}
-	eventually(t, "b stops acting as leader once its session is gone", func() bool { return !b.leading() })
+	testkit.WaitFor(t, "b stops acting as leader once its session is gone", func() bool { return !b.leading() })
 	if l := a.st.Leaders()["z2"]; l.Node != "x" {
 		t.Errorf("zone z2's leader changed to %+v", l)
 	}

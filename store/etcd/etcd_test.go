@@ -11,6 +11,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -60,18 +61,6 @@ func site(t *testing.T) *configs.Config {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-// eventually waits up to 5s for cond.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestTwoNodesShareOneSite launches from two brokers on two stores of one etcd at once: no
@@ -143,7 +132,7 @@ func TestTwoNodesShareOneSite(t *testing.T) {
 		t.Errorf("%d slots taken in etcd, want 30", len(r.Kvs))
 	}
 	for i, b := range brokers {
-		eventually(t, fmt.Sprintf("broker %d sees all 30 sessions (has %d)", i, len(b.Sessions())), func() bool { return len(b.Sessions()) == 30 })
+		testkit.WaitFor(t, fmt.Sprintf("broker %d sees all 30 sessions (has %d)", i, len(b.Sessions())), func() bool { return len(b.Sessions()) == 30 })
 		for m := 0; m < 10; m++ {
 			if _, n, _ := b.MachineLoad(fmt.Sprint("m", m)); n != 3 {
 				t.Errorf("broker %d counts %d sessions on m%d, want 3", i, n, m)
@@ -174,15 +163,15 @@ func TestSessionLifecycleAcrossNodes(t *testing.T) {
 	if err != nil || d.Session == "" {
 		t.Fatalf("launch: %v %+v", err, d)
 	}
-	eventually(t, "b sees the session", func() bool { _, ok := b.Session(d.Session); return ok })
+	testkit.WaitFor(t, "b sees the session", func() bool { _, ok := b.Session(d.Session); return ok })
 	if _, err := b.Connected(t.Context(), d.Session, "gw-1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a sees it connected", func() bool { s, _ := a.Session(d.Session); return s.State == broker.StateConnected })
+	testkit.WaitFor(t, "a sees it connected", func() bool { s, _ := a.Session(d.Session); return s.State == broker.StateConnected })
 	if _, err := b.Disconnected(t.Context(), d.Session, "gw-1"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a sees it disconnected", func() bool { s, _ := a.Session(d.Session); return s.State == broker.StateDisconnected })
+	testkit.WaitFor(t, "a sees it disconnected", func() bool { s, _ := a.Session(d.Session); return s.State == broker.StateDisconnected })
 	// a reconnects the same user: step 2, the disconnected session, with a's view behind or not.
 	d2, err := a.Launch(t.Context(), broker.LaunchRequest{User: "u1", Resource: "desk", Endpoint: "ep2"})
 	if err != nil || d2.Session != d.Session || d2.Outcome != broker.OutcomeReconnect {
@@ -259,7 +248,7 @@ func TestPendingSessionExpiresByLease(t *testing.T) {
 	if err := st.CreateSession(t.Context(), s, 3); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the other node sees the session", func() bool { _, ok := other.Session("short"); return ok })
+	testkit.WaitFor(t, "the other node sees the session", func() bool { _, ok := other.Session("short"); return ok })
 	select {
 	case e := <-ended:
 		if e.ID != "short" {
@@ -321,7 +310,7 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 	if err := a.Revoke("s1", steal, until); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b sees the revocation", func() bool { r, _ := b.Revoked("s1"); return r.Equal(steal) })
+	testkit.WaitFor(t, "b sees the revocation", func() bool { r, _ := b.Revoked("s1"); return r.Equal(steal) })
 	// A narrower revocation does not undo a wider one; a wider one widens it.
 	if err := a.Revoke("s1", steal.Add(-time.Minute), until); err != nil {
 		t.Fatal(err)
@@ -337,8 +326,8 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 	if err := a.Revoke("s1", until, until); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b sees the wider revocation", func() bool { r, _ := b.Revoked("s1"); return r.Equal(until.Truncate(time.Millisecond)) })
-	eventually(t, "b's follower is told", func() bool {
+	testkit.WaitFor(t, "b sees the wider revocation", func() bool { r, _ := b.Revoked("s1"); return r.Equal(until.Truncate(time.Millisecond)) })
+	testkit.WaitFor(t, "b's follower is told", func() bool {
 		toldMu.Lock()
 		defer toldMu.Unlock()
 		return len(told) >= 2
@@ -348,7 +337,7 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 	if err := a.Supersede("s2", 7, until); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b sees the generation", func() bool { m, _ := b.Superseded("s2"); return m == 7 })
+	testkit.WaitFor(t, "b sees the generation", func() bool { m, _ := b.Superseded("s2"); return m == 7 })
 	if err := b.Supersede("s2", 5, until); err != nil {
 		t.Fatal(err)
 	}
@@ -400,13 +389,13 @@ func TestPresenceAndStatus(t *testing.T) {
 	if err := b.Register(t.Context(), etcd.NodeInfo{Name: "b", Zone: "z1", Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a sees b", func() bool { _, ok := a.Nodes()["b"]; return ok })
+	testkit.WaitFor(t, "a sees b", func() bool { _, ok := a.Nodes()["b"]; return ok })
 	s := a.Status(t.Context())
 	if len(s.Members) != 1 || !s.Members[0].Healthy || !s.Members[0].Leader || s.Revision == 0 {
 		t.Fatalf("status %+v", s)
 	}
 	b.Close()
-	eventually(t, "b's presence is gone once it closed", func() bool { _, ok := a.Nodes()["b"]; return !ok })
+	testkit.WaitFor(t, "b's presence is gone once it closed", func() bool { _, ok := a.Nodes()["b"]; return !ok })
 }
 
 // TestMetricsCountTransactions: the store's transactions show on its registry by result.
@@ -464,7 +453,7 @@ func TestALostNodeLeaseIsReplaced(t *testing.T) {
 	if _, err := b.Client().Revoke(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a's presence is back on a new lease", func() bool {
+	testkit.WaitFor(t, "a's presence is back on a new lease", func() bool {
 		r, err := b.Client().Get(t.Context(), "/frontdoor/test/nodes/a")
 		return err == nil && len(r.Kvs) == 1 && clientv3.LeaseID(r.Kvs[0].Lease) != old
 	})
@@ -502,7 +491,7 @@ func TestMachineDownStaysTheNodesOwn(t *testing.T) {
 	if err := a.SetMaintenance(t.Context(), first.Machine, true); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b sees "+first.Machine+" in maintenance", func() bool {
+	testkit.WaitFor(t, "b sees "+first.Machine+" in maintenance", func() bool {
 		d := b.Decide(broker.LaunchRequest{User: "u1", Resource: "desk"})
 		return d.Outcome == broker.OutcomeNew && d.Machine != first.Machine
 	})

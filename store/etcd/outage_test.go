@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 )
@@ -45,11 +46,11 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	stand(t, a, etcd.Candidate{Node: "a", Zone: "z1"})
 	stand(t, b, etcd.Candidate{Node: "b", Zone: "z1"})
 	now := time.Now()
-	eventually(t, "both nodes standing", func() bool { return len(a.Candidates()["z1"]) == 2 })
+	testkit.WaitFor(t, "both nodes standing", func() bool { return len(a.Candidates()["z1"]) == 2 })
 	if err := a.CreateSession(t.Context(), pending("before", "m", now), 4); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "b sees the session", func() bool { _, err := b.GetSession(t.Context(), "before"); return err == nil })
+	testkit.WaitFor(t, "b sees the session", func() bool { _, err := b.GetSession(t.Context(), "before"); return err == nil })
 	time.Sleep(2 * cacheFlushWait) // the cache file has the view
 
 	entered := make(chan time.Time, 2)
@@ -64,7 +65,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if err := c.StopMember(0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both nodes in outage mode", func() bool { return a.InOutage() && b.InOutage() })
+	testkit.WaitFor(t, "both nodes in outage mode", func() bool { return a.InOutage() && b.InOutage() })
 	for range 2 {
 		d := (<-entered).Sub(lost)
 		t.Logf("outage mode %v after etcd began to stop", d)
@@ -154,7 +155,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if err := c.RestartMember(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both nodes out of outage mode", func() bool { return !a.InOutage() && !b.InOutage() })
+	testkit.WaitFor(t, "both nodes out of outage mode", func() bool { return !a.InOutage() && !b.InOutage() })
 	for sid := range made {
 		if _, err := b.GetSession(t.Context(), sid); err != nil {
 			t.Errorf("session %s of the outage is not in the site: %v", sid, err)
@@ -169,7 +170,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if ok, err := b.Ledger().Use(id, "443/tcp", now.Add(time.Minute)); ok || err != nil {
 		t.Errorf("the launch ticket channel used in the outage opens again after it: %v %v", ok, err)
 	}
-	eventually(t, "the outage's rotation and revocation at b", func() bool {
+	testkit.WaitFor(t, "the outage's rotation and revocation at b", func() bool {
 		mark, err1 := b.Ledger().Superseded("before")
 		before, err2 := b.Ledger().Revoked("gone")
 		return err1 == nil && err2 == nil && mark == 7 && !before.IsZero()
@@ -198,7 +199,7 @@ func TestStartInAnOutageFromTheCache(t *testing.T) {
 	plan := map[string]etcd.MachinePlan{"m": {Brokers: []string{"a"}, Max: 2}}
 	a := openPlanned(t, c, "a", plan, dir)
 	stand(t, a, etcd.Candidate{Node: "a", Zone: "z1"})
-	eventually(t, "a standing", func() bool { return len(a.Candidates()["z1"]) == 1 })
+	testkit.WaitFor(t, "a standing", func() bool { return len(a.Candidates()["z1"]) == 1 })
 	now := time.Now()
 	if err := a.CreateSession(t.Context(), pending("s1", "m", now), 2); err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestStartInAnOutageFromTheCache(t *testing.T) {
 	if err := c.RestartMember(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "out of outage mode", func() bool { return !again.InOutage() })
+	testkit.WaitFor(t, "out of outage mode", func() bool { return !again.InOutage() })
 	if _, err := again.GetSession(t.Context(), "s2"); err != nil {
 		t.Fatalf("the outage's session was not written back: %v", err)
 	}
@@ -259,16 +260,16 @@ func TestCutOffZoneAndTheWriteBackConflict(t *testing.T) {
 	aware := open("hq", eps[1:], plan)    // a node of the rest of the site
 	unaware := open("hq-2", eps[1:], nil) // one that books before it sees the cut
 	stand(t, sat, etcd.Candidate{Node: "sat", Zone: "sat"})
-	eventually(t, "sat standing", func() bool { return len(aware.Candidates()["sat"]) == 1 })
+	testkit.WaitFor(t, "sat standing", func() bool { return len(aware.Candidates()["sat"]) == 1 })
 	now := time.Now()
 	if err := c.StopMember(0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "sat in outage mode", func() bool { return sat.InOutage() })
+	testkit.WaitFor(t, "sat in outage mode", func() bool { return sat.InOutage() })
 	if err := sat.CreateSession(t.Context(), pending("outage", "x", now), 1); err != nil {
 		t.Fatalf("the cut-off node books its own machine: %v", err)
 	}
-	eventually(t, "the rest of the site sees sat's candidacy gone", func() bool { return len(aware.Candidates()["sat"]) == 0 })
+	testkit.WaitFor(t, "the rest of the site sees sat's candidacy gone", func() bool { return len(aware.Candidates()["sat"]) == 0 })
 	if err := aware.CreateSession(t.Context(), pending("refused", "x", now), 1); !errors.Is(err, broker.ErrMachineFull) {
 		t.Fatalf("the rest of the site booked a machine of a zone cut off: %v", err)
 	}
@@ -278,7 +279,7 @@ func TestCutOffZoneAndTheWriteBackConflict(t *testing.T) {
 	if err := c.RestartMember(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "sat out of outage mode", func() bool { return !sat.InOutage() })
+	testkit.WaitFor(t, "sat out of outage mode", func() bool { return !sat.InOutage() })
 	for _, id := range []string{"outage", "site"} {
 		if _, err := aware.GetSession(t.Context(), id); err != nil {
 			t.Errorf("session %s lost: %v", id, err)
@@ -289,7 +290,7 @@ func TestCutOffZoneAndTheWriteBackConflict(t *testing.T) {
 		t.Fatalf("conflicts %+v, want one on x", st.Conflicts)
 	}
 	t.Logf("conflict: %s", st.Conflicts[0].What)
-	eventually(t, "the rest of the site sees both sessions", func() bool {
+	testkit.WaitFor(t, "the rest of the site sees both sessions", func() bool {
 		snap, _ := unaware.Load(t.Context())
 		return len(snap.Sessions) == 2
 	})

@@ -648,12 +648,13 @@ type Record struct {
 	// Name is the owner, relative to the domain ("www", "@" for the apex) or absolute
 	// (ending in a dot). Required.
 	Name string `yaml:"name"`
-	// Type is A, AAAA, CNAME, TXT, MX or NS. Required.
+	// Type is A, AAAA, CNAME, TXT, MX, NS or CAA. Required.
 	Type string `yaml:"type"`
 	// TTL is the record's TTL. Default: 5m.
 	TTL Duration `yaml:"ttl"`
-	// Value is the record data: an address, a name, text, or "preference name" for MX.
-	// Required.
+	// Value is the record data: an address, a name, text, "preference name" for MX, or
+	// "flags tag value" for CAA (ParseCAA: `0 issue "letsencrypt.org"`, which lets that
+	// ACME CA alone issue for the name). Required.
 	Value string `yaml:"value"`
 }
 

@@ -147,7 +147,36 @@ func (k *checker) record(p string, r Record) {
 		if !ok || err != nil || !validDNSName(fqdn(strings.TrimSpace(host))) {
 			k.errf(p+".value", "%q is not \"preference name\" (e.g. \"10 mail.example.com.\")", v)
 		}
+	case "CAA":
+		if _, _, _, err := ParseCAA(v); err != nil {
+			k.errf(p+".value", "%v", err)
+		}
 	default:
-		k.errf(p+".type", "%q is not one of A, AAAA, CNAME, TXT, MX, NS", r.Type)
+		k.errf(p+".type", "%q is not one of A, AAAA, CNAME, TXT, MX, NS, CAA", r.Type)
 	}
+}
+
+// ParseCAA parses a CAA record's value, "flags tag value" as in a zone file (RFC 8659): flags
+// 0–255 (128: critical), a tag of letters and digits (issue, issuewild, iodef, ...) and a
+// value, quoted or not (`0 issue "letsencrypt.org"`; `0 issue ";"` lets no CA issue).
+func ParseCAA(v string) (flags uint8, tag, value string, err error) {
+	f, rest, ok := strings.Cut(strings.TrimSpace(v), " ")
+	n, perr := strconv.ParseUint(f, 10, 8)
+	tag, value, ok2 := strings.Cut(strings.TrimSpace(rest), " ")
+	if !ok || !ok2 || perr != nil {
+		return 0, "", "", fmt.Errorf("%q is not \"flags tag value\" (e.g. `0 issue \"letsencrypt.org\"`)", v)
+	}
+	if tag == "" || len(tag) > 15 || strings.IndexFunc(tag, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) >= 0 {
+		return 0, "", "", fmt.Errorf("%q: the CAA tag %q is not 1 to 15 letters and digits", v, tag)
+	}
+	value = strings.TrimSpace(value)
+	if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+		value = value[1 : len(value)-1]
+	}
+	if strings.ContainsAny(value, "\"\\") || len(value) > 255 {
+		return 0, "", "", fmt.Errorf("%q: the CAA value holds a quote or a backslash, or is longer than 255 bytes", v)
+	}
+	return uint8(n), strings.ToLower(tag), value, nil
 }

@@ -12,7 +12,7 @@ import (
 const maxChase = 8
 
 // anyOrder is the order in which an ANY query picks the one RRset it answers (RFC 8482).
-var anyOrder = [...]uint16{dns.TypeSOA, dns.TypeA, dns.TypeAAAA, dns.TypeCNAME, dns.TypeMX, dns.TypeTXT, dns.TypeNS}
+var anyOrder = [...]uint16{dns.TypeSOA, dns.TypeA, dns.TypeAAAA, dns.TypeCNAME, dns.TypeMX, dns.TypeTXT, dns.TypeNS, dns.TypeCAA}
 
 // outcome describes an answer for metrics and the query log.
 type outcome struct {

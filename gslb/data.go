@@ -193,6 +193,13 @@ func buildRR(owner, origin string, r configs.Record) (dns.RR, error) {
 		}
 		hdr.Rrtype = dns.TypeMX
 		return &dns.MX{Hdr: hdr, Preference: uint16(p), Mx: relName(strings.TrimSpace(host), origin)}, nil
+	case "CAA":
+		flags, tag, value, err := configs.ParseCAA(v)
+		if err != nil {
+			return nil, err
+		}
+		hdr.Rrtype = dns.TypeCAA
+		return &dns.CAA{Hdr: hdr, Flag: flags, Tag: tag, Value: value}, nil
 	default:
 		return nil, fmt.Errorf("unsupported record type %q", r.Type)
 	}

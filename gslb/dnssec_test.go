@@ -37,6 +37,8 @@ gslb:
         - {name: www, type: CNAME, value: desktop.signed.test.}
         - {name: gone, type: CNAME, value: nowhere.signed.test.}
         - {name: host.deep, type: A, value: 192.0.2.99}
+        - {name: "@", type: CAA, value: '0 issue "letsencrypt.org"'}
+        - {name: "@", type: CAA, value: '0 iodef "mailto:security@signed.test"'}
     - name: plain.test
       records:
         - {name: "@", type: A, value: 192.0.2.77}
@@ -149,6 +151,14 @@ func TestSignedAnswers(t *testing.T) {
 	if types := verified(t, k, m.Answer); !slices.Equal(types, []uint16{dns.TypeDNSKEY}) {
 		t.Fatalf("DNSKEY answer %v", m.Answer)
 	}
+	// The CAA set (the CAs that may issue for the domain), signed.
+	m = e.ask(t, q{name: "signed.test.", qtype: dns.TypeCAA, edns: 1232, modify: withDO})
+	if types := verified(t, k, m.Answer); !slices.Equal(types, []uint16{dns.TypeCAA}) || len(m.Answer) != 3 {
+		t.Fatalf("CAA answer %v", m.Answer)
+	}
+	if c, ok := m.Answer[0].(*dns.CAA); !ok || c.Tag != "issue" || c.Value != "letsencrypt.org" || c.Flag != 0 {
+		t.Fatalf("the first CAA record is %v", m.Answer[0])
+	}
 	// A CNAME chain: both sets signed.
 	m = e.ask(t, q{name: "www.signed.test.", qtype: dns.TypeA, edns: 1232, modify: withDO})
 	if types := verified(t, k, m.Answer); !slices.Equal(types, []uint16{dns.TypeA, dns.TypeCNAME}) {
@@ -184,7 +194,7 @@ func TestSignedAnswers(t *testing.T) {
 		t.Fatalf("an empty non-terminal: %s", m)
 	}
 	m = e.ask(t, q{name: "signed.test.", qtype: dns.TypeA, edns: 1232, modify: withDO})
-	if n = nsecOf(t, m); !slices.Equal(n.TypeBitMap, []uint16{dns.TypeNS, dns.TypeSOA, dns.TypeRRSIG, dns.TypeNSEC, dns.TypeDNSKEY}) {
+	if n = nsecOf(t, m); !slices.Equal(n.TypeBitMap, []uint16{dns.TypeNS, dns.TypeSOA, dns.TypeRRSIG, dns.TypeNSEC, dns.TypeDNSKEY, dns.TypeCAA}) {
 		t.Fatalf("the apex's NSEC lists %v", n.TypeBitMap)
 	}
 	// A CNAME to a missing name: the proof is the target's.

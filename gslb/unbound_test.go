@@ -110,6 +110,7 @@ func TestUnboundValidatesTheSignedAnswers(t *testing.T) {
 		{"NODATA at a GSLB name", "desktop.signed.test.", dns.TypeMX, dns.RcodeSuccess, 0},
 		{"NODATA at an empty non-terminal", "deep.signed.test.", dns.TypeA, dns.RcodeSuccess, 0},
 		{"the DNSKEY set", "signed.test.", dns.TypeDNSKEY, dns.RcodeSuccess, 1},
+		{"the CAA set", "signed.test.", dns.TypeCAA, dns.RcodeSuccess, 2},
 	} {
 		r := ask(tc.name, tc.qtype)
 		answers := 0

@@ -433,7 +433,8 @@ func TestPortalXvncDesktopInTheBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`li[data-resource="desktop"] button:not([disabled])`)),
 		clickNow(`li[data-resource="desktop"] button`), chromedp.WaitVisible(chromedp.ID("screen"))); err != nil {
 		steps, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("launch")))
-		t.Fatalf("opening the Xvnc desktop in the browser: %v; the page says %q", err, steps)
+		events, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify(window.frontdoorEvents)`))
+		t.Fatalf("opening the Xvnc desktop in the browser: %v; the page says %q; the channel's events: %s", err, steps, events)
 	}
 	session, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.session`))
 	// The xterm's white window on the X desktop's black: many light pixels on the canvas.

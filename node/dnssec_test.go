@@ -123,3 +123,44 @@ func TestTheKeyOfAnEarlierVersionIsKept(t *testing.T) {
 		t.Fatalf("the node publishes %q, want the earlier key's %q", got, want[0].DS)
 	}
 }
+
+// A site of an earlier version kept its domain's one key sealed in etcd under
+// dnssec/APEXkey: the nodes sign with that key still.
+func TestTheSiteKeyOfAnEarlierVersionIsKept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
+	cfg, dir := etcdSite(t, "legacy-dnssec", "fd-1")
+	site, err := configs.Load("site.yaml", []byte(signedNodeSite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.GSLB, cfg.Gateways = site.GSLB, site.Gateways
+	set, err := gslb.NewKeySet(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := set.Describe("vdi.example.test.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the earlier version wrote: the key alone, sealed in the site's storage, and no
+	// key set.
+	first := startSiteNode(t, cfg, dir, "fd-1")
+	kv, err := first.siteKV()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := kv.Delete(ctx, "dnssec/vdi.example.test.keys"); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Put(ctx, "dnssec/vdi.example.test.key", set.Keys[0].Private); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	r := startSiteNode(t, cfg, dir, "fd-1")
+	if got := r.dns.DS(); !slices.Equal(got, []string{want[0].DS}) {
+		t.Fatalf("the node publishes %q, want the earlier key's %q", got, want[0].DS)
+	}
+}

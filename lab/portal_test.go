@@ -434,6 +434,11 @@ func TestPortalXvncDesktopInTheBrowser(t *testing.T) {
 		clickNow(`li[data-resource="desktop"] button`), chromedp.WaitVisible(chromedp.ID("screen"))); err != nil {
 		steps, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("launch")))
 		events, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify(window.frontdoorEvents)`))
+		logs, _ := filepath.Glob(filepath.Join(l.DataDir, "desktops", "*", "xvnc.log"))
+		for _, f := range logs {
+			b, _ := os.ReadFile(f)
+			t.Logf("%s:\n%s", f, b)
+		}
 		t.Fatalf("opening the Xvnc desktop in the browser: %v; the page says %q; the channel's events: %s", err, steps, events)
 	}
 	session, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.dataset.session`))

@@ -106,6 +106,11 @@ func (x *Xvnc) start(ctx context.Context, path string, o XvncOptions) error {
 	args := []string{
 		"-geometry", fmt.Sprintf("%dx%d", o.Width, o.Height), "-depth", "24",
 		"-SecurityTypes", "None", "-AlwaysShared", "-nolisten", "tcp",
+		// The agent checks its desktop server by connecting and closing, which TigerVNC
+		// counts as unauthenticated attempts: after 5 from one peer (every connection on the
+		// Unix socket is one peer) it refuses every viewer, "Too many security failures",
+		// for 10 s and longer. Only the agent reaches the server: no blacklist is needed.
+		"-BlacklistThreshold", "1000000",
 	}
 	switch port := o.TCPPort; {
 	case port == 0:

@@ -96,3 +96,46 @@ func TestStartXvncFailsWithoutDir(t *testing.T) {
 		t.Error("got no error, want one for the missing directory")
 	}
 }
+
+// An agent checks its desktop server by connecting and closing, again and again: the Xvnc
+// still offers a viewer its security types after many such checks (TigerVNC's blacklist
+// would refuse it, "Too many security failures", after 5).
+func TestXvncTakesAViewerAfterManyChecks(t *testing.T) {
+	need(t, "Xvnc")
+	t.Parallel()
+	ctx := testContext(t)
+	x := startXvnc(t, ctx, XvncOptions{Width: 640, Height: 480})
+	var d net.Dialer
+	for range 20 {
+		c, err := d.DialContext(ctx, x.Network(), x.Address())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Taken once the server greets it (a small backlog would refuse a burst).
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.ReadFull(c, make([]byte, 12))
+		c.Close()
+	}
+	c, err := d.DialContext(ctx, x.Network(), x.Address())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	greeting := make([]byte, 12)
+	if _, err := io.ReadFull(c, greeting); err != nil {
+		t.Fatalf("reading the greeting: %v", err)
+	}
+	if _, err := c.Write([]byte("RFB 003.008\n")); err != nil {
+		t.Fatal(err)
+	}
+	// RFB 3.8: the number of security types, then the types; 0 types is a refusal, whose
+	// reason follows.
+	types := make([]byte, 2)
+	if _, err := io.ReadFull(c, types); err != nil {
+		t.Fatalf("reading the security types: %v", err)
+	}
+	if string(greeting) != "RFB 003.008\n" || types[0] != 1 || types[1] != 1 {
+		t.Fatalf("after 20 checks the server greets %q and offers % x, want RFB 003.008 and one type, None (01 01)", greeting, types)
+	}
+}

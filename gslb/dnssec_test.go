@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -251,7 +250,7 @@ func TestARolloverSignsWithBothKeysUntilItIsFinished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply := func(s KeySet) []wire.DNSSECKey { return useKeySet(t, e.h, "Signed.Test", s) }
+	apply := func(s KeySet) []keyInfo { return useKeySet(t, e.h, "Signed.Test", s) }
 	dnskeys := func() map[uint16]*dns.DNSKEY {
 		t.Helper()
 		m := e.ask(t, q{name: "signed.test.", qtype: dns.TypeDNSKEY, edns: 1232, modify: withDO})
@@ -340,8 +339,14 @@ func TestABadKeySetIsRefused(t *testing.T) {
 	}
 }
 
-// useKeySet makes h sign apex with s and returns s's keys as the admin API describes them.
-func useKeySet(t *testing.T, h *Handler, apex string, s KeySet) []wire.DNSSECKey {
+// keyInfo is one key of a set, as a test checks it.
+type keyInfo struct {
+	Tag       uint16
+	State, DS string
+}
+
+// useKeySet makes h sign apex with s and returns s's keys.
+func useKeySet(t *testing.T, h *Handler, apex string, s KeySet) []keyInfo {
 	t.Helper()
 	signers, err := s.Signers()
 	if err != nil {
@@ -350,9 +355,13 @@ func useKeySet(t *testing.T, h *Handler, apex string, s KeySet) []wire.DNSSECKey
 	if err := h.SetKeys(apex, signers); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Describe(apex)
+	ds, err := s.DS(apex)
 	if err != nil {
 		t.Fatal(err)
+	}
+	info := make([]keyInfo, len(ds))
+	for i, d := range ds {
+		info[i] = keyInfo{Tag: d.KeyTag, State: s.State(i), DS: d.String()}
 	}
 	return info
 }

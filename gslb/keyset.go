@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/miekg/dns"
 )
 
@@ -117,8 +116,9 @@ func (s KeySet) Finish() (KeySet, error) {
 	return KeySet{Keys: s.Keys[len(s.Keys)-1:]}, nil
 }
 
-// Describe returns what an operator needs to know of apex's keys, oldest first.
-func (s KeySet) Describe(apex string) ([]wire.DNSSECKey, error) {
+// DS returns the DS record (SHA-256) of each of s's keys, as apex's parent publishes it,
+// oldest first.
+func (s KeySet) DS(apex string) ([]*dns.DS, error) {
 	signers, err := s.Signers()
 	if err != nil {
 		return nil, err
@@ -127,18 +127,24 @@ func (s KeySet) Describe(apex string) ([]wire.DNSSECKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]wire.DNSSECKey, len(zks))
+	out := make([]*dns.DS, len(zks))
 	for i, zk := range zks {
-		state := "active"
-		if s.Rolling() {
-			state = "retiring"
-			if i == len(zks)-1 {
-				state = "incoming"
-			}
-		}
-		out[i] = wire.DNSSECKey{Tag: zk.tag, State: state, Since: s.Keys[i].Since, DS: zk.dnskey.ToDS(dns.SHA256).String()}
+		out[i] = zk.dnskey.ToDS(dns.SHA256)
 	}
 	return out, nil
+}
+
+// State says what key i of s is: "active"; or, while a rollover is under way, "retiring"
+// (the old key) and "incoming" (the new one, whose DS goes to the parent).
+func (s KeySet) State(i int) string {
+	switch {
+	case !s.Rolling():
+		return "active"
+	case i == len(s.Keys)-1:
+		return "incoming"
+	default:
+		return "retiring"
+	}
 }
 
 // Apex returns name as the apex of a signed domain is keyed: lower case, with the final dot.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/testunbound"
-	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/miekg/dns"
 )
 
@@ -146,7 +145,7 @@ func TestUnboundFollowsARollover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply := func(s KeySet) []wire.DNSSECKey { return useKeySet(t, e.h, "signed.test.", s) }
+	apply := func(s KeySet) []keyInfo { return useKeySet(t, e.h, "signed.test.", s) }
 	ask := func(resolver string) *dns.Msg {
 		t.Helper()
 		m := new(dns.Msg)

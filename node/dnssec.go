@@ -150,9 +150,13 @@ func (r *Node) DNSSECRollover(ctx context.Context, domain string, finish bool) (
 
 // describeKeySet says what apex's keys are and what the operator does next.
 func describeKeySet(apex string, set gslb.KeySet) (wire.DNSSECDomain, error) {
-	keys, err := set.Describe(apex)
+	ds, err := set.DS(apex)
 	if err != nil {
 		return wire.DNSSECDomain{}, err
+	}
+	keys := make([]wire.DNSSECKey, len(ds))
+	for i, d := range ds {
+		keys[i] = wire.DNSSECKey{Tag: d.KeyTag, State: set.State(i), Since: set.Keys[i].Since, DS: d.String()}
 	}
 	d := wire.DNSSECDomain{Domain: apex, Keys: keys}
 	if set.Rolling() {

@@ -114,13 +114,13 @@ func TestTheKeyOfAnEarlierVersionIsKept(t *testing.T) {
 	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: set.Keys[0].Private}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	want, err := set.Describe("vdi.example.test.")
+	want, err := set.DS("vdi.example.test.")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := startNode(t, cfg, Options{DataDir: dir})
-	if got := r.dns.DS(); !slices.Equal(got, []string{want[0].DS}) {
-		t.Fatalf("the node publishes %q, want the earlier key's %q", got, want[0].DS)
+	if got := r.dns.DS(); !slices.Equal(got, []string{want[0].String()}) {
+		t.Fatalf("the node publishes %q, want the earlier key's %q", got, want[0].String())
 	}
 }
 
@@ -140,7 +140,7 @@ func TestTheSiteKeyOfAnEarlierVersionIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := set.Describe("vdi.example.test.")
+	want, err := set.DS("vdi.example.test.")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestTheSiteKeyOfAnEarlierVersionIsKept(t *testing.T) {
 	}
 	first.Close()
 	r := startSiteNode(t, cfg, dir, "fd-1")
-	if got := r.dns.DS(); !slices.Equal(got, []string{want[0].DS}) {
-		t.Fatalf("the node publishes %q, want the earlier key's %q", got, want[0].DS)
+	if got := r.dns.DS(); !slices.Equal(got, []string{want[0].String()}) {
+		t.Fatalf("the node publishes %q, want the earlier key's %q", got, want[0].String())
 	}
 }

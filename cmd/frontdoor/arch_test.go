@@ -24,7 +24,7 @@ var mayImport = map[string][]string{
 	"internal": {}, // small helpers shared by folders that may not import each other
 	"zonemap":  {"configs"},
 	"health":   {"configs"},
-	"gslb":     {"zonemap", "configs", "internal", "wire"},
+	"gslb":     {"zonemap", "configs", "internal"},
 	"broker":   {"configs"},
 	"store":    {"broker", "configs"},
 	"proxy":    {"zonemap", "configs", "ticket", "internal"},

@@ -391,6 +391,20 @@ var ErrUnknownGateway = errors.New("unknown gateway")
 // ErrRefused is an admin request the front door cannot take now (it is stopping, say).
 var ErrRefused = errors.New("refused")
 
+// actionError answers an admin action that failed with err: 404 for what the site does not
+// have (ErrUnknownGateway, ErrNotSigned), 409 for what it cannot take now (ErrRefused), else
+// 500.
+func actionError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrUnknownGateway), errors.Is(err, ErrNotSigned):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrRefused):
+		code = http.StatusConflict
+	}
+	httpError(w, code, err.Error())
+}
+
 // OverrideRequest is the body of POST /v1/admin/health.
 type OverrideRequest struct {
 	Gateway  string `json:"gateway"`
@@ -412,14 +426,7 @@ func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
 	}
 	note, err := a.o.Override(req.Gateway, req.Override)
 	if err != nil {
-		code := http.StatusInternalServerError
-		switch {
-		case errors.Is(err, ErrUnknownGateway):
-			code = http.StatusNotFound
-		case errors.Is(err, ErrRefused):
-			code = http.StatusConflict
-		}
-		httpError(w, code, err.Error())
+		actionError(w, err)
 		return
 	}
 	a.log.Info("gateway health overridden", "by", adminOf(r), "gateway", req.Gateway, "override", req.Override, "note", note)
@@ -495,11 +502,7 @@ func (a *Admin) revokeMachine(w http.ResponseWriter, r *http.Request) {
 	}
 	rev, err := a.o.RevokeMachine(r.Context(), name)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrRefused) {
-			code = http.StatusConflict
-		}
-		httpError(w, code, err.Error())
+		actionError(w, err)
 		return
 	}
 	a.log.Warn("machine revoked", "by", adminOf(r), "machine", name, "before", rev.Before, "ended_sessions", len(rev.Ended))
@@ -567,11 +570,7 @@ func (a *Admin) rotateKey(w http.ResponseWriter, r *http.Request) {
 	}
 	rot, err := a.o.RotateKey(r.Context(), req.RetireNow)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrRefused) {
-			code = http.StatusConflict
-		}
-		httpError(w, code, err.Error())
+		actionError(w, err)
 		return
 	}
 	a.log.Info("ticket key rotated", "by", adminOf(r), "key", rot.Key, "signs_from", rot.SignsFrom, "retiring", rot.Retiring)

@@ -181,13 +181,13 @@ func (a *Admin) rotateCA(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req, 1<<10, `body must be JSON {"step": "start"|"issue"|"retire"}`) {
 		return
 	}
+	if req.Step != CAStart && req.Step != CAIssue && req.Step != CARetire {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("step %q: want start, issue or retire", req.Step))
+		return
+	}
 	st, err := a.o.RotateCA(r.Context(), req.Step)
 	if err != nil {
-		code := http.StatusInternalServerError
-		if errors.Is(err, ErrRefused) {
-			code = http.StatusConflict
-		}
-		httpError(w, code, err.Error())
+		actionError(w, err)
 		return
 	}
 	detail := "issuing " + st.Issuing.Subject + " (sha256 " + st.Issuing.SHA256[:16] + "…)"

@@ -61,14 +61,7 @@ func (a *Admin) dnssecRollover(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := a.o.DNSSEC.DNSSECRollover(r.Context(), req.Domain, req.Finish)
 	if err != nil {
-		code := http.StatusInternalServerError
-		switch {
-		case errors.Is(err, ErrNotSigned):
-			code = http.StatusNotFound
-		case errors.Is(err, ErrRefused):
-			code = http.StatusConflict
-		}
-		httpError(w, code, err.Error())
+		actionError(w, err)
 		return
 	}
 	action, detail := "dnssec.rollover", ""

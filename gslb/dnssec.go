@@ -113,7 +113,14 @@ func (h *Handler) DS() []string {
 // sigCache keeps the signatures made, per RRset.
 type sigCache struct {
 	mu   sync.Mutex // guards sigs
-	sigs map[string]*dns.RRSIG
+	sigs map[sigKey]*dns.RRSIG
+}
+
+// sigKey names a signature: the key that made it (a rolled key signs afresh) and the RRset
+// it covers, in presentation form, lower case.
+type sigKey struct {
+	key *zoneKey
+	set string
 }
 
 // signed adds DNSSEC to resp, the answer to q (name in lower case): the DNSKEY set at a signed
@@ -203,9 +210,10 @@ func (h *Handler) signSection(d *data, rrs []dns.RR) []dns.RR {
 			j++
 		}
 		hdr := rrs[i].Header()
-		if dom := d.findDomain(strings.ToLower(hdr.Name)); dom != nil && hdr.Rrtype != dns.TypeRRSIG {
+		if dom := d.findDomain(strings.ToLower(hdr.Name)); dom != nil && len(dom.keys) > 0 && hdr.Rrtype != dns.TypeRRSIG {
+			set := setString(rrs[i:j])
 			for _, k := range dom.keys {
-				if sig, err := h.signature(dom.name, k, rrs[i:j]); err == nil {
+				if sig, err := h.signature(dom.name, k, rrs[i:j], set); err == nil {
 					out = append(out, sig)
 				} else {
 					h.log.Warn("signing an answer", "name", hdr.Name, "type", dns.TypeToString[hdr.Rrtype], "key", k.tag, "err", err)
@@ -223,17 +231,20 @@ func sameSet(a, b dns.RR) bool {
 	return ha.Rrtype == hb.Rrtype && ha.Class == hb.Class && strings.EqualFold(ha.Name, hb.Name)
 }
 
-// signature returns the RRSIG of rrset by k, a key of the domain signer: a kept one while it
-// is fresh.
-func (h *Handler) signature(signer string, k *zoneKey, rrset []dns.RR) (*dns.RRSIG, error) {
+// setString is rrset in presentation form, lower case: what its signatures are kept by.
+func setString(rrset []dns.RR) string {
 	var b strings.Builder
-	b.WriteString(k.dnskey.PublicKey) // the cache is per key: a rolled key signs afresh
-	b.WriteByte('\n')
 	for _, rr := range rrset {
 		b.WriteString(strings.ToLower(rr.String()))
 		b.WriteByte('\n')
 	}
-	key := b.String()
+	return b.String()
+}
+
+// signature returns the RRSIG of rrset (set: setString's) by k, a key of the domain signer: a
+// kept one while it is fresh.
+func (h *Handler) signature(signer string, k *zoneKey, rrset []dns.RR, set string) (*dns.RRSIG, error) {
+	key := sigKey{k, set}
 	now := time.Now()
 	h.sigs.mu.Lock()
 	sig := h.sigs.sigs[key]
@@ -247,7 +258,7 @@ func (h *Handler) signature(signer string, k *zoneKey, rrset []dns.RR) (*dns.RRS
 		}
 		h.sigs.mu.Lock()
 		if len(h.sigs.sigs) >= sigCacheMax {
-			h.sigs.sigs = map[string]*dns.RRSIG{}
+			h.sigs.sigs = map[sigKey]*dns.RRSIG{}
 		}
 		h.sigs.sigs[key] = sig
 		h.sigs.mu.Unlock()

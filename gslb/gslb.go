@@ -129,7 +129,7 @@ func New(cfg *configs.Config, opts Options) (*Handler, error) {
 		rand:   opts.Rand,
 		acme:   map[string][]acmeRec{},
 		keys:   map[string][]*zoneKey{},
-		sigs:   sigCache{sigs: map[string]*dns.RRSIG{}},
+		sigs:   sigCache{sigs: map[sigKey]*dns.RRSIG{}},
 	}
 	for apex, ks := range opts.Keys {
 		zks, err := zoneKeys(apex, ks)

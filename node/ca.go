@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,17 +29,8 @@ const caStateFile = "ca-state.json"
 // localCAState reads caStateFile in dataDir; rotated is false when the CA was never rotated
 // (ca.pem and ca.key are the CA).
 func localCAState(dataDir string) (st api.CAState, rotated bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dataDir, caStateFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return st, false, nil
-	}
-	if err != nil {
-		return st, false, err
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, false, fmt.Errorf("%s: %w", caStateFile, err)
-	}
-	return st, true, nil
+	rotated, err = readDataJSON(dataDir, caStateFile, &st)
+	return st, rotated, err
 }
 
 // caState is the identity's CA.

@@ -115,28 +115,20 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 	defer stop()
 	go rep.FollowKeys(actx, 50*time.Millisecond, func([]ed25519.PublicKey) {})
 	kept := t.TempDir()
-	agentCAs := func() []*x509.Certificate {
+	// saved returns the certificates of the file name where the agent keeps its identity.
+	saved := func(name string) []*x509.Certificate {
 		t.Helper()
 		if err := id.Save(kept); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(kept, "site-ca.pem"))
+		b, err := os.ReadFile(filepath.Join(kept, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return pemCerts(t, b)
 	}
-	agentCert := func() *x509.Certificate {
-		t.Helper()
-		if err := id.Save(kept); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(kept, "machine.pem"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pemCerts(t, b)[0]
-	}
+	agentCAs := func() []*x509.Certificate { return saved("site-ca.pem") }
+	agentCert := func() *x509.Certificate { return saved("machine.pem")[0] }
 
 	if _, err := r.rotateCA(ctx, api.CAIssue); !errors.Is(err, api.ErrRefused) {
 		t.Fatalf("--issue with no rotation under way: %v", err)

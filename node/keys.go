@@ -33,17 +33,23 @@ const TicketKeysFile = "ticket-keys.json"
 // store of one node (TicketKeysFile); ok is false when none was rotated in, and the site
 // key (site.key) alone signs.
 func LocalKeys(dataDir string) (ks ticket.KeySet, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dataDir, TicketKeysFile))
+	ok, err = readDataJSON(dataDir, TicketKeysFile, &ks)
+	return ks, ok, err
+}
+
+// readDataJSON reads the JSON file name in dataDir into v; ok is false when there is none.
+func readDataJSON(dataDir, name string, v any) (ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return ks, false, nil
+		return false, nil
 	}
 	if err != nil {
-		return ks, false, err
+		return false, err
 	}
-	if err := json.Unmarshal(b, &ks); err != nil {
-		return ks, false, fmt.Errorf("%s in %s: %w", TicketKeysFile, dataDir, err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("%s in %s: %w", name, dataDir, err)
 	}
-	return ks, true, nil
+	return true, nil
 }
 
 // readKeys returns the site's ticket keys: from the site identity in the store when it is

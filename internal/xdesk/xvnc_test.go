@@ -23,20 +23,28 @@ func TestXvncOnUnixSocketGreets(t *testing.T) {
 	if !strings.HasPrefix(x.Display(), ":") {
 		t.Errorf("got display %q, want :N", x.Display())
 	}
+	c, greeting := greet(t, ctx, x)
+	c.Close()
+	if want := "RFB 003.008\n"; greeting != want {
+		t.Errorf("got greeting %q, want %q", greeting, want)
+	}
+}
+
+// greet connects to x and returns the connection (deadline 10 s) and x's greeting.
+func greet(t *testing.T, ctx context.Context, x *Xvnc) (net.Conn, string) {
+	t.Helper()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, x.Network(), x.Address())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	greeting := make([]byte, 12)
 	if _, err := io.ReadFull(c, greeting); err != nil {
+		c.Close()
 		t.Fatalf("reading the greeting: %v", err)
 	}
-	if want := "RFB 003.008\n"; string(greeting) != want {
-		t.Errorf("got greeting %q, want %q", greeting, want)
-	}
+	return c, string(greeting)
 }
 
 func TestXvncOnTCPPortSnapshots(t *testing.T) {
@@ -105,27 +113,13 @@ func TestXvncTakesAViewerAfterManyChecks(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	x := startXvnc(t, ctx, XvncOptions{Width: 640, Height: 480})
-	var d net.Dialer
 	for range 20 {
-		c, err := d.DialContext(ctx, x.Network(), x.Address())
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Taken once the server greets it (a small backlog would refuse a burst).
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		_, _ = io.ReadFull(c, make([]byte, 12))
+		// Each check waits for the greeting: a small backlog would refuse a burst.
+		c, _ := greet(t, ctx, x)
 		c.Close()
 	}
-	c, err := d.DialContext(ctx, x.Network(), x.Address())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, greeting := greet(t, ctx, x)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	greeting := make([]byte, 12)
-	if _, err := io.ReadFull(c, greeting); err != nil {
-		t.Fatalf("reading the greeting: %v", err)
-	}
 	if _, err := c.Write([]byte("RFB 003.008\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +129,7 @@ func TestXvncTakesAViewerAfterManyChecks(t *testing.T) {
 	if _, err := io.ReadFull(c, types); err != nil {
 		t.Fatalf("reading the security types: %v", err)
 	}
-	if string(greeting) != "RFB 003.008\n" || types[0] != 1 || types[1] != 1 {
+	if greeting != "RFB 003.008\n" || types[0] != 1 || types[1] != 1 {
 		t.Fatalf("after 20 checks the server greets %q and offers % x, want RFB 003.008 and one type, None (01 01)", greeting, types)
 	}
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // pebble is a Pebble ACME server (github.com/letsencrypt/pebble, the module's tool) started on
@@ -72,20 +72,9 @@ func startPebbleWith(t *testing.T, o pebbleOptions) *pebble {
 	if err := os.WriteFile(filepath.Join(dir, "pebble.json"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
 	cmd := exec.Command(bin, "-config", filepath.Join(dir, "pebble.json"), "-dnsserver", dnsServer)
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("Pebble's log:\n%s", logs.String())
-		}
-	})
+	testkit.Start(t, "Pebble", cmd)
 	rootCA := filepath.Join(certs, "pebble.minica.pem")
 	roots, err := api.ReadCAPool(rootCA)
 	if err != nil {

@@ -1,9 +1,13 @@
-// Package testkit holds what the tests of every package share: waiting for a condition.
+// Package testkit holds what the tests of every package share: waiting for a condition, and
+// running a server a test needs.
 package testkit
 
 import (
+	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 )
 
 // WaitTimeout is how long WaitFor waits.
@@ -19,4 +23,23 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("after %s: %s", WaitTimeout, what)
 		}
 	}
+}
+
+// Start starts cmd (a server a test runs, as Pebble or unbound) until the test ends. What it
+// writes is kept, returned, and shown when the test fails.
+func Start(t testing.TB, what string, cmd *exec.Cmd) *testbuf.Buffer {
+	t.Helper()
+	logs := &testbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", what, logs.String())
+		}
+	})
+	return logs
 }

@@ -4,7 +4,6 @@
 package testunbound
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/miekg/dns"
 )
 
@@ -95,19 +95,7 @@ remote-control:
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	cmd := exec.Command(Bin, "-d", "-c", file)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("unbound's log:\n%s", logs.String())
-		}
-	})
+	logs := testkit.Start(t, "unbound", exec.Command(Bin, "-d", "-c", file))
 	resolver := addr.String()
 	for i := 0; ; i++ {
 		m := new(dns.Msg)

@@ -100,7 +100,7 @@ func (st *stream) info(machine, zone string) desktop.Info {
 // hold keeps a held probe's channel open, idle, until the client closes it, the session's
 // tickets are cut (it is one of the session's channels) or a byte comes (no stream rides
 // it); then it closes it.
-func (d *Display) hold(c *tls.Conn, claims ticket.Claims) {
+func (d *Display) hold(c net.Conn, claims ticket.Claims) {
 	defer c.Close()
 	untrack, ok := d.track(c, claims)
 	if !ok {
@@ -122,15 +122,14 @@ func pathOf(cs tls.ConnectionState) string {
 	return ticket.ModeDirect
 }
 
-// serveStream takes an admitted channel's hello: a new stream gets a connection to the
-// desktop server, a resumed one gets the channel as its new transport. The stream owns c
-// from there; on error c is the caller's to close.
-func (d *Display) serveStream(c *tls.Conn, claims ticket.Claims) error {
+// serveStream takes the hello of an admitted channel that came by path (pathOf): a new
+// stream gets a connection to the desktop server, a resumed one gets the channel as its new
+// transport. The stream owns c from there; on error c is the caller's to close.
+func (d *Display) serveStream(c net.Conn, path string, claims ticket.Claims) error {
 	h, err := resume.ReadHello(c)
 	if err != nil {
 		return fmt.Errorf("reading the stream's hello: %w", err)
 	}
-	path := pathOf(c.ConnectionState())
 	if h.Probe {
 		rep := resume.Reply{Status: resume.StatusOK}
 		if err := d.checkDesktop(d.ctx); err != nil {

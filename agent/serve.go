@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"crypto/subtle"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -21,7 +23,9 @@ func (d *Display) acceptTCP(l net.Listener, port uint16) {
 }
 
 // handleTCP completes the TLS handshake, checks the channel's ticket (a gateway-mode one only
-// from a gateway), then serves the channel's desktop stream (serveStream).
+// from a gateway), then serves the channel's desktop stream (serveStream): on this connection,
+// or, for a sealed channel (see ticket.FrameMagicSealed), on the TLS connection the client
+// makes through the gateway once this one's TLS layer is dropped.
 func (d *Display) handleTCP(raw net.Conn, port uint16) {
 	c := tls.Server(raw, d.o.Identity.ServerTLS())
 	c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -30,14 +34,15 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 		c.Close()
 		return
 	}
-	tok, err := ticket.ReadFrame(c)
+	tok, sealed, err := ticket.ReadOpening(c)
 	if err != nil {
 		c.Close()
 		return
 	}
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
 	claims, err := d.check(tok, ch)
-	if err == nil && claims.Mode != ticket.ModeDirect && !fromGateway(c.ConnectionState()) {
+	gw := fromGateway(c.ConnectionState())
+	if err == nil && (claims.Mode != ticket.ModeDirect || sealed) && !gw {
 		err = ErrNotFromGateway
 	}
 	if err == nil && port != d.o.Desktop.Port {
@@ -56,10 +61,41 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 		c.Close()
 		return
 	}
-	if err := d.serveStream(c, claims); err != nil {
-		d.log.Debug("desktop stream refused", "session", claims.Session, "channel", ch.String(), "err", err)
-		c.Close()
+	path := pathOf(c.ConnectionState())
+	var conn net.Conn = c
+	if sealed {
+		if conn, err = d.unseal(raw, tok); err != nil {
+			d.log.Warn("sealed channel refused", "session", claims.Session, "channel", ch.String(), "via", path, "err", err)
+			raw.Close()
+			return
+		}
 	}
+	if err := d.serveStream(conn, path, claims); err != nil {
+		d.log.Debug("desktop stream refused", "session", claims.Session, "channel", ch.String(), "err", err)
+		conn.Close()
+	}
+}
+
+// errNotTheTicketHolder refuses a sealed channel whose client did not send the ticket the
+// gateway brought.
+var errNotTheTicketHolder = errors.New("the client did not show the channel's ticket")
+
+// unseal takes a sealed channel's own TLS connection on raw, whose gateway leg carried tok:
+// the client's handshake, then tok again as its first bytes.
+func (d *Display) unseal(raw net.Conn, tok string) (net.Conn, error) {
+	c := tls.Server(raw, d.o.Identity.ServerTLS())
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := c.Handshake(); err != nil {
+		return nil, fmt.Errorf("the client's handshake: %w", err)
+	}
+	got, err := ticket.ReadFrame(c)
+	if err != nil {
+		return nil, fmt.Errorf("the client's ticket: %w", err)
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(tok)) != 1 {
+		return nil, errNotTheTicketHolder
+	}
+	return c, nil
 }
 
 // fromGateway reports whether the peer presented a gateway's certificate of the site CA.

@@ -194,7 +194,9 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 
 // dialTCP opens one TCP channel: TLS to a gateway, or to the machine whose certificate names
 // it, within DialTimeout, then the ticket frame and the status (with a gateway's next
-// reconnect ticket) within StatusTimeout.
+// reconnect ticket) within StatusTimeout. Through a gateway's TLS port the channel is sealed
+// when the gateway seals it (see ticket.FrameMagicSealed): the channel returned is then TLS
+// to the machine, through the gateway.
 func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string) (net.Conn, string, error) {
 	dctx, dcancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer dcancel()
@@ -205,12 +207,16 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	if s.o.LocalAddr.IsValid() {
 		nd.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(s.o.LocalAddr, 0))
 	}
-	var c net.Conn
+	var c, raw net.Conn
 	var err error
 	if s.o.WebSocket && r.machine == "" && r.httpsPort != 0 {
 		c, err = dialWebSocket(dctx, nd, s.tlsFor(r), netip.AddrPortFrom(r.addr, r.httpsPort), port)
-	} else {
-		c, err = (&tls.Dialer{NetDialer: nd, Config: s.tlsFor(r)}).DialContext(dctx, "tcp", addr)
+	} else if raw, err = nd.DialContext(dctx, "tcp", addr); err == nil {
+		tc := tls.Client(raw, s.tlsFor(r))
+		if err = tc.HandshakeContext(dctx); err != nil {
+			raw.Close()
+		}
+		c = tc
 	}
 	if err != nil {
 		return nil, "", err
@@ -221,14 +227,28 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	c.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	if err := ticket.WriteFrame(c, tok); err != nil {
+	seal := raw != nil && r.machine == ""
+	open := ticket.WriteFrame
+	if seal {
+		open = ticket.WriteSealedFrame
+	}
+	if err := open(c, tok); err != nil {
 		c.Close()
 		return nil, "", err
 	}
-	next, err := readStatus(c)
+	next, pin, err := readStatus(c)
+	if err == nil && pin != nil {
+		if !seal {
+			err = fmt.Errorf("%w (sealed, unasked)", ErrTicketDenied)
+		} else if inner, uerr := unseal(ctx, raw, *pin, tok); uerr == nil {
+			c = inner
+		} else {
+			err = uerr
+		}
+	}
 	if err != nil {
 		c.Close()
-		return nil, "", err
+		return nil, next, err
 	}
 	if !stop() {
 		c.Close()
@@ -236,6 +256,32 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	}
 	c.SetDeadline(time.Time{})
 	return c, next, nil
+}
+
+// unseal makes a sealed channel's TLS connection to the machine on raw, whose certificate
+// must have pin, and shows it the channel's ticket tok.
+func unseal(ctx context.Context, raw net.Conn, pin [32]byte, tok string) (net.Conn, error) {
+	c := tls.Client(raw, &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// The gateway, which checked the machine's certificate against the site CA, named its
+		// key (pin): the client need not hold the site CA, and VerifyConnection checks the pin.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(st tls.ConnectionState) error {
+			if len(st.PeerCertificates) == 0 || ticket.Pin(st.PeerCertificates[0]) != pin {
+				return fmt.Errorf("%w (its key is not the one the gateway named)", ErrNotTheMachine)
+			}
+			return nil
+		},
+	})
+	if err := c.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("sealed channel to the machine: %w", err)
+	}
+	if err := ticket.WriteFrame(c, tok); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // dialWebSocket opens a channel to port over a WebSocket on the gateway's HTTPS port at gw
@@ -257,28 +303,35 @@ func dialWebSocket(ctx context.Context, nd *net.Dialer, tc *tls.Config, gw netip
 const webSocketPath = "/v1/channel"
 
 // readStatus reads a channel's status: nil for StatusOK, with the next reconnect ticket for
-// StatusRotated, ErrLoginExpired for StatusLoginExpired, ErrTicketDenied otherwise.
-func readStatus(r io.Reader) (next string, err error) {
+// StatusRotated, with the machine's pin and maybe the next ticket for StatusSealed,
+// ErrLoginExpired for StatusLoginExpired, ErrTicketDenied otherwise.
+func readStatus(r io.Reader) (next string, pin *[32]byte, err error) {
 	var st [1]byte
 	if _, err := io.ReadFull(r, st[:]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return "", fmt.Errorf("%w (closed without a status)", ErrTicketDenied)
+			return "", nil, fmt.Errorf("%w (closed without a status)", ErrTicketDenied)
 		}
-		return "", err
+		return "", nil, err
 	}
 	switch st[0] {
 	case ticket.StatusOK:
-		return "", nil
+		return "", nil, nil
 	case ticket.StatusRotated:
 		next, err := ticket.ReadFrame(r)
 		if err != nil {
-			return "", fmt.Errorf("the next reconnect ticket: %w", err)
+			return "", nil, fmt.Errorf("the next reconnect ticket: %w", err)
 		}
-		return next, nil
+		return next, nil, nil
+	case ticket.StatusSealed:
+		pin, next, err := ticket.ReadSealed(r)
+		if err != nil {
+			return "", nil, fmt.Errorf("the sealed channel's status: %w", err)
+		}
+		return next, &pin, nil
 	case ticket.StatusLoginExpired:
-		return "", fmt.Errorf("%w: %w", ErrTicketDenied, ErrLoginExpired)
+		return "", nil, fmt.Errorf("%w: %w", ErrTicketDenied, ErrLoginExpired)
 	}
-	return "", ErrTicketDenied
+	return "", nil, ErrTicketDenied
 }
 
 // tlsFor returns the TLS config of a channel on r: the gateway's certificate checked against

@@ -153,7 +153,10 @@ func (s *Session) quicOpen(ctx context.Context, q *quicLink, kind byte, port uin
 	err = ticket.WriteChannel(st, ch, tok)
 	var next string
 	if err == nil {
-		next, err = readStatus(st)
+		var pin *[32]byte
+		if next, pin, err = readStatus(st); err == nil && pin != nil {
+			err = fmt.Errorf("%w (sealed, unasked)", ErrTicketDenied)
+		}
 	}
 	if err != nil {
 		st.CancelRead(0)

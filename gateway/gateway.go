@@ -493,21 +493,36 @@ func (g *Gateway) refused(err error, attrs ...any) {
 // admitted answers a channel that opened: StatusOK, or, with reissue, StatusRotated and the
 // session's next reconnect ticket, in one write.
 func admitted(w io.Writer, reissue func(ticket.Claims) (string, error), c ticket.Claims, log *slog.Logger) error {
-	if reissue == nil {
-		_, err := w.Write([]byte{ticket.StatusOK})
-		return err
-	}
-	next, err := reissue(c)
-	if err != nil {
-		log.Warn("no next reconnect ticket: the channel opens without", "session", c.Session, "err", err)
+	next := nextTicket(reissue, c, log)
+	if next == "" {
 		_, err := w.Write([]byte{ticket.StatusOK})
 		return err
 	}
 	var b bytes.Buffer
 	b.WriteByte(ticket.StatusRotated)
 	ticket.WriteFrame(&b, next)
-	_, err = w.Write(b.Bytes())
+	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// admittedSealed answers a sealed channel that opened: StatusSealed, the machine's pin and
+// the session's next reconnect ticket (with reissue), in one write.
+func admittedSealed(w io.Writer, reissue func(ticket.Claims) (string, error), c ticket.Claims, log *slog.Logger, pin [32]byte) error {
+	return ticket.WriteSealed(w, pin, nextTicket(reissue, c, log))
+}
+
+// nextTicket is the session's next reconnect ticket, or "" without reissue or when none could
+// be made (the channel opens without).
+func nextTicket(reissue func(ticket.Claims) (string, error), c ticket.Claims, log *slog.Logger) string {
+	if reissue == nil {
+		return ""
+	}
+	next, err := reissue(c)
+	if err != nil {
+		log.Warn("no next reconnect ticket: the channel opens without", "session", c.Session, "err", err)
+		return ""
+	}
+	return next
 }
 
 // admit checks a ticket for a channel and returns the machine's address.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -49,7 +50,7 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) 
 		g.log.Debug("tls handshake failed", "client", client, "err", err)
 		return
 	}
-	tok, err := ticket.ReadFrame(conn)
+	tok, sealed, err := ticket.ReadOpening(conn)
 	if err != nil {
 		// A health probe closes (or resets) right after the handshake: only a frame that is
 		// not ours is worth a log line.
@@ -60,7 +61,11 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) 
 		}
 		return
 	}
-	kept = g.serveChannel(conn, tok, port, client, func() {
+	var seal net.Conn
+	if sealed {
+		seal = raw
+	}
+	kept = g.serveChannel(conn, seal, tok, port, client, func() {
 		lim.Hold(raw) // a channel now: never closed for a new connection
 		conn.SetDeadline(time.Time{})
 	})
@@ -69,9 +74,12 @@ func (g *Gateway) handleTCP(raw net.Conn, port uint16, lim *connlimit.Listener) 
 // serveChannel admits the TCP channel to port whose ticket tok came on conn (a TLS
 // connection, or a browser's WebSocket) from client, and relays it to the session's machine
 // until either end closes; admitted is called once the ticket was admitted, before bytes flow.
-// It reports whether it opened the channel, whose goroutines then relay it and close conn; on
-// false conn is the caller's to close.
-func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client netip.AddrPort, admittedHook func()) (kept bool) {
+// With seal (the TCP connection under conn, when the client asked for a sealed channel) it
+// relays the channel sealed when the machine takes it (ticket.FrameMagicSealed): the bytes of
+// seal and of the machine's TCP connection, which the gateway cannot read. It reports whether
+// it opened the channel, whose goroutines then relay it and close conn; on false conn is the
+// caller's to close.
+func (g *Gateway) serveChannel(conn, seal net.Conn, tok string, port uint16, client netip.AddrPort, admittedHook func()) (kept bool) {
 	ch := ticket.Channel{Port: port, Proto: "tcp"}
 	claims, addr, err := g.admit(tok, ch, client)
 	if err != nil {
@@ -84,9 +92,9 @@ func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client ne
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	up, err := dialMachine(context.Background(), g.o.MachineTLS(), g.o.DialTimeout, claims.Machine, netip.AddrPortFrom(addr, port))
+	up, sealed, err := g.machineLeg(claims, netip.AddrPortFrom(addr, port), tok, seal != nil)
 	if err != nil {
-		g.log.Warn("machine unreachable", "session", claims.Session, "machine", claims.Machine, "err", err)
+		g.log.Warn("machine refused channel", "session", claims.Session, "machine", claims.Machine, "err", err)
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
@@ -95,21 +103,12 @@ func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client ne
 			up.Close()
 		}
 	}()
-	// The machine's agent checks the ticket too: it learns the session of every channel.
-	up.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
-	var st [1]byte
-	if err := ticket.WriteFrame(up, tok); err != nil {
-		conn.Write([]byte{ticket.StatusDenied})
-		return
-	}
-	if _, err := io.ReadFull(up, st[:]); err != nil || st[0] != ticket.StatusOK {
-		g.log.Warn("machine refused channel", "session", claims.Session, "machine", claims.Machine, "err", err)
-		conn.Write([]byte{ticket.StatusDenied})
-		return
-	}
-	up.SetDeadline(time.Time{})
 	var once sync.Once
 	cut := func() { once.Do(func() { conn.Close(); up.Close() }) }
+	if sealed {
+		// Closing a TLS connection would send its close_notify into the sealed stream.
+		cut = func() { once.Do(func() { seal.Close(); up.NetConn().Close() }) }
+	}
 	c := &channel{session: claims.Session, issued: claims.Issued, close: cut}
 	if err := g.open(c); err != nil {
 		g.log.Warn("channel refused", "session", claims.Session, "channel", ch.String(), "client", client, "reason", err)
@@ -126,12 +125,56 @@ func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client ne
 		conn.Write([]byte{ticket.StatusDenied})
 		return
 	}
-	if err := admitted(conn, g.o.Reissue, claims, g.log); err != nil {
+	if !sealed {
+		if err := admitted(conn, g.o.Reissue, claims, g.log); err != nil {
+			return
+		}
+		admittedHook()
+		splice(conn, up, cut, func() { g.release(c) })
+		return true
+	}
+	pin := ticket.Pin(up.ConnectionState().PeerCertificates[0])
+	if err := admittedSealed(conn, g.o.Reissue, claims, g.log, pin); err != nil {
 		return
 	}
 	admittedHook()
-	splice(conn, up, cut, func() { g.release(c) })
+	splice(seal, up.NetConn(), cut, func() { g.release(c) })
 	return true
+}
+
+// machineLeg opens a channel's TLS connection to its machine at addr and hands it tok, sealed
+// when asked and the machine takes it: an agent of an earlier version closes at the sealed
+// frame, and the channel is opened again as a plain one. It reports whether the leg is sealed.
+func (g *Gateway) machineLeg(claims ticket.Claims, addr netip.AddrPort, tok string, seal bool) (*tls.Conn, bool, error) {
+	up, err := dialMachine(context.Background(), g.o.MachineTLS(), g.o.DialTimeout, claims.Machine, addr)
+	if err != nil {
+		return nil, false, fmt.Errorf("machine unreachable: %w", err)
+	}
+	// The machine's agent checks the ticket too: it learns the session of every channel.
+	up.SetDeadline(time.Now().Add(g.o.HandshakeTimeout))
+	write := ticket.WriteFrame
+	if seal {
+		write = ticket.WriteSealedFrame
+	}
+	var st [1]byte
+	err = write(up, tok)
+	if err == nil {
+		_, err = io.ReadFull(up, st[:])
+	}
+	switch {
+	case err != nil && seal && errors.Is(err, io.EOF):
+		up.Close()
+		g.log.Debug("the machine takes no sealed channel: a plain one", "session", claims.Session, "machine", claims.Machine)
+		return g.machineLeg(claims, addr, tok, false)
+	case err != nil:
+		up.Close()
+		return nil, false, err
+	case st[0] != ticket.StatusOK:
+		up.Close()
+		return nil, false, fmt.Errorf("status %d", st[0])
+	}
+	up.SetDeadline(time.Time{})
+	return up, seal, nil
 }
 
 // splice copies both ways, each direction on a goroutine of its own, and returns at once: the
@@ -140,7 +183,7 @@ func (g *Gateway) serveChannel(conn net.Conn, tok string, port uint16, client ne
 // (a gateway carries thousands of idle channels). When one side ends it half-closes the other
 // (close_notify; a WebSocket, which has no half-close, is closed); when both are done (or one
 // fails) it cuts both, then calls done.
-func splice(client net.Conn, up *tls.Conn, cut, done func()) {
+func splice(client, up net.Conn, cut, done func()) {
 	var left atomic.Int32
 	left.Store(2)
 	end := func() {
@@ -151,7 +194,7 @@ func splice(client net.Conn, up *tls.Conn, cut, done func()) {
 	}
 	go func() {
 		if _, err := pump(up, client); err == nil {
-			up.CloseWrite()
+			up.(interface{ CloseWrite() error }).CloseWrite()
 		} else {
 			cut()
 		}

@@ -92,7 +92,7 @@ func (g *Gateway) serveWebSocket(w http.ResponseWriter, r *http.Request, lim *co
 		}
 		return
 	}
-	kept = g.serveChannel(conn, tok, port, client, func() {
+	kept = g.serveChannel(conn, nil, tok, port, client, func() {
 		if raw != nil {
 			lim.Hold(raw)
 			raw.SetDeadline(time.Time{})

@@ -1,6 +1,8 @@
 package ticket
 
 import (
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -32,7 +34,25 @@ const (
 	// lifetime (ErrLoginExpired): the client must log in again rather than try other
 	// gateways. Clients that do not know it read it as a denial.
 	StatusLoginExpired byte = 3
+	// StatusSealed admits a sealed channel (FrameMagicSealed): see ReadSealed.
+	StatusSealed byte = 4
 )
+
+// A sealed channel is a TCP channel whose bytes the gateway relays without decrypting them.
+// The client opens it with a frame of FrameMagicSealed in place of FrameMagic, on TLS to the
+// gateway; the gateway checks the ticket, opens its mutual TLS connection to the machine and
+// sends the same frame there; an agent that takes it answers StatusOK. The gateway then
+// answers the client StatusSealed, the pin of the machine's certificate (Pin) and the next
+// reconnect ticket (ReadSealed), and from there all three drop their TLS layer (each end has
+// sent its last record of it and waits for the other to speak) and the gateway copies the
+// TCP bytes as they come. On them the client makes a TLS 1.3 connection to the agent that
+// takes only the pinned certificate, and sends the ticket frame again as its first bytes: the
+// agent takes the connection only from the holder of the ticket the gateway brought. A
+// gateway whose machine does not take sealed channels (an agent of an earlier version closes
+// at the unknown frame) admits the channel as a plain one instead (StatusOK or
+// StatusRotated), and so does one that cannot seal (a WebSocket, a QUIC stream): the client
+// goes on with the gateway's TLS as before.
+const FrameMagicSealed = "FDT2"
 
 // DeniedStatus is the status that refuses a channel for err, the ticket check's error:
 // StatusLoginExpired for ErrLoginExpired, StatusDenied for any other.
@@ -60,32 +80,88 @@ var ErrFrame = errors.New("bad ticket frame")
 
 // ReadFrame reads one ticket frame.
 func ReadFrame(r io.Reader) (string, error) {
+	tok, sealed, err := ReadOpening(r)
+	if err == nil && sealed {
+		return "", ErrFrame
+	}
+	return tok, err
+}
+
+// ReadOpening reads the frame that opens a TCP channel: a ticket frame, or one that asks for
+// a sealed channel (FrameMagicSealed).
+func ReadOpening(r io.Reader) (tok string, sealed bool, err error) {
 	var hdr [len(FrameMagic) + 2]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return "", err
+		return "", false, err
 	}
 	n := int(binary.BigEndian.Uint16(hdr[len(FrameMagic):]))
-	if string(hdr[:len(FrameMagic)]) != FrameMagic || n == 0 || n > MaxLen {
-		return "", ErrFrame
+	magic := string(hdr[:len(FrameMagic)])
+	if (magic != FrameMagic && magic != FrameMagicSealed) || n == 0 || n > MaxLen {
+		return "", false, ErrFrame
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return string(b), nil
+	return string(b), magic == FrameMagicSealed, nil
 }
 
 // WriteFrame writes one ticket frame.
-func WriteFrame(w io.Writer, tok string) error {
+func WriteFrame(w io.Writer, tok string) error { return writeFrame(w, FrameMagic, tok) }
+
+// WriteSealedFrame writes the frame that asks for a sealed channel.
+func WriteSealedFrame(w io.Writer, tok string) error { return writeFrame(w, FrameMagicSealed, tok) }
+
+func writeFrame(w io.Writer, magic, tok string) error {
 	if len(tok) == 0 || len(tok) > MaxLen {
 		return ErrFrame
 	}
-	b := make([]byte, 0, len(FrameMagic)+2+len(tok))
-	b = append(b, FrameMagic...)
+	b := make([]byte, 0, len(magic)+2+len(tok))
+	b = append(b, magic...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(tok)))
 	b = append(b, tok...)
 	_, err := w.Write(b)
 	return err
+}
+
+// Pin is what a sealed channel's client takes from the machine: the SHA-256 of its
+// certificate's public key.
+func Pin(cert *x509.Certificate) [sha256.Size]byte {
+	return sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+}
+
+// WriteSealed writes a gateway's StatusSealed with the machine's pin and the next reconnect
+// ticket (none: "") in one write.
+func WriteSealed(w io.Writer, pin [sha256.Size]byte, next string) error {
+	if len(next) > MaxLen {
+		return ErrFrame
+	}
+	b := make([]byte, 0, 1+len(pin)+2+len(next))
+	b = append(b, StatusSealed)
+	b = append(b, pin[:]...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(next)))
+	b = append(b, next...)
+	_, err := w.Write(b)
+	return err
+}
+
+// ReadSealed reads what follows StatusSealed: the pin and the next reconnect ticket ("" for
+// none).
+func ReadSealed(r io.Reader) (pin [sha256.Size]byte, next string, err error) {
+	var hdr [sha256.Size + 2]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return pin, "", err
+	}
+	copy(pin[:], hdr[:])
+	n := int(binary.BigEndian.Uint16(hdr[sha256.Size:]))
+	if n > MaxLen {
+		return pin, "", ErrFrame
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return pin, "", err
+	}
+	return pin, string(b), nil
 }
 
 // Datagram returns the first datagram of a UDP flow for tok.

@@ -71,3 +71,60 @@ func FuzzReadChannel(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadOpening: a TCP channel's first bytes come from anyone; ReadOpening takes only the
+// two magics with a token of 1..MaxLen bytes, and what it returns the matching writer writes
+// back as the bytes it read.
+func FuzzReadOpening(f *testing.F) {
+	var ok, sealed bytes.Buffer
+	WriteFrame(&ok, "a-token")
+	WriteSealedFrame(&sealed, "a-token")
+	f.Add(ok.Bytes())
+	f.Add(sealed.Bytes())
+	f.Add([]byte("FDT2\x00\x00"))
+	f.Add([]byte("FDT3\x00\x01x"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		tok, isSealed, err := ReadOpening(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		if len(tok) == 0 || len(tok) > MaxLen {
+			t.Fatalf("ReadOpening returned %d bytes", len(tok))
+		}
+		var out bytes.Buffer
+		write := WriteFrame
+		if isSealed {
+			write = WriteSealedFrame
+		}
+		if err := write(&out, tok); err != nil || !bytes.HasPrefix(in, out.Bytes()) {
+			t.Fatalf("the opening of %q (sealed %v) does not encode back to its input's start: %v", tok, isSealed, err)
+		}
+		if plain, err := ReadFrame(bytes.NewReader(in)); isSealed != (err != nil) || (!isSealed && plain != tok) {
+			t.Fatalf("ReadFrame takes a sealed opening or refuses a plain one: %q, %v", plain, err)
+		}
+	})
+}
+
+// FuzzReadSealed: a gateway's answer is read by a client that may be talking to anyone who
+// holds a certificate; ReadSealed never panics, never returns more than MaxLen, and what it
+// returns WriteSealed writes back as the bytes it read.
+func FuzzReadSealed(f *testing.F) {
+	var ok bytes.Buffer
+	WriteSealed(&ok, [32]byte{1, 2, 3}, "next")
+	f.Add(ok.Bytes()[1:])
+	f.Add(make([]byte, 34))
+	f.Add(append(make([]byte, 32), 0xff, 0xff))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		pin, next, err := ReadSealed(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		if len(next) > MaxLen {
+			t.Fatalf("ReadSealed returned %d bytes", len(next))
+		}
+		var out bytes.Buffer
+		if err := WriteSealed(&out, pin, next); err != nil || !bytes.HasPrefix(in, out.Bytes()[1:]) {
+			t.Fatalf("%x %q does not encode back to its input's start: %v", pin, next, err)
+		}
+	})
+}

@@ -22,9 +22,12 @@ type viewer struct {
 }
 
 // newViewer speaks the viewer's handshake on c and reads the whole screen once, within 10s.
-func newViewer(c net.Conn) (*viewer, error) {
+func newViewer(c net.Conn) (*viewer, error) { return newViewerWith(c, rfb.ClientOptions{}) }
+
+// newViewerWith is newViewer asking the server for o.
+func newViewerWith(c net.Conn, o rfb.ClientOptions) (*viewer, error) {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	cl, err := rfb.NewClient(c)
+	cl, err := rfb.NewClientWith(c, o)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("rfb handshake: %w", err)

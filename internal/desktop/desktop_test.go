@@ -443,3 +443,21 @@ func TestResizesArePaced(t *testing.T) {
 		t.Fatalf("a SetDesktopSize without a screen: %+v, want it refused", v.resized)
 	}
 }
+
+// A viewer that asks for Raw alone gets Raw: every pixel of the frame, 4 bytes each.
+func TestAViewerOfRawAloneGetsRaw(t *testing.T) {
+	t.Parallel()
+	r := startWith(t, rfb.ClientOptions{Raw: true})
+	m, lines := r.update(t, false)
+	if raw := int64(1024 * 768 * 4); m.Bytes < raw {
+		t.Errorf("the frame took %d bytes, want Raw's %d at least", m.Bytes, raw)
+	}
+	for _, rc := range m.Rects {
+		if rc.Encoding != rfb.EncodingRaw {
+			t.Errorf("a rectangle in encoding %d", rc.Encoding)
+		}
+	}
+	if lineOf(lines, "session") == "" {
+		t.Errorf("the frame reads %q", lines)
+	}
+}

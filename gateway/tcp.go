@@ -177,7 +177,8 @@ func (g *Gateway) machineLeg(claims ticket.Claims, addr netip.AddrPort, tok stri
 	return up, seal, nil
 }
 
-// splice copies both ways, each direction on a goroutine of its own, and returns at once: the
+// splice copies both ways (relay: a sealed channel's legs in the kernel, others through
+// pump), each direction on a goroutine of its own, and returns at once: the
 // caller's goroutine made the handshakes and its stack grew to 16 KiB, which a direction
 // parked in Read on it would keep for the channel's life, where a new one's stays at 4 KiB
 // (a gateway carries thousands of idle channels). When one side ends it half-closes the other
@@ -193,7 +194,7 @@ func splice(client, up net.Conn, cut, done func()) {
 		}
 	}
 	go func() {
-		if _, err := pump(up, client); err == nil {
+		if _, err := relay(up, client); err == nil {
 			up.(interface{ CloseWrite() error }).CloseWrite()
 		} else {
 			cut()
@@ -201,7 +202,7 @@ func splice(client, up net.Conn, cut, done func()) {
 		end()
 	}()
 	go func() {
-		if _, err := pump(client, up); err != nil {
+		if _, err := relay(client, up); err != nil {
 			cut()
 		} else if cw, ok := client.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()

@@ -28,6 +28,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -509,6 +510,17 @@ func (c *conn) giveBack() {
 		}
 	}
 	<-c.l.busy
+}
+
+// SyscallConn returns the raw connection under c, for a server that moves c's bytes in the
+// kernel once c is past its gate (it has written): reads and writes through it are not
+// gated.
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("connlimit: the connection has no raw connection")
+	}
+	return sc.SyscallConn()
 }
 
 // Write gives back a held slot, then writes.

@@ -345,7 +345,13 @@ func (s *Stream) write() {
 		}
 		sent, finSent := s.sent, s.finSent
 		if end := s.base + uint64(len(s.buf)); sent < end {
-			n := min(end-sent, MaxData)
+			// One write fills one TLS record (16 KiB) at most: a frame of MaxData bytes
+			// would add a record of a few bytes, a system call and a segment to each.
+			room := MaxData - len(out) - dataHeader
+			if room < MaxData/2 {
+				room = MaxData
+			}
+			n := min(end-sent, uint64(room))
 			out = appendData(out, sent, s.buf[sent-s.base:sent-s.base+n])
 			sent += n
 		} else if s.eof && !finSent {

@@ -279,6 +279,9 @@ func noEOF(err error) error {
 	return err
 }
 
+// dataHeader is the length of a data frame's header: type, offset, length.
+const dataHeader = 1 + 8 + 2
+
 func appendData(b []byte, off uint64, data []byte) []byte {
 	b = append(b, frameData)
 	b = binary.BigEndian.AppendUint64(b, off)

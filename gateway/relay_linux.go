@@ -1,13 +1,13 @@
-//go:build linux
+//go:build linux && (amd64 || arm64)
 
 package gateway
 
 import (
 	"errors"
 	"net"
-	"os"
 	"syscall"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
 	"golang.org/x/sys/unix"
 )
 
@@ -94,7 +94,7 @@ func spliced(dst, src syscall.RawConn) (int64, error) {
 					return true
 				}
 			}
-			in, serr = spliceOnce(int(fd), p.w, splicePipeSize)
+			in, serr = rawio.SpliceOnce(int(fd), p.w, splicePipeSize)
 			if serr == unix.EAGAIN {
 				p.giveBack() // nothing moved: empty while the direction waits
 				p = nil
@@ -114,7 +114,7 @@ func spliced(dst, src syscall.RawConn) (int64, error) {
 		for in > 0 {
 			var out int
 			err := dst.Write(func(fd uintptr) bool {
-				out, serr = spliceOnce(p.r, int(fd), in)
+				out, serr = rawio.SpliceOnce(p.r, int(fd), in)
 				return serr != unix.EAGAIN
 			})
 			if err == nil {
@@ -128,21 +128,5 @@ func spliced(dst, src syscall.RawConn) (int64, error) {
 			n += int64(out)
 		}
 		p.giveBack()
-	}
-}
-
-// spliceOnce is one nonblocking splice(2) from one descriptor to the other.
-func spliceOnce(from, to, max int) (int, error) {
-	for {
-		m, err := unix.Splice(from, nil, to, nil, max, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return 0, err
-		case err != nil:
-			return 0, os.NewSyscallError("splice", err)
-		}
-		return int(m), nil
 	}
 }

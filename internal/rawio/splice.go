@@ -52,7 +52,7 @@ func (p *Pipe) Move(src, dst *Sock, n int) (int64, error) {
 		var in int
 		var serr error
 		err := src.ReadWith(func(fd uintptr) bool {
-			in, serr = spliceOnce(int(fd), p.fds[1], min(n-int(moved), MaxPipe))
+			in, serr = SpliceOnce(int(fd), p.fds[1], min(n-int(moved), MaxPipe))
 			return serr != unix.EAGAIN
 		})
 		if err = src.ErrOf(err); err == nil {
@@ -70,7 +70,7 @@ func (p *Pipe) Move(src, dst *Sock, n int) (int64, error) {
 		for in > 0 {
 			var out int
 			err := dst.WriteWith(func(fd uintptr) bool {
-				out, serr = spliceOnce(p.fds[0], int(fd), in)
+				out, serr = SpliceOnce(p.fds[0], int(fd), in)
 				return serr != unix.EAGAIN
 			})
 			if err = dst.ErrOf(err); err == nil {
@@ -86,8 +86,9 @@ func (p *Pipe) Move(src, dst *Sock, n int) (int64, error) {
 	return moved, nil
 }
 
-// spliceOnce is one nonblocking splice(2) call from one descriptor to the other.
-func spliceOnce(from, to, n int) (int, error) {
+// SpliceOnce is one nonblocking splice(2) call of at most n bytes from one descriptor to the
+// other: unix.EAGAIN when either is not ready.
+func SpliceOnce(from, to, n int) (int, error) {
 	for {
 		m, err := unix.Splice(from, nil, to, nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 		switch {

@@ -5,6 +5,7 @@ package gateway
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/rawio"
@@ -52,9 +53,13 @@ type pipe struct{ r, w int }
 
 var pipes = make(chan *pipe, 64)
 
+// pipesOut counts the pipes taken and not yet given back or discarded.
+var pipesOut atomic.Int64
+
 func takePipe() (*pipe, error) {
 	select {
 	case p := <-pipes:
+		pipesOut.Add(1)
 		return p, nil
 	default:
 	}
@@ -63,16 +68,24 @@ func takePipe() (*pipe, error) {
 		return nil, errNoPipe
 	}
 	unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, splicePipeSize) // a smaller one works too
+	pipesOut.Add(1)
 	return &pipe{fds[0], fds[1]}, nil
 }
 
 // giveBack returns an empty pipe for reuse.
 func (p *pipe) giveBack() {
+	pipesOut.Add(-1)
 	select {
 	case pipes <- p:
 	default:
 		p.close()
 	}
+}
+
+// discard closes a pipe that may hold bytes.
+func (p *pipe) discard() {
+	pipesOut.Add(-1)
+	p.close()
 }
 
 func (p *pipe) close() {
@@ -121,7 +134,7 @@ func spliced(dst, src syscall.RawConn) (int64, error) {
 				err = serr
 			}
 			if err != nil {
-				p.close() // it may hold bytes
+				p.discard() // it may hold bytes
 				return n, err
 			}
 			in -= out

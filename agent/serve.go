@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/acceptloop"
+	"github.com/frontdoor-vdi/frontdoor/internal/resume"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -27,7 +28,8 @@ func (d *Display) acceptTCP(l net.Listener, port uint16) {
 // or, for a sealed channel (see ticket.FrameMagicSealed), on the TLS connection the client
 // makes through the gateway once this one's TLS layer is dropped.
 func (d *Display) handleTCP(raw net.Conn, port uint16) {
-	c := tls.Server(raw, d.o.Identity.ServerTLS())
+	bc := resume.BatchTLS(raw, func(u net.Conn) *tls.Conn { return tls.Server(u, d.o.Identity.ServerTLS()) })
+	c := bc.Conn
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if err := c.Handshake(); err != nil {
 		d.log.Debug("tls handshake failed", "client", raw.RemoteAddr().String(), "err", err)
@@ -62,7 +64,7 @@ func (d *Display) handleTCP(raw net.Conn, port uint16) {
 		return
 	}
 	path := pathOf(c.ConnectionState())
-	var conn net.Conn = c
+	var conn net.Conn = bc
 	if sealed {
 		if conn, err = d.unseal(raw, tok); err != nil {
 			d.log.Warn("sealed channel refused", "session", claims.Session, "channel", ch.String(), "via", path, "err", err)
@@ -83,7 +85,7 @@ var errNotTheTicketHolder = errors.New("the client did not show the channel's ti
 // unseal takes a sealed channel's own TLS connection on raw, whose gateway leg carried tok:
 // the client's handshake, then tok again as its first bytes.
 func (d *Display) unseal(raw net.Conn, tok string) (net.Conn, error) {
-	c := tls.Server(raw, d.o.Identity.ServerTLS())
+	c := resume.BatchTLS(raw, func(u net.Conn) *tls.Conn { return tls.Server(u, d.o.Identity.ServerTLS()) })
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if err := c.Handshake(); err != nil {
 		return nil, fmt.Errorf("the client's handshake: %w", err)

@@ -63,7 +63,7 @@ func throughputMain(args []string) error {
 		pid        int
 		dial       func() (net.Conn, error)
 	}
-	targets := []target{{"frontdoor", "client → TLS → gateway → TLS 1.3 mutual → agent → builtin desktop (in the agent)", gw.pid(),
+	targets := []target{{"frontdoor", "client → TLS 1.3 to the agent, sealed: the gateway checks the ticket on its own TLS, then splices the TCP bytes → builtin desktop (in the agent)", gw.pid(),
 		func() (net.Conn, error) { return net.DialTimeout("tcp", local.String(), 5*time.Second) }}}
 	if *haproxyPID > 0 {
 		dialTLS := func(addr string) func() (net.Conn, error) {

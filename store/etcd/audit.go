@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/broker"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -248,4 +249,12 @@ func (st *Store) OnAudit(fn func()) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.audit.followers = append(st.audit.followers, fn)
+}
+
+// applyAudit applies audit/<entry>: held by no view, only told to the audit's followers.
+func (st *Store) applyAudit(parts []string, _ kv, deleted bool) broker.Change {
+	if !deleted {
+		st.newRaw = append(st.newRaw, rawEvent{"audit", parts[1], nil})
+	}
+	return broker.Change{}
 }

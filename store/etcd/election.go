@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/broker"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -500,4 +501,64 @@ func (st *Store) dispatchRaw(evs []rawEvent) {
 			}
 		}
 	}
+}
+
+// applyLeader applies leaders/<zone>.
+func (st *Store) applyLeader(parts []string, x kv, deleted bool) broker.Change {
+	st.electionChanged = true
+	if deleted {
+		delete(st.leaders, parts[1])
+		return broker.Change{}
+	}
+	var l Leader
+	if json.Unmarshal(x.value, &l) == nil {
+		l.Zone, l.Rev = parts[1], x.createRev
+		if st.met != nil && st.leaders[parts[1]].Rev != l.Rev {
+			st.met.leaders.WithLabelValues(parts[1]).Inc()
+		}
+		st.leaders[parts[1]] = l
+	}
+	return broker.Change{}
+}
+
+// applyCandidate applies candidates/<zone>/<node>.
+func (st *Store) applyCandidate(parts []string, x kv, deleted bool) broker.Change {
+	st.electionChanged = true
+	zone, node := parts[1], parts[2]
+	if deleted {
+		delete(st.candidates[zone], node)
+		if len(st.candidates[zone]) == 0 {
+			delete(st.candidates, zone)
+		}
+		return broker.Change{}
+	}
+	var c Candidate
+	if json.Unmarshal(x.value, &c) == nil {
+		c.Zone, c.Node = zone, node
+		if st.candidates[zone] == nil {
+			st.candidates[zone] = map[string]Candidate{}
+		}
+		st.candidates[zone][node] = c
+	}
+	return broker.Change{}
+}
+
+// applyHealth applies health/<target>.
+func (st *Store) applyHealth(parts []string, x kv, deleted bool) broker.Change {
+	if deleted {
+		delete(st.healthRecs, parts[1])
+		st.newRaw = append(st.newRaw, rawEvent{"health", parts[1], nil})
+	} else {
+		st.healthRecs[parts[1]] = x.value
+		st.newRaw = append(st.newRaw, rawEvent{"health", parts[1], x.value})
+	}
+	return broker.Change{}
+}
+
+// applyPassive applies passive/<target>/<node>.
+func (st *Store) applyPassive(parts []string, x kv, deleted bool) broker.Change {
+	if !deleted {
+		st.newRaw = append(st.newRaw, rawEvent{"passive", parts[1], x.value})
+	}
+	return broker.Change{}
 }

@@ -56,6 +56,10 @@
 // Leases expire keys on etcd's clock: no node runs a sweeping loop. Keys that end at the same
 // second share one lease, so a burst of launches grants one lease a second, not one each.
 //
+// Each family's change is applied to the view beside the operations that write its keys
+// (families): sessions.go, machines.go, ledger.go, modes.go (the settings sections),
+// election.go, audit.go and presence.go; leases.go grants the shared leases.
+//
 // # Zones
 //
 // election.go elects each zone's leader (seed 003's data collector) on lease keys of its own —
@@ -69,15 +73,12 @@ package etcd
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"maps"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,44 +180,6 @@ type Store struct {
 }
 
 var _ broker.Shared = (*Store)(nil)
-
-type record struct {
-	Session broker.Session `json:"session"`
-	Slot    int            `json:"slot"`
-}
-
-// slotRef names a session's slot.
-type slotRef struct {
-	machine string
-	slot    int
-}
-
-type machineLoad struct {
-	CPU      int       `json:"cpu"`
-	Memory   int       `json:"memory"`
-	Reported time.Time `json:"reported"`
-	Zone     string    `json:"zone,omitempty"` // of the node the agent reports to
-	Node     string    `json:"node,omitempty"` // the node the agent reports to
-}
-
-type machineFlags struct {
-	Maintenance *bool `json:"maintenance,omitempty"`
-	Down        bool  `json:"down"`
-}
-
-// NodeInfo is the presence of a running node.
-type NodeInfo struct {
-	// Name is the node's name.
-	Name string `json:"name"`
-	// Zone is the node's zone.
-	Zone string `json:"zone"`
-	// Version is the node's software version.
-	Version string `json:"version"`
-	// Started is when the node started.
-	Started time.Time `json:"started"`
-	// PID is the node's process id.
-	PID int `json:"pid"`
-}
 
 // Open connects to etcd, reads the site's state under the prefix into the view, grants the
 // node's lease and starts following the prefix. It fails when etcd cannot be reached within
@@ -327,51 +290,6 @@ func (st *Store) serve(lease *clientv3.LeaseID) {
 	}
 }
 
-func (st *Store) nodeLease() clientv3.LeaseID { return clientv3.LeaseID(st.lease.Load()) }
-
-// keepAlive keeps the node's lease alive until ctx ends. A lease that is lost (etcd was out of
-// reach longer than NodeTTL) is replaced by a new one, granted as soon as etcd answers, and the
-// node's presence is written again on it; the agents' load follows at their next report.
-func (st *Store) keepAlive(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
-	defer close(st.kaDone)
-	for {
-		for range ka { // drained until ctx ends or the lease is lost
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		st.log.Error("etcd: the node lease ended; the node's presence and its agents' load are gone from the site until a new lease is granted")
-		for {
-			gctx, cancel := context.WithTimeout(ctx, st.o.DialTimeout)
-			g, err := st.cli.Grant(gctx, int64(st.o.NodeTTL/time.Second))
-			cancel()
-			if err == nil {
-				if ka, err = st.cli.KeepAlive(ctx, g.ID); err == nil {
-					st.lease.Store(int64(g.ID))
-					break
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-		}
-		st.mu.Lock()
-		presence := maps.Clone(st.presence)
-		st.mu.Unlock()
-		for _, n := range presence {
-			rctx, cancel := context.WithTimeout(ctx, st.o.DialTimeout)
-			err := st.Register(rctx, n)
-			cancel()
-			if err != nil {
-				st.log.Warn("etcd: registering the node again", "node", n.Name, "err", err)
-			}
-		}
-		st.log.Info("etcd: the node has a new lease; its presence is back")
-	}
-}
-
 func (st *Store) reset() {
 	st.sessions, st.slotOf, st.used = map[string]broker.Session{}, map[string]slotRef{}, map[string]map[int]string{}
 	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]time.Time{}
@@ -414,12 +332,6 @@ func (st *Store) key(parts ...string) string {
 		parts[i] = esc(p)
 	}
 	return st.o.Prefix + strings.Join(parts, "/")
-}
-
-func (st *Store) sessionKey(id string) string { return st.key("sessions", id) }
-
-func (st *Store) slotKey(machine string, i int) string {
-	return st.key("slots", machine, strconv.Itoa(i))
 }
 
 // loadAll reads every key under the prefix, at one revision, into a fresh view that replaces
@@ -524,7 +436,7 @@ type kv struct {
 }
 
 // applyLocked installs one key's change in the view and returns the broker change it makes,
-// if any.
+// if any, or the settings section it changed: the key's family (families) applies it.
 func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section string) {
 	rest, ok := strings.CutPrefix(x.key, st.o.Prefix)
 	if !ok {
@@ -537,163 +449,42 @@ func (st *Store) applyLocked(x kv, deleted bool) (ch broker.Change, section stri
 			parts[i] = u
 		}
 	}
-	switch {
-	case parts[0] == "sessions" && len(parts) == 2:
-		id := parts[1]
-		if deleted {
-			if _, ok := st.sessions[id]; !ok {
-				return ch, ""
-			}
-			delete(st.sessions, id)
-			delete(st.slotOf, id)
-			return broker.Change{Ended: id}, ""
-		}
-		var r record
-		if err := json.Unmarshal(x.value, &r); err != nil {
-			st.log.Warn("etcd: unreadable session", "key", x.key, "err", err)
-			return ch, ""
-		}
-		r.Session.Rev = uint64(x.version)
-		st.sessions[id] = r.Session
-		st.slotOf[id] = slotRef{r.Session.Machine, r.Slot}
-		s := r.Session
-		return broker.Change{Session: &s}, ""
-	case parts[0] == "slots" && len(parts) == 3:
-		i, err := strconv.Atoi(parts[2])
-		if err != nil {
-			return ch, ""
-		}
-		m := parts[1]
-		if deleted {
-			delete(st.used[m], i)
-			return ch, ""
-		}
-		if st.used[m] == nil {
-			st.used[m] = map[int]string{}
-		}
-		st.used[m][i] = string(x.value)
-	case parts[0] == "machines" && len(parts) == 3:
-		name := parts[1]
-		switch parts[2] {
-		case "load":
-			if deleted {
-				delete(st.loads, name)
-			} else {
-				var l machineLoad
-				if json.Unmarshal(x.value, &l) != nil {
-					return ch, ""
-				}
-				st.loads[name] = l
-			}
-		case "flags":
-			if deleted {
-				delete(st.flags, name)
-			} else {
-				var f machineFlags
-				if json.Unmarshal(x.value, &f) != nil {
-					return ch, ""
-				}
-				st.flags[name] = f
-			}
-		default:
-			return ch, ""
-		}
-		ms := st.machineLocked(name)
-		return broker.Change{Machine: &ms}, ""
-	case parts[0] == "tickets" && len(parts) == 3 && parts[1] == "revoked":
-		if deleted {
-			delete(st.revoked, parts[2])
-		} else {
-			before := parseRevoked(x.value)
-			if before.After(st.revoked[parts[2]]) {
-				st.revoked[parts[2]] = before
-			}
-			st.newRevoked = append(st.newRevoked, revocation{parts[2], st.revoked[parts[2]]})
-		}
-	case parts[0] == "tickets" && len(parts) == 4 && parts[1] == "used":
-		if deleted {
-			delete(st.usedTickets, parts[2]+"/"+parts[3])
-		} else {
-			st.usedTickets[parts[2]+"/"+parts[3]] = true
-		}
-	case parts[0] == "tickets" && len(parts) == 3 && parts[1] == "superseded":
-		if deleted {
-			delete(st.superseded, parts[2])
-		} else if mark, err := strconv.ParseUint(string(x.value), 10, 64); err == nil {
-			st.superseded[parts[2]] = max(st.superseded[parts[2]], mark)
-		}
-	case st.settings[parts[0]] != nil && len(parts) == 2:
+	if f, ok := families[parts[0]]; ok && (f.segments == 0 || f.segments == len(parts)) {
+		return f.apply(st, parts, x, deleted), ""
+	}
+	if st.settings[parts[0]] != nil && len(parts) == 2 {
 		if deleted {
 			delete(st.settings[parts[0]], parts[1])
 		} else {
 			st.settings[parts[0]][parts[1]] = string(x.value)
 		}
 		return ch, parts[0]
-	case parts[0] == "leaders" && len(parts) == 2:
-		st.electionChanged = true
-		if deleted {
-			delete(st.leaders, parts[1])
-		} else {
-			var l Leader
-			if json.Unmarshal(x.value, &l) == nil {
-				l.Zone, l.Rev = parts[1], x.createRev
-				if st.met != nil && st.leaders[parts[1]].Rev != l.Rev {
-					st.met.leaders.WithLabelValues(parts[1]).Inc()
-				}
-				st.leaders[parts[1]] = l
-			}
-		}
-	case parts[0] == "candidates" && len(parts) == 3:
-		st.electionChanged = true
-		zone, node := parts[1], parts[2]
-		if deleted {
-			delete(st.candidates[zone], node)
-			if len(st.candidates[zone]) == 0 {
-				delete(st.candidates, zone)
-			}
-		} else {
-			var c Candidate
-			if json.Unmarshal(x.value, &c) == nil {
-				c.Zone, c.Node = zone, node
-				if st.candidates[zone] == nil {
-					st.candidates[zone] = map[string]Candidate{}
-				}
-				st.candidates[zone][node] = c
-			}
-		}
-	case parts[0] == "health" && len(parts) == 2:
-		if deleted {
-			delete(st.healthRecs, parts[1])
-			st.newRaw = append(st.newRaw, rawEvent{"health", parts[1], nil})
-		} else {
-			st.healthRecs[parts[1]] = x.value
-			st.newRaw = append(st.newRaw, rawEvent{"health", parts[1], x.value})
-		}
-	case parts[0] == "passive" && len(parts) == 3:
-		if !deleted {
-			st.newRaw = append(st.newRaw, rawEvent{"passive", parts[1], x.value})
-		}
-	case parts[0] == "audit" && len(parts) == 2:
-		if !deleted {
-			st.newRaw = append(st.newRaw, rawEvent{"audit", parts[1], nil})
-		}
-	case parts[0] == "nodes" && len(parts) == 2:
-		if deleted {
-			delete(st.nodes, parts[1])
-		} else {
-			var n NodeInfo
-			if json.Unmarshal(x.value, &n) == nil {
-				st.nodes[parts[1]] = n
-			}
-		}
 	}
 	return ch, ""
 }
 
-func (st *Store) machineLocked(name string) broker.MachineState {
-	l, f := st.loads[name], st.flags[name]
-	return broker.MachineState{Name: name, CPU: l.CPU, Memory: l.Memory, Reported: l.Reported, LoadZone: l.Zone,
-		Maintenance: f.Maintenance, Down: f.Down}
+// A family is the keys under one first segment of the site's prefix (the key layout in the
+// package doc): how many segments its keys have, its name included (0: it checks), and how a
+// change of one of them is applied to the view, with mu held, returning the broker change it
+// makes. Each family's apply lives beside the operations that write its keys.
+type family struct {
+	segments int
+	apply    func(st *Store, parts []string, x kv, deleted bool) broker.Change
+}
+
+// families are the view's key families, by first segment; the settings sections
+// (settingSections) are the rest.
+var families = map[string]family{
+	"sessions":   {2, (*Store).applySession},
+	"slots":      {3, (*Store).applySlot},
+	"machines":   {3, (*Store).applyMachine},
+	"tickets":    {0, (*Store).applyTicket},
+	"leaders":    {2, (*Store).applyLeader},
+	"candidates": {3, (*Store).applyCandidate},
+	"health":     {2, (*Store).applyHealth},
+	"passive":    {3, (*Store).applyPassive},
+	"audit":      {2, (*Store).applyAudit},
+	"nodes":      {2, (*Store).applyNode},
 }
 
 // watch follows the prefix from the view's revision and applies every change, in order, to
@@ -903,14 +694,6 @@ func (st *Store) resync(ctx context.Context) {
 	st.dispatchElection()
 }
 
-func sameMachine(a, b broker.MachineState) bool {
-	return sameMaintenance(a.Maintenance, b.Maintenance) && a.CPU == b.CPU && a.Memory == b.Memory &&
-		a.Down == b.Down && a.Reported.Equal(b.Reported)
-}
-
-// sameMaintenance reports whether two maintenance overrides are the same (nil: none).
-func sameMaintenance(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-
 // Load implements broker.Store: the view's sessions and machine states.
 func (st *Store) Load(context.Context) (broker.Snapshot, error) {
 	st.mu.Lock()
@@ -942,402 +725,6 @@ func (st *Store) Follow(_ context.Context, fn func(broker.Change)) (broker.Snaps
 	defer st.mu.Unlock()
 	st.followers = append(st.followers, fn)
 	return st.snapshotLocked(), nil
-}
-
-// GetSession implements broker.Shared.
-func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, error) {
-	if st.outage.Load() {
-		st.mu.Lock()
-		s, ok := st.sessions[id]
-		st.mu.Unlock()
-		if !ok {
-			return broker.Session{}, fmt.Errorf("session %s: %w", id, broker.ErrNoSession)
-		}
-		return s, nil
-	}
-	ctx, cancel := st.opContext(ctx)
-	defer cancel()
-	r, err := st.cli.Get(ctx, st.sessionKey(id))
-	if err != nil {
-		return broker.Session{}, fmt.Errorf("reading session %s: %w", id, err)
-	}
-	if len(r.Kvs) == 0 {
-		return broker.Session{}, fmt.Errorf("session %s: %w", id, broker.ErrNoSession)
-	}
-	var rec record
-	if err := json.Unmarshal(r.Kvs[0].Value, &rec); err != nil {
-		return broker.Session{}, fmt.Errorf("session %s: %w", id, err)
-	}
-	rec.Session.Rev = uint64(r.Kvs[0].Version)
-	st.mu.Lock()
-	st.slotOf[id] = slotRef{rec.Session.Machine, rec.Slot}
-	st.mu.Unlock()
-	return rec.Session, nil
-}
-
-// CreateSession implements broker.Store: it takes a slot of s.Machine that is free in the
-// view (searching from one the session id hashes to), and creates the session and the slot in
-// one transaction that requires both absent. When the view was behind, the transaction's answer tells which slots are taken and
-// the next free one is tried; with none free it returns ErrMachineFull.
-//
-// In outage mode it books a slot this node owns, in the view (outage.go); out of it, none of a
-// machine left to its zone cut off from etcd.
-func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) (err error) {
-	if st.local(func() { err = st.createLocal(s, maxSessions) }) {
-		return err
-	}
-	err = st.createRemote(ctx, s, maxSessions)
-	if err != nil && st.local(func() { err = st.createLocal(s, maxSessions) }) {
-		return err // the outage began meanwhile
-	}
-	return err
-}
-
-func (st *Store) createRemote(ctx context.Context, s broker.Session, maxSessions int) error {
-	ctx, cancel := st.opContext(ctx)
-	defer cancel()
-	lease, err := st.leaseUntil(ctx, s.Expires)
-	if err != nil {
-		return err
-	}
-	s.Rev = 1
-	taken := map[int]bool{}
-	st.mu.Lock()
-	_, exists := st.sessions[s.ID]
-	for i := range st.used[s.Machine] {
-		taken[i] = true
-	}
-	cut, brokers := st.cutOffLocked(s.Machine)
-	st.mu.Unlock()
-	if exists {
-		return fmt.Errorf("session %s: %w", s.ID, broker.ErrExists)
-	}
-	if cut {
-		st.met.observe("create", "cut-off", time.Now())
-		return fmt.Errorf("%s is left to its zone's front doors %v, which are cut off from the site database and broker it from their local host cache: %w",
-			s.Machine, brokers, broker.ErrMachineFull)
-	}
-	skey := st.sessionKey(s.ID)
-	slots := st.key("slots", s.Machine) + "/"
-	confirmed := false // taken was read from etcd, not the view
-	h := fnv.New32a()
-	h.Write([]byte(s.ID))
-	start := int(h.Sum32() % uint32(max(maxSessions, 1)))
-	for attempt := 0; attempt < maxSessions+2; attempt++ {
-		// Each session starts its search at a slot of its own, so that nodes that pick the
-		// same machine at once mostly take different slots instead of conflicting.
-		slot := -1
-		for k := 0; k < maxSessions && len(taken) < maxSessions; k++ {
-			// len(taken) counts the overflow slots of an outage's conflict too: such a
-			// machine takes no new session until it is back under maxSessions.
-			if i := (start + k) % maxSessions; !taken[i] {
-				slot = i
-				break
-			}
-		}
-		if slot < 0 && !confirmed {
-			// The view may hold slots freed since: ask etcd once before saying full.
-			r, err := st.cli.Get(ctx, slots, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-			if err != nil {
-				return fmt.Errorf("reading the slots of %s: %w", s.Machine, err)
-			}
-			taken, confirmed = slotsOf(r.Kvs, slots), true
-			attempt--
-			continue
-		}
-		if slot < 0 {
-			st.met.observe("create", "full", time.Now())
-			return fmt.Errorf("%s holds %d of %d sessions: %w", s.Machine, len(taken), maxSessions, broker.ErrMachineFull)
-		}
-		val, err := json.Marshal(record{Session: s, Slot: slot})
-		if err != nil {
-			return err
-		}
-		slotKey := st.slotKey(s.Machine, slot)
-		start := time.Now()
-		r, err := st.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.Version(skey), "=", 0), clientv3.Compare(clientv3.Version(slotKey), "=", 0)).
-			Then(clientv3.OpPut(skey, string(val), leaseOpt(lease)...), clientv3.OpPut(slotKey, s.ID, leaseOpt(lease)...)).
-			Else(clientv3.OpGet(skey, clientv3.WithCountOnly()), clientv3.OpGet(slots, clientv3.WithPrefix(), clientv3.WithKeysOnly())).
-			Commit()
-		if err != nil {
-			st.met.observe("create", "error", start)
-			return fmt.Errorf("creating session %s: %w", s.ID, err)
-		}
-		if r.Succeeded {
-			st.met.observe("create", "ok", start)
-			st.mu.Lock()
-			st.slotOf[s.ID] = slotRef{s.Machine, slot}
-			st.mu.Unlock()
-			return nil
-		}
-		if r.Responses[0].GetResponseRange().Count > 0 {
-			st.met.observe("create", "exists", start)
-			return fmt.Errorf("session %s: %w", s.ID, broker.ErrExists)
-		}
-		st.met.observe("create", "conflict", start)
-		taken, confirmed = slotsOf(r.Responses[1].GetResponseRange().Kvs, slots), true
-	}
-	return fmt.Errorf("%s: no free slot after %d tries: %w", s.Machine, maxSessions+2, broker.ErrMachineFull)
-}
-
-// slotsOf returns the slot numbers of slot keys under prefix.
-func slotsOf(kvs []*mvccpb.KeyValue, prefix string) map[int]bool {
-	taken := map[int]bool{}
-	for _, x := range kvs {
-		if i, err := strconv.Atoi(strings.TrimPrefix(string(x.Key), prefix)); err == nil {
-			taken[i] = true
-		}
-	}
-	return taken
-}
-
-func leaseOpt(id clientv3.LeaseID) []clientv3.OpOption {
-	if id == clientv3.NoLease {
-		return nil
-	}
-	return []clientv3.OpOption{clientv3.WithLease(id)}
-}
-
-// slot returns the slot of session id, from the view or else from etcd.
-func (st *Store) slot(ctx context.Context, id string) (slotRef, error) {
-	st.mu.Lock()
-	ref, ok := st.slotOf[id]
-	st.mu.Unlock()
-	if ok {
-		return ref, nil
-	}
-	s, err := st.GetSession(ctx, id)
-	if err != nil {
-		return slotRef{}, err
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.slotOf[s.ID], nil
-}
-
-// UpdateSession implements broker.Store: one transaction that requires the session's key
-// at Version prevRev and rewrites the session and its slot on the lease of its new Expires
-// (none for a connected session).
-func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) (err error) {
-	if st.local(func() { err = st.updateLocal(s, prevRev) }) {
-		return err
-	}
-	err = st.updateRemote(ctx, s, prevRev)
-	if err != nil && st.local(func() { err = st.updateLocal(s, prevRev) }) {
-		return err
-	}
-	return err
-}
-
-func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uint64) error {
-	ctx, cancel := st.opContext(ctx)
-	defer cancel()
-	ref, err := st.slot(ctx, s.ID)
-	if err != nil {
-		return err
-	}
-	if ref.machine != s.Machine {
-		return fmt.Errorf("session %s: the machine of a session cannot change", s.ID)
-	}
-	lease, err := st.leaseUntil(ctx, s.Expires)
-	if err != nil {
-		return err
-	}
-	s.Rev = prevRev + 1
-	val, err := json.Marshal(record{Session: s, Slot: ref.slot})
-	if err != nil {
-		return err
-	}
-	skey := st.sessionKey(s.ID)
-	start := time.Now()
-	r, err := st.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.Version(skey), "=", int64(prevRev))).
-		Then(clientv3.OpPut(skey, string(val), leaseOpt(lease)...), clientv3.OpPut(st.slotKey(s.Machine, ref.slot), s.ID, leaseOpt(lease)...)).
-		Else(clientv3.OpGet(skey)).
-		Commit()
-	if err != nil {
-		st.met.observe("update", "error", start)
-		return fmt.Errorf("updating session %s: %w", s.ID, err)
-	}
-	if r.Succeeded {
-		st.met.observe("update", "ok", start)
-		return nil
-	}
-	st.met.observe("update", "conflict", start)
-	kvs := r.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
-		return fmt.Errorf("session %s: %w", s.ID, broker.ErrNoSession)
-	}
-	return fmt.Errorf("session %s at revision %d, not %d: %w", s.ID, kvs[0].Version, prevRev, broker.ErrConflict)
-}
-
-// DeleteSession implements broker.Store: the session and its slot go in one transaction.
-func (st *Store) DeleteSession(ctx context.Context, id string) (err error) {
-	if st.local(func() { err = st.deleteLocal(id) }) {
-		return err
-	}
-	err = st.deleteRemote(ctx, id)
-	if err != nil && st.local(func() { err = st.deleteLocal(id) }) {
-		return err
-	}
-	return err
-}
-
-func (st *Store) deleteRemote(ctx context.Context, id string) error {
-	ctx, cancel := st.opContext(ctx)
-	defer cancel()
-	ref, err := st.slot(ctx, id)
-	if err != nil {
-		return err
-	}
-	skey := st.sessionKey(id)
-	start := time.Now()
-	r, err := st.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.Version(skey), ">", 0)).
-		Then(clientv3.OpDelete(skey), clientv3.OpDelete(st.slotKey(ref.machine, ref.slot))).
-		Commit()
-	st.met.observe("delete", map[bool]string{true: "error", false: "ok"}[err != nil], start)
-	if err != nil {
-		return fmt.Errorf("deleting session %s: %w", id, err)
-	}
-	if !r.Succeeded {
-		return fmt.Errorf("session %s: %w", id, broker.ErrNoSession)
-	}
-	return nil
-}
-
-// PutMachine implements broker.Store: the load on the node's lease and the flags, each
-// written only when it differs from the view.
-func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
-	if st.local(func() { st.putMachineLocal(m) }) {
-		return nil
-	}
-	err := st.putMachineRemote(ctx, m)
-	if err != nil && st.local(func() { st.putMachineLocal(m) }) {
-		return nil
-	}
-	return err
-}
-
-func (st *Store) putMachineRemote(ctx context.Context, m broker.MachineState) error {
-	ctx, cancel := st.opContext(ctx)
-	defer cancel()
-	l := machineLoad{CPU: m.CPU, Memory: m.Memory, Reported: m.Reported, Zone: m.LoadZone, Node: st.o.Node}
-	// Down is health's verdict, which every node takes from the published verdicts (P
-	// health/): it is not written for the site (Down stays false).
-	f := machineFlags{Maintenance: m.Maintenance}
-	st.mu.Lock()
-	ol, hasL := st.loads[m.Name]
-	of, hasF := st.flags[m.Name]
-	st.mu.Unlock()
-	var ops []clientv3.Op
-	// Only a newer load report is written: a maintenance or health change carries the
-	// last report's time, and a node that does not see a machine's load (it reports in
-	// another zone) must not overwrite it.
-	newer := !l.Reported.IsZero() && (!hasL || l.Reported.After(ol.Reported))
-	if newer && (!hasL || ol.CPU != l.CPU || ol.Memory != l.Memory || ol.Zone != l.Zone || ol.Node != l.Node || l.Reported.Sub(ol.Reported) > 30*time.Second) {
-		b, _ := json.Marshal(l)
-		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "load"), string(b), clientv3.WithLease(st.nodeLease())))
-	}
-	if !hasF || !sameMaintenance(of.Maintenance, f.Maintenance) {
-		b, _ := json.Marshal(f)
-		ops = append(ops, clientv3.OpPut(st.key("machines", m.Name, "flags"), string(b)))
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	if _, err := st.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-		return fmt.Errorf("storing machine %s: %w", m.Name, err)
-	}
-	return nil
-}
-
-// leaseUntil returns a lease that ends at t, rounded up to the second and shared by every
-// key that ends in that second; NoLease for a zero t. The first caller for a second grants
-// it; the others of that second wait for that grant only, not for the lock.
-func (st *Store) leaseUntil(ctx context.Context, t time.Time) (clientv3.LeaseID, error) {
-	if t.IsZero() {
-		return clientv3.NoLease, nil
-	}
-	now := st.now()
-	sec := t.Unix()
-	if t.Nanosecond() > 0 {
-		sec++
-	}
-	st.leaseMu.Lock()
-	if g, ok := st.leases[sec]; ok {
-		st.leaseMu.Unlock()
-		select {
-		case <-g.done:
-		case <-ctx.Done():
-			return clientv3.NoLease, ctx.Err()
-		}
-		if g.err == nil {
-			return g.id, nil
-		}
-		return clientv3.NoLease, g.err
-	}
-	for s := range st.leases {
-		if s < now.Unix() {
-			delete(st.leases, s)
-		}
-	}
-	g := &leaseGrant{done: make(chan struct{})}
-	st.leases[sec] = g
-	st.leaseMu.Unlock()
-	ttl := max(sec-now.Unix(), 2)
-	r, err := st.cli.Grant(ctx, ttl)
-	if err != nil {
-		g.err = fmt.Errorf("granting a lease of %ds: %w", ttl, err)
-		st.leaseMu.Lock()
-		delete(st.leases, sec) // the next caller tries again
-		st.leaseMu.Unlock()
-	} else {
-		g.id = r.ID
-	}
-	close(g.done)
-	return g.id, g.err
-}
-
-// leaseGrant is the lease of one second: granted once, then shared.
-type leaseGrant struct {
-	done chan struct{} // closed once id or err is set
-	id   clientv3.LeaseID
-	err  error
-}
-
-// Register writes the node's presence on its lease; it goes when the node stops or dies.
-//
-// In outage mode it is written once etcd is back (with the node's new lease).
-func (st *Store) Register(ctx context.Context, n NodeInfo) error {
-	if st.outage.Load() {
-		st.mu.Lock()
-		st.presence[n.Name] = n
-		st.mu.Unlock()
-		return nil
-	}
-	ctx, cancel := st.opContext(ctx)
-	defer cancel()
-	b, _ := json.Marshal(n)
-	if _, err := st.cli.Put(ctx, st.key("nodes", n.Name), string(b), clientv3.WithLease(st.nodeLease())); err != nil {
-		return fmt.Errorf("registering node %s: %w", n.Name, err)
-	}
-	st.mu.Lock()
-	st.presence[n.Name] = n
-	st.mu.Unlock()
-	return nil
-}
-
-// Nodes returns the presence of every running node, from the view.
-func (st *Store) Nodes() map[string]NodeInfo {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make(map[string]NodeInfo, len(st.nodes))
-	for k, v := range st.nodes {
-		out[k] = v
-	}
-	return out
 }
 
 // Revision returns the revision the view reflects.

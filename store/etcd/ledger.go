@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/broker"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -187,4 +188,34 @@ func parseRevoked(v []byte) time.Time {
 		return revokedAll
 	}
 	return time.UnixMilli(ms)
+}
+
+// applyTicket applies tickets/revoked/<session>, tickets/used/<id>/<channel> and
+// tickets/superseded/<session>.
+func (st *Store) applyTicket(parts []string, x kv, deleted bool) broker.Change {
+	switch {
+	case len(parts) == 3 && parts[1] == "revoked":
+		if deleted {
+			delete(st.revoked, parts[2])
+		} else {
+			before := parseRevoked(x.value)
+			if before.After(st.revoked[parts[2]]) {
+				st.revoked[parts[2]] = before
+			}
+			st.newRevoked = append(st.newRevoked, revocation{parts[2], st.revoked[parts[2]]})
+		}
+	case len(parts) == 4 && parts[1] == "used":
+		if deleted {
+			delete(st.usedTickets, parts[2]+"/"+parts[3])
+		} else {
+			st.usedTickets[parts[2]+"/"+parts[3]] = true
+		}
+	case len(parts) == 3 && parts[1] == "superseded":
+		if deleted {
+			delete(st.superseded, parts[2])
+		} else if mark, err := strconv.ParseUint(string(x.value), 10, 64); err == nil {
+			st.superseded[parts[2]] = max(st.superseded[parts[2]], mark)
+		}
+	}
+	return broker.Change{}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -308,14 +309,8 @@ func (a *Admin) saveModesLocked() error {
 	return atomicfile.Write(a.o.ModeFile, b, 0o600) // a torn file would block the next start
 }
 
-// ToggleRequest is the body of POST /v1/admin/gateway.
-type ToggleRequest struct {
-	On    bool   `json:"on"`
-	Group string `json:"group"` // "" for every group
-}
-
 func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
-	var req ToggleRequest
+	var req wire.ToggleRequest
 	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"on\": true|false, \"group\": NAME}") {
 		return
 	}
@@ -346,7 +341,7 @@ func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
 
 // setModes applies a toggle: it returns the groups it switched and those of them whose mode
 // changed, or the HTTP status and the error.
-func (a *Admin) setModes(ctx context.Context, req ToggleRequest) (groups, changed []string, code int, err error) {
+func (a *Admin) setModes(ctx context.Context, req wire.ToggleRequest) (groups, changed []string, code int, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if req.Group == "" {
@@ -405,14 +400,8 @@ func actionError(w http.ResponseWriter, err error) {
 	httpError(w, code, err.Error())
 }
 
-// OverrideRequest is the body of POST /v1/admin/health.
-type OverrideRequest struct {
-	Gateway  string `json:"gateway"`
-	Override string `json:"override"` // up, down, drain or auto (health.ParseOverride)
-}
-
 func (a *Admin) override(w http.ResponseWriter, r *http.Request) {
-	var req OverrideRequest
+	var req wire.OverrideRequest
 	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"gateway\": NAME, \"override\": \"up\"|\"down\"|\"drain\"|\"auto\"}") {
 		return
 	}

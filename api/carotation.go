@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/wire"
 )
 
 // Rotating the site CA, in three steps, as every party of the site must trust a CA before a
@@ -154,11 +156,6 @@ func (s CAState) Status(wait time.Duration) (CAStatus, error) {
 	return out, nil
 }
 
-// RotateCARequest is the body of POST /v1/admin/rotate-ca.
-type RotateCARequest struct {
-	Step string `json:"step"` // CAStart, CAIssue or CARetire
-}
-
 func (a *Admin) caShow(w http.ResponseWriter, r *http.Request) {
 	if a.o.CA == nil {
 		httpError(w, http.StatusNotImplemented, "this front door holds no site CA")
@@ -177,7 +174,7 @@ func (a *Admin) rotateCA(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotImplemented, "this front door holds no site CA")
 		return
 	}
-	var req RotateCARequest
+	var req wire.RotateCARequest
 	if !readJSON(w, r, &req, 1<<10, `body must be JSON {"step": "start"|"issue"|"retire"}`) {
 		return
 	}

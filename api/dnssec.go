@@ -23,13 +23,6 @@ type DNSSECKeys interface {
 // ErrNotSigned is a DNSSEC request for a domain that is not a GSLB domain signed with DNSSEC.
 var ErrNotSigned = errors.New("not a GSLB domain signed with DNSSEC")
 
-// DNSSECRolloverRequest is the body of POST /v1/admin/dnssec/rollover.
-type DNSSECRolloverRequest struct {
-	Domain string `json:"domain"`
-	// Finish retires the old key of a rollover under way; without it a rollover starts.
-	Finish bool `json:"finish,omitempty"`
-}
-
 func (a *Admin) dnssecList(w http.ResponseWriter, r *http.Request) {
 	if a.o.DNSSEC == nil {
 		httpError(w, http.StatusNotImplemented, "this front door signs no GSLB domain")
@@ -51,7 +44,7 @@ func (a *Admin) dnssecRollover(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotImplemented, "this front door signs no GSLB domain")
 		return
 	}
-	var req DNSSECRolloverRequest
+	var req wire.DNSSECRolloverRequest
 	if !readJSON(w, r, &req, 1<<10, `body must be JSON {"domain": NAME, "finish": BOOL}`) {
 		return
 	}

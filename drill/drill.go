@@ -10,14 +10,11 @@
 package drill
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -29,6 +26,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/client/admin"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/browser"
 	"github.com/frontdoor-vdi/frontdoor/lab"
@@ -426,7 +424,7 @@ type run struct {
 	doors map[string]*frontDoor // by gateway name
 	dns   []string              // the DNS listeners
 	admin string                // the admin listener
-	hc    *http.Client          // trusts the site CA
+	api   *admin.Client         // the admin API at admin, as the lab's admin
 	storm *storm
 	// leaderWatch is told what the zone-leader-killed row measures.
 	leaderWatch <-chan leaderTimes
@@ -571,7 +569,7 @@ func runScenario(ctx context.Context, o Options, s Scenario, mode string, res *R
 		return err
 	}
 	r.lab, r.cfg = l, l.Config
-	r.hc = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
+	r.api = &admin.Client{URL: "https://" + r.admin, User: adminUser, Password: password, TLS: l.TLSClientConfig(), Timeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- l.Serve(sctx) }()
 	defer func() { cancel(); <-served }()
@@ -701,39 +699,6 @@ func (r *run) closeWires() {
 	}
 }
 
-// adminCall makes one admin API call at the site's admin listener as the lab's admin.
-func (r *run) adminCall(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "https://"+r.admin+path, rd)
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(adminUser, password)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
-}
-
 // adminStatus is what the drill reads of GET /v1/admin/status.
 type adminStatus struct {
 	SecureGateway map[string]bool   `json:"secure_gateway"`
@@ -743,12 +708,12 @@ type adminStatus struct {
 // secureGateway switches the secure gateway site-wide through the admin API, as an operator
 // does, and waits until the admin status shows it.
 func (r *run) secureGateway(ctx context.Context, on bool) error {
-	if err := r.adminCall(ctx, http.MethodPost, "/v1/admin/gateway", map[string]any{"on": on}, nil); err != nil {
+	if err := r.api.SecureGateway(ctx, "", on); err != nil {
 		return fmt.Errorf("switching the secure gateway: %w", err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		var st adminStatus
-		if err := r.adminCall(ctx, http.MethodGet, "/v1/admin/status", nil, &st); err != nil {
+		if err := r.api.Get(ctx, "/v1/admin/status", &st); err != nil {
 			return err
 		}
 		done := len(st.SecureGateway) > 0
@@ -820,7 +785,7 @@ func (r *run) dnsWant() map[netip.Prefix][]netip.Addr {
 // gatewaysUp returns "" when every gateway shows up, else what does not.
 func (r *run) gatewaysUp(ctx context.Context, want map[netip.Prefix][]netip.Addr) string {
 	var st adminStatus
-	if err := r.adminCall(ctx, http.MethodGet, "/v1/admin/status", nil, &st); err != nil {
+	if err := r.api.Get(ctx, "/v1/admin/status", &st); err != nil {
 		return "admin status: " + err.Error()
 	}
 	for _, g := range r.cfg.Gateways {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -167,7 +166,7 @@ type outageStatus struct {
 // node has written its outage back, and counts what the storm did in the site database.
 func (r *run) finishQuorum(ctx context.Context, res *Result) error {
 	var during outageStatus
-	if err := r.adminCall(ctx, http.MethodGet, "/v1/admin/status", nil, &during); err != nil {
+	if err := r.api.Get(ctx, "/v1/admin/status", &during); err != nil {
 		return fmt.Errorf("the admin status in the outage: %w", err)
 	}
 	if err := r.storm.wait(ctx); err != nil {
@@ -185,7 +184,7 @@ func (r *run) finishQuorum(ctx context.Context, res *Result) error {
 	back := time.Now()
 	var after outageStatus
 	for {
-		err := r.adminCall(ctx, http.MethodGet, "/v1/admin/status", nil, &after)
+		err := r.api.Get(ctx, "/v1/admin/status", &after)
 		if err == nil && !after.Store.Outage.Active {
 			break
 		}

@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -202,14 +200,9 @@ func TestNoTicketAndNoUserByteOnTheWire(t *testing.T) {
 	keep(&rotated)
 
 	// Direct mode.
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
-	req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/gateway", strings.NewReader(`{"on": false}`))
-	req.SetBasicAuth("admin", "lab")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	if err := adminAPI(t, l).SecureGateway(ctx, "", false); err != nil {
+		t.Fatalf("toggle: %v", err)
 	}
-	resp.Body.Close()
 	s2, d2, _, _ := openSession(ctx, t, l, launcher("dave"), client.Options{})
 	if d2.Mode != client.ModeDirect {
 		t.Fatalf("mode %s after the toggle, want direct", d2.Mode)

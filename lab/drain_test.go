@@ -193,18 +193,9 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 	}
 	s, _, _, events := openSession(ctx, t, l, launcher("alice"), client.Options{})
 	via, _ := s.Via()
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
 	override := func(user, gw, o string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/health",
-			strings.NewReader(fmt.Sprintf(`{"gateway": %q, "override": %q}`, gw, o)))
-		req.SetBasicAuth(user, "lab")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return statusOf(t, adminAPI(t, l, user).Override(ctx, gw, o))
 	}
 	waitVerdict := func(want string) {
 		t.Helper()

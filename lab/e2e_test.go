@@ -4,9 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/netip"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,16 +57,8 @@ func TestUserPathSurvivesGatewayLossAndToggle(t *testing.T) {
 	waitState(t, l, desc.SessionID, broker.StateConnected)
 
 	// The operator switches the secure gateway off through the admin API.
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
-	req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/gateway", strings.NewReader(`{"on": false}`))
-	req.SetBasicAuth("admin", "lab")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("toggle: %s", resp.Status)
+	if err := adminAPI(t, l).SecureGateway(ctx, "", false); err != nil {
+		t.Fatalf("toggle: %v", err)
 	}
 	// Running sessions keep their mode.
 	if st, _ := l.Session(ctx, desc.SessionID); st.Mode != "gateway" {
@@ -220,13 +210,8 @@ func TestClosingTheClientDisconnectsTheSession(t *testing.T) {
 		waitState(t, l, desc.SessionID, broker.StateDisconnected)
 	}
 	check("alice", client.ModeGateway)
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
-	req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/gateway", strings.NewReader(`{"on": false}`))
-	req.SetBasicAuth("admin", "lab")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	if err := adminAPI(t, l).SecureGateway(ctx, "", false); err != nil {
+		t.Fatalf("toggle: %v", err)
 	}
-	resp.Body.Close()
 	check("dave", client.ModeDirect)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/client/admin"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/resume"
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
@@ -93,19 +94,35 @@ func adminURL(t testing.TB, l *Lab) string {
 	return u
 }
 
+// adminAPI is a client of the lab's admin API as user (the lab's admin: "admin").
+func adminAPI(t testing.TB, l *Lab, user ...string) *admin.Client {
+	t.Helper()
+	u := "admin"
+	if len(user) > 0 {
+		u = user[0]
+	}
+	return &admin.Client{URL: adminURL(t, l), User: u, Password: "lab", TLS: l.TLSClientConfig(), Timeout: time.Minute}
+}
+
+// statusOf is the HTTP status of an admin API call's error: 200 for none.
+func statusOf(t testing.TB, err error) int {
+	t.Helper()
+	var ae *admin.Error
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.As(err, &ae):
+		return ae.Status
+	}
+	t.Fatal(err)
+	return 0
+}
+
 // adminGet decodes the lab's admin API's answer to GET path (as the lab's admin) into out.
 func adminGet(t testing.TB, l *Lab, path string, out any) {
 	t.Helper()
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig(), DisableKeepAlives: true}}
-	req, _ := http.NewRequest(http.MethodGet, adminURL(t, l)+path, nil)
-	req.SetBasicAuth("admin", "lab")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s, %v", path, resp.Status, err)
+	if err := adminAPI(t, l).Get(context.Background(), path, out); err != nil {
+		t.Fatal(err)
 	}
 }
 

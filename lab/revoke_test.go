@@ -73,18 +73,10 @@ func TestRevokingAMachine(t *testing.T) {
 		t.Fatalf("the machine's heartbeat before the revocation: %d", code)
 	}
 
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: l.TLSClientConfig()}}
-	req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/machines/"+machine+"/revoke", nil)
-	req.SetBasicAuth("admin", "lab")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rev api.MachineRevocation
-	json.NewDecoder(resp.Body).Decode(&rev)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !rev.Maintenance || !slices.Contains(rev.Ended, desc.SessionID) {
-		t.Fatalf("revoke: %s %+v; want alice's session %s ended and the machine in maintenance", resp.Status, rev, desc.SessionID)
+	err = adminAPI(t, l).Post(ctx, "/v1/admin/machines/"+machine+"/revoke", nil, &rev)
+	if err != nil || !rev.Maintenance || !slices.Contains(rev.Ended, desc.SessionID) {
+		t.Fatalf("revoke: %v %+v; want alice's session %s ended and the machine in maintenance", err, rev, desc.SessionID)
 	}
 
 	// The session ended: the client is cut and comes back by a new launch, elsewhere.
@@ -117,14 +109,7 @@ func TestRevokingAMachine(t *testing.T) {
 	inMaintenance(true)
 	maintenance := func(body string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, "https://127.41.0.1:9090/v1/admin/machines/"+machine+"/maintenance", strings.NewReader(body))
-		req.SetBasicAuth("admin", "lab")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return statusOf(t, adminAPI(t, l).Post(ctx, "/v1/admin/machines/"+machine+"/maintenance", json.RawMessage(body), nil))
 	}
 	if code := maintenance(`{"on": "no"}`); code != http.StatusBadRequest {
 		t.Fatalf("a bad maintenance body: %d, want 400", code)

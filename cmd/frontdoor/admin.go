@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,9 +13,11 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/client/admin"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
+	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -27,19 +27,14 @@ type adminFlags struct {
 }
 
 func (f *adminFlags) do(cmd *cobra.Command, method, path string, body any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	out, err := f.call(cmd, method, path, rd)
+	out, err := f.call(cmd, method, path, body)
 	cmd.OutOrStdout().Write(out)
 	return err
 }
 
-// call makes one request of the admin API and returns the answer's body (at most 1 MiB); an
-// answer other than 2xx is an error, with its body.
-func (f *adminFlags) call(cmd *cobra.Command, method, path string, body io.Reader) ([]byte, error) {
+// call makes one request of the admin API with body as JSON (nil: none) and returns the
+// answer's body (at most 1 MiB); an answer other than 2xx is an error, with its body.
+func (f *adminFlags) call(cmd *cobra.Command, method, path string, body any) ([]byte, error) {
 	tlsc, err := trustCA(f.ca)
 	if err != nil {
 		return nil, err
@@ -48,22 +43,14 @@ func (f *adminFlags) call(cmd *cobra.Command, method, path string, body io.Reade
 	if pass == "" {
 		pass = os.Getenv("FRONTDOOR_PASSWORD")
 	}
-	req, err := http.NewRequestWithContext(cmd.Context(), method, f.url+path, body)
-	if err != nil {
-		return nil, err
+	c := &admin.Client{URL: f.url, User: f.user, Password: pass, TLS: tlsc}
+	out, err := c.Call(cmd.Context(), method, path, body)
+	var ae *admin.Error
+	if errors.As(err, &ae) {
+		// The answer's text is printed as it came; the error names the call.
+		err = fmt.Errorf("%s %s: %s", method, path, ae.StatusText)
 	}
-	req.SetBasicAuth(f.user, pass)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc}}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		return out, fmt.Errorf("%s %s: %s", method, path, resp.Status)
-	}
-	return out, nil
+	return out, err
 }
 
 func newAdminCmd() *cobra.Command {
@@ -84,7 +71,7 @@ func newAdminCmd() *cobra.Command {
 			if args[0] != "on" && args[0] != "off" {
 				return fmt.Errorf("want on or off, not %q", args[0])
 			}
-			return f.do(cmd, http.MethodPost, "/v1/admin/gateway", api.ToggleRequest{On: args[0] == "on", Group: group})
+			return f.do(cmd, http.MethodPost, "/v1/admin/gateway", wire.ToggleRequest{On: args[0] == "on", Group: group})
 		},
 	}
 	gw.Flags().StringVar(&group, "group", "", "only this delivery group (default: every group)")
@@ -107,7 +94,7 @@ not put in drain mode.`,
 			if _, err := health.ParseOverride(args[1]); err != nil {
 				return err
 			}
-			return f.do(cmd, http.MethodPost, "/v1/admin/health", api.OverrideRequest{Gateway: args[0], Override: args[1]})
+			return f.do(cmd, http.MethodPost, "/v1/admin/health", wire.OverrideRequest{Gateway: args[0], Override: args[1]})
 		},
 	}
 
@@ -169,7 +156,7 @@ the CA is the site's, sealed in the store; on bolt it is the front door's data d
 			case caRetire:
 				step = api.CARetire
 			}
-			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-ca", api.RotateCARequest{Step: step})
+			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-ca", wire.RotateCARequest{Step: step})
 		},
 	}
 	rotateCA.Flags().BoolVar(&caIssue, "issue", false, "the second step: the new CA issues")

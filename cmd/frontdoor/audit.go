@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -107,7 +106,7 @@ func newDrillsCmd(f *adminFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := f.call(cmd, http.MethodPost, "/v1/admin/drills", bytes.NewReader(b))
+			out, err := f.call(cmd, http.MethodPost, "/v1/admin/drills", json.RawMessage(b))
 			cmd.OutOrStdout().Write(out)
 			return err
 		},

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/miekg/dns"
@@ -51,7 +50,7 @@ them: a resolver that trusts only the old DS would then fail to validate the dom
 					return err
 				}
 			}
-			return f.do(cmd, http.MethodPost, "/v1/admin/dnssec/rollover", api.DNSSECRolloverRequest{Domain: args[0], Finish: finish})
+			return f.do(cmd, http.MethodPost, "/v1/admin/dnssec/rollover", wire.DNSSECRolloverRequest{Domain: args[0], Finish: finish})
 		},
 	}
 	roll.Flags().BoolVar(&finish, "finish", false, "retire the old key of the rollover under way (once the parent publishes the new DS)")

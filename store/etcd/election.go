@@ -562,3 +562,10 @@ func (st *Store) applyPassive(parts []string, x kv, deleted bool) broker.Change 
 	}
 	return broker.Change{}
 }
+
+// electionView is the view's part of the leaders, candidates and health families.
+type electionView struct {
+	leaders    map[string]Leader               // by zone
+	candidates map[string]map[string]Candidate // by zone, then node
+	healthRecs map[string][]byte               // by target
+}

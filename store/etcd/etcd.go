@@ -134,49 +134,70 @@ type Store struct {
 	log    *slog.Logger
 	now    func() time.Time
 	met    *metrics
-	lease  atomic.Int64  // the node's lease (a clientv3.LeaseID), replaced when lost
-	kaDone chan struct{} // closed when keepAlive has ended
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the watch loop has ended
 
-	leaseMu sync.Mutex            // guards leases
-	leases  map[int64]*leaseGrant // by the second they end
+	ownLease            // the node's lease and what Register wrote on it (presence.go)
+	leases   leaseTable // the leases that keys ending in the same second share (leases.go)
 
-	mu          sync.Mutex // guards the view and the followers
-	rev         int64      // the revision the view reflects
-	sessions    map[string]broker.Session
-	slotOf      map[string]slotRef // session id -> its slot
-	used        map[string]map[int]string
-	loads       map[string]machineLoad
-	flags       map[string]machineFlags
-	revoked     map[string]time.Time // session -> tickets issued before are revoked
-	superseded  map[string]uint64    // session -> reconnect tickets of lower marks are refused
-	onRevoked   []func(string, time.Time)
-	newRevoked  []revocation                 // applied since the last dispatch; guarded by mu
-	settings    map[string]map[string]string // by section (modes, overrides), then name
-	nodes       map[string]NodeInfo
-	usedTickets map[string]bool     // "<ticket id>/<channel>" of the launch tickets' channels admitted
-	presence    map[string]NodeInfo // what Register wrote, written again on a new lease
-	followers   []func(broker.Change)
-	onSettings  map[string][]func(map[string]string) // by section
-	watchErr    error
-
-	// The zone election and the published health verdicts (election.go).
-	leaders         map[string]Leader               // by zone
-	candidates      map[string]map[string]Candidate // by zone, then node
-	healthRecs      map[string][]byte               // by target
-	onElection      []func()
-	electionSigs    []chan struct{}
-	onHealth        []func(string, []byte)
-	onPassive       []func(string, Passive)
-	newRaw          []rawEvent // applied since the last dispatch; guarded by mu
-	electionChanged bool       // since the last dispatch; guarded by mu
+	mu            sync.Mutex // guards the view, its followers and what waits for them
+	view                     // the site as the watch last applied it
+	viewFollowers            // who is told of the view's changes
+	pending                  // what was applied since the last dispatch to the followers
+	watchErr      error
 
 	outage    atomic.Bool // brokering from the view: etcd is out of reach (outage.go)
 	out       outageState
 	audit     auditQueue    // audit entries kept while etcd is out of reach (audit.go)
 	cache     *cache        // the local host cache file; nil without CacheFile
 	cacheDone chan struct{} // closed when the cache's writer has ended
+}
+
+// view is a node's copy of the site, one part for each key family (families), at one
+// revision; guarded by Store.mu. loadAll replaces it whole.
+type view struct {
+	rev int64 // the revision the view reflects
+	sessionsView
+	machinesView
+	ticketsView
+	electionView
+	settings map[string]map[string]string // by section (modes, overrides), then name
+	nodes    map[string]NodeInfo
+}
+
+// newView returns an empty view.
+func newView() view {
+	v := view{
+		sessionsView: sessionsView{sessions: map[string]broker.Session{}, slotOf: map[string]slotRef{}, used: map[string]map[int]string{}},
+		machinesView: machinesView{loads: map[string]machineLoad{}, flags: map[string]machineFlags{}},
+		ticketsView:  ticketsView{revoked: map[string]time.Time{}, superseded: map[string]uint64{}, usedTickets: map[string]bool{}},
+		electionView: electionView{leaders: map[string]Leader{}, candidates: map[string]map[string]Candidate{}, healthRecs: map[string][]byte{}},
+		settings:     map[string]map[string]string{},
+		nodes:        map[string]NodeInfo{},
+	}
+	for _, sec := range settingSections {
+		v.settings[sec] = map[string]string{}
+	}
+	return v
+}
+
+// viewFollowers are the functions told of the view's changes, by kind; guarded by Store.mu.
+type viewFollowers struct {
+	followers    []func(broker.Change)
+	onRevoked    []func(string, time.Time)
+	onSettings   map[string][]func(map[string]string) // by section
+	onElection   []func()
+	electionSigs []chan struct{}
+	onHealth     []func(string, []byte)
+	onPassive    []func(string, Passive)
+}
+
+// pending is what the view applied since the last dispatch, for the followers; guarded by
+// Store.mu.
+type pending struct {
+	newRevoked      []revocation
+	newRaw          []rawEvent
+	electionChanged bool
 }
 
 var _ broker.Shared = (*Store)(nil)
@@ -209,7 +230,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to etcd %s: %w", strings.Join(o.Endpoints, ","), err)
 	}
-	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, leases: map[int64]*leaseGrant{}, done: make(chan struct{})}
+	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, leases: leaseTable{byEnd: map[int64]*leaseGrant{}}, done: make(chan struct{})}
 	st.reset()
 	st.initOutage()
 	fail := func(err error) (*Store, error) {
@@ -291,17 +312,9 @@ func (st *Store) serve(lease *clientv3.LeaseID) {
 }
 
 func (st *Store) reset() {
-	st.sessions, st.slotOf, st.used = map[string]broker.Session{}, map[string]slotRef{}, map[string]map[int]string{}
-	st.loads, st.flags, st.revoked = map[string]machineLoad{}, map[string]machineFlags{}, map[string]time.Time{}
-	st.superseded, st.usedTickets = map[string]uint64{}, map[string]bool{}
-	st.nodes = map[string]NodeInfo{}
-	st.leaders, st.candidates, st.healthRecs = map[string]Leader{}, map[string]map[string]Candidate{}, map[string][]byte{}
+	st.view = newView()
 	if st.presence == nil {
 		st.presence = map[string]NodeInfo{}
-	}
-	st.settings = map[string]map[string]string{}
-	for _, sec := range settingSections {
-		st.settings[sec] = map[string]string{}
 	}
 }
 
@@ -412,11 +425,7 @@ func (st *Store) loadAll(ctx context.Context) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.sessions, st.slotOf, st.used = fresh.sessions, fresh.slotOf, fresh.used
-	st.loads, st.flags, st.revoked = fresh.loads, fresh.flags, fresh.revoked
-	st.superseded, st.usedTickets = fresh.superseded, fresh.usedTickets
-	st.nodes, st.settings = fresh.nodes, fresh.settings
-	st.leaders, st.candidates, st.healthRecs = fresh.leaders, fresh.candidates, fresh.healthRecs
+	st.view = fresh.view
 	st.electionChanged = true
 	st.rev = rev
 	if st.cache != nil {

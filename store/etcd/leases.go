@@ -5,10 +5,17 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// leaseTable is the leases granted, by the second they end, with its own lock.
+type leaseTable struct {
+	mu    sync.Mutex
+	byEnd map[int64]*leaseGrant
+}
 
 func leaseOpt(id clientv3.LeaseID) []clientv3.OpOption {
 	if id == clientv3.NoLease {
@@ -29,9 +36,9 @@ func (st *Store) leaseUntil(ctx context.Context, t time.Time) (clientv3.LeaseID,
 	if t.Nanosecond() > 0 {
 		sec++
 	}
-	st.leaseMu.Lock()
-	if g, ok := st.leases[sec]; ok {
-		st.leaseMu.Unlock()
+	st.leases.mu.Lock()
+	if g, ok := st.leases.byEnd[sec]; ok {
+		st.leases.mu.Unlock()
 		select {
 		case <-g.done:
 		case <-ctx.Done():
@@ -42,21 +49,21 @@ func (st *Store) leaseUntil(ctx context.Context, t time.Time) (clientv3.LeaseID,
 		}
 		return clientv3.NoLease, g.err
 	}
-	for s := range st.leases {
+	for s := range st.leases.byEnd {
 		if s < now.Unix() {
-			delete(st.leases, s)
+			delete(st.leases.byEnd, s)
 		}
 	}
 	g := &leaseGrant{done: make(chan struct{})}
-	st.leases[sec] = g
-	st.leaseMu.Unlock()
+	st.leases.byEnd[sec] = g
+	st.leases.mu.Unlock()
 	ttl := max(sec-now.Unix(), 2)
 	r, err := st.cli.Grant(ctx, ttl)
 	if err != nil {
 		g.err = fmt.Errorf("granting a lease of %ds: %w", ttl, err)
-		st.leaseMu.Lock()
-		delete(st.leases, sec) // the next caller tries again
-		st.leaseMu.Unlock()
+		st.leases.mu.Lock()
+		delete(st.leases.byEnd, sec) // the next caller tries again
+		st.leases.mu.Unlock()
 	} else {
 		g.id = r.ID
 	}

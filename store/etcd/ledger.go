@@ -11,6 +11,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// ticketsView is the view's part of the tickets family.
+type ticketsView struct {
+	revoked     map[string]time.Time // session -> tickets issued before are revoked
+	superseded  map[string]uint64    // session -> reconnect tickets of lower marks are refused
+	usedTickets map[string]bool      // "<ticket id>/<channel>" of the launch tickets' channels admitted
+}
+
 // Ledger is the site-wide ticket ledger (the node adapts it to ticket.Ledger): a launch
 // ticket's channel is admitted once whichever gateway of the site sees it, and a revocation
 // reaches every node through the watch.

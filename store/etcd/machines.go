@@ -13,6 +13,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// machinesView is the view's part of the machines family.
+type machinesView struct {
+	loads map[string]machineLoad
+	flags map[string]machineFlags
+}
+
 type machineLoad struct {
 	CPU      int       `json:"cpu"`
 	Memory   int       `json:"memory"`

@@ -8,11 +8,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// ownLease is the node's lease, which its presence and its agents' loads live on, and what
+// Register wrote, written again on a new lease.
+type ownLease struct {
+	lease    atomic.Int64        // a clientv3.LeaseID, replaced when lost
+	kaDone   chan struct{}       // closed when keepAlive has ended
+	presence map[string]NodeInfo // guarded by Store.mu
+}
 
 // NodeInfo is the presence of a running node.
 type NodeInfo struct {

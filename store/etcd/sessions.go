@@ -18,6 +18,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// sessionsView is the view's part of the sessions and slots families.
+type sessionsView struct {
+	sessions map[string]broker.Session
+	slotOf   map[string]slotRef // session id -> its slot
+	used     map[string]map[int]string
+}
+
 type record struct {
 	Session broker.Session `json:"session"`
 	Slot    int            `json:"slot"`

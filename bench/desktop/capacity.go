@@ -21,6 +21,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/rig"
 )
 
 func capacityMain(args []string) error {
@@ -197,7 +199,7 @@ func clientsMain(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := untilStopped()
+	ctx, cancel := rig.UntilStopped()
 	defer cancel()
 	var open, failed, updates atomic.Int64
 	var errOnce sync.Once

@@ -4,7 +4,6 @@ package main
 // agent, and a desktop server of the builtin desktop's own code on a socket of its own.
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -12,28 +11,17 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/rig"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 )
-
-// lifetime bounds every server process of a run.
-const lifetime = 30 * time.Minute
-
-// untilStopped returns a context that ends at SIGTERM or SIGINT, or after lifetime.
-func untilStopped() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	ctx, cancel := context.WithTimeout(ctx, lifetime)
-	return ctx, func() { cancel(); stop() }
-}
 
 // gatewayMain serves gateway number -n (0: gw-a on 127.0.81.1) on the display port, relaying
 // to the machines vda-N on 127.0.82.N.
@@ -48,16 +36,16 @@ func gatewayMain(args []string) error {
 	}
 	name := gatewayNames[*n]
 	g, err := gateway.New(gateway.Options{Name: name, Address: gatewayIPs[*n], TCPPorts: []uint16{displayPort}, HealthPort: httpsPort,
-		TLS: &tls.Config{Certificates: []tls.Certificate{s.relay}}, Reissue: s.reissue,
-		MachineTLS: s.ca.Party(siteid.RoleGateway, name, []netip.Addr{gatewayIPs[*n]}).ClientTLS(nil),
-		Verifier:   s.verifier(), Sessions: sessions{}, Machine: machineOf, Logger: discard()}, nil)
+		TLS: &tls.Config{Certificates: []tls.Certificate{s.Relay}}, Reissue: s.reissue,
+		MachineTLS: s.CA.Party(siteid.RoleGateway, name, []netip.Addr{gatewayIPs[*n]}).ClientTLS(nil),
+		Verifier:   s.Verifier(), Sessions: rig.Sessions{}, Machine: machineOf, Logger: discard()}, nil)
 	if err != nil {
 		return err
 	}
 	if err := g.Listen(); err != nil {
 		return err
 	}
-	ctx, cancel := untilStopped()
+	ctx, cancel := rig.UntilStopped()
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(ctx) }()
@@ -87,16 +75,16 @@ func agentMain(args []string) error {
 		return err
 	}
 	name := machineName(*n)
-	cert, err := s.ca.PartyCertificate(siteid.RoleMachine, name, []netip.Addr{machineIP(*n)})
+	cert, err := s.CA.PartyCertificate(siteid.RoleMachine, name, []netip.Addr{machineIP(*n)})
 	if err != nil {
 		return err
 	}
-	id, err := agent.NewIdentity(name, cert, s.ca.Pool())
+	id, err := agent.NewIdentity(name, cert, s.CA.Pool())
 	if err != nil {
 		return err
 	}
 	o := agent.DisplayOptions{Machine: name, Zone: "z1", Address: machineIP(*n), TCPPorts: []uint16{displayPort},
-		Verifier: s.verifier(), Identity: id, Logger: discard()}
+		Verifier: s.Verifier(), Identity: id, Logger: discard()}
 	o.Desktop = agent.Desktop{Protocol: "builtin", Port: displayPort}
 	if *dk != "builtin" {
 		network, addr, ok := strings.Cut(*dk, ":")
@@ -112,7 +100,7 @@ func agentMain(args []string) error {
 	if err := d.Listen(); err != nil {
 		return err
 	}
-	ctx, cancel := untilStopped()
+	ctx, cancel := rig.UntilStopped()
 	defer cancel()
 	var wg sync.WaitGroup
 	done := make(chan error, 1)
@@ -132,7 +120,7 @@ func agentMain(args []string) error {
 			return err
 		}
 		tc := &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS13,
-			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: s.ca.Pool()}
+			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: s.CA.Pool()}
 		lns = append(lns, plain, tl)
 		wg.Go(func() { accept(plain, func(c net.Conn) { bd.Serve(ctx, c, info) }) })
 		wg.Go(func() { accept(tl, func(c net.Conn) { bd.Serve(ctx, tls.Server(c, tc), info) }) })
@@ -172,7 +160,7 @@ func desktopMain(args []string) error {
 		return err
 	}
 	bd := desktop.New(desktop.Options{Width: *w, Height: *h})
-	ctx, cancel := untilStopped()
+	ctx, cancel := rig.UntilStopped()
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -1,27 +1,18 @@
 package main
 
-// The site every process of a run shares, kept in a directory: the site CA (api.GenerateCA,
-// loaded with api.NewCA), the ticket signing key, and the relays' server certificate, which
-// frontdoor's gateways and HAProxy both present (one P-256 key of the site CA for every
-// gateway address and 127.0.0.1), so that their TLS handshakes cost the same.
+// The site every process of a run shares (package rig), its addresses and ports, and
+// the launches the benchmarks make on it.
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/rig"
 	"github.com/frontdoor-vdi/frontdoor/client"
-	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -54,78 +45,24 @@ func machineOf(name string) (netip.Addr, bool) {
 	return machineIP(n), true
 }
 
-// The files of the site directory.
-const (
-	caFile     = "ca.pem"
-	caKeyFile  = "ca-key.pem"
-	ticketFile = "ticket.key"
-	relayFile  = "relay.pem" // the relays' certificate and key, PEM (HAProxy's crt)
-)
-
-// writeSite writes a new site to dir.
+// writeSite writes a new site to dir: its relays' certificate names every gateway address and
+// 127.0.0.1.
 func writeSite(dir string) error {
-	cert, key, err := api.GenerateCA("bench-desktop")
-	if err != nil {
-		return err
-	}
-	ca, err := api.NewCA(cert, key, discard())
-	if err != nil {
-		return err
-	}
-	_, sk, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return err
-	}
-	ips := append([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, gatewayIPs...)
-	relay, err := ca.PartyCertificate(siteid.RoleGateway, "relay", ips)
-	if err != nil {
-		return err
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(relay.PrivateKey)
-	if err != nil {
-		return err
-	}
-	relayPEM := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: relay.Certificate[0]}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})...)
-	for name, b := range map[string][]byte{caFile: cert, caKeyFile: key, ticketFile: ticket.EncodeKey(sk), relayFile: relayPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
+	return rig.WriteSite(dir, "bench-desktop", "relay", append([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, gatewayIPs...))
 }
 
-// site is what a process loads of the site directory.
+// site is what a process loads of the site directory, with a signer of its tickets.
 type site struct {
-	dir    string
-	ca     *api.CA
-	key    ed25519.PrivateKey
-	relay  tls.Certificate
+	*rig.Site
 	signer *ticket.Signer
 }
 
 func loadSite(dir string) (*site, error) {
-	read := func(name string) []byte {
-		b, _ := os.ReadFile(filepath.Join(dir, name))
-		return b
-	}
-	ca, err := api.NewCA(read(caFile), read(caKeyFile), discard())
+	s, err := rig.LoadSite(dir)
 	if err != nil {
-		return nil, fmt.Errorf("site %s: %w", dir, err)
+		return nil, err
 	}
-	key, err := ticket.ParseKey(read(ticketFile))
-	if err != nil {
-		return nil, fmt.Errorf("site %s: %w", dir, err)
-	}
-	relay, err := tls.X509KeyPair(read(relayFile), read(relayFile))
-	if err != nil {
-		return nil, fmt.Errorf("site %s: %w", dir, err)
-	}
-	return &site{dir: dir, ca: ca, key: key, relay: relay, signer: ticket.NewSigner(key, nil)}, nil
-}
-
-func (s *site) verifier() *ticket.Verifier {
-	return ticket.NewVerifier(s.key.Public().(ed25519.PublicKey), ticket.NewMemoryLedger(0, nil), nil)
+	return &site{Site: s, signer: ticket.NewSigner(s.Key, nil)}, nil
 }
 
 // reissue rotates a session's reconnect ticket at every channel, as a node's gateways do.
@@ -163,20 +100,13 @@ func (s *site) descriptor(session string, m int, protocol string, gws ...int) (*
 // the gateways' HTTPS port, as a browser's do; from is the source address of its channels
 // (invalid: the system's choice).
 func (s *site) open(ctx context.Context, d *client.Descriptor, dialTimeout time.Duration, webSocket bool, from netip.Addr) (*client.Session, error) {
-	return client.Open(ctx, client.Options{Descriptor: d, RootCAs: s.ca.Pool(), Channels: d.Channels, DialTimeout: dialTimeout,
+	return client.Open(ctx, client.Options{Descriptor: d, RootCAs: s.CA.Pool(), Channels: d.Channels, DialTimeout: dialTimeout,
 		WebSocket: webSocket, LocalAddr: from, Logger: discard()})
 }
 
 // clientTLS is a viewer's TLS config toward HAProxy.
 func (s *site) clientTLS() *tls.Config {
-	return &tls.Config{RootCAs: s.ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	return &tls.Config{RootCAs: s.CA.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 }
 
-func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// sessions is a gateway.Sessions for which every session is live.
-type sessions struct{}
-
-func (sessions) Active(string) bool                           { return true }
-func (sessions) Connected(context.Context, string, string)    {}
-func (sessions) Disconnected(context.Context, string, string) {}
+func discard() *slog.Logger { return rig.Discard() }

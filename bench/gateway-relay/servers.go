@@ -7,7 +7,6 @@ package main
 // backend (a plain UDP echo, a plain TCP sink and a mutual-TLS sink).
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -17,26 +16,15 @@ import (
 	_ "net/http/pprof" // the relay's -pprof
 	"net/netip"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/rig"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
-
-// lifetime bounds every server process of the run.
-const lifetime = 30 * time.Minute
-
-// untilStopped returns a context that ends at SIGTERM or SIGINT, or after lifetime.
-func untilStopped() (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	ctx, cancel := context.WithTimeout(ctx, lifetime)
-	return ctx, func() { cancel(); stop() }
-}
 
 // runGateway serves frontdoor's relay on 127.0.50.1: TLS channels on tcpPort, plain UDP
 // flows on udpPort (PlainUDP) and the QUIC end on quicPort, all to vda-1 on 127.0.60.1.
@@ -45,12 +33,12 @@ func runGateway(dir, pprofAddr string) error {
 	if err != nil {
 		return err
 	}
-	v := s.verifier()
+	v := s.Verifier()
 	machine := func(n string) (netip.Addr, bool) { return machineIP, n == machineName }
-	tc := &tls.Config{Certificates: []tls.Certificate{s.relay}}
-	toMachine := s.ca.Party(siteid.RoleGateway, gatewayName, []netip.Addr{gatewayIP}).ClientTLS(nil)
+	tc := &tls.Config{Certificates: []tls.Certificate{s.Relay}}
+	toMachine := s.CA.Party(siteid.RoleGateway, gatewayName, []netip.Addr{gatewayIP}).ClientTLS(nil)
 	g, err := gateway.New(gateway.Options{Name: gatewayName, Address: gatewayIP, TCPPorts: []uint16{tcpPort},
-		UDPPorts: []uint16{udpPort}, PlainUDP: true, TLS: tc, MachineTLS: toMachine, Verifier: v, Sessions: sessions{},
+		UDPPorts: []uint16{udpPort}, PlainUDP: true, TLS: tc, MachineTLS: toMachine, Verifier: v, Sessions: rig.Sessions{},
 		Machine: machine, Logger: discard()}, nil)
 	if err != nil {
 		return err
@@ -58,7 +46,7 @@ func runGateway(dir, pprofAddr string) error {
 	if err := g.Listen(); err != nil {
 		return err
 	}
-	q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: gatewayName, Sessions: sessions{},
+	q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: gatewayName, Sessions: rig.Sessions{},
 		Address: netip.AddrPortFrom(gatewayIP, quicPort).String(), TLS: tc, Verifier: v, Machine: machine,
 		MachineTLS: toMachine, Logger: discard()})
 	if err != nil {
@@ -69,7 +57,7 @@ func runGateway(dir, pprofAddr string) error {
 		srv := &http.Server{Addr: pprofAddr, ReadHeaderTimeout: 5 * time.Second}
 		go srv.ListenAndServe()
 	}
-	ctx, cancel := untilStopped()
+	ctx, cancel := rig.UntilStopped()
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { g.Serve(ctx) })
@@ -92,15 +80,15 @@ func runMachine(dir string) error {
 	if err != nil {
 		return err
 	}
-	cert, err := s.ca.PartyCertificate(siteid.RoleMachine, machineName, []netip.Addr{machineIP})
+	cert, err := s.CA.PartyCertificate(siteid.RoleMachine, machineName, []netip.Addr{machineIP})
 	if err != nil {
 		return err
 	}
-	id, err := agent.NewIdentity(machineName, cert, s.ca.Pool())
+	id, err := agent.NewIdentity(machineName, cert, s.CA.Pool())
 	if err != nil {
 		return err
 	}
-	v := s.verifier()
+	v := s.Verifier()
 	d, err := agent.NewDisplay(agent.DisplayOptions{Machine: machineName, Address: machineIP, UDPPorts: []uint16{udpPort},
 		Verifier: v, Identity: id, Logger: discard()})
 	if err != nil {
@@ -114,7 +102,7 @@ func runMachine(dir string) error {
 		d.Close()
 		return err
 	}
-	ctx, cancel := untilStopped()
+	ctx, cancel := rig.UntilStopped()
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { d.Serve(ctx) })
@@ -189,13 +177,13 @@ func runBackend(dir, udpAddr, tcpAddr, tlsAddr string) error {
 	if err != nil {
 		return err
 	}
-	cert, err := s.ca.PartyCertificate(siteid.RoleMachine, "backend", []netip.Addr{netip.MustParseAddr("127.0.0.1")})
+	cert, err := s.CA.PartyCertificate(siteid.RoleMachine, "backend", []netip.Addr{netip.MustParseAddr("127.0.0.1")})
 	if err != nil {
 		return err
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS13,
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: s.ca.Pool()}
-	ctx, cancel := untilStopped()
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: s.CA.Pool()}
+	ctx, cancel := rig.UntilStopped()
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { echoUDP(uc) })

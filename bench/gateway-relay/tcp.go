@@ -64,7 +64,7 @@ func dialFD(s *site) (*tls.Conn, error) {
 // dialTLS opens a TLS connection to addr and checks the relay's certificate for host.
 func dialTLS(addr, host string, s *site) (*tls.Conn, error) {
 	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second},
-		Config: &tls.Config{RootCAs: s.ca.Pool(), ServerName: host, MinVersion: tls.VersionTLS12}}
+		Config: &tls.Config{RootCAs: s.CA.Pool(), ServerName: host, MinVersion: tls.VersionTLS12}}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err

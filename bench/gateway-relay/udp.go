@@ -79,7 +79,7 @@ func openSession(s *site, withQUIC bool) (link, string, error) {
 		Channels: chans, Gateways: []client.GatewayEndpoint{gw}, LaunchTicket: lt, ReconnectTicket: rt}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sess, err := client.Open(ctx, client.Options{Descriptor: d, RootCAs: s.ca.Pool(), Channels: chans,
+	sess, err := client.Open(ctx, client.Options{Descriptor: d, RootCAs: s.CA.Pool(), Channels: chans,
 		DialTimeout: 2 * time.Second, KeepaliveTimeout: 5 * time.Second, Logger: discard()})
 	if err != nil {
 		return nil, "", err
@@ -131,7 +131,7 @@ func openQUIC(s *site) (link, string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tc := &tls.Config{RootCAs: s.ca.Pool(), ServerName: gatewayIP.String(), NextProtos: []string{ticket.QUICALPN}, MinVersion: tls.VersionTLS13}
+	tc := &tls.Config{RootCAs: s.CA.Pool(), ServerName: gatewayIP.String(), NextProtos: []string{ticket.QUICALPN}, MinVersion: tls.VersionTLS13}
 	c, err := quic.DialAddr(ctx, netip.AddrPortFrom(gatewayIP, quicPort).String(), tc,
 		&quic.Config{EnableDatagrams: true, KeepAlivePeriod: time.Second, MaxIdleTimeout: 10 * time.Second})
 	if err != nil {

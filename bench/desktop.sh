@@ -56,31 +56,7 @@ common=(-dir "$SITE" -work "$WORK" -relay-cpu "$RELAY_CPU" -load-cpu "$LOAD_CPU"
 # TLS_AES_128_GCM_SHA256 as Go picks with AES-NI; its backends are the builtin desktop's code
 # that the throughput benchmark's agent process serves on 127.0.0.1:14811 (plain) and :14812
 # (TLS 1.3, client certificate).
-start_haproxy() {
-	cat >"$WORK/haproxy.cfg" <<CFG
-global
-    nbthread 1
-    maxconn 1000
-    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256
-    ssl-default-bind-options ssl-min-ver TLSv1.3
-    ssl-default-server-ciphersuites TLS_AES_128_GCM_SHA256
-    ssl-default-server-options ssl-min-ver TLSv1.3
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 10m
-    timeout server 10m
-listen tls-to-plain
-    bind 127.0.0.1:14821 ssl crt $SITE/relay.pem
-    server s 127.0.0.1:14811
-listen tls-to-tls
-    bind 127.0.0.1:14822 ssl crt $SITE/relay.pem
-    server s 127.0.0.1:14812 ssl verify required ca-file $SITE/ca.pem crt $SITE/relay.pem
-CFG
-	start haproxy "$RELAY_CPU" haproxy -db -f "$WORK/haproxy.cfg"
-	wait_port 14821
-	wait_port 14822
-}
+start_haproxy() { start_tls_haproxy 14821 127.0.0.1:14811 14822 127.0.0.1:14812; }
 
 run() { # run NAME ARGS... — one benchmark, pinned to LOAD_CPU, its section to the report
 	echo "desktop.sh: $1" >&2

@@ -89,29 +89,8 @@ stream {
 }
 EOF
 start nginx "$RELAY_CPU" nginx -c "$WORK/nginx.conf" -g 'daemon off; master_process off;'
-cat >"$WORK/haproxy.cfg" <<EOF
-global
-    nbthread 1
-    maxconn 1000
-    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256
-    ssl-default-bind-options ssl-min-ver TLSv1.3
-    ssl-default-server-ciphersuites TLS_AES_128_GCM_SHA256
-    ssl-default-server-options ssl-min-ver TLSv1.3
-defaults
-    mode tcp
-    timeout connect 5s
-    timeout client 10m
-    timeout server 10m
-listen tls-to-plain
-    bind 127.0.0.1:17443 ssl crt $SITE/relay.pem
-    server s 127.0.0.1:19172
-listen tls-to-tls
-    bind 127.0.0.1:17444 ssl crt $SITE/relay.pem
-    server s 127.0.0.1:19443 ssl verify required ca-file $SITE/ca.pem crt $SITE/relay.pem
-EOF
-start haproxy "$RELAY_CPU" haproxy -db -f "$WORK/haproxy.cfg"
+start_tls_haproxy 17443 127.0.0.1:19172 17444 127.0.0.1:19443
 for p in machine backend gateway; do wait_ready $p; done
-for p in 17443 17444; do wait_port $p; done
 
 args=()
 if [ -n "$PPROF" ]; then

@@ -65,3 +65,35 @@ http {
 CONF
 	start origin "$1" nginx -c "$WORK/origin.conf" -g 'daemon off; master_process off;'
 }
+
+# start_tls_haproxy PLAIN_PORT PLAIN_BACKEND TLS_PORT TLS_BACKEND — HAProxy (nbthread 1, on
+# RELAY_CPU) terminating TLS 1.3 (TLS_AES_128_GCM_SHA256, as Go picks with AES-NI) with the
+# site's relay certificate on 127.0.0.1:PLAIN_PORT, to the plain backend PLAIN_BACKEND, and on
+# 127.0.0.1:TLS_PORT, re-encrypting to TLS_BACKEND with the relay certificate as its client
+# certificate: the peer of frontdoor's gateway. Needs SITE (ca.pem, relay.pem); waits for
+# both ports.
+start_tls_haproxy() {
+	cat >"$WORK/haproxy.cfg" <<CFG
+global
+    nbthread 1
+    maxconn 1000
+    ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256
+    ssl-default-bind-options ssl-min-ver TLSv1.3
+    ssl-default-server-ciphersuites TLS_AES_128_GCM_SHA256
+    ssl-default-server-options ssl-min-ver TLSv1.3
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 10m
+    timeout server 10m
+listen tls-to-plain
+    bind 127.0.0.1:$1 ssl crt $SITE/relay.pem
+    server s $2
+listen tls-to-tls
+    bind 127.0.0.1:$3 ssl crt $SITE/relay.pem
+    server s $4 ssl verify required ca-file $SITE/ca.pem crt $SITE/relay.pem
+CFG
+	start haproxy "$RELAY_CPU" haproxy -db -f "$WORK/haproxy.cfg"
+	wait_port "$1"
+	wait_port "$3"
+}

@@ -7,7 +7,6 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -291,16 +290,7 @@ func TestTCPChannelCarriesDataAfterATicket(t *testing.T) {
 	r, s := startOne(t)
 
 	c := r.launchTCP(t)
-	data := make([]byte, 4<<20)
-	rand.Read(data)
-	go func() { c.Write(data); c.CloseWrite() }()
-	got, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sha256.Sum256(got) != sha256.Sum256(data) {
-		t.Fatalf("echo differs: %d bytes back of %d", len(got), len(data))
-	}
+	echoes(t, c, 4<<20)
 	c.Close()
 	s.want(t, "disconnected s-1 gw-1")
 }

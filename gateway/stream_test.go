@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -169,4 +171,20 @@ func (c *chunked) Read(b []byte) (int, error) {
 		c.chunks = c.chunks[1:]
 	}
 	return n, nil
+}
+
+// echoes sends n random bytes on c's stream, then its end, and fails t unless the desktop
+// (an echo) sends the same bytes back before its own end.
+func echoes(t *testing.T, c *chanConn, n int) {
+	t.Helper()
+	data := make([]byte, n)
+	rand.Read(data)
+	go func() { c.Write(data); c.CloseWrite() }()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(got) != sha256.Sum256(data) {
+		t.Fatalf("echo differs: %d bytes back of %d", len(got), len(data))
+	}
 }

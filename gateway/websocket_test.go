@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"io"
 	"net"
@@ -79,16 +77,7 @@ func TestWebSocketChannelCarriesTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := make([]byte, 1<<20)
-	rand.Read(data)
-	go func() { cc.Write(data); cc.CloseWrite() }()
-	got, err := io.ReadAll(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sha256.Sum256(got) != sha256.Sum256(data) {
-		t.Fatalf("echo differs: %d bytes back of %d", len(got), len(data))
-	}
+	echoes(t, cc, 1<<20)
 	c.Close()
 	s.want(t, "disconnected s-1 gw-1")
 }

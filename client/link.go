@@ -198,6 +198,18 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 // when the gateway seals it (see ticket.FrameMagicSealed): the channel returned is then TLS
 // to the machine, through the gateway.
 func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string) (net.Conn, string, error) {
+	seal := !(s.o.WebSocket && r.httpsPort != 0) && r.machine == ""
+	c, next, err := s.dialTCPWith(ctx, r, port, tok, seal)
+	if seal && errors.Is(err, errNoStatus) {
+		// A gateway of an earlier version closes at the sealed frame, before it reads the
+		// ticket: the plain frame, with the same ticket, is what it takes.
+		return s.dialTCPWith(ctx, r, port, tok, false)
+	}
+	return c, next, err
+}
+
+// dialTCPWith is dialTCP asking for a sealed channel or not.
+func (s *Session) dialTCPWith(ctx context.Context, r route, port uint16, tok string, seal bool) (net.Conn, string, error) {
 	dctx, dcancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer dcancel()
 	addr := netip.AddrPortFrom(r.addr, port).String()
@@ -227,7 +239,7 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	c.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	seal := raw != nil && r.machine == ""
+	seal = seal && raw != nil
 	open := ticket.WriteFrame
 	if seal {
 		open = ticket.WriteSealedFrame
@@ -302,6 +314,9 @@ func dialWebSocket(ctx context.Context, nd *net.Dialer, tc *tls.Config, gw netip
 // webSocketPath is where a gateway's HTTPS port takes channels (gateway.ChannelPath).
 const webSocketPath = "/v1/channel"
 
+// errNoStatus: the far end closed the channel without a status.
+var errNoStatus = errors.New("closed without a status")
+
 // readStatus reads a channel's status: nil for StatusOK, with the next reconnect ticket for
 // StatusRotated, with the machine's pin and maybe the next ticket for StatusSealed,
 // ErrLoginExpired for StatusLoginExpired, ErrTicketDenied otherwise.
@@ -309,7 +324,7 @@ func readStatus(r io.Reader) (next string, pin *[32]byte, err error) {
 	var st [1]byte
 	if _, err := io.ReadFull(r, st[:]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return "", nil, fmt.Errorf("%w (closed without a status)", ErrTicketDenied)
+			return "", nil, fmt.Errorf("%w (%w)", ErrTicketDenied, errNoStatus)
 		}
 		return "", nil, err
 	}

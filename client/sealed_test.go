@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,5 +58,55 @@ func TestASealedChannelTakesOnlyThePinnedKey(t *testing.T) {
 	}
 	if err := try(ticket.Pin(served.Leaf)); err != nil {
 		t.Fatalf("the named key: %v", err)
+	}
+}
+
+// A gateway of an earlier version, which closes at the sealed frame before it reads the
+// ticket, gets the plain frame with the same ticket, and the channel opens.
+func TestAGatewayWithoutSealedChannelsGetsAPlainOne(t *testing.T) {
+	ip := netip.MustParseAddr("127.0.71.9")
+	cert, err := siteCA().PartyCertificate(siteid.RoleGateway, "gw-old", []netip.Addr{ip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", netip.AddrPortFrom(ip, 0).String(), &tls.Config{Certificates: []tls.Certificate{*cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var plain atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				tok, err := ticket.ReadFrame(c) // an earlier version's reader: FDT1 alone
+				if err != nil || tok != "a-ticket" {
+					return
+				}
+				plain.Add(1)
+				c.Write([]byte{ticket.StatusOK})
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	s := &Session{o: Options{RootCAs: siteCA().Pool(), DialTimeout: 5 * time.Second, StatusTimeout: 5 * time.Second}}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	c, _, err := s.dialTCP(context.Background(), route{name: "gw-old", addr: ip}, port, "a-ticket")
+	if err != nil {
+		t.Fatalf("the channel did not open: %v", err)
+	}
+	defer c.Close()
+	if plain.Load() != 1 {
+		t.Fatalf("%d plain openings, want 1", plain.Load())
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte("ping"))
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "ping" {
+		t.Fatalf("echo: %q, %v", got, err)
 	}
 }

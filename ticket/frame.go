@@ -51,7 +51,9 @@ const (
 // gateway whose machine does not take sealed channels (an agent of an earlier version closes
 // at the unknown frame) admits the channel as a plain one instead (StatusOK or
 // StatusRotated), and so does one that cannot seal (a WebSocket, a QUIC stream): the client
-// goes on with the gateway's TLS as before.
+// goes on with the gateway's TLS as before. A gateway of an earlier version closes at the
+// sealed frame, before it reads the ticket; the client then opens the channel again with the
+// plain frame.
 const FrameMagicSealed = "FDT2"
 
 // DeniedStatus is the status that refuses a channel for err, the ticket check's error:

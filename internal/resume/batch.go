@@ -25,6 +25,10 @@ func BatchTLS(raw net.Conn, mk func(net.Conn) *tls.Conn) *BatchedTLS {
 
 // Write writes b as TLS records, all in one write of the connection under it.
 func (c *BatchedTLS) Write(b []byte) (int, error) {
+	// A handshake's flight gathered would wait for an answer that cannot come.
+	if err := c.Conn.Handshake(); err != nil {
+		return 0, err
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.under.hold()

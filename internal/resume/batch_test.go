@@ -74,3 +74,27 @@ func TestABatchedWriteIsOneCallOfItsConnection(t *testing.T) {
 		t.Fatal("the far end read other bytes")
 	}
 }
+
+// A first Write before any handshake makes the handshake, unbatched, then writes.
+func TestABatchedWriteBeforeTheHandshakeCompletes(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	server := BatchTLS(a, func(u net.Conn) *tls.Conn {
+		return tls.Server(u, &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}, MinVersion: tls.VersionTLS13})
+	})
+	client := tls.Client(b, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, 5)
+		io.ReadFull(client, buf)
+		got <- buf
+	}()
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := server.Write([]byte("hello")); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if g := <-got; string(g) != "hello" {
+		t.Fatalf("read %q", g)
+	}
+}

@@ -198,7 +198,7 @@ func (s *Session) connect(ctx context.Context, r route, d *Descriptor, kind stri
 // when the gateway seals it (see ticket.FrameMagicSealed): the channel returned is then TLS
 // to the machine, through the gateway.
 func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string) (net.Conn, string, error) {
-	seal := !(s.o.WebSocket && r.httpsPort != 0) && r.machine == ""
+	seal := r.machine == "" && !s.viaWebSocket(r)
 	c, next, err := s.dialTCPWith(ctx, r, port, tok, seal)
 	if seal && errors.Is(err, errNoStatus) {
 		// A gateway of an earlier version closes at the sealed frame, before it reads the
@@ -208,7 +208,12 @@ func (s *Session) dialTCP(ctx context.Context, r route, port uint16, tok string)
 	return c, next, err
 }
 
-// dialTCPWith is dialTCP asking for a sealed channel or not.
+// viaWebSocket reports whether the channels on r ride WebSockets to a gateway's HTTPS port.
+func (s *Session) viaWebSocket(r route) bool {
+	return s.o.WebSocket && r.machine == "" && r.httpsPort != 0
+}
+
+// dialTCPWith is dialTCP asking for a sealed channel (through a gateway's TLS port) or not.
 func (s *Session) dialTCPWith(ctx context.Context, r route, port uint16, tok string, seal bool) (net.Conn, string, error) {
 	dctx, dcancel := context.WithTimeout(ctx, s.o.DialTimeout)
 	defer dcancel()
@@ -221,7 +226,7 @@ func (s *Session) dialTCPWith(ctx context.Context, r route, port uint16, tok str
 	}
 	var c, raw net.Conn
 	var err error
-	if s.o.WebSocket && r.machine == "" && r.httpsPort != 0 {
+	if s.viaWebSocket(r) {
 		c, err = dialWebSocket(dctx, nd, s.tlsFor(r), netip.AddrPortFrom(r.addr, r.httpsPort), port)
 	} else if raw, err = nd.DialContext(dctx, "tcp", addr); err == nil {
 		tc := tls.Client(raw, s.tlsFor(r))
@@ -239,7 +244,6 @@ func (s *Session) dialTCPWith(ctx context.Context, r route, port uint16, tok str
 	c.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	seal = seal && raw != nil
 	open := ticket.WriteFrame
 	if seal {
 		open = ticket.WriteSealedFrame

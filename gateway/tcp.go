@@ -194,10 +194,12 @@ func splice(client, up net.Conn, cut, done func()) {
 		}
 	}
 	go func() {
-		if _, err := relay(up, client); err == nil {
-			up.(interface{ CloseWrite() error }).CloseWrite()
-		} else {
+		if _, err := relay(up, client); err != nil {
 			cut()
+		} else if cw, ok := up.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			up.Close()
 		}
 		end()
 	}()

@@ -230,8 +230,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to etcd %s: %w", strings.Join(o.Endpoints, ","), err)
 	}
-	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, leases: leaseTable{byEnd: map[int64]*leaseGrant{}}, done: make(chan struct{})}
-	st.reset()
+	st := &Store{o: o, cli: cli, log: o.Logger, now: o.Now, done: make(chan struct{}), view: newView(),
+		ownLease: ownLease{presence: map[string]NodeInfo{}}, leases: leaseTable{byEnd: map[int64]*leaseGrant{}}}
 	st.initOutage()
 	fail := func(err error) (*Store, error) {
 		cli.Close()
@@ -311,13 +311,6 @@ func (st *Store) serve(lease *clientv3.LeaseID) {
 	}
 }
 
-func (st *Store) reset() {
-	st.view = newView()
-	if st.presence == nil {
-		st.presence = map[string]NodeInfo{}
-	}
-}
-
 // Client returns the etcd client (for status and tests).
 func (st *Store) Client() *clientv3.Client { return st.cli }
 
@@ -351,8 +344,7 @@ func (st *Store) key(parts ...string) string {
 // the store's: streamed (etcd's RangeStream) and decoded as it arrives, or a page at a time
 // from a server without it.
 func (st *Store) loadAll(ctx context.Context) error {
-	fresh := &Store{o: st.o, log: st.log}
-	fresh.reset()
+	fresh := &Store{o: st.o, log: st.log, view: newView()}
 	var rev int64
 	var all map[string]*cachedKV // for the cache file
 	if st.cache != nil {
@@ -396,7 +388,7 @@ func (st *Store) loadAll(ctx context.Context) error {
 		}
 	}
 	if !streamed {
-		fresh.reset()
+		fresh.view = newView()
 		if all != nil {
 			clear(all)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -32,16 +33,7 @@ func TestASealedChannelTakesOnlyThePinnedKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); ticket.ReadFrame(c) }()
-		}
-	}()
+	testkit.Serve(t, ln, func(c net.Conn) { ticket.ReadFrame(c) })
 	try := func(pin [32]byte) error {
 		raw, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
@@ -73,26 +65,16 @@ func TestAGatewayWithoutSealedChannelsGetsAPlainOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
 	var plain atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				tok, err := ticket.ReadFrame(c) // an earlier version's reader: FDT1 alone
-				if err != nil || tok != "a-ticket" {
-					return
-				}
-				plain.Add(1)
-				c.Write([]byte{ticket.StatusOK})
-				io.Copy(c, c)
-			}()
+	testkit.Serve(t, ln, func(c net.Conn) {
+		tok, err := ticket.ReadFrame(c) // an earlier version's reader: FDT1 alone
+		if err != nil || tok != "a-ticket" {
+			return
 		}
-	}()
+		plain.Add(1)
+		c.Write([]byte{ticket.StatusOK})
+		io.Copy(c, c)
+	})
 	s := &Session{o: Options{RootCAs: siteCA().Pool(), DialTimeout: 5 * time.Second, StatusTimeout: 5 * time.Second}}
 	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	c, _, err := s.dialTCP(context.Background(), route{name: "gw-old", addr: ip}, port, "a-ticket")

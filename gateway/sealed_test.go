@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -115,23 +116,13 @@ func earlierAgent(t *testing.T, ip string) uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := ticket.ReadFrame(c); err != nil {
-					return
-				}
-				c.Write([]byte{ticket.StatusOK})
-				io.Copy(c, c)
-			}()
+	testkit.Serve(t, ln, func(c net.Conn) {
+		if _, err := ticket.ReadFrame(c); err != nil {
+			return
 		}
-	}()
+		c.Write([]byte{ticket.StatusOK})
+		io.Copy(c, c)
+	})
 	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }
 

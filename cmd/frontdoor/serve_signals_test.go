@@ -21,6 +21,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/node"
 )
 
@@ -69,20 +70,10 @@ func namedBackend(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.Write([]byte(name + "\n"))
-				io.Copy(c, c)
-			}()
-		}
-	}()
+	testkit.Serve(t, ln, func(c net.Conn) {
+		c.Write([]byte(name + "\n"))
+		io.Copy(c, c)
+	})
 	return ln.Addr().String()
 }
 

@@ -3,7 +3,9 @@
 package testkit
 
 import (
+	"net"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,4 +44,51 @@ func Start(t testing.TB, what string, cmd *exec.Cmd) *testbuf.Buffer {
 		}
 	})
 	return logs
+}
+
+// Serve accepts ln's connections until the test ends, each handled by handle on a goroutine of
+// its own and closed after it. When the test ends it closes ln and every connection still
+// open, and waits for the handlers: a stand-in server leaves no goroutine behind.
+func Serve(t testing.TB, ln net.Listener, handle func(net.Conn)) {
+	var (
+		mu     sync.Mutex // guards open and closed
+		open   = map[net.Conn]bool{}
+		closed bool
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				c.Close()
+				return
+			}
+			open[c] = true
+			mu.Unlock()
+			wg.Go(func() {
+				defer func() {
+					mu.Lock()
+					delete(open, c)
+					mu.Unlock()
+					c.Close()
+				}()
+				handle(c)
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		closed = true
+		for c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 }

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/starve"
+
 	"github.com/coder/websocket"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -70,6 +72,7 @@ type udpLink struct {
 	port     uint16
 	conn     io.ReadWriteCloser // a connected UDP socket, or a flow of QUIC datagrams
 	lastEcho atomic.Int64       // unix nanos of the last keepalive echo
+	asked    time.Time          // the first keepalive sent since it (keepalive's own)
 	seq      uint64             // keepalive sequence; used by the keepalive goroutine only
 }
 
@@ -462,12 +465,22 @@ func (s *Session) readUDP(l *link, u *udpLink) {
 }
 
 // keepalive sends a keepalive datagram on every UDP flow each KeepaliveInterval and cuts the
-// link when a flow's echo is missing for KeepaliveTimeout.
+// link when a flow's echo is missing for KeepaliveTimeout, unless this process itself was
+// late: see silenceHeld.
 func (s *Session) keepalive(l *link) {
 	t := time.NewTicker(s.o.KeepaliveInterval)
 	defer t.Stop()
 	msg := make([]byte, len(keepaliveMagic)+8)
 	copy(msg, keepaliveMagic)
+	var starved func(time.Time) time.Duration
+	meter := starve.New()
+	if meter != nil {
+		starved = meter.Longest
+	}
+	prev := time.Now()
+	var late time.Time // the last tick that came a quarter of the timeout or more late
+	var lateBy time.Duration
+	held := false
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -477,11 +490,37 @@ func (s *Session) keepalive(l *link) {
 		if l.down.Load() {
 			return
 		}
+		tick := time.Now()
+		if d := tick.Sub(prev) - s.o.KeepaliveInterval; d >= s.o.KeepaliveTimeout/4 {
+			late, lateBy = tick, d
+		}
+		prev = tick
+		if meter != nil {
+			meter.Mark(tick)
+		}
 		now := s.now()
 		for _, u := range l.udp {
-			if silent := now.Sub(time.Unix(0, u.lastEcho.Load())); silent > s.o.KeepaliveTimeout {
-				s.fail(l, fmt.Errorf("%d/udp: no keepalive echo for %s", u.port, silent.Round(time.Millisecond)))
-				return
+			// The silence runs from the first keepalive sent since the last echo: a
+			// keepalive not sent (this goroutine had not run yet) gets no echo.
+			var silent time.Duration
+			if echo := time.Unix(0, u.lastEcho.Load()); u.asked.After(echo) {
+				silent = now.Sub(u.asked)
+			} else {
+				u.asked = now
+			}
+			if silent > s.o.KeepaliveTimeout {
+				waited := silenceHeld(s.o.KeepaliveTimeout, silent, tick, late, lateBy, starved)
+				if waited == 0 {
+					s.fail(l, fmt.Errorf("%d/udp: no keepalive echo for %s", u.port, silent.Round(time.Millisecond)))
+					return
+				}
+				if !held {
+					s.log.Info("a keepalive echo is late while this process was late itself; not cut yet",
+						"port", u.port, "silent", silent.Round(time.Millisecond), "late", waited.Round(time.Millisecond))
+				}
+				held = true
+			} else {
+				held = false
 			}
 			u.seq++
 			binary.BigEndian.PutUint64(msg[len(keepaliveMagic):], u.seq)
@@ -491,4 +530,28 @@ func (s *Session) keepalive(l *link) {
 			}
 		}
 	}
+}
+
+// silenceHeld says whether a UDP flow silent for silent (past timeout) at tick is held
+// rather than cut, and returns how late this process was (0: cut). An echo is read by this
+// process, and one that came while the process stood still (its keepalive tick came lateBy
+// late, the last time at late) or while its goroutines waited for a CPU (starved, from the
+// runtime's scheduling latencies; nil without them) may sit unread in the socket. So a
+// silence counts only once this process has been on time for a whole timeout, as the health
+// checker's probes count (Lifeguard's local health awareness); a gateway that died behind a
+// starved client is still cut, at three timeouts.
+func silenceHeld(timeout, silent time.Duration, tick, late time.Time, lateBy time.Duration, starved func(time.Time) time.Duration) time.Duration {
+	if silent >= 3*timeout {
+		return 0
+	}
+	var waited time.Duration
+	if !late.IsZero() && tick.Sub(late) < timeout {
+		waited = lateBy
+	}
+	if starved != nil {
+		if w := starved(tick.Add(-timeout)); w >= timeout/4 {
+			waited = max(waited, w)
+		}
+	}
+	return waited
 }

@@ -40,7 +40,8 @@ type Options struct {
 	// KeepaliveInterval is the period of UDP keepalive datagrams. Default: 200ms.
 	KeepaliveInterval time.Duration
 	// KeepaliveTimeout cuts the session when a UDP flow's keepalive echo is missing this
-	// long. Default: 1s.
+	// long while this process was on time to read it; a silence that a stall of this process
+	// may explain is held, up to three times as long. Default: 1s.
 	KeepaliveTimeout time.Duration
 	// MaxBackoff caps the pause between reconnect rounds. Default: 300ms.
 	MaxBackoff time.Duration

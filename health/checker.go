@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/starve"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -114,8 +116,8 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 	}
 	if c.clock == nil {
 		c.clock = SystemClock()
-		if m := newSchedMeter(); c.starved == nil && m != nil {
-			c.starved, c.mark = m.longest, m.mark
+		if m := starve.New(); c.starved == nil && m != nil {
+			c.starved, c.mark = m.Longest, m.Mark
 		}
 	}
 	if c.log == nil {

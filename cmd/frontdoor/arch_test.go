@@ -23,7 +23,7 @@ var mayImport = map[string][]string{
 	"configs":  {},
 	"internal": {}, // small helpers shared by folders that may not import each other
 	"zonemap":  {"configs"},
-	"health":   {"configs"},
+	"health":   {"configs", "internal"},
 	"gslb":     {"zonemap", "configs", "internal"},
 	"broker":   {"configs"},
 	"store":    {"broker", "configs"},

@@ -21,6 +21,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/resume"
 	"github.com/frontdoor-vdi/frontdoor/internal/rfb"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/internal/testunbound"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/wire"
@@ -49,6 +50,7 @@ func startLab(t testing.TB) (*Lab, context.CancelFunc) {
 // up; served is closed when Serve has returned, whose error the test's end checks.
 func startLabWith(t testing.TB, o Options) (l *Lab, cancel context.CancelFunc, served <-chan struct{}) {
 	t.Helper()
+	testkit.Alone(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	o.HeartbeatInterval = 200 * time.Millisecond
 	l, err := New(ctx, o)

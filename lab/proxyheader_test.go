@@ -10,12 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // TestLaunchZoneFromTrustedProxyHeader: behind a load balancer the launch API sees the
 // balancer's address; a PROXY header from a trusted balancer gives the client's, and so its
 // location zone. The same header from an untrusted peer is never read as an address.
 func TestLaunchZoneFromTrustedProxyHeader(t *testing.T) {
+	testkit.Alone(t)
 	cfg := testSite(t, func(s string) string {
 		return strings.Replace(s, `{kind: launch, address: "127.42.0.11:9443"}`,
 			`{kind: launch, address: "127.42.0.11:9443", proxy_protocol_from: [127.0.0.5/32]}`, 1)

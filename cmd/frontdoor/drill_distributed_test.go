@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/drill"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // TestCIDrill runs a CI-sized drill on the distributed lab (an embedded 3-member etcd, one
@@ -27,6 +28,7 @@ func TestCIDrill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the drill runs distributed sites (node processes and etcd); skipped with -short")
 	}
+	testkit.Alone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer

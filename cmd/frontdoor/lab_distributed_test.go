@@ -16,6 +16,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 	"github.com/frontdoor-vdi/frontdoor/wire"
 )
@@ -54,6 +55,7 @@ func TestDistributedLabSessionOutlivesItsNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("six node processes and an etcd cluster: not under -short")
 	}
+	testkit.Alone(t)
 	src, err := lab.MovedSource(51, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -240,6 +242,7 @@ func TestTwoSitesRunAsSeparateServeProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("node processes and an etcd cluster: not under -short")
 	}
+	testkit.Alone(t)
 	b, err := configs.Shipped("two-sites.yaml")
 	if err != nil {
 		t.Fatal(err)

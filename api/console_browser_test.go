@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // TestConsoleLoginWithAOneTimeCodeInABrowser drives the console's login form in Chromium
@@ -20,9 +21,7 @@ import (
 // not supported; the passcode the server accepts, typed in the one-time code field, logs
 // in to the site page.
 func TestConsoleLoginWithAOneTimeCodeInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a browser: not under -short")
-	}
+	testkit.Site(t)
 	rs := startRADIUS(t, radiusSecretText, false)
 	s := newRADIUSSite(t, "role: factor, users: [admin]", rs.addr)
 	a, err := NewAdmin(AdminOptions{Config: s.cfg, Broker: s.br, Zone: "hq", Node: "fd-hq-1", Logins: s.logins,

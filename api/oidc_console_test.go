@@ -18,6 +18,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 	"github.com/frontdoor-vdi/frontdoor/internal/testidp"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // webSSOSite is the lab site signing in through a provider of its own as the confidential
@@ -79,9 +80,7 @@ func ssoConsole(t *testing.T) (*testidp.Provider, string, *httptest.Server) {
 // vouches for but the configuration does not list as an admin or a monitor gets the login
 // page again, saying why; so does a callback that this browser did not start.
 func TestConsoleSingleSignOnInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a browser: not under -short")
-	}
+	testkit.Site(t)
 	idp, base, srv := ssoConsole(t)
 	ctx := testbrowser.Start(t, srv.Certificate())
 	idp.Login(testidp.Identity{Subject: "admin-1", Username: "admin", AMR: []string{"pwd", "mfa"}})

@@ -12,6 +12,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 	"github.com/frontdoor-vdi/frontdoor/internal/testidp"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // A user signs in to the portal in Chromium through the identity provider: the sign-in
@@ -20,9 +21,7 @@ import (
 // the site does not know, in none of its groups, gets the sign-in page again saying why;
 // so does a callback this browser did not start.
 func TestPortalSingleSignOnInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a browser: not under -short")
-	}
+	testkit.Site(t)
 	idp, ln, base, cfg, br := webSSOSite(t, "portal_redirect_url", configs.PortalOIDCCallbackPath, map[string]string{"alice": "alice-1"})
 	srv := serveTLS(t, ln, NewLaunch(LaunchOptions{Config: cfg, Broker: br, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 

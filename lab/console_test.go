@@ -14,6 +14,7 @@ import (
 
 	chrome "github.com/frontdoor-vdi/frontdoor/internal/browser"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // browser starts a headless Chromium that trusts the lab's admin listener (its certificate's
@@ -101,9 +102,7 @@ func clickNow(sel string) chromedp.Action[chromedp.Void] { return chrome.ClickNo
 // an explain; a write without the CSRF token is refused; a monitor sees no buttons and the
 // API refuses its writes.
 func TestConsoleInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a browser and a whole site: not under -short")
-	}
+	testkit.Site(t)
 	l, _ := startLab(t)
 	admin := adminURL(t, l)
 	ctx := browser(t, l, admin)

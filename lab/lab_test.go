@@ -50,7 +50,7 @@ func startLab(t testing.TB) (*Lab, context.CancelFunc) {
 // up; served is closed when Serve has returned, whose error the test's end checks.
 func startLabWith(t testing.TB, o Options) (l *Lab, cancel context.CancelFunc, served <-chan struct{}) {
 	t.Helper()
-	testkit.Alone(t)
+	testkit.Site(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	o.HeartbeatInterval = 200 * time.Millisecond
 	l, err := New(ctx, o)

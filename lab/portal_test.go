@@ -24,6 +24,7 @@ import (
 	chrome "github.com/frontdoor-vdi/frontdoor/internal/browser"
 	"github.com/frontdoor-vdi/frontdoor/internal/desktop"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -72,9 +73,7 @@ func waitScreen(ctx context.Context, d time.Duration, want ...string) ([]string,
 // the 3 s goal is the drill's browser row's and the benchmarks' to judge), without a
 // dialog or a new launch.
 func TestPortalDesktopInTheBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a browser and a whole site: not under -short")
-	}
+	testkit.Site(t)
 	l, _ := startLab(t)
 	ctx := portalBrowser(t, l)
 
@@ -312,9 +311,7 @@ func portalClient(t *testing.T, l *Lab, user string) (*http.Client, string) {
 // A launch file from the portal opens the desktop once, through the CLI's client, as the
 // portal's user; opened again it is refused, and it cannot open another resource.
 func TestLaunchFileOpensOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a whole site: not under -short")
-	}
+	testkit.Site(t)
 	l, _ := startLab(t)
 	hc, csrf := portalClient(t, l, "bob")
 	file := func(resource string) ticket.LaunchFileDoc {
@@ -413,9 +410,7 @@ func TestLaunchFileOpensOnce(t *testing.T) {
 // machine (a file appears), and go on running after her gateway's node is killed. Skipped
 // where Xvnc is not installed, except in CI, which installs it.
 func TestPortalXvncDesktopInTheBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a browser and a whole site: not under -short")
-	}
+	testkit.Site(t)
 	if _, err := exec.LookPath("Xvnc"); err != nil {
 		if os.Getenv("CI") != "true" {
 			t.Skip("Xvnc is not installed (apt-get install tigervnc-standalone-server xterm)")

@@ -18,7 +18,7 @@ import (
 // balancer's address; a PROXY header from a trusted balancer gives the client's, and so its
 // location zone. The same header from an untrusted peer is never read as an address.
 func TestLaunchZoneFromTrustedProxyHeader(t *testing.T) {
-	testkit.Alone(t)
+	testkit.Site(t)
 	cfg := testSite(t, func(s string) string {
 		return strings.Replace(s, `{kind: launch, address: "127.42.0.11:9443"}`,
 			`{kind: launch, address: "127.42.0.11:9443", proxy_protocol_from: [127.0.0.5/32]}`, 1)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // establishedTo counts this host's established TCP connections to port at one of the
@@ -48,9 +49,7 @@ func establishedTo(t *testing.T, l *Lab, port uint16) int {
 // gateways' TLS channel port, and the session comes back through the next gateway's HTTPS
 // port when its gateway's node is killed.
 func TestClientChannelsOverWebSocket(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a whole site: not under -short")
-	}
+	testkit.Site(t)
 	l, _ := startLab(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/gslb"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 const signedNodeSite = `
@@ -49,9 +50,7 @@ func TestADNSSECKeyOutlivesARestart(t *testing.T) {
 // follows a rollover made at another node: both keys while it is under way, the new one
 // alone once it is finished.
 func TestTheNodesOfASiteSignWithOneKey(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and Pebble")
-	}
+	testkit.Site(t)
 	cfg, dir, _ := acmeSite(t)
 	cfg.GSLB.Domains[0].DNSSEC = true
 	one := startSiteNode(t, cfg, dir, "fd-1")
@@ -127,9 +126,7 @@ func TestTheKeyOfAnEarlierVersionIsKept(t *testing.T) {
 // A site of an earlier version kept its domain's one key sealed in etcd under
 // dnssec/APEXkey: the nodes sign with that key still.
 func TestTheSiteKeyOfAnEarlierVersionIsKept(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd")
-	}
+	testkit.Site(t)
 	cfg, dir := etcdSite(t, "legacy-dnssec", "fd-1")
 	site, err := configs.Load("site.yaml", []byte(signedNodeSite))
 	if err != nil {

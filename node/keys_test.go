@@ -14,6 +14,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -143,9 +144,7 @@ func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
 // On etcd a key rotated at one front door reaches the others: sealed in the site identity,
 // reread by each.
 func TestRotateKeyReachesEveryNodeOfTheSite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an etcd member")
-	}
+	testkit.Site(t)
 	cfg, dir := etcdSite(t, "keys-test", "fd-1", "fd-2")
 	secret := cfg.Site.Store.SecretFile
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -255,6 +254,7 @@ nodes: [%s]
 // store secret there: it returns the member's endpoint and the secret's file.
 func startEtcd(t *testing.T, dir string) (endpoint, secret string) {
 	t.Helper()
+	testkit.Site(t)
 	c, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
 	if err != nil {
 		t.Fatal(err)

@@ -25,10 +25,7 @@ import (
 // machine over max_sessions, no launch ticket admitted twice and no session lost — and leaves
 // the timing (≤ 3 s) to the drill's own table: timing is measured, not asserted in tests.
 func TestCIDrill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the drill runs distributed sites (node processes and etcd); skipped with -short")
-	}
-	testkit.Alone(t)
+	testkit.Site(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer

@@ -52,10 +52,7 @@ func startProcessLab(ctx context.Context, t *testing.T, src []byte) *lab.Lab {
 // client is back in the SAME session through another node's gateway, and the admin status
 // lists the store's members and the nodes still running.
 func TestDistributedLabSessionOutlivesItsNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("six node processes and an etcd cluster: not under -short")
-	}
-	testkit.Alone(t)
+	testkit.Site(t)
 	src, err := lab.MovedSource(51, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -239,10 +236,7 @@ func TestDistributedLabSessionOutlivesItsNode(t *testing.T) {
 // one serve process per node over an embedded etcd: a launch at the London front door and a
 // launch of the same user at the New York one land in the one session the site has.
 func TestTwoSitesRunAsSeparateServeProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("node processes and an etcd cluster: not under -short")
-	}
-	testkit.Alone(t)
+	testkit.Site(t)
 	b, err := configs.Shipped("two-sites.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,13 @@ import (
 // tests take turns, the rest go on beside them. The turn ends with t (or with its process).
 func Alone(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "frontdoor-site-tests.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	aloneAt(t, filepath.Join(os.TempDir(), "frontdoor-site-tests.lock"))
+}
+
+// aloneAt is Alone with the lock's file at path.
+func aloneAt(t testing.TB, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		t.Fatalf("the site tests' lock: %v", err)
 	}

@@ -1,5 +1,5 @@
-// Package testkit holds what the tests of every package share: waiting for a condition, and
-// running a server a test needs.
+// Package testkit holds what the tests of every package share: waiting for a condition,
+// running a server a test needs, and the two tiers (Site).
 package testkit
 
 import (

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -26,6 +27,7 @@ func testLogger() *slog.Logger {
 // start starts a cluster of n members in a temporary dir and closes it at the end of t.
 func start(t *testing.T, n int) *Cluster {
 	t.Helper()
+	testkit.Site(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	began := time.Now()

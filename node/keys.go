@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
@@ -264,4 +265,29 @@ func (r *Node) rotateKey(ctx context.Context, retireNow bool) (api.Rotation, err
 	}
 	r.log.Info("ticket key rotated", "key", out.Key, "signs_from", out.SignsFrom, "retiring", out.Retiring, "retires_at", out.RetiresAt)
 	return out, nil
+}
+
+// trust is what a node signs and checks with: the site CA and its certificates, the ticket
+// keys, the DNSSEC keys, and the locks that apply a change of them.
+type trust struct {
+	// siteCerts is the site's sealed storage in etcd (ACME certificates, DNSSEC keys) on a
+	// site of several nodes, made at first use; nil else.
+	siteCerts *etcd.Certs
+	// keySets keeps the DNSSEC keys of the signed GSLB domains; nil when none is signed.
+	keySets  keySets
+	ca       *api.CA
+	certs    *api.Certs
+	userCAs  *api.ClientCAs // the operator CAs of users' client certificates; nil: none
+	signer   *ticket.Signer
+	verifier *ticket.Verifier
+	siteKey  ed25519.PrivateKey
+	agentKey []byte
+
+	genMu    sync.Mutex     // serializes checkGeneration
+	keysMu   sync.Mutex     // guards keys
+	keys     *ticket.KeySet // the ticket keys last applied (applyKeys)
+	rotateMu sync.Mutex     // serializes rotateKey and rotateCA
+	caMu     sync.Mutex     // serializes applyCA; guards caApplied
+	// caApplied is the site CA state last applied (applyCA), JSON.
+	caApplied []byte
 }

@@ -6,11 +6,19 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 )
+
+// reloads is a node's state of config reloads.
+type reloads struct {
+	reloadMu sync.Mutex      // serializes Reload; guards live and stopping
+	live     *configs.Config // the config last applied: cfg, then what Reload applied
+	stopping bool            // the node drains: Reload refuses
+}
 
 // Reload applies a new configuration to the running nodes without a restart: the proxy's
 // listeners, pools, routes, limits, affinity and drain timeout (established connections

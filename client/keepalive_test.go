@@ -62,6 +62,7 @@ func TestAClientThatStoodStillKeepsItsSession(t *testing.T) {
 		stallChild(t, port)
 		return
 	}
+	t.Parallel() // it waits on a child process, on a port of its own
 	conn, mute := startMuteMachine(t)
 	port := conn.LocalAddr().(*net.UDPAddr).Port
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/miekg/dns"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func TestStaticRecords(t *testing.T) {
 	e := newEnv(t)

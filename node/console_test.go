@@ -70,7 +70,9 @@ func TestConsoleAuditAndEventsOnOneNode(t *testing.T) {
 		}
 		close(topics)
 	}()
-	if res := call(srv, http.MethodPost, "/v1/admin/machines/vda-1/maintenance", `{"on": true}`); res.StatusCode != http.StatusOK {
+	res := call(srv, http.MethodPost, "/v1/admin/machines/vda-1/maintenance", `{"on": true}`)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
 		t.Fatalf("maintenance: %d", res.StatusCode)
 	}
 	seen := map[string]bool{}
@@ -88,7 +90,7 @@ func TestConsoleAuditAndEventsOnOneNode(t *testing.T) {
 
 	n, srv = open()
 	defer func() { srv.Close(); n.Close() }()
-	res := call(srv, http.MethodGet, "/v1/admin/audit", "")
+	res = call(srv, http.MethodGet, "/v1/admin/audit", "")
 	var l api.AuditList
 	json.NewDecoder(res.Body).Decode(&l)
 	res.Body.Close()

@@ -14,16 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(spliceHelperEnv) != "" {
 		os.Exit(runSpliceHelper())
 	}
-	goleak.VerifyTestMain(m)
+	testkit.Main(m)
 }
 
 const spliceHelperEnv = "FRONTDOOR_PROXY_SPLICE_HELPER_BACKEND"

@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"go.uber.org/goleak"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func mustPrefix(t testing.TB, s string) netip.Prefix {
 	t.Helper()

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/wire"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // A call signs in, sends JSON and reads JSON; an answer other than 2xx is an *Error with the
 // answer's status and text; an answer is read up to MaxAnswer.

@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"testing"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // TestMain lets the test binary stand in for the frontdoor binary: with FRONTDOOR_TEST_MAIN=1
@@ -12,5 +14,5 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	testkit.Main(m)
 }

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // rig is a ServerConn and a Client joined by net.Pipe; the server's messages arrive on msgs.
 type rig struct {

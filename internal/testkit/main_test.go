@@ -1,0 +1,7 @@
+package testkit
+
+import (
+	"testing"
+)
+
+func TestMain(m *testing.M) { Main(m) }

@@ -5,6 +5,8 @@ package testkit
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -19,9 +21,25 @@ func Alone(t testing.TB) {
 	aloneAt(t, filepath.Join(os.TempDir(), "frontdoor-site-tests.lock"))
 }
 
+// holding are the tests of this process that hold a lock, by the lock's path and the test's
+// name: a test (or a subtest of one) that asks again already has its turn. A second flock of
+// the same file by the same process would wait for itself.
+var holding struct {
+	sync.Mutex
+	tests map[[2]string]bool
+}
+
 // aloneAt is Alone with the lock's file at path.
 func aloneAt(t testing.TB, path string) {
 	t.Helper()
+	holding.Lock()
+	for k := range holding.tests {
+		if k[0] == path && (t.Name() == k[1] || strings.HasPrefix(t.Name(), k[1]+"/")) {
+			holding.Unlock()
+			return
+		}
+	}
+	holding.Unlock()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		t.Fatalf("the site tests' lock: %v", err)
@@ -36,5 +54,17 @@ func aloneAt(t testing.TB, path string) {
 		f.Close()
 		t.Fatalf("the site tests' lock: %v", err)
 	}
-	t.Cleanup(func() { f.Close() }) // closing the file lets the lock go
+	key := [2]string{path, t.Name()}
+	holding.Lock()
+	if holding.tests == nil {
+		holding.tests = map[[2]string]bool{}
+	}
+	holding.tests[key] = true
+	holding.Unlock()
+	t.Cleanup(func() {
+		holding.Lock()
+		delete(holding.tests, key)
+		holding.Unlock()
+		f.Close() // closing the file lets the lock go
+	})
 }

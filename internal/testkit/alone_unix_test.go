@@ -32,3 +32,12 @@ func TestAloneTakesTurns(t *testing.T) {
 		t.Fatalf("%d tests ran at once, want 1", most.Load())
 	}
 }
+
+// TestAloneTwiceInOneTest: a test that asks twice (a helper that asks, called twice), and its
+// subtests, already have their turn; they do not wait for themselves.
+func TestAloneTwiceInOneTest(t *testing.T) {
+	lock := filepath.Join(t.TempDir(), "lock")
+	aloneAt(t, lock)
+	aloneAt(t, lock)
+	t.Run("sub", func(t *testing.T) { aloneAt(t, lock) })
+}

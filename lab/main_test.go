@@ -6,4 +6,4 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+func TestMain(m *testing.M) { testkit.MainFastChecked(m) }

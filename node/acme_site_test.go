@@ -90,7 +90,7 @@ func servedCertificate(t *testing.T, addr string, roots *x509.CertPool) *x509.Ce
 // through etcd (sealed), whichever obtained it, and a node that joins later serves it without
 // a new issuance.
 func TestACMEOnASiteOfSeveralNodesObtainsOnce(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	cfg, dir, p := acmeSite(t)
 	startSiteNode(t, cfg, dir, "fd-1")
 	startSiteNode(t, cfg, dir, "fd-2")
@@ -109,7 +109,7 @@ func TestACMEOnASiteOfSeveralNodesObtainsOnce(t *testing.T) {
 // A challenge record one node adds is served by the site's other DNS nodes (through etcd), so
 // that the CA finds it whichever node it asks; withdrawn, it goes from them too.
 func TestAChallengeRecordReachesEveryDNSNode(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	cfg, dir, _ := acmeSite(t)
 	startSiteNode(t, cfg, dir, "fd-1")
 	fd2 := startSiteNode(t, cfg, dir, "fd-2")

@@ -139,7 +139,7 @@ gslb:
 // (Pebble) by the dns-01 challenge, which the node's own GSLB server answers and Pebble's
 // validation reads there; the node's launch listener then serves it.
 func TestACMECertificateFromPebbleByDNS01(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	p := startPebble(t, "127.0.98.1:5353")
 	r := startNode(t, acmeNodeSite(t, p, "127.0.98.1", "dns-01", "gateways: [{name: gw, zone: hq, address: 127.0.98.3}]"), Options{})
 	serveNode(t, r)
@@ -151,7 +151,7 @@ func TestACMECertificateFromPebbleByDNS01(t *testing.T) {
 // gateway this node hosts) and asks for acme-tls/1; the gateway's HTTPS port answers with the
 // challenge's certificate, and the node then serves the certificate obtained.
 func TestACMECertificateFromPebbleByTLSALPN01(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	const httpsPort = 10445
 	p := startPebbleWith(t, pebbleOptions{dnsServer: "127.0.98.31:5353", tlsPort: httpsPort})
 	r := startNode(t, acmeNodeSite(t, p, "127.0.98.31", "tls-alpn-01", fmt.Sprintf(`gateways: [{name: gw, zone: hq, node: fd, address: 127.0.98.32, ports: [{port: %d, check: {kind: tcp}}, {port: 8443}]}]
@@ -165,7 +165,7 @@ machines: [{name: vda-1, address: 127.0.98.33, zone: hq, group: desktops, displa
 // for 30 s here, and the node looks every second (certmagic renews at a third of the life
 // left, or at the CA's suggested window).
 func TestACMECertificateIsRenewedBeforeItExpires(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	p := startPebbleWith(t, pebbleOptions{dnsServer: "127.0.98.35:5353", validity: 30 * time.Second})
 	r := startNode(t, acmeNodeSite(t, p, "127.0.98.35", "dns-01", "gateways: [{name: gw, zone: hq, address: 127.0.98.36}]"), Options{CertRenewCheck: time.Second})
 	serveNode(t, r)

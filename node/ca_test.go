@@ -199,7 +199,7 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 // reread every keyRefresh): they trust, issue and hand out what it says, and a node started
 // during a rotation starts in it.
 func TestARotationOfTheSiteCAReachesEveryNode(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	cfg, dir := etcdSite(t, "ca-test", "fd-1", "fd-2", "fd-3")
 	one := startSiteNodeWith(t, cfg, dir, "fd-1", Options{CAStepWait: time.Millisecond})
 	two := startSiteNodeWith(t, cfg, dir, "fd-2", Options{CAStepWait: time.Millisecond})

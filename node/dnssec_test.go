@@ -50,7 +50,7 @@ func TestADNSSECKeyOutlivesARestart(t *testing.T) {
 // follows a rollover made at another node: both keys while it is under way, the new one
 // alone once it is finished.
 func TestTheNodesOfASiteSignWithOneKey(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	cfg, dir, _ := acmeSite(t)
 	cfg.GSLB.Domains[0].DNSSEC = true
 	one := startSiteNode(t, cfg, dir, "fd-1")
@@ -126,7 +126,7 @@ func TestTheKeyOfAnEarlierVersionIsKept(t *testing.T) {
 // A site of an earlier version kept its domain's one key sealed in etcd under
 // dnssec/APEXkey: the nodes sign with that key still.
 func TestTheSiteKeyOfAnEarlierVersionIsKept(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	cfg, dir := etcdSite(t, "legacy-dnssec", "fd-1")
 	site, err := configs.Load("site.yaml", []byte(signedNodeSite))
 	if err != nil {

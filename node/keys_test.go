@@ -144,7 +144,7 @@ func TestRotateKeyOnAStoreOfOneNode(t *testing.T) {
 // On etcd a key rotated at one front door reaches the others: sealed in the site identity,
 // reread by each.
 func TestRotateKeyReachesEveryNodeOfTheSite(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	cfg, dir := etcdSite(t, "keys-test", "fd-1", "fd-2")
 	secret := cfg.Site.Store.SecretFile
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -254,7 +254,7 @@ nodes: [%s]
 // store secret there: it returns the member's endpoint and the secret's file.
 func startEtcd(t *testing.T, dir string) (endpoint, secret string) {
 	t.Helper()
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	c, err := etcdembed.Start(context.Background(), etcdembed.Options{Dir: filepath.Join(dir, "etcd"), UnsafeNoFsync: true})
 	if err != nil {
 		t.Fatal(err)

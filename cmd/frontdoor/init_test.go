@@ -17,7 +17,7 @@ import (
 // TestInitMakesASecretAndOneSiteIdentity: init writes a 0600 secret once, then creates the
 // site identity in a real etcd; a second init (or any node) finds the same CA.
 func TestInitMakesASecretAndOneSiteIdentity(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "store.secret")
 	if _, _, err := run(t, "init", "--secret", secret); err != nil {

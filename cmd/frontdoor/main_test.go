@@ -14,5 +14,5 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	testkit.Main(m)
+	testkit.MainFastChecked(m)
 }

@@ -22,7 +22,7 @@ import (
 // cluster starts a one-member etcd for the test.
 func cluster(t *testing.T) *etcdembed.Cluster {
 	t.Helper()
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := etcdembed.Start(ctx, etcdembed.Options{Dir: t.TempDir()})

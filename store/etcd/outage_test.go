@@ -238,7 +238,7 @@ func TestStartInAnOutageFromTheCache(t *testing.T) {
 // outage's on an overflow slot, reports the conflict, and the machine takes nothing new
 // until it is back under its max.
 func TestCutOffZoneAndTheWriteBackConflict(t *testing.T) {
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := etcdembed.Start(ctx, etcdembed.Options{Dir: t.TempDir(), Members: 3, UnsafeNoFsync: true})

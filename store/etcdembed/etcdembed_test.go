@@ -27,7 +27,7 @@ func testLogger() *slog.Logger {
 // start starts a cluster of n members in a temporary dir and closes it at the end of t.
 func start(t *testing.T, n int) *Cluster {
 	t.Helper()
-	testkit.Site(t)
+	testkit.SecondTier(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	began := time.Now()

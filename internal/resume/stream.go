@@ -46,14 +46,35 @@ type Stream struct {
 
 	dmu sync.Mutex // serializes deliveries to local, and the end of stream after them
 
-	mu       sync.Mutex // guards everything below
-	cond     *sync.Cond // broadcast on every change the goroutines wait for
-	buf      []byte     // read from local, not acknowledged; buf[0] is at offset base
+	mu        sync.Mutex // guards everything below
+	cond      *sync.Cond // broadcast on every change the goroutines wait for
+	sending              // what goes to the far end
+	receiving            // what comes from it
+	t         io.ReadWriteCloser
+	gen       uint64 // counts transports attached
+	idle      *time.Timer
+	pongs     []uint64 // tokens of pings to answer, at most maxPongs
+	// closing is a reset to send before ending.
+	closing string
+	ended   bool
+	err     error
+	stats   Stats
+}
+
+// sending is a Stream's sending half: the bytes read from local that the far end has not
+// acknowledged, and its end. Guarded by the Stream's mu.
+type sending struct {
+	buf      []byte // read from local, not acknowledged; buf[0] is at offset base
 	base     uint64
 	sent     uint64 // next offset to send on the current transport
 	eof      bool   // local's read side ended: the end follows buf
 	finSent  bool   // the end was sent on the current transport
 	finAcked bool   // the far end has the end
+}
+
+// receiving is a Stream's receiving half: what was delivered to local, what to acknowledge and
+// when, and the far end's end. Guarded by the Stream's mu.
+type receiving struct {
 	recv     uint64 // bytes delivered to local
 	acked    uint64 // received as the last acknowledgement said
 	ackedFin bool   // the last acknowledgement said fin
@@ -63,14 +84,6 @@ type Stream struct {
 	finAt    uint64 // the far end's end offset, when finKnown
 	finKnown bool
 	finDone  bool // the far end's end was passed on to local
-	t        io.ReadWriteCloser
-	gen      uint64 // counts transports attached
-	idle     *time.Timer
-	pongs    []uint64 // tokens of pings to answer, at most maxPongs
-	closing  string   // a reset to send before ending
-	ended    bool
-	err      error
-	stats    Stats
 }
 
 // Stats count what a stream carried.

@@ -25,8 +25,8 @@ access_rules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Signer: signer, Logger: quiet, DrillDir: t.TempDir(), Locate: zm.Lookup,
-		Audit: NewMemoryAudit(10), Override: func(string, string) (string, error) { return "", nil }})
+	admin, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Logger: quiet, DrillDir: t.TempDir(), Locate: zm.Lookup,
+		Audit: NewMemoryAudit(10), Override: func(string, string) (string, error) { return "", nil }, AdminKeys: AdminKeys{Signer: signer}})
 	if err != nil {
 		t.Fatal(err)
 	}

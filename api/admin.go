@@ -41,18 +41,53 @@ type AdminOptions struct {
 	// Modes, when set, keeps the toggles site-wide instead of ModeFile (the site database):
 	// a toggle at any front door reaches every node, which calls ApplyModes.
 	Modes ModeStore
-	// Store describes the store for the status page (backend, members, nodes). Optional.
-	Store func(ctx context.Context) any
-	// Agents supplies the machines' last heartbeats for the status page. Optional.
-	Agents *Agents
-	// Health returns each gateway's eligibility and per-port detail for the status page.
-	Health func() map[string]string
 	// Override sets an admin override on a gateway's health at this front door: "up",
 	// "down", "drain" or "auto" (follow the probes again), and returns a note for the
 	// operator, if any. An unknown gateway is an error wrapping ErrUnknownGateway, one the
 	// front door refuses now wraps ErrRefused. Optional: without it POST /v1/admin/health
 	// answers 501.
 	Override func(gateway, override string) (note string, err error)
+	// Registry is served on /metrics, to admins and monitors (read-only operators: the
+	// metrics name machines and gateways and show the site's load, as the console does).
+	// Optional.
+	Registry *prometheus.Registry
+	// Logger receives admin logs (every toggle is logged).
+	Logger *slog.Logger
+	// Logins is the login throttle shared with the process's other APIs. Default: one of
+	// this API's own.
+	Logins *Logins
+	// Node names this front door in the audit log.
+	Node string
+	// Audit keeps every admin action (who, when, from where, what). Optional: without it
+	// actions are only logged.
+	Audit AuditLog
+	// Events tells the console's event streams what changed. Optional: without it
+	// GET /v1/admin/events is not served.
+	Events *Notifier
+	// Verifier revokes the tickets of the sessions an admin logs off or disconnects, which
+	// cuts their channels at every gateway and machine of the site. Optional.
+	Verifier *ticket.Verifier
+	// OnLogoff is called after an admin's logoff with the session as it was, to cut its
+	// channels here (the launch API's OnLogoff). Optional.
+	OnLogoff func(broker.Session)
+	// Locate maps a client address to its user-location zone, for POST /v1/admin/explain.
+	// Optional: without it an explain takes a location_zone only.
+	Locate func(netip.Addr) zonemap.Result
+	// DrillDir keeps the drill reports uploaded to this front door (POST /v1/admin/drills).
+	// Optional: without it the drill endpoints answer 501.
+	DrillDir string
+	// ClientCAs are the CAs whose client certificates log users in (LaunchOptions.ClientCAs).
+	// Default: nil, the site CA alone.
+	ClientCAs *ClientCAs
+
+	AdminKeys  // the site's keys and credentials, for the endpoints that change them
+	AdminViews // what the status page and the console read
+}
+
+// AdminKeys are the admin API's hands on the site's keys and credentials: the ticket signing
+// key, the site CA, the DNSSEC keys and machines' credentials. Each is optional: without it
+// its endpoints answer 501.
+type AdminKeys struct {
 	// Signer issues the machines' enrolment tickets (POST /v1/admin/enrolment). Optional:
 	// without it the endpoint answers 501.
 	Signer *ticket.Signer
@@ -73,44 +108,22 @@ type AdminOptions struct {
 	// until now, and its token; it ends the machine's sessions and puts it in maintenance.
 	// Optional: without it the endpoint answers 501.
 	RevokeMachine func(ctx context.Context, machine string) (MachineRevocation, error)
-	// Registry is served on /metrics, to admins and monitors (read-only operators: the
-	// metrics name machines and gateways and show the site's load, as the console does).
-	// Optional.
-	Registry *prometheus.Registry
-	// Logger receives admin logs (every toggle is logged).
-	Logger *slog.Logger
-	// Logins is the login throttle shared with the process's other APIs. Default: one of
-	// this API's own.
-	Logins *Logins
-	// Node names this front door in the audit log.
-	Node string
-	// Audit keeps every admin action (who, when, from where, what). Optional: without it
-	// actions are only logged.
-	Audit AuditLog
-	// Events tells the console's event streams what changed. Optional: without it
-	// GET /v1/admin/events is not served.
-	Events *Notifier
+}
+
+// AdminViews are what the admin API's status page and the console read of the site.
+type AdminViews struct {
+	// Store describes the store for the status page (backend, members, nodes). Optional.
+	Store func(ctx context.Context) any
+	// Agents supplies the machines' last heartbeats for the status page. Optional.
+	Agents *Agents
+	// Health returns each gateway's eligibility and per-port detail for the status page.
+	Health func() map[string]string
 	// Checker is the health checker the views read (GET /v1/admin/gateways, machines'
 	// health). Optional: without it GET /v1/admin/gateways answers 501.
 	Checker HealthView
 	// Registrations returns where the machines' agents are registered, site-wide. Optional:
 	// without it the machines that send heartbeats to Agents are registered here.
 	Registrations func() map[string]Registration
-	// Verifier revokes the tickets of the sessions an admin logs off or disconnects, which
-	// cuts their channels at every gateway and machine of the site. Optional.
-	Verifier *ticket.Verifier
-	// OnLogoff is called after an admin's logoff with the session as it was, to cut its
-	// channels here (the launch API's OnLogoff). Optional.
-	OnLogoff func(broker.Session)
-	// Locate maps a client address to its user-location zone, for POST /v1/admin/explain.
-	// Optional: without it an explain takes a location_zone only.
-	Locate func(netip.Addr) zonemap.Result
-	// DrillDir keeps the drill reports uploaded to this front door (POST /v1/admin/drills).
-	// Optional: without it the drill endpoints answer 501.
-	DrillDir string
-	// ClientCAs are the CAs whose client certificates log users in (LaunchOptions.ClientCAs).
-	// Default: nil, the site CA alone.
-	ClientCAs *ClientCAs
 }
 
 // ModeStore keeps the secure-gateway toggles of a site, by delivery group.

@@ -213,11 +213,10 @@ func (fakeDNSSEC) DNSSECRollover(_ context.Context, domain string, _ bool) (wire
 func TestRotationRequestsAreAnsweredClearly(t *testing.T) {
 	cfg := &configs.Config{Users: []configs.User{{Name: "admin", Admin: true, PasswordHash: "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2"}}}
 	var steps []string
-	a, err := NewAdmin(AdminOptions{Config: cfg, Logger: slog.New(slog.DiscardHandler), DNSSEC: fakeDNSSEC{},
-		RotateCA: func(_ context.Context, step string) (CAStatus, error) {
-			steps = append(steps, step)
-			return CAStatus{}, fmt.Errorf("%w: %w", ErrRefused, ErrCARotation)
-		}})
+	a, err := NewAdmin(AdminOptions{Config: cfg, Logger: slog.New(slog.DiscardHandler), AdminKeys: AdminKeys{DNSSEC: fakeDNSSEC{}, RotateCA: func(_ context.Context, step string) (CAStatus, error) {
+		steps = append(steps, step)
+		return CAStatus{}, fmt.Errorf("%w: %w", ErrRefused, ErrCARotation)
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,8 @@ func FuzzJSONHandlers(f *testing.F) {
 			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
 		}})
 	agents := NewAgents(AgentsOptions{Config: cfg, Broker: br, Key: agentKey, Verifier: verifier, SitePublicKey: pub, Logger: quiet})
-	admin, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Signer: signer, Logger: quiet, DrillDir: f.TempDir(),
-		Audit: NewMemoryAudit(100), Override: func(string, string) (string, error) { return "", nil }})
+	admin, err := NewAdmin(AdminOptions{Config: cfg, Broker: br, Logger: quiet, DrillDir: f.TempDir(),
+		Audit: NewMemoryAudit(100), Override: func(string, string) (string, error) { return "", nil }, AdminKeys: AdminKeys{Signer: signer}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func newTestSite(t *testing.T, edit func(*AdminOptions)) *testSite {
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	s := &testSite{cfg: cfg, br: br, quiet: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		signer: ticket.NewSigner(key, nil), verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, nil), nil)}
-	o := AdminOptions{Config: cfg, Broker: br, Zone: "hq", Node: "fd-hq-1", Signer: s.signer, Logger: s.quiet}
+	o := AdminOptions{Config: cfg, Broker: br, Zone: "hq", Node: "fd-hq-1", Logger: s.quiet, AdminKeys: AdminKeys{Signer: s.signer}}
 	if edit != nil {
 		edit(&o)
 	}

@@ -94,9 +94,10 @@ func (r *Node) buildListeners() error {
 			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 		case "admin":
 			ao := api.AdminOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Zone: n.Zone, ClientCAs: r.userCAs,
-				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Agents: agents, Store: r.storeStatus,
-				Health: r.healthSummary, Registry: r.o.Registry, Logger: log.With("component", "admin"), RotateKey: r.rotateKey, RotateCA: r.rotateCA, CA: r.caStatus, Signer: r.signer,
-				Override: func(gw, o string) (string, error) { return r.override(gw, o) }, RevokeMachine: r.RevokeMachine}
+				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Registry: r.o.Registry, Logger: log.With("component", "admin"),
+				Override:   func(gw, o string) (string, error) { return r.override(gw, o) },
+				AdminKeys:  api.AdminKeys{RotateKey: r.rotateKey, RotateCA: r.rotateCA, CA: r.caStatus, Signer: r.signer, RevokeMachine: r.RevokeMachine},
+				AdminViews: api.AdminViews{Agents: agents, Store: r.storeStatus, Health: r.healthSummary}}
 			r.consoleOptions(&ao)
 			if r.keySets != nil {
 				ao.DNSSEC = r

@@ -55,29 +55,24 @@ type Deps struct {
 // Checker probes targets, keeps their port states and verdicts, and tells subscribers when
 // they change. Every method is safe for concurrent use.
 type Checker struct {
-	clock Clock
-	log   *slog.Logger
-	probe ProbeFunc
-	start StartFunc
-	rand  func() float64
-	fwd   func(string, PortID, error)
-	met   *metrics
-	// starved and mark measure this process's own lateness; mark (nil unless the
-	// runtime meter is used) snapshots it when probes start.
-	starved StarvedFunc
-	mark    func(time.Time)
+	clock    Clock
+	log      *slog.Logger
+	probe    ProbeFunc
+	start    StartFunc
+	rand     func() float64
+	fwd      func(string, PortID, error)
+	met      *metrics
+	lateness // this process's own
 
-	mu      sync.Mutex // guards targets' states, sched, events, subs, nextSub, running, closed, cancel
-	targets map[string]*target
-	order   []*target
-	sched   runHeap
-	events  []Event
-	subs    map[int]func(Event)
-	nextSub int
-	running bool
-	closed  bool
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when Run returns
+	mu          sync.Mutex // guards targets' states, sched, the subscribers, running, closed, cancel
+	targets     map[string]*target
+	order       []*target
+	sched       runHeap
+	subscribers // the events queued for them
+	running     bool
+	closed      bool
+	cancel      context.CancelFunc
+	done        chan struct{} // closed when Run returns
 
 	notify chan struct{} // events are pending
 	probes sync.WaitGroup
@@ -98,21 +93,35 @@ type target struct {
 	hist     history
 }
 
+// lateness measures a Checker's own process: starved says how late it was to run, and mark
+// (nil unless the runtime meter is used) snapshots that when probes start.
+type lateness struct {
+	starved StarvedFunc
+	mark    func(time.Time)
+}
+
+// subscribers are the functions told of a Checker's events, and the events not yet told.
+type subscribers struct {
+	events  []Event
+	subs    map[int]func(Event)
+	nextSub int
+}
+
 // New builds a Checker for targets. Targets are copied; zero Monitor fields get the
 // defaults. It returns an error wrapping ErrInvalidTarget for a target it cannot probe.
 func New(targets []Target, deps Deps) (*Checker, error) {
 	c := &Checker{
-		clock:   deps.Clock,
-		log:     deps.Logger,
-		probe:   deps.Probe,
-		start:   deps.Start,
-		rand:    deps.Rand,
-		fwd:     deps.Forward,
-		starved: deps.Starved,
-		targets: make(map[string]*target, len(targets)),
-		subs:    map[int]func(Event){},
-		notify:  make(chan struct{}, 1),
-		done:    make(chan struct{}),
+		clock:       deps.Clock,
+		log:         deps.Logger,
+		probe:       deps.Probe,
+		start:       deps.Start,
+		rand:        deps.Rand,
+		fwd:         deps.Forward,
+		lateness:    lateness{starved: deps.Starved},
+		targets:     make(map[string]*target, len(targets)),
+		subscribers: subscribers{subs: map[int]func(Event){}},
+		notify:      make(chan struct{}, 1),
+		done:        make(chan struct{}),
 	}
 	if c.clock == nil {
 		c.clock = SystemClock()

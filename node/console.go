@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
@@ -10,6 +11,16 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 )
+
+// feeds are what a node tells the console and the admin API of: its audit log and the
+// changes its event streams announce.
+type feeds struct {
+	// audit is the site's audit log as this node writes it (auditLog), the admin API's and
+	// the portal's.
+	audit     api.AuditLog
+	auditOnce sync.Once
+	events    *api.Notifier // tells the console's event streams what changed
+}
 
 // What the admin API's console reads of the node: the audit log, the views' sources, and
 // the events that tell the console's pages what changed.

@@ -87,29 +87,25 @@ type Options struct {
 
 // Node is one running node of a site: the components it serves and the gateways it hosts.
 type Node struct {
-	o      Options
-	cfg    *configs.Config
-	log    *slog.Logger
-	store  broker.Store
-	broker *broker.Broker
-	zones  *zonemap.Map
-	// audit is the site's audit log as this node writes it (auditLog), the admin API's and
-	// the portal's.
-	audit     api.AuditLog
-	auditOnce sync.Once
-	health    *health.Checker
-	dns       *gslb.Handler
-	spec      configs.Node // the configured node this is
-	closeMu   sync.Mutex   // serializes Close
+	o       Options
+	cfg     *configs.Config
+	log     *slog.Logger
+	store   broker.Store
+	broker  *broker.Broker
+	zones   *zonemap.Map
+	health  *health.Checker
+	dns     *gslb.Handler
+	spec    configs.Node // the configured node this is
+	closeMu sync.Mutex   // serializes Close
 
-	shared *etcd.Store   // the site database when the store is etcd; else nil
-	events *api.Notifier // tells the console's event streams what changed (console.go)
-	role   *zoneRole     // this node's part in its zone's election, when shared (leader.go)
+	shared *etcd.Store // the site database when the store is etcd; else nil
+	role   *zoneRole   // this node's part in its zone's election, when shared (leader.go)
 	// revokedMachines are the machines' revocations (machines.go).
 	revokedMachines revokedMachines
 	built           atomic.Bool // New has finished: the gateways may be told of ended sessions
 
 	trust     // keys.go
+	feeds     // console.go
 	reloads   // reload.go
 	hosted    // gateways.go
 	listeners // listen.go
@@ -156,7 +152,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err := store.CheckShared(cfg); err != nil {
 		return nil, err
 	}
-	r := &Node{o: o, cfg: cfg, reloads: reloads{live: cfg}, log: o.Logger, spec: spec, events: &api.Notifier{},
+	r := &Node{o: o, cfg: cfg, reloads: reloads{live: cfg}, log: o.Logger, spec: spec, feeds: feeds{events: &api.Notifier{}},
 		hosted: hosted{gateways: map[string]*gateway.Gateway{}, quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{},
 			machineTLS: map[string]func() *tls.Config{}}}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {

@@ -29,9 +29,7 @@ type Server struct {
 
 	state atomic.Pointer[state] // pools and listener settings, swapped by Reload
 
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // accept loops, connection and flow goroutines, the expiry loop
+	lifetime // ends with Close
 
 	mu        sync.Mutex // guards listeners, sessions, conns, perClient, serving, closed, draining
 	listeners map[string]*listener
@@ -62,6 +60,13 @@ type listener struct {
 	done   chan struct{} // closed when the accept or read loop has returned
 }
 
+// lifetime is what a Server's Close ends: its context, and the goroutines it waits for.
+type lifetime struct {
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // accept loops, connection and flow goroutines, the expiry loop
+}
+
 // New checks cfg and builds a Server; nothing is opened until Listen.
 func New(cfg Config, opts Options) (*Server, error) {
 	return newServer(cfg, opts, defaultEngine)
@@ -81,7 +86,7 @@ func newServer(cfg Config, opts Options, newEngine func(*Server) (tcpEngine, err
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		opts: opts, log: opts.Logger.With("component", "proxy"), m: m,
-		ctx: ctx, cancel: cancel,
+		lifetime:  lifetime{ctx: ctx, cancel: cancel},
 		listeners: make(map[string]*listener),
 		sessions:  make(map[*session]struct{}),
 		perClient: make(map[netip.Addr]int),

@@ -24,12 +24,20 @@ import (
 
 // connectOpts are the flags of frontdoor connect.
 type connectOpts struct {
-	name, user, password, otp, resource, endpoint string
-	dns, ca, local, cert, key, file               string
-	launchPort, quicPort                          uint16
-	tcp, udp                                      []uint
-	duration, echo                                time.Duration
-	verbose, sso, open, websocket                 bool
+	name, resource, endpoint string
+	dns, ca, local, file     string
+	launchPort, quicPort     uint16
+	tcp, udp                 []uint
+	duration, echo           time.Duration
+	verbose, open, websocket bool
+	loginFlags
+}
+
+// loginFlags are how connect logs in: a password (and a one-time code), a client
+// certificate, or single sign-on.
+type loginFlags struct {
+	user, password, otp, cert, key string
+	sso                            bool
 }
 
 func newConnectCmd() *cobra.Command {

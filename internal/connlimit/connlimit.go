@@ -102,14 +102,11 @@ type Listener struct {
 	// for a request's body — oldest first; queued those whose requests all wait their turn
 	// at something the server paces (Pace). A new connection takes a waiting one's place
 	// first: one that waits for its client loses less than one the server is about to serve.
-	waiting  list.List
-	queued   list.List
-	closed   bool
-	accepted uint64 // connections handed on
-	refused  uint64 // connections closed at accept past PerSource
-	shed     uint64 // connections closed to make room
-	gated    uint64 // connections gated (BusySource)
-	busyReqs uint64 // requests answered 503 past RequestsPerSource
+	waiting list.List
+	queued  list.List
+	closed  bool
+	// counts are the counters of Stats (its Open and Waiting are read from the above).
+	counts Stats
 }
 
 // New wraps l.
@@ -152,7 +149,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		src, bounded := l.source(nc.RemoteAddr())
 		l.mu.Lock()
 		if bounded && l.perSource > 0 && l.bySource[src] >= l.perSource {
-			l.refused++
+			l.counts.Refused++
 			l.mu.Unlock()
 			nc.Close()
 			continue
@@ -175,17 +172,17 @@ func (l *Listener) Accept() (net.Conn, error) {
 			}
 			victim = from.Front().Value.(*conn)
 			l.releaseLocked(victim)
-			l.shed++
+			l.counts.Shed++
 		}
 		c := &conn{Conn: nc, l: l, src: src, bounded: bounded, gone: make(chan struct{})}
 		l.open++
-		l.accepted++
+		l.counts.Accepted++
 		if bounded {
 			l.bySource[src]++
 			if l.busy != nil && l.bySource[src] > l.busySource {
 				c.gate.Store(gateWaiting)
 				c.closing = make(chan struct{})
-				l.gated++
+				l.counts.Gated++
 			}
 		}
 		c.elem, c.in = l.waiting.PushBack(c), &l.waiting
@@ -355,8 +352,9 @@ type Stats struct {
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Open: l.open, Waiting: l.waiting.Len() + l.queued.Len(), Accepted: l.accepted, Refused: l.refused, Shed: l.shed, Gated: l.gated,
-		BusyRequests: l.busyReqs}
+	st := l.counts
+	st.Open, st.Waiting = l.open, l.waiting.Len()+l.queued.Len()
+	return st
 }
 
 // Register adds the listener's gauge of open connections and its counters of refused and

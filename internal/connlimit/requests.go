@@ -78,7 +78,7 @@ func (l *Listener) enter(c *conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.bounded && l.perSourceReqs > 0 && l.requests[c.src] >= l.perSourceReqs {
-		l.busyReqs++
+		l.counts.BusyRequests++
 		return false
 	}
 	if c.bounded {

@@ -49,7 +49,8 @@ type WatchStats struct {
 const watchKeys = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 // Watch opens a viewer on the session's desktop (a stream of its own) that types a key every
-// keyEvery (0: none) until Close.
+// keyEvery (0: none) until Close. Its VNC handshake ends by ctx's deadline, or in 10 s
+// without one.
 func (s *Session) Watch(ctx context.Context, keyEvery time.Duration) (*Watcher, error) {
 	dk := s.Desktop()
 	if dk.Speaks() != "vnc" {
@@ -59,7 +60,11 @@ func (s *Session) Watch(ctx context.Context, keyEvery time.Duration) (*Watcher, 
 	if err != nil {
 		return nil, err
 	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Second)
+	}
+	c.SetDeadline(deadline)
 	v, err := rfb.NewClient(c)
 	if err != nil {
 		c.Close()

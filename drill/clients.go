@@ -49,6 +49,9 @@ func (h *held) stop() {
 	h.wg.Wait()
 }
 
+// setupTimeout bounds a drill client's launch, channels and viewer handshake.
+const setupTimeout = 30 * time.Second
+
 // hold launches a desktop for user through DNS, as a client does, opens its channels and
 // watches the desktop as a user does — a VNC viewer that asks for every update and types a
 // key every 100ms (client.Watcher) — with a little UDP traffic beside. In gateway mode it launches again (the same session) until the
@@ -59,7 +62,9 @@ func (r *run) hold(ctx context.Context, user string) (*held, error) {
 	name := strings.TrimSuffix(r.cfg.GSLB.Names[0].Name, ".")
 	ln := &client.Launcher{Name: name, DNSServer: r.dns[0], User: user, Password: password, Resource: "desktop",
 		Endpoint: user + "-laptop", RootCAs: pool}
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Setting up is not what a drill measures: on a loaded machine a launch, the channels
+	// and the viewer's handshake may take a while, and a client gets 30 s for them.
+	lctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	var d *client.Descriptor
 	retried := false
@@ -91,7 +96,7 @@ func (r *run) hold(ctx context.Context, user string) (*held, error) {
 		}
 		select {
 		case <-lctx.Done():
-			return nil, fmt.Errorf("the descriptor offers %d of %d gateways after 10 s", len(d.Gateways), len(r.cfg.Gateways))
+			return nil, fmt.Errorf("the descriptor offers %d of %d gateways after %s", len(d.Gateways), len(r.cfg.Gateways), setupTimeout)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -47,15 +47,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 	"io"
-	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -63,6 +60,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -165,160 +164,6 @@ func split(s string) []string {
 
 // build is a binary of this benchmark: path "" is this one.
 type build struct{ name, path string }
-
-type orch struct {
-	gwCPU, clientCPU    int
-	dur, warm, interval time.Duration
-	loss                time.Duration
-	size, sockets       int
-	self, taskset, dir  string
-	profileDir          string
-	quicFloodTo         string
-}
-
-// proc is a child process and the lines it prints.
-type proc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	lines chan string
-	pid   int
-}
-
-// start runs bin (this program when "") with args, on cpu (-1: not pinned).
-func (o *orch) start(cpu int, bin string, args ...string) (*proc, error) {
-	if bin == "" {
-		bin = o.self
-	}
-	args = append(args, "-dir", o.dir)
-	var cmd *exec.Cmd
-	if o.taskset != "" && cpu >= 0 {
-		cmd = exec.Command(o.taskset, append([]string{"-c", strconv.Itoa(cpu), bin}, args...)...)
-	} else {
-		cmd = exec.Command(bin, args...)
-	}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(o.dir, "stderr.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = f
-	err = cmd.Start()
-	f.Close()
-	if err != nil {
-		return nil, err
-	}
-	p := &proc{cmd: cmd, stdin: in, lines: make(chan string, 64), pid: cmd.Process.Pid}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-	}()
-	return p, nil
-}
-
-// expect waits (bounded) for a line starting with prefix and returns the rest.
-func (p *proc) expect(prefix string, timeout time.Duration) (string, error) {
-	t := time.After(timeout)
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				return "", fmt.Errorf("process %d ended before %q", p.pid, prefix)
-			}
-			if strings.HasPrefix(l, prefix) {
-				return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
-			}
-			if strings.HasPrefix(l, "RESULT ") {
-				return "", fmt.Errorf("before %q: %s", prefix, l)
-			}
-		case <-t:
-			return "", fmt.Errorf("no %q within %v", prefix, timeout)
-		}
-	}
-}
-
-// stats asks the process for its STATS line and decodes it into v.
-func (p *proc) stats(v any) error {
-	if _, err := io.WriteString(p.stdin, "STATS\n"); err != nil {
-		return err
-	}
-	s, err := p.expect("STATS ", 5*time.Second)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal([]byte(s), v)
-}
-
-func (p *proc) stop() {
-	p.stdin.Close()
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// cpu is a process's CPU seconds so far: its threads' run time from /proc/PID/task/*/schedstat.
-func cpu(pid int) float64 {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return math.NaN()
-	}
-	var ns float64
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
-		if err != nil {
-			continue // a thread that just ended
-		}
-		v, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-		ns += v
-	}
-	return ns / 1e9
-}
-
-// cpuUse is a CPU's time in seconds: busy (neither idle nor waiting for I/O), and of it
-// softirq (where the kernel receives loopback datagrams, mostly on the sender's CPU).
-type cpuUse struct{ busy, softirq float64 }
-
-// cpuTimes is the host's CPU time so far by CPU, from /proc/stat (in USER_HZ, 100 a second).
-func cpuTimes() map[int]cpuUse {
-	lines, err := kernel.ReadLines("/proc/stat")
-	if err != nil {
-		return nil
-	}
-	out := map[int]cpuUse{}
-	for _, l := range lines {
-		f := strings.Fields(l)
-		if len(f) < 8 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		n, err := strconv.Atoi(f[0][3:])
-		if err != nil {
-			continue
-		}
-		var total float64
-		v := make([]float64, len(f))
-		for i := 1; i < len(f) && i <= 8; i++ { // user nice system idle iowait irq softirq steal
-			v[i], _ = strconv.ParseFloat(f[i], 64)
-			total += v[i]
-		}
-		out[n] = cpuUse{busy: (total - v[4] - v[5]) / 100, softirq: v[7] / 100}
-	}
-	return out
-}
 
 // row is one measured window.
 type row struct {
@@ -607,67 +452,6 @@ func (o *orch) run(targets, configs []string, builds map[string][]build, rates [
 }
 
 var errNoQUICTarget = errors.New("the quic target is not in this build (built with -tags floodbase)")
-
-// us formats a round trip in µs; -1 is a lost datagram's.
-func us(v float64) string {
-	if v < 0 {
-		return "lost"
-	}
-	return fmt.Sprintf("%.0f", v)
-}
-
-func report(rows []row, rates []int) {
-	fmt.Println("| config | round | gateway code | GOMAXPROCS | flood target/s | flood achieved/s | flow echoed | flow lost | p50 µs | p99 µs | p99.9 µs | max µs | gateway CPU (cores) | flood CPU (cores) | forged checked/s | dropped at gateway socket | host RcvbufErrors | note |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, r := range rows {
-		sec := max(r.seconds, 1e-9)
-		note := r.err
-		if r.flows != 1 && r.err == "" {
-			note = fmt.Sprintf("%d flows at the end", r.flows)
-		}
-		fmt.Printf("| %s | %d | %s | %s | %d | %.0f | %d | %d | %s | %s | %s | %s | %.2f | %.2f | %.0f | %d | %d | %s |\n",
-			r.config, r.round, r.build, r.gomaxprocs, r.rate, float64(r.forged)/sec, r.flow.Echoed, r.flow.Lost,
-			us(r.flow.P50us), us(r.flow.P99us), us(r.flow.P999us), us(r.flow.MaxUs), r.gwCPU/sec, r.floodCPU/sec,
-			float64(r.denied)/sec, r.sockDrops, r.rcvbufErrors, note)
-	}
-	ratios(rows, rates)
-}
-
-// reportQUIC prints the QUIC target's rows: its answers to the spoofed sources instead of
-// forged tickets checked.
-func reportQUIC(rows []row, rates []int) {
-	fmt.Println("## The gateway's QUIC port (gateway.QUIC) under forged QUIC Initials")
-	fmt.Println()
-	seen := map[string]bool{}
-	for _, r := range rows {
-		if r.flood != "" && !seen[r.flood] {
-			seen[r.flood] = true
-			fmt.Printf("flood: %s\n", r.flood)
-		}
-	}
-	if len(seen) > 0 {
-		fmt.Println()
-	}
-	fmt.Println("| config | round | gateway code | GOMAXPROCS | flood target/s | flood achieved/s | flow echoed | flow lost | p50 µs | p99 µs | p99.9 µs | max µs | gateway CPU (cores) | flood CPU (cores) | Retries to spoofed sources/s | other datagrams to them/s | dropped at gateway socket | host RcvbufErrors | gw-cpu busy (softirq) | client-cpu busy (softirq) | other host CPU (cores) | note |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, r := range rows {
-		sec := max(r.seconds, 1e-9)
-		note := r.err
-		if r.flows != 1 && r.err == "" {
-			note = fmt.Sprintf("%d connected clients at the end", r.flows)
-		}
-		if r.denied != 0 {
-			note += fmt.Sprintf(" %d channels denied", r.denied)
-		}
-		fmt.Printf("| %s | %d | %s | %s | %d | %.0f | %d | %d | %s | %s | %s | %s | %.2f | %.2f | %.0f | %.0f | %d | %d | %.0f%% (%.0f%%) | %.0f%% (%.0f%%) | %.2f | %s |\n",
-			r.config, r.round, r.build, r.gomaxprocs, r.rate, float64(r.forged)/sec, r.flow.Echoed, r.flow.Lost,
-			us(r.flow.P50us), us(r.flow.P99us), us(r.flow.P999us), us(r.flow.MaxUs), r.gwCPU/sec, r.floodCPU/sec,
-			float64(r.retries)/sec, float64(r.handshake)/sec, r.sockDrops, r.rcvbufErrors,
-			100*r.cpus[0].busy/sec, 100*r.cpus[0].softirq/sec, 100*r.cpus[1].busy/sec, 100*r.cpus[1].softirq/sec,
-			max(0, r.cpus[0].busy+r.cpus[1].busy-r.benchCPU)/sec, note)
-	}
-	ratios(rows, rates)
-}
 
 // ratios prints flood p99 / unloaded p99 of each config, round and build.
 func ratios(rows []row, rates []int) {

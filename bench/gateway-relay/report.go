@@ -77,29 +77,15 @@ func (o *config) report(us []udpRow, ts []tcpRow) {
 		}
 		fds := slices.DeleteFunc(slices.Clone(o.udpTargets), func(t string) bool { return relayOf(t) != "fd" })
 		if slices.Contains(o.udpTargets, "nginx") && len(fds) > 0 {
-			fmt.Println("\n#### UDP ratios per round: frontdoor ÷ nginx (per CPU: datagrams per relay CPU-second; rate: datagrams/s)")
-			fmt.Println()
-			hdr, sep := "| round | bytes |", "|---|---|"
-			for _, t := range fds {
-				hdr += fmt.Sprintf(" %s per CPU | %s rate |", t, t)
-				sep += "---|---|"
-			}
-			fmt.Println(hdr)
-			fmt.Println(sep)
-			for r := 1; r <= o.rounds; r++ {
-				for _, size := range o.sizes {
+			ratioTable("UDP ratios per round: frontdoor ÷ nginx (per CPU: datagrams per relay CPU-second; rate: datagrams/s)",
+				"bytes", fds, func(t string) string { return fmt.Sprintf(" %s per CPU | %s rate |", t, t) }, o.rounds, o.sizes,
+				func(r, size int) (func(string) string, bool) {
 					ng, ok := findUDP(us, r, size, "nginx")
-					if !ok {
-						continue
-					}
-					line := fmt.Sprintf("| %d | %d |", r, size)
-					for _, t := range fds {
+					return func(t string) string {
 						fd, _ := findUDP(us, r, size, t)
-						line += fmt.Sprintf(" %s | %s |", ratio(ng.usPerDatagram(), fd.usPerDatagram()), ratio(fd.rate(), ng.rate()))
-					}
-					fmt.Println(line)
-				}
-			}
+						return fmt.Sprintf(" %s | %s |", ratio(ng.usPerDatagram(), fd.usPerDatagram()), ratio(fd.rate(), ng.rate()))
+					}, ok
+				})
 		}
 	}
 	if len(ts) > 0 {
@@ -115,29 +101,15 @@ func (o *config) report(us []udpRow, ts []tcpRow) {
 		}
 		peers := slices.DeleteFunc(slices.Clone(o.tcpTargets), func(t string) bool { return relayOf(t) == "fd" })
 		if slices.Contains(o.tcpTargets, "fd-tls") && len(peers) > 0 {
-			fmt.Println("\n#### TCP ratios per round: fd-tls ÷ peer (per CPU: GB per relay CPU-second; rate: MB/s)")
-			fmt.Println()
-			hdr, sep := "| round | streams |", "|---|---|"
-			for _, p := range peers {
-				hdr += fmt.Sprintf(" ÷ %s per CPU | ÷ %s rate |", p, p)
-				sep += "---|---|"
-			}
-			fmt.Println(hdr)
-			fmt.Println(sep)
-			for r := 1; r <= o.rounds; r++ {
-				for _, n := range o.streams {
+			ratioTable("TCP ratios per round: fd-tls ÷ peer (per CPU: GB per relay CPU-second; rate: MB/s)",
+				"streams", peers, func(p string) string { return fmt.Sprintf(" ÷ %s per CPU | ÷ %s rate |", p, p) }, o.rounds, o.streams,
+				func(r, n int) (func(string) string, bool) {
 					fd, ok := findTCP(ts, r, n, "fd-tls")
-					if !ok {
-						continue
-					}
-					line := fmt.Sprintf("| %d | %d |", r, n)
-					for _, p := range peers {
+					return func(p string) string {
 						pr, _ := findTCP(ts, r, n, p)
-						line += fmt.Sprintf(" %s | %s |", ratio(pr.secPerGB(), fd.secPerGB()), ratio(fd.mbps(), pr.mbps()))
-					}
-					fmt.Println(line)
-				}
-			}
+						return fmt.Sprintf(" %s | %s |", ratio(pr.secPerGB(), fd.secPerGB()), ratio(fd.mbps(), pr.mbps()))
+					}, ok
+				})
 		}
 	}
 	o.goals(us, ts)
@@ -235,4 +207,32 @@ func findTCP(ts []tcpRow, round, streams int, target string) (tcpRow, bool) {
 		}
 	}
 	return tcpRow{w: &window{}}, false
+}
+
+// ratioTable prints a table of ratios per round: a row for each round and key (a datagram
+// size, a stream count) whose reference run was found (row's ok), with two columns for
+// each of cols, headed by head and filled by the row's cells.
+func ratioTable(title, key string, cols []string, head func(string) string, rounds int, keys []int, row func(round, key int) (func(string) string, bool)) {
+	fmt.Println("\n#### " + title)
+	fmt.Println()
+	hdr, sep := "| round | "+key+" |", "|---|---|"
+	for _, c := range cols {
+		hdr += head(c)
+		sep += "---|---|"
+	}
+	fmt.Println(hdr)
+	fmt.Println(sep)
+	for r := 1; r <= rounds; r++ {
+		for _, k := range keys {
+			cells, ok := row(r, k)
+			if !ok {
+				continue
+			}
+			line := fmt.Sprintf("| %d | %d |", r, k)
+			for _, c := range cols {
+				line += cells(c)
+			}
+			fmt.Println(line)
+		}
+	}
 }

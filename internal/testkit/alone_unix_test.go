@@ -18,7 +18,7 @@ func TestAloneTakesTurns(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			t.Run("turn", func(t *testing.T) {
-				aloneAt(t, lock)
+				turnAt(t, lock, true)
 				n := inside.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
@@ -37,7 +37,41 @@ func TestAloneTakesTurns(t *testing.T) {
 // subtests, already have their turn; they do not wait for themselves.
 func TestAloneTwiceInOneTest(t *testing.T) {
 	lock := filepath.Join(t.TempDir(), "lock")
-	aloneAt(t, lock)
-	aloneAt(t, lock)
-	t.Run("sub", func(t *testing.T) { aloneAt(t, lock) })
+	turnAt(t, lock, true)
+	turnAt(t, lock, true)
+	t.Run("sub", func(t *testing.T) { turnAt(t, lock, true) })
+}
+
+// TestBesideTakesTurnsWithAlone: a test that runs alone never runs beside another.
+func TestBesideTakesTurnsWithAlone(t *testing.T) {
+	lock := filepath.Join(t.TempDir(), "lock")
+	var alone, beside atomic.Int32
+	var bad atomic.Bool
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			t.Run("turn", func(t *testing.T) {
+				if i%3 == 0 {
+					turnAt(t, lock, true)
+					if alone.Add(1) > 1 || beside.Load() > 0 {
+						bad.Store(true)
+					}
+					time.Sleep(20 * time.Millisecond)
+					alone.Add(-1)
+					return
+				}
+				turnAt(t, lock, false)
+				beside.Add(1)
+				if alone.Load() > 0 {
+					bad.Store(true)
+				}
+				time.Sleep(40 * time.Millisecond)
+				beside.Add(-1)
+			})
+		})
+	}
+	wg.Wait()
+	if bad.Load() {
+		t.Fatal("a test ran alone beside another")
+	}
 }

@@ -111,7 +111,7 @@ func (r *run) hold(ctx context.Context, user string) (*held, error) {
 	w, err := s.Watch(lctx, 100*time.Millisecond)
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("watching the desktop: %w", err)
+		return nil, fmt.Errorf("watching the desktop: %w (the session's events: %s)", err, eventsLine(s.Timeline()))
 	}
 	hctx, hcancel := context.WithCancel(ctx)
 	h := &held{user: user, s: s, w: w, cancel: hcancel}
@@ -279,4 +279,19 @@ func judge(res *Result, mode string) {
 	if len(notes) > 0 {
 		res.Actual += "; " + strings.Join(notes, "; ")
 	}
+}
+
+// eventsLine is a session's events on one line, for an error.
+func eventsLine(evs []client.Event) string {
+	var b strings.Builder
+	for i, e := range evs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s via %s", e.At.Format("15:04:05.000"), e.Kind, e.Via)
+		if e.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", e.Reason)
+		}
+	}
+	return b.String()
 }

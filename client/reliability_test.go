@@ -245,3 +245,35 @@ func TestATCPOnlySessionHoldsItsGatewayBetweenViewers(t *testing.T) {
 		return s.gws["gw-b"].Channels() == 1 && sess.heldOn() != nil
 	})
 }
+
+// TestALateBreakOfAnOldTransportCutsNothing: a stream tells of its transport's break on a
+// goroutine of its own, so on a busy machine the word may come after the session has
+// resumed the stream on its next link. That late word must not cut the link the stream
+// rides now.
+func TestALateBreakOfAnOldTransportCutsNothing(t *testing.T) {
+	s := newSite(t)
+	s.startGateway("gw-a", gwA)
+	s.startGateway("gw-b", gwB)
+	ev := newEvents()
+	sess := s.open(t, s.descriptor("s-late", ModeGateway, "gw-a", "gw-b"), ev, nil)
+	ev.wait(t, EventUp)
+	c, err := sess.Attach(ctxT(t), s.port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess.mu.Lock()
+	l := sess.link
+	var cs *cstream
+	for x := range sess.streams {
+		cs = x
+	}
+	sess.mu.Unlock()
+	if cs == nil || l == nil {
+		t.Fatal("no stream on a link")
+	}
+	sess.streamBroke(cs, errors.New("the transport the stream rode before"))
+	if l.down.Load() {
+		t.Fatal("a late break of a transport the stream had left cut the link it rides")
+	}
+}

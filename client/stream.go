@@ -139,6 +139,9 @@ func (s *Session) startStream(id resume.ID, port uint16, l *link, t io.ReadWrite
 // link is cut and every stream follows the session to its next link; when the session is
 // on another link already, the stream resumes there.
 func (s *Session) streamBroke(cs *cstream, err error) {
+	if cs.rs.Attached() {
+		return // a late word of a transport the stream has left: it rides another now
+	}
 	s.mu.Lock()
 	l, cur := cs.link, s.link
 	s.mu.Unlock()

@@ -121,6 +121,14 @@ func (s *Stream) ID() ID { return s.id }
 // Done is closed when the stream is over.
 func (s *Stream) Done() <-chan struct{} { return s.done }
 
+// Attached reports whether the stream rides a transport now: OnBreak's word of a failed one
+// comes on a goroutine of its own, and may come after the stream was attached to the next.
+func (s *Stream) Attached() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t != nil && !s.ended
+}
+
 // Err returns why the stream ended: nil while it runs or after a clean end.
 func (s *Stream) Err() error {
 	s.mu.Lock()

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -202,22 +203,10 @@ func sampleNode(pid int, g *gcTrace) nodeSample {
 	return s
 }
 
-// cpuTicks is utime+stime of /proc/PID/stat, in clock ticks (10 ms).
+// cpuTicks is utime+stime of /proc/PID/stat, in clock ticks (10 ms); 0 when it cannot be
+// read.
 func cpuTicks(pid string) int64 {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
+	_, u, s, _ := kernel.ProcCPU(pid)
 	return u + s
 }
 

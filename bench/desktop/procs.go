@@ -6,7 +6,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 )
 
 // child is a process of this program in another role.
@@ -134,22 +135,11 @@ func clockTicks() float64 {
 
 // cpuSeconds is a process's user+system CPU time so far.
 func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	_, ut, st, err := kernel.ProcCPU(strconv.Itoa(pid))
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("bad /proc stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, errors.New("bad /proc stat")
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / ticks, nil
+	return float64(ut+st) / ticks, nil
 }
 
 // status returns a field of /proc/PID/status in kB (VmRSS, VmHWM) or as a count (Threads).

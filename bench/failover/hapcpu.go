@@ -11,22 +11,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 )
 
 // procCPU returns a process's user and system CPU time from /proc/<pid>/stat.
 func procCPU(pid int) (user, sys time.Duration, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	state, ut, st, err := kernel.ProcCPU(strconv.Itoa(pid))
 	if err != nil {
 		return 0, 0, err
 	}
-	// Fields after the parenthesised command: state is field 3; utime 14, stime 15.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if f[0] == "Z" {
+	if state == "Z" {
 		return 0, 0, fmt.Errorf("process %d exited", pid)
 	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
 	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
 	return time.Duration(ut) * tick, time.Duration(st) * tick, nil
 }

@@ -45,22 +45,11 @@ func relayOf(target string) string {
 
 // cpuTicks is utime+stime of process pid, in clock ticks; -1 when it cannot be read.
 func cpuTicks(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	_, u, st, err := kernel.ProcCPU(strconv.Itoa(pid))
 	if err != nil {
 		return -1
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return -1
-	}
-	f := strings.Fields(s[i+2:])
-	if len(f) < 13 {
-		return -1
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return u + st
+	return float64(u + st)
 }
 
 // cpuStat is each CPU's busy and total ticks (/proc/stat: busy is user, nice, system, irq and

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -93,23 +93,13 @@ func cpuTimes(procs []*lab.Proc) [2]time.Duration {
 	return out
 }
 
-// procCPU reads the utime and stime of /proc/PID/stat, in clock ticks of 10 ms.
+// procCPU is the user and system CPU time of process pid ("self": this one); 0 when it
+// cannot be read.
 func procCPU(pid string) time.Duration {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	_, u, s, err := kernel.ProcCPU(pid)
 	if err != nil {
 		return 0
 	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(u+s) * 10 * time.Millisecond
 }
 

@@ -1,5 +1,5 @@
 // Package kernel reads the Linux kernel's counters that the benchmarks report beside their
-// own: datagrams a full socket queue dropped, and the host's UDP counters.
+// own: datagrams a full socket queue dropped, the host's UDP counters, and a process's CPU time.
 // Elsewhere the counters read -1.
 package kernel
 
@@ -73,4 +73,27 @@ func UDPCounter(name string) int64 {
 		}
 	}
 	return -1
+}
+
+// ProcCPU reads /proc/PID/stat (pid "self" for this process): the process's state ("R",
+// "S", "Z", …) and the CPU time it spent in user and in system mode, in clock ticks
+// (USER_HZ, 100 on Linux).
+func ProcCPU(pid string) (state string, user, sys int64, err error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return "", 0, 0, err
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", 0, 0, fmt.Errorf("/proc/%s/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return "", 0, 0, fmt.Errorf("/proc/%s/stat: %d fields after the command name", pid, len(f))
+	}
+	user, _ = strconv.ParseInt(f[11], 10, 64)
+	sys, _ = strconv.ParseInt(f[12], 10, 64)
+	return f[0], user, sys, nil
 }

@@ -283,15 +283,9 @@ func judge(res *Result, mode string) {
 
 // eventsLine is a session's events on one line, for an error.
 func eventsLine(evs []client.Event) string {
-	var b strings.Builder
+	lines := make([]string, len(evs))
 	for i, e := range evs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "%s %s via %s", e.At.Format("15:04:05.000"), e.Kind, e.Via)
-		if e.Reason != "" {
-			fmt.Fprintf(&b, " (%s)", e.Reason)
-		}
+		lines[i] = e.String()
 	}
-	return b.String()
+	return strings.Join(lines, "; ")
 }

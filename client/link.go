@@ -473,7 +473,7 @@ func (s *Session) keepalive(l *link) {
 	msg := make([]byte, len(keepaliveMagic)+8)
 	copy(msg, keepaliveMagic)
 	var starved func(time.Time) time.Duration
-	meter := starve.New()
+	meter := starve.Process()
 	if meter != nil {
 		starved = meter.Longest
 	}

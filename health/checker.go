@@ -125,7 +125,7 @@ func New(targets []Target, deps Deps) (*Checker, error) {
 	}
 	if c.clock == nil {
 		c.clock = SystemClock()
-		if m := starve.New(); c.starved == nil && m != nil {
+		if m := starve.Process(); c.starved == nil && m != nil {
 			c.starved, c.mark = m.Longest, m.Mark
 		}
 	}

@@ -34,6 +34,11 @@ type schedSnap struct {
 	counts []uint64
 }
 
+// Process is the process's meter, made at first use (nil when the runtime has no
+// scheduling-latency histogram): it measures the whole process, so every user shares it
+// rather than keep a ring of snapshots (about 160 kB) each.
+var Process = sync.OnceValue(New)
+
 // New returns a meter, or nil when the runtime has no scheduling-latency histogram.
 func New() *Meter {
 	s := &Meter{buf: []rtmetrics.Sample{{Name: schedMetric}}}

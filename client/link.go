@@ -73,6 +73,7 @@ type udpLink struct {
 	conn     io.ReadWriteCloser // a connected UDP socket, or a flow of QUIC datagrams
 	lastEcho atomic.Int64       // unix nanos of the last keepalive echo
 	asked    time.Time          // the first keepalive sent since it (keepalive's own)
+	held     bool               // a silence past the timeout is held now (keepalive's own)
 	seq      uint64             // keepalive sequence; used by the keepalive goroutine only
 }
 
@@ -480,7 +481,6 @@ func (s *Session) keepalive(l *link) {
 	prev := time.Now()
 	var late time.Time // the last tick that came a quarter of the timeout or more late
 	var lateBy time.Duration
-	held := false
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -514,13 +514,13 @@ func (s *Session) keepalive(l *link) {
 					s.fail(l, fmt.Errorf("%d/udp: no keepalive echo for %s", u.port, silent.Round(time.Millisecond)))
 					return
 				}
-				if !held {
+				if !u.held {
 					s.log.Info("a keepalive echo is late while this process was late itself; not cut yet",
 						"port", u.port, "silent", silent.Round(time.Millisecond), "late", waited.Round(time.Millisecond))
 				}
-				held = true
+				u.held = true
 			} else {
-				held = false
+				u.held = false
 			}
 			u.seq++
 			binary.BigEndian.PutUint64(msg[len(keepaliveMagic):], u.seq)

@@ -20,8 +20,9 @@ type Options struct {
 	// AckDelay is how long received bytes may wait for their acknowledgement when less than
 	// 64 KiB are waiting. Default: 20ms.
 	AckDelay time.Duration
-	// OnBreak is called, from the stream's goroutines, when a transport fails (not when the
-	// stream ends): the client then finds another transport. Optional.
+	// OnBreak is called, on a goroutine of its own, when a transport fails (not when the
+	// stream ends): the client then finds another transport. It may come after the next
+	// transport was attached (Attached says so). Optional.
 	OnBreak func(err error)
 	// OnEnd is called once when the stream is over, with nil for a clean end (both sides
 	// sent everything and said so). Optional.

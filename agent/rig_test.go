@@ -7,19 +7,20 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/agent"
-	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 )
 
 // machineIdentity returns vda-1's certificate of a new site CA, for ip, and the CA.
-func machineIdentity(t *testing.T, ip string) (*agent.Identity, *api.CA) {
+func machineIdentity(t *testing.T, ip string) (*agent.Identity, *pki.CA) {
 	t.Helper()
-	caCert, caKey, err := api.GenerateCA("agent-test")
+	caCert, caKey, err := pki.GenerateCA("agent-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := api.NewCA(caCert, caKey, slog.New(slog.DiscardHandler))
+	ca, err := pki.NewCA(caCert, caKey, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/wire"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
@@ -77,7 +78,7 @@ type AdminOptions struct {
 	DrillDir string
 	// ClientCAs are the CAs whose client certificates log users in (LaunchOptions.ClientCAs).
 	// Default: nil, the site CA alone.
-	ClientCAs *ClientCAs
+	ClientCAs *pki.ClientCAs
 
 	AdminKeys  // the site's keys and credentials, for the endpoints that change them
 	AdminViews // what the status page and the console read
@@ -97,8 +98,8 @@ type AdminKeys struct {
 	// CA describes the site CA (GET /v1/admin/ca); RotateCA takes a step of a rotation of it
 	// (POST /v1/admin/rotate-ca): a step that does not fit the rotation wraps ErrRefused.
 	// Optional: without them the endpoints answer 501.
-	CA       func(ctx context.Context) (CAStatus, error)
-	RotateCA func(ctx context.Context, step string) (CAStatus, error)
+	CA       func(ctx context.Context) (pki.CAStatus, error)
+	RotateCA func(ctx context.Context, step string) (pki.CAStatus, error)
 	// DNSSEC holds the signed GSLB domains' keys (GET /v1/admin/dnssec) and rolls them over
 	// (POST /v1/admin/dnssec/rollover). Optional: without it the endpoints answer 501.
 	DNSSEC DNSSECKeys

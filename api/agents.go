@@ -24,6 +24,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -42,7 +43,7 @@ type AgentsOptions struct {
 	SitePublicKey ed25519.PublicKey
 	// CA issues each machine's agent its certificate (POST /v1/agent/certificate). Required
 	// for enrolment; without it the endpoint answers 503.
-	CA *CA
+	CA *pki.CA
 	// Verifier checks the enrolment tickets an agent may enrol with instead of its token
 	// (Admin's POST /v1/admin/enrolment issues them). Optional.
 	Verifier *ticket.Verifier
@@ -217,7 +218,7 @@ func (a *Agents) authAs(w http.ResponseWriter, r *http.Request, machine string, 
 	switch {
 	case !ok:
 	case r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && siteid.Is(r.TLS.VerifiedChains[0][0], siteid.RoleMachine, machine):
-		if PartyIssued(r.TLS.VerifiedChains[0][0]).Before(revoked) {
+		if pki.PartyIssued(r.TLS.VerifiedChains[0][0]).Before(revoked) {
 			a.o.Logger.Warn("a revoked machine certificate was refused", "machine", machine, "client", r.RemoteAddr)
 			ok = false
 		}
@@ -351,7 +352,7 @@ func (a *Agents) certificate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The request is checked whole before an enrolment ticket is used up (authAs).
-	pub, err := PublicKeyFromCSR([]byte(req.CSR))
+	pub, err := pki.PublicKeyFromCSR([]byte(req.CSR))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
@@ -364,7 +365,7 @@ func (a *Agents) certificate(w http.ResponseWriter, r *http.Request) {
 	if !a.authAs(w, r.WithContext(context.WithValue(r.Context(), enrolKey{}, keyIDOf(pub))), req.Machine, true) {
 		return
 	}
-	der, err := a.o.CA.IssueParty(siteid.RoleMachine, req.Machine, []netip.Addr{addr}, pub, PartyTTL)
+	der, err := a.o.CA.IssueParty(siteid.RoleMachine, req.Machine, []netip.Addr{addr}, pub, pki.PartyTTL)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, err.Error())
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"log/slog"
 	"net"
 	"net/http"
@@ -85,7 +86,7 @@ type LaunchOptions struct {
 	Now func() time.Time
 	// ClientCAs are the CAs whose client certificates log users in (LoadClientCAs), as
 	// the listener's ServerTLS trusts them. Default: nil, the site CA alone.
-	ClientCAs *ClientCAs
+	ClientCAs *pki.ClientCAs
 	// Audit receives the portal's sign-ins, launches and logoffs (the admin API's log).
 	// Optional.
 	Audit AuditLog

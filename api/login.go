@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -49,7 +50,7 @@ type authenticator struct {
 	guard *loginGuard
 	cache authCache
 	// certs are the CAs of client certificates (LaunchOptions.ClientCAs); nil: the site CA.
-	certs *ClientCAs
+	certs *pki.ClientCAs
 	// operatorCAs: the configuration names operator CAs, so a nil certs is a wiring
 	// mistake and no certificate logs in (it might be an operator CA's, not the site's).
 	operatorCAs bool

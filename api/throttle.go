@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"log/slog"
 	"math"
 	"net/http"
@@ -413,7 +414,7 @@ func loginStatus(w http.ResponseWriter, err error) int {
 		retry = "1"
 	case errors.Is(err, errCodeUnchecked):
 		retry = "30"
-	case errors.Is(err, errCertUnchecked):
+	case errors.Is(err, pki.ErrCertUnchecked):
 		retry = "60"
 	case errors.Is(err, errRADIUSUnavailable), errors.Is(err, errSSOUnavailable):
 		retry = "10"

@@ -22,8 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/agent"
-	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
@@ -36,12 +37,12 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // siteCA issues the test machine's and gateways' certificates; clients trust it (testCA).
-var siteCA = sync.OnceValue(func() *api.CA {
-	cert, key, err := api.GenerateCA("client-test")
+var siteCA = sync.OnceValue(func() *pki.CA {
+	cert, key, err := pki.GenerateCA("client-test")
 	if err != nil {
 		panic(err)
 	}
-	ca, err := api.NewCA(cert, key, quiet)
+	ca, err := pki.NewCA(cert, key, quiet)
 	if err != nil {
 		panic(err)
 	}

@@ -21,8 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/agent"
-	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -32,12 +33,12 @@ import (
 func TestMain(m *testing.M) { testkit.Main(m) }
 
 // siteCA is the tests' site CA: it issues the gateways' and the machines' certificates.
-var siteCA = sync.OnceValue(func() *api.CA {
-	cert, key, err := api.GenerateCA("gateway-test")
+var siteCA = sync.OnceValue(func() *pki.CA {
+	cert, key, err := pki.GenerateCA("gateway-test")
 	if err != nil {
 		panic(err)
 	}
-	ca, err := api.NewCA(cert, key, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ca, err := pki.NewCA(cert, key, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		panic(err)
 	}

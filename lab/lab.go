@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
@@ -108,7 +110,7 @@ type Lab struct {
 	log      *slog.Logger
 	siteKey  ed25519.PrivateKey
 	agentKey []byte
-	ca       *api.CA
+	ca       *pki.CA
 	site     *etcd.Store // the lab's own view of the site database
 	procMu   sync.Mutex  // guards Proc.killed
 	members  []*member   // the nodes run in this process; none with Options.Processes
@@ -119,12 +121,12 @@ type Lab struct {
 // keyRefresh is how often the lab's agents reread the site's ticket keys.
 const keyRefresh = 5 * time.Second
 
-func (l *Lab) setIdentity(key ed25519.PrivateKey, ca *api.CA) {
+func (l *Lab) setIdentity(key ed25519.PrivateKey, ca *pki.CA) {
 	l.siteKey, l.agentKey, l.ca = key, api.AgentKey(key), ca
 }
 
 // CA returns the site CA, which clients trust.
-func (l *Lab) CA() *api.CA { return l.ca }
+func (l *Lab) CA() *pki.CA { return l.ca }
 
 // Site returns the lab's own view of the site database; nil on a site of one node.
 func (l *Lab) Site() *etcd.Store { return l.site }

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/gslb"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/libdns/libdns"
@@ -17,7 +18,7 @@ import (
 // certificates and their keys live sealed in etcd, one node obtains a name's certificate while
 // the others wait for it (a site-wide lock), and a challenge's record is published through
 // etcd, so that every DNS node of the site serves it, whichever node the CA asks.
-func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
+func (r *Node) acmeCerts(ctx context.Context) (*pki.Certs, error) {
 	t := r.cfg.Site.TLS
 	names := t.Names
 	if len(names) == 0 {
@@ -28,15 +29,15 @@ func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
 	if len(names) == 0 {
 		return nil, errors.New("site.tls.issuer is acme but there are no names: set site.tls.names or a GSLB name")
 	}
-	ao := api.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, DNS: r.dns.ACME(), Resolvers: r.dnsListeners(),
+	ao := pki.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, DNS: r.dns.ACME(), Resolvers: r.dnsListeners(),
 		RenewCheck: r.o.CertRenewCheck}
 	if t.ACME.CARoot != "" {
 		var err error
-		if ao.Roots, err = api.ReadCAPool(t.ACME.CARoot); err != nil {
+		if ao.Roots, err = pki.ReadCAPool(t.ACME.CARoot); err != nil {
 			return nil, fmt.Errorf("site.tls.acme.ca_root: %w", err)
 		}
 	}
-	var kv api.CertKV
+	var kv pki.CertKV
 	if r.shared != nil {
 		site, err := r.siteKV()
 		if err != nil {
@@ -52,7 +53,7 @@ func (r *Node) acmeCerts(ctx context.Context) (*api.Certs, error) {
 			}
 		})
 	}
-	return api.NewACMECerts(ctx, r.o.DataDir, kv, names, ao)
+	return pki.NewACMECerts(ctx, r.o.DataDir, kv, names, ao)
 }
 
 // siteChallenges adds a dns-01 challenge's records to the node's own GSLB server (which

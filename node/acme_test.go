@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
@@ -76,7 +77,7 @@ func startPebbleWith(t *testing.T, o pebbleOptions) *pebble {
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0")
 	testkit.Start(t, "Pebble", cmd)
 	rootCA := filepath.Join(certs, "pebble.minica.pem")
-	roots, err := api.ReadCAPool(rootCA)
+	roots, err := pki.ReadCAPool(rootCA)
 	if err != nil {
 		t.Fatal(err)
 	}

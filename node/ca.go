@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 )
 
-// Rotating the site CA (api.CAState's steps: start, issue, retire). On a site of several
+// Rotating the site CA (pki.CAState's steps: start, issue, retire). On a site of several
 // nodes the CA's state is the site identity's, which every node rereads every keyRefresh and
 // applies (refreshKeys); on a site of one node it is the data dir's: ca.pem and ca.key until
 // a rotation, caStateFile from the first one on. Either way a node keeps ca.pem, for clients,
@@ -23,28 +25,28 @@ import (
 // certificates anew when the CA that issues changes.
 
 // caStateFile holds, in the data dir of a node on a store of one node, the site CA's state
-// once it was rotated (api.CAState, JSON, mode 0600: it holds keys).
+// once it was rotated (pki.CAState, JSON, mode 0600: it holds keys).
 const caStateFile = "ca-state.json"
 
 // localCAState reads caStateFile in dataDir; rotated is false when the CA was never rotated
 // (ca.pem and ca.key are the CA).
-func localCAState(dataDir string) (st api.CAState, rotated bool, err error) {
+func localCAState(dataDir string) (st pki.CAState, rotated bool, err error) {
 	rotated, err = readDataJSON(dataDir, caStateFile, &st)
 	return st, rotated, err
 }
 
 // caState is the identity's CA.
-func (id *identity) caState() api.CAState {
-	return api.CAState{Cert: id.CACert, Key: id.CAKey, Rotation: id.CARotation}
+func (id *identity) caState() pki.CAState {
+	return pki.CAState{Cert: id.CACert, Key: id.CAKey, Rotation: id.CARotation}
 }
 
 // readCAState returns the site CA's state: the site identity's on a shared store, else the
 // data dir's.
-func (r *Node) readCAState(ctx context.Context) (api.CAState, error) {
+func (r *Node) readCAState(ctx context.Context) (pki.CAState, error) {
 	if r.shared != nil {
 		id, err := r.readIdentity(ctx)
 		if err != nil {
-			return api.CAState{}, err
+			return pki.CAState{}, err
 		}
 		return id.caState(), nil
 	}
@@ -57,7 +59,7 @@ func (r *Node) readCAState(ctx context.Context) (api.CAState, error) {
 		return st, err
 	}
 	key, err := os.ReadFile(filepath.Join(r.o.DataDir, "ca.key"))
-	return api.CAState{Cert: cert, Key: key}, err
+	return pki.CAState{Cert: cert, Key: key}, err
 }
 
 // caStepWait is the least time between two steps of a rotation.
@@ -65,29 +67,29 @@ func (r *Node) caStepWait() time.Duration {
 	if r.o.CAStepWait > 0 {
 		return r.o.CAStepWait
 	}
-	return api.CAStepWait
+	return pki.CAStepWait
 }
 
 // caStatus describes the site CA (GET /v1/admin/ca).
-func (r *Node) caStatus(ctx context.Context) (api.CAStatus, error) {
+func (r *Node) caStatus(ctx context.Context) (pki.CAStatus, error) {
 	st, err := r.readCAState(ctx)
 	if err != nil {
-		return api.CAStatus{}, err
+		return pki.CAStatus{}, err
 	}
 	return st.Status(r.caStepWait())
 }
 
 // rotateCA takes step of a rotation of the site CA (POST /v1/admin/rotate-ca): a step that
 // does not fit the rotation's state wraps api.ErrRefused.
-func (r *Node) rotateCA(ctx context.Context, step string) (api.CAStatus, error) {
+func (r *Node) rotateCA(ctx context.Context, step string) (pki.CAStatus, error) {
 	r.rotateMu.Lock()
 	defer r.rotateMu.Unlock()
 	now := time.Now()
-	var next api.CAState
-	take := func(cur api.CAState) error {
+	var next pki.CAState
+	take := func(cur pki.CAState) error {
 		var err error
 		next, err = cur.Next(step, r.cfg.Site.Name, now, r.caStepWait())
-		if errors.Is(err, api.ErrCARotation) {
+		if errors.Is(err, pki.ErrCARotation) {
 			err = fmt.Errorf("%w: %w", api.ErrRefused, err)
 		}
 		return err
@@ -95,22 +97,22 @@ func (r *Node) rotateCA(ctx context.Context, step string) (api.CAStatus, error) 
 	if r.shared == nil {
 		cur, err := r.readCAState(ctx)
 		if err != nil {
-			return api.CAStatus{}, err
+			return pki.CAStatus{}, err
 		}
 		if err := take(cur); err != nil {
-			return api.CAStatus{}, err
+			return pki.CAStatus{}, err
 		}
 		b, err := json.Marshal(next)
 		if err != nil {
-			return api.CAStatus{}, err
+			return pki.CAStatus{}, err
 		}
 		if err := atomicfile.Write(filepath.Join(r.o.DataDir, caStateFile), b, 0o600); err != nil {
-			return api.CAStatus{}, fmt.Errorf("writing %s: %w", caStateFile, err)
+			return pki.CAStatus{}, fmt.Errorf("writing %s: %w", caStateFile, err)
 		}
 	} else {
 		secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
 		if err != nil {
-			return api.CAStatus{}, fmt.Errorf("site.store.secret_file: %w", err)
+			return pki.CAStatus{}, fmt.Errorf("site.store.secret_file: %w", err)
 		}
 		_, err = r.shared.UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
 			var id identity
@@ -125,14 +127,14 @@ func (r *Node) rotateCA(ctx context.Context, step string) (api.CAStatus, error) 
 			return json.Marshal(id)
 		})
 		if errors.Is(err, api.ErrRefused) {
-			return api.CAStatus{}, err
+			return pki.CAStatus{}, err
 		}
 		if err != nil {
-			return api.CAStatus{}, fmt.Errorf("%w: the site database did not take the CA's new state: %v", api.ErrRefused, err)
+			return pki.CAStatus{}, fmt.Errorf("%w: the site database did not take the CA's new state: %v", api.ErrRefused, err)
 		}
 	}
 	if err := r.applyCA(ctx, next); err != nil {
-		return api.CAStatus{}, err
+		return pki.CAStatus{}, err
 	}
 	r.log.Info("site CA rotation: step taken", "step", step)
 	return next.Status(r.caStepWait())
@@ -141,7 +143,7 @@ func (r *Node) rotateCA(ctx context.Context, step string) (api.CAStatus, error) 
 // applyCA makes the node's CA issue and trust as st says, keeps ca.pem as the certificates it
 // trusts, and, when the CA that issues changed, issues the listeners' certificates anew
 // (internal issuer; the gateways' certificates follow by themselves).
-func (r *Node) applyCA(ctx context.Context, st api.CAState) error {
+func (r *Node) applyCA(ctx context.Context, st pki.CAState) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err

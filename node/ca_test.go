@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -90,7 +92,7 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldOnly, err := api.NewCA(r.ca.CertPEM(), oldKey, slog.New(slog.DiscardHandler))
+	oldOnly, err := pki.NewCA(r.ca.CertPEM(), oldKey, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +132,13 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 	agentCAs := func() []*x509.Certificate { return saved("site-ca.pem") }
 	agentCert := func() *x509.Certificate { return saved("machine.pem")[0] }
 
-	if _, err := r.rotateCA(ctx, api.CAIssue); !errors.Is(err, api.ErrRefused) {
+	if _, err := r.rotateCA(ctx, pki.CAIssue); !errors.Is(err, api.ErrRefused) {
 		t.Fatalf("--issue with no rotation under way: %v", err)
 	}
 
 	// start
-	st, err := r.rotateCA(ctx, api.CAStart)
-	if err != nil || st.Phase != api.CAStart || len(st.Trusted) != 2 || st.Issuing.SHA256 != st.Trusted[0].SHA256 {
+	st, err := r.rotateCA(ctx, pki.CAStart)
+	if err != nil || st.Phase != pki.CAStart || len(st.Trusted) != 2 || st.Issuing.SHA256 != st.Trusted[0].SHA256 {
 		t.Fatalf("start: %+v, %v", st, err)
 	}
 	trusted := caFile()
@@ -151,12 +153,12 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 	if err := agentCert().CheckSignatureFrom(oldCA); err != nil {
 		t.Fatalf("start: the agent's certificate changed: %v", err)
 	}
-	if _, err := r.rotateCA(ctx, api.CAStart); !errors.Is(err, api.ErrRefused) {
+	if _, err := r.rotateCA(ctx, pki.CAStart); !errors.Is(err, api.ErrRefused) {
 		t.Fatalf("a second start while one is under way: %v", err)
 	}
 
 	// issue
-	if st, err = r.rotateCA(ctx, api.CAIssue); err != nil || st.Phase != api.CAIssue || !bytes.Equal(r.ca.Cert().Raw, newCA.Raw) {
+	if st, err = r.rotateCA(ctx, pki.CAIssue); err != nil || st.Phase != pki.CAIssue || !bytes.Equal(r.ca.Cert().Raw, newCA.Raw) {
 		t.Fatalf("issue: %+v, %v", st, err)
 	}
 	if err := listenerIssuedBy(listener, poolOf(newCA)); err != nil {
@@ -168,7 +170,7 @@ machines: [{name: vda-1, address: 127.0.98.72, zone: hq, group: desktops, displa
 	testkit.WaitFor(t, "the agent renews its certificate from the new CA", func() bool { return agentCert().CheckSignatureFrom(newCA) == nil })
 
 	// retire
-	if st, err = r.rotateCA(ctx, api.CARetire); err != nil || st.Phase != "" || len(st.Trusted) != 1 {
+	if st, err = r.rotateCA(ctx, pki.CARetire); err != nil || st.Phase != "" || len(st.Trusted) != 1 {
 		t.Fatalf("retire: %+v, %v", st, err)
 	}
 	if trusted := caFile(); len(trusted) != 1 || !trusted[0].Equal(newCA) {
@@ -208,7 +210,7 @@ func TestARotationOfTheSiteCAReachesEveryNode(t *testing.T) {
 	if !two.ca.Cert().Equal(old) {
 		t.Fatal("the nodes start with two CAs")
 	}
-	for _, step := range []string{api.CAStart, api.CAIssue, api.CARetire} {
+	for _, step := range []string{pki.CAStart, pki.CAIssue, pki.CARetire} {
 		if _, err := one.rotateCA(ctx, step); err != nil {
 			t.Fatalf("%s at fd-1: %v", step, err)
 		}
@@ -216,7 +218,7 @@ func TestARotationOfTheSiteCAReachesEveryNode(t *testing.T) {
 			b, _ := os.ReadFile(filepath.Join(dir, "fd-2", "ca.pem"))
 			return bytes.Equal(two.ca.CertPEM(), one.ca.CertPEM()) && two.ca.Cert().Equal(one.ca.Cert()) && bytes.Equal(b, one.ca.CertPEM())
 		})
-		if step == api.CAStart {
+		if step == pki.CAStart {
 			three := startSiteNodeWith(t, cfg, dir, "fd-3", Options{})
 			if !bytes.Equal(three.ca.CertPEM(), one.ca.CertPEM()) {
 				t.Fatal("fd-3, started during the rotation, does not trust both CAs")

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
@@ -62,7 +64,7 @@ func (r *Node) readKeys(ctx context.Context) (ticket.KeySet, error) {
 
 // readSite returns the site's ticket keys (readKeys) and, when the store is shared, the site
 // CA's state, both of the site identity in the store (nil on a store of one node).
-func (r *Node) readSite(ctx context.Context) (ticket.KeySet, *api.CAState, error) {
+func (r *Node) readSite(ctx context.Context) (ticket.KeySet, *pki.CAState, error) {
 	first := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
 	if r.shared == nil {
 		ks, ok, err := LocalKeys(r.o.DataDir)
@@ -275,9 +277,9 @@ type trust struct {
 	siteCerts *etcd.Certs
 	// keySets keeps the DNSSEC keys of the signed GSLB domains; nil when none is signed.
 	keySets  keySets
-	ca       *api.CA
-	certs    *api.Certs
-	userCAs  *api.ClientCAs // the operator CAs of users' client certificates; nil: none
+	ca       *pki.CA
+	certs    *pki.Certs
+	userCAs  *pki.ClientCAs // the operator CAs of users' client certificates; nil: none
 	signer   *ticket.Signer
 	verifier *ticket.Verifier
 	siteKey  ed25519.PrivateKey

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
@@ -148,7 +150,7 @@ func (r *Node) refuseRevokedMachines(st tls.ConnectionState) error {
 		return nil
 	}
 	role, name, ok := siteid.Of(st.PeerCertificates[0])
-	if ok && role == siteid.RoleMachine && api.PartyIssued(st.PeerCertificates[0]).Before(r.revokedMachines.at(name)) {
+	if ok && role == siteid.RoleMachine && pki.PartyIssued(st.PeerCertificates[0]).Before(r.revokedMachines.at(name)) {
 		return fmt.Errorf("machine %s: its certificate was revoked", name)
 	}
 	return nil

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -46,7 +48,7 @@ type Options struct {
 	// DataDir holds the store, the site key, the CA and certificates. Required.
 	DataDir string
 	// CAStepWait is the least time between two steps of a rotation of the site CA. Default:
-	// api.CAStepWait.
+	// pki.CAStepWait.
 	CAStepWait time.Duration
 	// CertRenewCheck is how often ACME certificates are checked for renewal. Default: 10
 	// minutes (tests set it small).
@@ -230,12 +232,12 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if acme {
 		r.certs, err = r.acmeCerts(ctx)
 	} else {
-		r.certs, err = api.NewCerts(ctx, o.DataDir, r.certNames(), r.ca)
+		r.certs, err = pki.NewCerts(ctx, o.DataDir, r.certNames(), r.ca)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	if r.userCAs, err = api.LoadClientCAs(r.cfg.Site.Auth, r.ca, r.log.With("component", "client-certificates")); err != nil {
+	if r.userCAs, err = pki.LoadClientCAs(r.cfg.Site.Auth, r.ca, r.log.With("component", "client-certificates")); err != nil {
 		return fail(err)
 	}
 	if err := r.buildGateways(); err != nil {
@@ -288,11 +290,11 @@ func (r *Node) rebindAddrPort(ap netip.AddrPort) netip.AddrPort {
 }
 
 // certNames are the names and addresses the node's certificates cover.
-func (r *Node) certNames() []string { return api.CertNames(r.cfg, []configs.Node{r.spec}) }
+func (r *Node) certNames() []string { return pki.CertNames(r.cfg, []configs.Node{r.spec}) }
 
-// serverTLS returns the TLS config of every listener (api.ServerTLS).
+// serverTLS returns the TLS config of every listener (pki.ServerTLS).
 func (r *Node) serverTLS() *tls.Config {
-	return api.ServerTLS(r.certs, r.ca, r.certNames(), r.rebind, r.userCAs)
+	return pki.ServerTLS(r.certs, r.ca, r.certNames(), r.rebind, r.userCAs)
 }
 
 // onHealth turns machine verdicts into broker availability.

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
@@ -33,7 +34,7 @@ type identity struct {
 	TicketKeys *ticket.KeySet `json:"ticket_keys,omitempty"`
 	// CARotation is a rotation of the CA under way (rotate-ca): CACert and CAKey are the CA
 	// that issues, CARotation the other one, trusted too. Nil when none is.
-	CARotation *api.CARotation `json:"ca_rotation,omitempty"`
+	CARotation *pki.CARotation `json:"ca_rotation,omitempty"`
 	// Generation counts the identity's changes (each rotate-key and rotate-ca step adds
 	// one): a node refuses an identity older than one it has seen (checkGeneration).
 	Generation uint64 `json:"generation,omitempty"`
@@ -49,7 +50,7 @@ func (r *Node) loadIdentity(ctx context.Context) (err error) {
 // there on first start, shared nil), from the site database when it is shared (created by
 // the first node to start, sealed with the store secret). The CA certificate is in
 // dataDir/ca.pem either way, for clients to trust.
-func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, dataDir string, log *slog.Logger) (ed25519.PrivateKey, *api.CA, error) {
+func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, dataDir string, log *slog.Logger) (ed25519.PrivateKey, *pki.CA, error) {
 	calog := log.With("component", "ca")
 	if shared == nil {
 		keyFile := cfg.Site.Tickets.KeyFile
@@ -60,7 +61,7 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 		if err != nil {
 			return nil, nil, err
 		}
-		ca, err := api.LoadOrCreateCA(dataDir, cfg.Site.Name, calog)
+		ca, err := pki.LoadOrCreateCA(dataDir, cfg.Site.Name, calog)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -87,7 +88,7 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 		if err != nil {
 			return nil, err
 		}
-		cert, caKey, err := api.GenerateCA(cfg.Site.Name)
+		cert, caKey, err := pki.GenerateCA(cfg.Site.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +106,7 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("the site key in the store: %w", err)
 	}
-	ca, err := api.NewCA(id.CACert, id.CAKey, calog)
+	ca, err := pki.NewCA(id.CACert, id.CAKey, calog)
 	if err == nil {
 		err = ca.Apply(id.caState())
 	}

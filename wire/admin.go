@@ -17,7 +17,7 @@ type OverrideRequest struct {
 
 // RotateCARequest is the body of POST /v1/admin/rotate-ca.
 type RotateCARequest struct {
-	Step string `json:"step"` // "start", "issue" or "retire" (api.CAStart, CAIssue, CARetire)
+	Step string `json:"step"` // "start", "issue" or "retire" (pki.CAStart, CAIssue, CARetire)
 }
 
 // DNSSECRolloverRequest is the body of POST /v1/admin/dnssec/rollover.

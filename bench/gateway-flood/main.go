@@ -18,7 +18,7 @@
 //   - the gateway: plain, a real gateway.Gateway (New, Listen, Serve) on 127.0.50.1, one UDP
 //     port; quic, a real gateway.QUIC (ListenQUIC, Serve) on a free port of 127.0.50.1, which
 //     relays the flow to the machine's QUIC display port on a connection of its own. Both have
-//     a certificate of the site CA (api.GenerateCA/api.NewCA) and a ticket.Verifier of the
+//     a certificate of the site CA (pki.GenerateCA/pki.NewCA) and a ticket.Verifier of the
 //     site's key;
 //   - the client: plain, opens the flow with a launch ticket datagram and waits for
 //     ticket.UDPReady; quic, a quic-go connection from 127.0.80.1 whose stream carries 'u', the

@@ -25,8 +25,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/agent"
-	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -47,7 +48,7 @@ const (
 
 // writeSite writes a new site CA and ticket signing key to dir.
 func writeSite(dir string) error {
-	cert, key, err := api.GenerateCA("gateway-flood")
+	cert, key, err := pki.GenerateCA("gateway-flood")
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func writeSite(dir string) error {
 
 // site is what a process loads of the site directory.
 type site struct {
-	ca  *api.CA
+	ca  *pki.CA
 	key ed25519.PrivateKey
 }
 
@@ -74,7 +75,7 @@ func loadSite(dir string) (*site, error) {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		return b
 	}
-	ca, err := api.NewCA(read("ca.pem"), read("ca-key.pem"), discard())
+	ca, err := pki.NewCA(read("ca.pem"), read("ca-key.pem"), discard())
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/client/admin"
 	"github.com/frontdoor-vdi/frontdoor/health"
@@ -147,14 +149,14 @@ the CA is the site's, sealed in the store; on bolt it is the front door's data d
 (ca-state.json, mode 0600, once rotated). Each step is in the audit log.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			step := api.CAStart
+			step := pki.CAStart
 			switch {
 			case caIssue && caRetire:
 				return errors.New("--issue or --retire, not both")
 			case caIssue:
-				step = api.CAIssue
+				step = pki.CAIssue
 			case caRetire:
-				step = api.CARetire
+				step = pki.CARetire
 			}
 			return f.do(cmd, http.MethodPost, "/v1/admin/rotate-ca", wire.RotateCARequest{Step: step})
 		},
@@ -238,7 +240,7 @@ dir: agents enrol for certificates there (admin enrol).`,
 			if _, err := os.Stat(filepath.Join(certData, "ca.pem")); err != nil {
 				return fmt.Errorf("no site CA in %s: %w", certData, err)
 			}
-			ca, err := api.LoadOrCreateCA(certData, "", slog.New(slog.NewTextHandler(io.Discard, nil)))
+			ca, err := pki.LoadOrCreateCA(certData, "", slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
@@ -241,8 +243,8 @@ func TestAdminRotateCAFromTheCLI(t *testing.T) {
 	file, _, _, admin := adminSite(t)
 	sv := startServe(t, file)
 	out, err := adminCLI(t, sv, admin, "rotate-ca")
-	var st api.CAStatus
-	if err != nil || json.Unmarshal(out, &st) != nil || st.Phase != api.CAStart || len(st.Trusted) != 2 {
+	var st pki.CAStatus
+	if err != nil || json.Unmarshal(out, &st) != nil || st.Phase != pki.CAStart || len(st.Trusted) != 2 {
 		t.Fatalf("rotate-ca: %v %s", err, out)
 	}
 	b, err := os.ReadFile(filepath.Join(sv.data, "ca.pem"))
@@ -256,7 +258,7 @@ func TestAdminRotateCAFromTheCLI(t *testing.T) {
 		t.Fatalf("--retire --issue: %s", out)
 	}
 	out, err = adminCLI(t, sv, admin, "ca")
-	if err != nil || json.Unmarshal(out, &st) != nil || st.Phase != api.CAStart || !strings.Contains(st.Next, "--issue") {
+	if err != nil || json.Unmarshal(out, &st) != nil || st.Phase != pki.CAStart || !strings.Contains(st.Next, "--issue") {
 		t.Fatalf("admin ca: %v %s", err, out)
 	}
 	out, err = adminCLI(t, sv, admin, "audit")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 )
 
 // config check warns about an operator CA file or a CRL that a node could not use, and
@@ -18,7 +18,7 @@ func TestConfigCheckWarnsAboutClientCertificateFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caPEM, _, err := api.GenerateCA("corp")
+	caPEM, _, err := pki.GenerateCA("corp")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/spf13/cobra"
@@ -31,7 +33,7 @@ func newConfigCmd() *cobra.Command {
 					}
 				}
 				// Warnings too: the CA files and CRLs may live on the nodes only.
-				for _, err := range api.CheckClientCertificates(cfg.Site.Auth, time.Now()) {
+				for _, err := range pki.CheckClientCertificates(cfg.Site.Auth, time.Now()) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %v\n", f, err)
 				}
 				if r := cfg.Site.Auth.RADIUS; r != nil {

@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
@@ -108,11 +110,11 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 	}
 	// The site CA issues the machine's and the gateways' certificates; the client trusts it
 	// and the gateways' self-signed one.
-	caCert, caKey, err := api.GenerateCA("connect-test")
+	caCert, caKey, err := pki.GenerateCA("connect-test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	site, err := api.NewCA(caCert, caKey, connQuiet)
+	site, err := pki.NewCA(caCert, caKey, connQuiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,11 +476,11 @@ func TestConnectWithSingleSignOn(t *testing.T) {
 
 // connect --cert --key logs in with a client certificate, without a user or a password.
 func TestConnectWithAClientCertificate(t *testing.T) {
-	caPEM, caKeyPEM, err := api.GenerateCA("corp")
+	caPEM, caKeyPEM, err := pki.GenerateCA("corp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := api.NewCA(caPEM, caKeyPEM, connQuiet)
+	ca, err := pki.NewCA(caPEM, caKeyPEM, connQuiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package rig is what the benchmark programs share. The site the processes of one run share
-// is kept in a directory: the site CA (api.GenerateCA, loaded with api.NewCA), the ticket signing key, and
+// is kept in a directory: the site CA (pki.GenerateCA, loaded with pki.NewCA), the ticket signing key, and
 // the relays' server certificate, which frontdoor's gateways and HAProxy both present (one
 // P-256 key of the site CA for every gateway address), so that their TLS handshakes cost the
 // same.
@@ -21,7 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/pki"
+
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
@@ -37,11 +38,11 @@ const (
 // WriteSite writes a new site to dir: a CA named ca, a ticket key, and the relays' certificate,
 // a gateway's of the site named relay, for ips.
 func WriteSite(dir, ca, relay string, ips []netip.Addr) error {
-	cert, key, err := api.GenerateCA(ca)
+	cert, key, err := pki.GenerateCA(ca)
 	if err != nil {
 		return err
 	}
-	c, err := api.NewCA(cert, key, Discard())
+	c, err := pki.NewCA(cert, key, Discard())
 	if err != nil {
 		return err
 	}
@@ -70,7 +71,7 @@ func WriteSite(dir, ca, relay string, ips []netip.Addr) error {
 // Site is what a process loads of the site directory.
 type Site struct {
 	Dir   string
-	CA    *api.CA
+	CA    *pki.CA
 	Key   ed25519.PrivateKey
 	Relay tls.Certificate
 }
@@ -81,7 +82,7 @@ func LoadSite(dir string) (*Site, error) {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		return b
 	}
-	ca, err := api.NewCA(read(CAFile), read(CAKeyFile), Discard())
+	ca, err := pki.NewCA(read(CAFile), read(CAKeyFile), Discard())
 	if err != nil {
 		return nil, fmt.Errorf("site %s: %w", dir, err)
 	}

@@ -1,4 +1,4 @@
-package api
+package pki
 
 import (
 	"bytes"
@@ -121,19 +121,19 @@ func sameCA(a, b *x509.Certificate) bool {
 	return bytes.Equal(a.RawSubject, b.RawSubject) && bytes.Equal(a.RawSubjectPublicKeyInfo, b.RawSubjectPublicKeyInfo)
 }
 
-// revoked returns the certificate of chain (verified to the CA, and completed to its root
+// Revoked returns the certificate of chain (verified to the CA, and completed to its root
 // from the CA file) that the CA's CRLs revoke, and the CA whose CRL does; nil for none.
 // Each certificate below the root is checked against the CRLs of its issuer: the leaf's
 // issuer must have one, an issuing CA's may (a root's CRL that lists an issuing CA revokes
 // every certificate it issued). Without crl_files nothing is revoked. With them, a
-// certificate is errCertUnchecked when a CRL of an issuer in its chain is stale, when one of
+// certificate is ErrCertUnchecked when a CRL of an issuer in its chain is stale, when one of
 // the CA's CRLs cannot be used (whose issuer is then unknown), or when its issuer has none.
-func (op *operatorCA) revoked(chain []*x509.Certificate, now time.Time, log *slog.Logger) (revoked, by *x509.Certificate, err error) {
+func (op *OperatorCA) Revoked(chain []*x509.Certificate, now time.Time, log *slog.Logger) (revoked, by *x509.Certificate, err error) {
 	if len(op.crls) == 0 {
 		return nil, nil, nil
 	}
 	if len(chain) < 2 {
-		return nil, nil, fmt.Errorf("%w: the certificate is itself a CA certificate of %s", errCertUnchecked, op.key)
+		return nil, nil, fmt.Errorf("%w: the certificate is itself a CA certificate of %s", ErrCertUnchecked, op.key)
 	}
 	chain = op.complete(chain)
 	crls := make([]crl, len(op.crls))
@@ -144,7 +144,7 @@ func (op *operatorCA) revoked(chain []*x509.Certificate, now time.Time, log *slo
 		}
 	}
 	if len(unusable) > 0 {
-		return nil, nil, fmt.Errorf("%w: %w", errCertUnchecked, errors.Join(unusable...))
+		return nil, nil, fmt.Errorf("%w: %w", ErrCertUnchecked, errors.Join(unusable...))
 	}
 	for i := 0; i+1 < len(chain); i++ {
 		cert, issuer := chain[i], chain[i+1]
@@ -156,14 +156,14 @@ func (op *operatorCA) revoked(chain []*x509.Certificate, now time.Time, log *slo
 			case c.serials[serial]:
 				return cert, issuer, nil
 			case c.err != nil:
-				return nil, nil, fmt.Errorf("%w: %w", errCertUnchecked, c.err)
+				return nil, nil, fmt.Errorf("%w: %w", ErrCertUnchecked, c.err)
 			default:
 				have = true
 			}
 		}
 		if i == 0 && !have {
-			log.Warn("a client certificate's issuer has no CRL among its CA's crl_files: refused", "key", op.key, "issuer", issuer.Subject.String(), "serial", serialHex(cert))
-			return nil, nil, fmt.Errorf("%w: its issuer %q has no CRL", errCertUnchecked, issuer.Subject)
+			log.Warn("a client certificate's issuer has no CRL among its CA's crl_files: refused", "key", op.key, "issuer", issuer.Subject.String(), "serial", SerialHex(cert))
+			return nil, nil, fmt.Errorf("%w: its issuer %q has no CRL", ErrCertUnchecked, issuer.Subject)
 		}
 	}
 	return nil, nil, nil
@@ -172,7 +172,7 @@ func (op *operatorCA) revoked(chain []*x509.Certificate, now time.Time, log *slo
 // complete extends a chain that ends at an issuing CA of the CA file (an anchor, for it is in
 // the pool) with the file's certificates above it, up to a self-signed root: so that the
 // root's CRL can revoke the issuing CA, whether the client sent it or not.
-func (op *operatorCA) complete(chain []*x509.Certificate) []*x509.Certificate {
+func (op *OperatorCA) complete(chain []*x509.Certificate) []*x509.Certificate {
 	chain = slices.Clone(chain)
 	for len(chain) <= len(op.certs)+1 {
 		top := chain[len(chain)-1]

@@ -1,4 +1,4 @@
-package api
+package pki
 
 import (
 	"crypto/tls"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -16,15 +15,14 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 )
 
 // Errors of the client certificates of operator CAs.
 var (
-	// errCertUnchecked: a CRL of the certificate's CA is past its next update, cannot be
+	// ErrCertUnchecked: a CRL of the certificate's CA is past its next update, cannot be
 	// read or verified, or its issuer has none; the login is answered 503 and counts as no
 	// failure (the site must fix it, not the user).
-	errCertUnchecked = errors.New("the revocation of client certificates of this CA cannot be checked now")
+	ErrCertUnchecked = errors.New("the revocation of client certificates of this CA cannot be checked now")
 	// errOperatorParty: a certificate of an operator CA names a party of the site (a
 	// gateway or a machine), which only the site CA may.
 	errOperatorParty = errors.New("a client certificate of an operator CA names a party of the site")
@@ -36,7 +34,7 @@ var (
 // reads them; a nil *ClientCAs is the site CA alone.
 type ClientCAs struct {
 	site *CA
-	ops  []*operatorCA
+	ops  []*OperatorCA
 	log  *slog.Logger
 	pool atomic.Pointer[clientPool] // Pool's last answer
 }
@@ -47,8 +45,8 @@ type clientPool struct {
 	pool *x509.CertPool
 }
 
-// operatorCA is one entry of site.auth.client_certificates, loaded.
-type operatorCA struct {
+// OperatorCA is one entry of site.auth.client_certificates, loaded.
+type OperatorCA struct {
 	key   string // its configuration path, for logs
 	cfg   configs.ClientCertificates
 	certs []*x509.Certificate // of cfg.CAFile
@@ -73,7 +71,7 @@ func LoadClientCAs(auth configs.Auth, site *CA, log *slog.Logger) (*ClientCAs, e
 		if err != nil {
 			return nil, fmt.Errorf("%s.ca_file: %w", key, err)
 		}
-		op := &operatorCA{key: key, cfg: cc, certs: certs}
+		op := &OperatorCA{key: key, cfg: cc, certs: certs}
 		for j, f := range cc.CRLFiles {
 			crl := &crlFile{path: f, key: fmt.Sprintf("%s.crl_files[%d]", key, j), signers: certs}
 			crl.current(time.Now(), log) // read now, so that a bad one is logged at start
@@ -189,7 +187,7 @@ func (c *ClientCAs) Pool() *x509.CertPool {
 func (c *ClientCAs) trust(tc *tls.Config) {
 	next := tc.VerifyConnection
 	tc.VerifyConnection = func(cs tls.ConnectionState) error {
-		if len(cs.VerifiedChains) > 0 && !c.fromSite(cs.VerifiedChains) && namesParty(cs.VerifiedChains[0][0]) {
+		if len(cs.VerifiedChains) > 0 && !c.FromSite(cs.VerifiedChains) && NamesParty(cs.VerifiedChains[0][0]) {
 			return errOperatorParty
 		}
 		if next != nil {
@@ -199,14 +197,14 @@ func (c *ClientCAs) trust(tc *tls.Config) {
 	}
 }
 
-// namesParty reports whether cert carries a frontdoor:// URI, as the site's parties do.
-func namesParty(cert *x509.Certificate) bool {
+// NamesParty reports whether cert carries a frontdoor:// URI, as the site's parties do.
+func NamesParty(cert *x509.Certificate) bool {
 	return slices.ContainsFunc(cert.URIs, func(u *url.URL) bool { return u.Scheme == "frontdoor" })
 }
 
-// fromSite reports whether one of the verified chains ends at the site CA (always, for a
+// FromSite reports whether one of the verified chains ends at the site CA (always, for a
 // nil c: the listener trusts the site CA alone).
-func (c *ClientCAs) fromSite(chains [][]*x509.Certificate) bool {
+func (c *ClientCAs) FromSite(chains [][]*x509.Certificate) bool {
 	if c == nil {
 		return true
 	}
@@ -218,10 +216,10 @@ func (c *ClientCAs) fromSite(chains [][]*x509.Certificate) bool {
 	return false
 }
 
-// operatorOf returns the operator CA and the chain to it of a client certificate's verified
+// OperatorOf returns the operator CA and the chain to it of a client certificate's verified
 // chains; nil when they end at the site CA.
-func (c *ClientCAs) operatorOf(chains [][]*x509.Certificate) (*operatorCA, []*x509.Certificate) {
-	if c.fromSite(chains) {
+func (c *ClientCAs) OperatorOf(chains [][]*x509.Certificate) (*OperatorCA, []*x509.Certificate) {
+	if c.FromSite(chains) {
 		return nil, nil
 	}
 	for _, ch := range chains {
@@ -235,75 +233,11 @@ func (c *ClientCAs) operatorOf(chains [][]*x509.Certificate) (*operatorCA, []*x5
 	return nil, nil
 }
 
-// certificateUser returns the user of the request's verified client certificate. One of the
-// site CA names its user by its common name, wants the client-authentication usage and is
-// never a party's. One of an operator CA names its user as the CA's entry says, and is
-// refused when its CA's CRLs revoke it: a certificate that names no configured user (or
-// several) or is revoked fails like a wrong password (throttled), one whose revocation
-// cannot be checked is errCertUnchecked.
-func (a *authenticator) certificateUser(r *http.Request) (configs.User, error) {
-	chains := r.TLS.VerifiedChains
-	leaf := chains[0][0]
-	if a.certs == nil && a.operatorCAs {
-		a.log.Error("the configuration names operator CAs, but this API was given none (ClientCAs): client certificates log nobody in")
-		return configs.User{}, errNoLogin
-	}
-	op, chain := a.certs.operatorOf(chains)
-	if op == nil {
-		if a.certs != nil && !a.certs.fromSite(chains) {
-			return configs.User{}, errNoLogin // a CA this authenticator does not know
-		}
-		if _, _, party := siteid.Of(leaf); party {
-			return configs.User{}, errNoLogin
-		}
-		u, ok := a.users[leaf.Subject.CommonName]
-		if !ok || !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
-			return configs.User{}, errNoLogin
-		}
-		return u, nil
-	}
-	name, nameErr := op.userName(leaf)
-	u, known := a.users[name]
-	revoked, by, err := op.revoked(chain, a.now(), a.certs.log)
-	switch {
-	case err != nil:
-		// The reason (a file, a date) is logged as the CRL's state changes; the client is
-		// told no more than that its certificate cannot be checked now.
-		a.log.Debug("a client certificate of an operator CA cannot be checked", "serial", serialHex(leaf), "ca_file", op.cfg.CAFile, "err", err)
-		return configs.User{}, errCertUnchecked
-	case revoked != nil:
-		// The revoked certificate is the user's, or an issuing CA above it; the CA named is
-		// the one whose CRL revokes it.
-		a.log.Info("a revoked client certificate was refused", "serial", serialHex(revoked), "ca", by.Subject.String(), "subject", revoked.Subject.String(),
-			"ca_file", op.cfg.CAFile, "user", name, "from", clientAddr(r))
-	case namesParty(leaf):
-		a.log.Warn("a client certificate of an operator CA that names a party of the site was refused", "subject", leaf.Subject.String(), "ca_file", op.cfg.CAFile, "from", clientAddr(r))
-	case nameErr != nil:
-		a.log.Info("a client certificate of an operator CA names no user", "subject", leaf.Subject.String(), "ca_file", op.cfg.CAFile, "reason", nameErr, "from", clientAddr(r))
-	case !known:
-		a.log.Info("a client certificate of an operator CA names no configured user", "user", name, "serial", serialHex(leaf), "ca_file", op.cfg.CAFile, "from", clientAddr(r))
-	default:
-		return u, nil
-	}
-	// A failure counts against its source and name as a wrong password does: a throttled
-	// one is answered 429.
-	who := name
-	if who == "" {
-		who = leaf.Subject.String()
-	}
-	src := clientAddr(r)
-	if _, err := a.guard.admit(r.Context(), src, who); err != nil {
-		return configs.User{}, err
-	}
-	a.guard.done(src, who, true)
-	return configs.User{}, errNoLogin
-}
+// SerialHex is a certificate's serial number in hexadecimal, as CRL tools print it.
+func SerialHex(c *x509.Certificate) string { return strings.ToUpper(c.SerialNumber.Text(16)) }
 
-// serialHex is a certificate's serial number in hexadecimal, as CRL tools print it.
-func serialHex(c *x509.Certificate) string { return strings.ToUpper(c.SerialNumber.Text(16)) }
-
-// userName returns the user name leaf gives by the CA's user_from, less its strip_domain.
-func (op *operatorCA) userName(leaf *x509.Certificate) (string, error) {
+// UserName returns the user name leaf gives by the CA's user_from, less its strip_domain.
+func (op *OperatorCA) UserName(leaf *x509.Certificate) (string, error) {
 	var names []string
 	switch op.cfg.UserFrom {
 	case configs.UserFromEmail:
@@ -346,3 +280,6 @@ func stripDomain(name, domain string) string {
 	}
 	return name
 }
+
+// CAFile is the operator CA's ca_file, for logs.
+func (op *OperatorCA) CAFile() string { return op.cfg.CAFile }

@@ -1,4 +1,4 @@
-package api
+package pki
 
 import (
 	"crypto/sha256"
@@ -7,10 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
-
-	"github.com/frontdoor-vdi/frontdoor/wire"
 )
 
 // Rotating the site CA, in three steps, as every party of the site must trust a CA before a
@@ -154,44 +151,4 @@ func (s CAState) Status(wait time.Duration) (CAStatus, error) {
 			", once every client has the new ca.pem, frontdoor admin rotate-ca --retire stops trusting the old CA"
 	}
 	return out, nil
-}
-
-func (a *Admin) caShow(w http.ResponseWriter, r *http.Request) {
-	if a.o.CA == nil {
-		httpError(w, http.StatusNotImplemented, "this front door holds no site CA")
-		return
-	}
-	st, err := a.o.CA(r.Context())
-	if err != nil {
-		httpError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
-}
-
-func (a *Admin) rotateCA(w http.ResponseWriter, r *http.Request) {
-	if a.o.RotateCA == nil {
-		httpError(w, http.StatusNotImplemented, "this front door holds no site CA")
-		return
-	}
-	var req wire.RotateCARequest
-	if !readJSON(w, r, &req, 1<<10, `body must be JSON {"step": "start"|"issue"|"retire"}`) {
-		return
-	}
-	if req.Step != CAStart && req.Step != CAIssue && req.Step != CARetire {
-		httpError(w, http.StatusBadRequest, fmt.Sprintf("step %q: want start, issue or retire", req.Step))
-		return
-	}
-	st, err := a.o.RotateCA(r.Context(), req.Step)
-	if err != nil {
-		actionError(w, err)
-		return
-	}
-	detail := "issuing " + st.Issuing.Subject + " (sha256 " + st.Issuing.SHA256[:16] + "…)"
-	if len(st.Trusted) > 1 {
-		detail += "; also trusted " + st.Trusted[1].Subject + " (sha256 " + st.Trusted[1].SHA256[:16] + "…)"
-	}
-	a.log.Info("site CA rotation", "by", adminOf(r), "step", req.Step, "issuing", st.Issuing.SHA256, "trusted", len(st.Trusted))
-	a.record(r, "ca.rotate."+req.Step, "site CA", detail)
-	writeJSON(w, http.StatusOK, st)
 }

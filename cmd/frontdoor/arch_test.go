@@ -7,6 +7,7 @@ import (
 	"go/doc"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -61,6 +62,8 @@ type listedPackage struct {
 	Standard   bool
 	Imports    []string
 	Name       string
+	// TestGoFiles and XTestGoFiles are the package's test files, in and beside it.
+	TestGoFiles, XTestGoFiles []string
 }
 
 func listPackages(t *testing.T) []listedPackage {
@@ -198,6 +201,31 @@ func undocumented(t *testing.T, dir string) []string {
 	}
 	sort.Strings(miss)
 	return miss
+}
+
+// Every package with tests checks them for leaked goroutines: its TestMain is testkit's.
+func TestEveryPackageChecksLeaks(t *testing.T) {
+	for _, p := range listPackages(t) {
+		files := append(p.TestGoFiles, p.XTestGoFiles...)
+		if len(files) == 0 {
+			continue
+		}
+		checked := false
+		for _, f := range files {
+			src, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			main := bytes.Contains(src, []byte("func TestMain(m *testing.M)"))
+			if main && (bytes.Contains(src, []byte("testkit.Main")) || p.Name == "testkit" && bytes.Contains(src, []byte("Main(m)"))) {
+				checked = true
+				break
+			}
+		}
+		if !checked {
+			t.Errorf("%s: no TestMain of testkit.Main or testkit.MainFastChecked (goroutine leaks go unseen)", p.ImportPath)
+		}
+	}
 }
 
 func contains(l []string, s string) bool {

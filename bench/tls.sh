@@ -3,7 +3,7 @@
 # from the committed code, `git archive HEAD`) and runs testssl.sh (Debian `testssl.sh`) on
 # the lab's CA-trusted listeners: the launch API and portal, the admin API and console, a
 # gateway's HTTPS port (WebSocket channels) and a gateway's TCP channel port. Prints each
-# finding of severity LOW or worse, and exits 1 when there is one. Takes 3 to 6 minutes.
+# finding of severity LOW or worse with its severity, and exits 1 when there is one. Takes 3 to 6 minutes.
 #
 # Usage: bench/tls.sh — env: TARGETS (default: the four below).
 set -euo pipefail
@@ -38,7 +38,7 @@ for t in $TARGETS; do
 	testssl --quiet --color 0 --warnings off --add-ca "$DATA/ca.pem" --ip one --jsonfile "$json" "$addr" >"$WORK/$name.out" 2>&1 || true
 	[ -s "$json" ] || { echo "testssl wrote nothing for $addr:"; tail -20 "$WORK/$name.out"; exit 1; }
 	bad=$(tr -d '\n' <"$json" | grep -o '{[^{}]*}' | grep -E '"severity" *: *"(LOW|MEDIUM|HIGH|CRITICAL)"' |
-		sed -E 's/.*"id" *: *"([^"]*)".*"finding" *: *"([^"]*)".*/\1: \2/' || true)
+		sed -E 's/.*"id" *: *"([^"]*)".*"severity" *: *"([^"]*)".*"finding" *: *"([^"]*)".*/\2 \1: \3/' || true)
 	if [ -z "$bad" ]; then
 		echo "| $name | $addr | none |"
 	else

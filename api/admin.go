@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
@@ -55,7 +57,7 @@ type AdminOptions struct {
 	Logger *slog.Logger
 	// Logins is the login throttle shared with the process's other APIs. Default: one of
 	// this API's own.
-	Logins *Logins
+	Logins *logins.Throttle
 	// Node names this front door in the audit log.
 	Node string
 	// Audit keeps every admin action (who, when, from where, what). Optional: without it
@@ -142,7 +144,7 @@ type Admin struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 
-	logins *authenticator
+	authn *logins.Authenticator
 
 	console   consoleStore
 	streamsMu sync.Mutex // guards streams
@@ -160,8 +162,7 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 		o.Logger = slog.Default()
 	}
 	a := &Admin{o: o, users: map[string]configs.User{}, mux: http.NewServeMux(), log: o.Logger, modes: map[string]bool{},
-		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, nil, o.Logger)}
-	a.logins.certs = o.ClientCAs
+		authn: logins.New(o.Config, logins.Options{Throttle: o.Logins, ClientCAs: o.ClientCAs, Verifier: o.Verifier, Logger: o.Logger})}
 	for _, u := range o.Config.Users {
 		a.users[u.Name] = u
 	}
@@ -238,12 +239,12 @@ func (a *Admin) wrap(h http.HandlerFunc, read bool) http.HandlerFunc {
 				httpError(w, code, cerr.Error())
 				return
 			}
-			var li login
-			li, err = a.logins.authenticate(r)
-			u = li.user
+			var li logins.Login
+			li, err = a.authn.Authenticate(r)
+			u = li.User
 		}
 		if err == nil && !u.Admin && !u.Monitor {
-			err = errNoLogin
+			err = logins.ErrNoLogin
 		}
 		if err != nil {
 			if viaConsole && (errors.Is(err, errCSRF) || errors.Is(err, errOrigin)) {
@@ -254,7 +255,7 @@ func (a *Admin) wrap(h http.HandlerFunc, read bool) http.HandlerFunc {
 			return
 		}
 		if !u.Admin && !read && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			a.log.Warn("a monitor's write refused", "user", u.Name, "method", r.Method, "path", r.URL.Path, "from", clientAddr(r))
+			a.log.Warn("a monitor's write refused", "user", u.Name, "method", r.Method, "path", r.URL.Path, "from", logins.ClientAddr(r))
 			httpError(w, http.StatusForbidden, errMonitor.Error())
 			return
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
@@ -46,7 +48,7 @@ func TestMetricsNeedAnAdmin(t *testing.T) {
 	}
 }
 
-// Guessing passwords is throttled: after failuresPerSource wrong passwords from one address
+// Guessing passwords is throttled: after logins.FailuresPerSource wrong passwords from one address
 // the next try is answered 429 with a Retry-After, without a comparison; another address may
 // still log in, and the right password is still let in from elsewhere.
 func TestPasswordGuessingIsThrottled(t *testing.T) {
@@ -68,14 +70,14 @@ func TestPasswordGuessingIsThrottled(t *testing.T) {
 		a.ServeHTTP(rec, req)
 		return rec
 	}
-	for i := range failuresPerSource {
+	for i := range logins.FailuresPerSource {
 		if rec := try("192.0.2.7", "guess"); rec.Code != http.StatusUnauthorized {
 			t.Fatalf("wrong password %d: %d, want 401", i, rec.Code)
 		}
 	}
 	rec := try("192.0.2.7", "lab")
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
-		t.Fatalf("after %d wrong passwords, the right one from the same address: %d (Retry-After %q), want 429 with Retry-After", failuresPerSource, rec.Code, rec.Header().Get("Retry-After"))
+		t.Fatalf("after %d wrong passwords, the right one from the same address: %d (Retry-After %q), want 429 with Retry-After", logins.FailuresPerSource, rec.Code, rec.Header().Get("Retry-After"))
 	}
 	if rec := try("192.0.2.8", "lab"); rec.Code != http.StatusOK {
 		t.Fatalf("the right password from another address: %d, want 200", rec.Code)
@@ -125,13 +127,13 @@ func TestAPIsShareTheirLoginThrottle(t *testing.T) {
 	}
 	cfg.Users[0].PasswordHash = string(hash)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	logins := &Logins{}
-	a, err := NewAdmin(AdminOptions{Config: cfg, Logins: logins, Registry: prometheus.NewRegistry(), Logger: quiet})
+	throttle := &logins.Throttle{}
+	a, err := NewAdmin(AdminOptions{Config: cfg, Logins: throttle, Registry: prometheus.NewRegistry(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewLaunch(LaunchOptions{Config: cfg, Logins: logins, Logger: quiet})
-	for range failuresPerSource {
+	l := NewLaunch(LaunchOptions{Config: cfg, Logins: throttle, Logger: quiet})
+	for range logins.FailuresPerSource {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		req.RemoteAddr = "192.0.2.7:40000"
 		req.SetBasicAuth("admin", "guess")
@@ -143,6 +145,6 @@ func TestAPIsShareTheirLoginThrottle(t *testing.T) {
 	rec := httptest.NewRecorder()
 	l.ServeHTTP(rec, req)
 	if rec.Code != http.StatusTooManyRequests {
-		t.Fatalf("the launch API after %d wrong passwords at the admin API from the same address: %d, want 429", failuresPerSource, rec.Code)
+		t.Fatalf("the launch API after %d wrong passwords at the admin API from the same address: %d, want 429", logins.FailuresPerSource, rec.Code)
 	}
 }

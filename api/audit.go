@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/logins"
 )
 
 // AuditEntry is one admin action: who, when, from where, at which front door, what.
@@ -50,7 +52,7 @@ func appendAudit(log AuditLog, events *Notifier, node string, logger *slog.Logge
 	if log == nil {
 		return
 	}
-	e := AuditEntry{Time: time.Now().UTC(), User: user, From: clientAddr(r).String(), Node: node,
+	e := AuditEntry{Time: time.Now().UTC(), User: user, From: logins.ClientAddr(r).String(), Node: node,
 		Action: action, Target: target, Detail: detail}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()

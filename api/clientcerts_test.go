@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -99,7 +101,7 @@ func newCertSite(t *testing.T) *certSite {
 	}
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	s.verifier = ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, s.clk.Now), s.clk.Now)
-	l := NewLaunch(LaunchOptions{Config: cfg, Broker: br, Signer: ticket.NewSigner(key, s.clk.Now), Verifier: s.verifier, Logins: &Logins{}, Logger: log, Now: s.clk.Now,
+	l := NewLaunch(LaunchOptions{Config: cfg, Broker: br, Signer: ticket.NewSigner(key, s.clk.Now), Verifier: s.verifier, Logins: &logins.Throttle{}, Logger: log, Now: s.clk.Now,
 		ClientCAs: cas, Gateways: func(zone string) []GatewayEndpoint {
 			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
 		}})
@@ -271,17 +273,17 @@ func TestACertificateOfNoUserIsRefusedAndThrottled(t *testing.T) {
 	}
 	tooMany := strconv.Itoa(http.StatusTooManyRequests)
 	throttled := false
-	for i := 2; i < 2*failuresPerSource && !throttled; i++ {
+	for i := 2; i < 2*logins.FailuresPerSource && !throttled; i++ {
 		_, err := s.launch(mallory, "", "")
 		switch {
-		case err != nil && strings.Contains(err.Error(), tooMany) && i >= failuresPerSource:
+		case err != nil && strings.Contains(err.Error(), tooMany) && i >= logins.FailuresPerSource:
 			throttled = true
 		case !errors.Is(err, client.ErrUnauthorized):
-			t.Fatalf("unknown user's certificate %d: %v, want %v (429 only after %d)", i, err, client.ErrUnauthorized, failuresPerSource)
+			t.Fatalf("unknown user's certificate %d: %v, want %v (429 only after %d)", i, err, client.ErrUnauthorized, logins.FailuresPerSource)
 		}
 	}
 	if !throttled {
-		t.Fatalf("%d certificates of no user were all answered 401, none throttled", 2*failuresPerSource)
+		t.Fatalf("%d certificates of no user were all answered 401, none throttled", 2*logins.FailuresPerSource)
 	}
 	if _, err := s.launch(nil, "alice", "lab"); err == nil || !strings.Contains(err.Error(), tooMany) {
 		t.Fatalf("a password login from the throttled source: %v, want 429", err)
@@ -351,11 +353,11 @@ func TestTheAdminAPITakesOperatorCACertificates(t *testing.T) {
 func TestAnAPIWithoutTheOperatorCAsLogsNoCertificateIn(t *testing.T) {
 	cfg, _ := labSite(t, "")
 	cfg.Site.Auth.ClientCertificates = []configs.ClientCertificates{{CAFile: "corp-ca.pem", UserFrom: configs.UserFromCommonName}}
-	a := newAuthenticator(cfg, &loginGuard{}, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := logins.New(cfg, logins.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	r, _ := http.NewRequest(http.MethodPost, "/v1/launch", nil)
 	leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}
-	if li, err := a.authenticate(r); !errors.Is(err, errNoLogin) {
-		t.Fatalf("authenticate = %s, %v; want %v", li.user.Name, err, errNoLogin)
+	if li, err := a.Authenticate(r); !errors.Is(err, logins.ErrNoLogin) {
+		t.Fatalf("authenticate = %s, %v; want %v", li.User.Name, err, logins.ErrNoLogin)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/configs"
 )
 
@@ -51,7 +53,7 @@ var consolePages = template.Must(template.ParseFS(consoleFiles, "console/*.html"
 // same way).
 type consoleSession struct {
 	user    configs.User
-	li      login // the login that made it (the portal's: its factors go into tickets)
+	li      logins.Login // the logins.Login that made it (the portal's: its factors go into tickets)
 	csrf    string
 	created time.Time
 	last    time.Time
@@ -125,12 +127,12 @@ func (cs *consoleStore) clock() time.Time {
 
 // start makes a session for u and returns its id.
 func (cs *consoleStore) start(u configs.User) (string, *consoleSession) {
-	return cs.startLogin(login{user: u})
+	return cs.startLogin(logins.Login{User: u})
 }
 
 // startLogin makes a session for the login li and returns its id.
-func (cs *consoleStore) startLogin(li login) (string, *consoleSession) {
-	u := li.user
+func (cs *consoleStore) startLogin(li logins.Login) (string, *consoleSession) {
+	u := li.User
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.byID == nil {
@@ -202,7 +204,7 @@ func (a *Admin) consoleUser(r *http.Request) (u configs.User, ok bool, err error
 }
 
 // sessionOf returns the live session that r's cookie names: ok false when r carries no
-// such cookie, errNoLogin when the session is over. A write (any method but GET and HEAD)
+// such cookie, logins.ErrNoLogin when the session is over. A write (any method but GET and HEAD)
 // must come from the page's own origin and carry the session's CSRF token in X-CSRF-Token
 // (or, from a form of the page's own, in its csrf field).
 func (cs *consoleStore) sessionOf(r *http.Request, cookie string) (*consoleSession, bool, error) {
@@ -212,7 +214,7 @@ func (cs *consoleStore) sessionOf(r *http.Request, cookie string) (*consoleSessi
 	}
 	s, live := cs.get(c.Value)
 	if !live {
-		return nil, true, errNoLogin
+		return nil, true, logins.ErrNoLogin
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if !sameOrigin(r) {
@@ -315,7 +317,7 @@ func (a *Admin) renderLogin(w http.ResponseWriter, msg string, code int) {
 }
 
 // consoleLogin checks a login form's user, password and one-time code (a TOTP code or a
-// RADIUS passcode, sent as the API's OTPHeader) as the API checks Basic credentials
+// RADIUS passcode, sent as the API's logins.OTPHeader) as the API checks Basic credentials
 // (throttled alike) and starts a console session for an admin or a monitor.
 func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
@@ -326,42 +328,42 @@ func (a *Admin) consoleLogin(w http.ResponseWriter, r *http.Request) {
 		a.renderLogin(w, "the login form could not be read", http.StatusBadRequest)
 		return
 	}
-	li, err := a.logins.authenticate(formCredentials(r, false))
-	u := li.user
+	li, err := a.authn.Authenticate(formCredentials(r, false))
+	u := li.User
 	if err == nil && !mayConsole(u) {
-		err = errNoLogin
+		err = logins.ErrNoLogin
 	}
 	if err != nil {
-		code := loginStatus(w, err)
+		code := logins.Status(w, err)
 		msg := "wrong user or password, or the user may not use the console"
-		if code != http.StatusUnauthorized || errors.Is(err, errRADIUSChallenge) {
+		if code != http.StatusUnauthorized || errors.Is(err, logins.ErrRADIUSChallenge) {
 			msg = err.Error()
 		}
-		a.log.Warn("console login refused", "user", r.PostForm.Get("user"), "from", clientAddr(r), "err", err)
+		a.log.Warn("console login refused", "user", r.PostForm.Get("user"), "from", logins.ClientAddr(r), "err", err)
 		a.renderLogin(w, msg, code)
 		return
 	}
 	id, _ := a.console.start(u)
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
-	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", clientAddr(r))
+	a.log.Info("console login", "user", u.Name, "role", roleOf(u), "from", logins.ClientAddr(r))
 	a.recordLogin(r, u, "")
 	http.Redirect(w, r, "/site", http.StatusSeeOther)
 }
 
 // formCredentials is a login form's request (user, password and otp fields, parsed) as the
-// APIs take credentials: HTTP Basic and the one-time code in OTPHeader; with cert, the
+// APIs take credentials: HTTP Basic and the one-time code in logins.OTPHeader; with cert, the
 // connection's client certificate instead of the user and password, else no certificate.
 func formCredentials(r *http.Request, cert bool) *http.Request {
 	cred := r.Clone(r.Context())
 	cred.Header = r.Header.Clone()
 	cred.Header.Del("Authorization")
-	cred.Header.Del(OTPHeader)
+	cred.Header.Del(logins.OTPHeader)
 	if !cert {
 		cred.SetBasicAuth(r.PostForm.Get("user"), r.PostForm.Get("password"))
 		cred.TLS = nil // the form's credentials, not a client certificate
 	}
 	if code := r.PostForm.Get("otp"); code != "" {
-		cred.Header.Set(OTPHeader, code) // a TOTP code or a RADIUS passcode, as the API takes it
+		cred.Header.Set(logins.OTPHeader, code) // a TOTP code or a RADIUS passcode, as the API takes it
 	}
 	return cred
 }
@@ -370,7 +372,7 @@ func formCredentials(r *http.Request, cert bool) *http.Request {
 // address is there from the last consoleLoginAudit; the next entry says how many came
 // between. via names the way in ("" for a password).
 func (a *Admin) recordLogin(r *http.Request, u configs.User, via string) {
-	record, since := a.console.audit(u.Name, clientAddr(r).String())
+	record, since := a.console.audit(u.Name, logins.ClientAddr(r).String())
 	if !record {
 		return
 	}
@@ -379,7 +381,7 @@ func (a *Admin) recordLogin(r *http.Request, u configs.User, via string) {
 		detail += ", via " + via
 	}
 	if since > 0 {
-		detail += fmt.Sprintf(" (%d more logins from %s since the last entry)", since, clientAddr(r))
+		detail += fmt.Sprintf(" (%d more logins from %s since the last entry)", since, logins.ClientAddr(r))
 	}
 	a.record(r.WithContext(withAdmin(r.Context(), u.Name)), "console.login", u.Name, detail)
 }

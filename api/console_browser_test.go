@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
@@ -22,9 +24,9 @@ import (
 // in to the site page.
 func TestConsoleLoginWithAOneTimeCodeInABrowser(t *testing.T) {
 	testkit.Site(t)
-	rs := startRADIUS(t, radiusSecretText, false)
-	s := newRADIUSSite(t, "role: factor, users: [admin]", rs.addr)
-	a, err := NewAdmin(AdminOptions{Config: s.cfg, Broker: s.br, Zone: "hq", Node: "fd-hq-1", Logins: s.logins,
+	rs := radiustest.Start(t, radiustest.SecretText, false)
+	s := newRADIUSSite(t, "role: factor, users: [admin]", rs.Addr)
+	a, err := NewAdmin(AdminOptions{Config: s.cfg, Broker: s.br, Zone: "hq", Node: "fd-hq-1", Logins: s.throttle,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +61,7 @@ func TestConsoleLoginWithAOneTimeCodeInABrowser(t *testing.T) {
 	if err := chromedp.Do(step, login("123456"), chromedp.WaitVisible(chromedp.CSS(`tr[data-zone="hq"]`))); err != nil {
 		t.Fatalf("logging in with the passcode: %v", err)
 	}
-	if n := rs.count(); n != 2 {
+	if n := rs.Count(); n != 2 {
 		t.Fatalf("the RADIUS server was asked %d times, want 2 (the challenged passcode, the accepted one)", n)
 	}
 }

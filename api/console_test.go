@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
+
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
 )
@@ -159,11 +161,11 @@ func TestConsoleSessions(t *testing.T) {
 	}
 }
 
-// The console's login form takes a one-time code (field otp) as the API takes OTPHeader: a
+// The console's login form takes a one-time code (field otp) as the API takes logins.OTPHeader: a
 // RADIUS passcode of the admin logs in, a challenged one is refused saying what is not
 // supported, and with the RADIUS servers down the form answers 503.
 func TestConsoleLoginTakesAOneTimeCode(t *testing.T) {
-	rs := startRADIUS(t, radiusSecretText, false)
+	rs := radiustest.Start(t, radiustest.SecretText, false)
 	for _, tc := range []struct {
 		name   string
 		server func() netip.AddrPort
@@ -171,13 +173,13 @@ func TestConsoleLoginTakesAOneTimeCode(t *testing.T) {
 		status int
 		says   string
 	}{
-		{"a challenged passcode is refused", func() netip.AddrPort { return rs.addr }, "999999", http.StatusUnauthorized, "does not support"},
-		{"the servers down is 503", func() netip.AddrPort { return closedUDP(t) }, "123456", http.StatusServiceUnavailable, "RADIUS servers cannot be asked"},
-		{"the accepted passcode logs in", func() netip.AddrPort { return rs.addr }, "123 456", http.StatusSeeOther, ""},
+		{"a challenged passcode is refused", func() netip.AddrPort { return rs.Addr }, "999999", http.StatusUnauthorized, "does not support"},
+		{"the servers down is 503", func() netip.AddrPort { return radiustest.ClosedUDP(t) }, "123456", http.StatusServiceUnavailable, "RADIUS servers cannot be asked"},
+		{"the accepted passcode logs in", func() netip.AddrPort { return rs.Addr }, "123 456", http.StatusSeeOther, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newRADIUSSite(t, "role: factor, users: [admin]", tc.server())
-			a, err := NewAdmin(AdminOptions{Config: s.cfg, Broker: s.br, Logins: s.logins, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			a, err := NewAdmin(AdminOptions{Config: s.cfg, Broker: s.br, Logins: s.throttle, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}

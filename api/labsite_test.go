@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
@@ -63,7 +65,7 @@ type loginSite struct {
 	clk      *testclock.Clock
 	signer   *ticket.Signer
 	verifier *ticket.Verifier
-	logins   *Logins
+	throttle *logins.Throttle
 	logs     io.Writer
 }
 
@@ -75,7 +77,7 @@ func newLoginSite(t *testing.T, cfg *configs.Config, clk *testclock.Clock) *logi
 		t.Fatal(err)
 	}
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
-	return &loginSite{t: t, cfg: cfg, br: br, clk: clk, logins: &Logins{},
+	return &loginSite{t: t, cfg: cfg, br: br, clk: clk, throttle: &logins.Throttle{},
 		signer:   ticket.NewSigner(key, clk.Now),
 		verifier: ticket.NewVerifier(pub, ticket.NewMemoryLedger(0, clk.Now), clk.Now)}
 }
@@ -89,7 +91,7 @@ func (s *loginSite) frontDoor() (string, uint16, *x509.CertPool) {
 		w = io.Discard
 	}
 	logger := slog.New(slog.NewTextHandler(w, nil))
-	l := NewLaunch(LaunchOptions{Config: s.cfg, Broker: s.br, Signer: s.signer, Verifier: s.verifier, Logins: s.logins, Logger: logger, Now: s.clk.Now,
+	l := NewLaunch(LaunchOptions{Config: s.cfg, Broker: s.br, Signer: s.signer, Verifier: s.verifier, Logins: s.throttle, Logger: logger, Now: s.clk.Now,
 		Gateways: func(zone string) []GatewayEndpoint {
 			return []GatewayEndpoint{{Name: "gw", Zone: zone, Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}
 		}})

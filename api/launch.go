@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/frontdoor-vdi/frontdoor/pki"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"path"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
+	"github.com/frontdoor-vdi/frontdoor/pki"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -62,7 +64,7 @@ type LaunchOptions struct {
 	Config *configs.Config
 	// Logins is the login throttle shared with the process's other APIs. Default: one of
 	// this API's own.
-	Logins *Logins
+	Logins *logins.Throttle
 	// Broker answers launches.
 	Broker Broker
 	// Locate maps a client address to its user-location zone ("" when none).
@@ -104,7 +106,7 @@ type Launch struct {
 	desk   map[string]*DesktopInfo // each machine's desktop, as descriptors name it
 	log    *slog.Logger
 	mux    *http.ServeMux
-	logins *authenticator
+	authn  *logins.Authenticator
 	portal consoleStore // the portal's sessions
 	// csp is the portal's Content-Security-Policy, its connect-src the gateways' wss://
 	// origins.
@@ -119,8 +121,7 @@ func NewLaunch(o LaunchOptions) *Launch {
 		o.Logger = slog.Default()
 	}
 	l := &Launch{o: o, mach: map[string]configs.Machine{}, desk: map[string]*DesktopInfo{}, log: o.Logger, mux: http.NewServeMux(),
-		logins: newAuthenticator(o.Config, guardOf(o.Logins), o.Verifier, o.Now, o.Logger)}
-	l.logins.certs = o.ClientCAs
+		authn: logins.New(o.Config, logins.Options{Throttle: o.Logins, ClientCAs: o.ClientCAs, Verifier: o.Verifier, Now: o.Now, Logger: o.Logger})}
 	l.portal.now, l.portal.limit = o.Now, portalSessions
 	l.csp = portalCSP(gatewayWebSockets(o.Config))
 	l.files = ratemap.New[string](rate.Every(time.Minute/launchFilesPerMinute), launchFilesPerMinute, portalSessions)
@@ -147,7 +148,7 @@ func NewLaunch(o LaunchOptions) *Launch {
 	l.mux.HandleFunc("POST /v1/sessions/{id}/disconnect", l.auth(l.sessionAction))
 	l.mux.HandleFunc("POST /v1/sessions/{id}/logoff", l.auth(l.sessionAction))
 	l.mux.HandleFunc("GET /v1/ready", l.ready)
-	l.mux.HandleFunc("GET "+OIDCPath, l.oidcInfo)
+	l.mux.HandleFunc("GET "+logins.OIDCPath, l.oidcInfo)
 	l.routePortal()
 	return l
 }
@@ -169,7 +170,7 @@ func (l *Launch) oidcInfo(w http.ResponseWriter, _ *http.Request) {
 		httpError(w, http.StatusNotFound, "this site has no single sign-on (site.auth.oidc)")
 		return
 	}
-	writeJSON(w, http.StatusOK, OIDCInfo{Issuer: o.Issuer, ClientID: o.Native(), Scopes: append([]string{"openid"}, o.Scopes...)})
+	writeJSON(w, http.StatusOK, logins.OIDCInfo{Issuer: o.Issuer, ClientID: o.Native(), Scopes: append([]string{"openid"}, o.Scopes...)})
 }
 
 // ServeHTTP implements http.Handler.
@@ -178,7 +179,7 @@ func (l *Launch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mux.ServeHTTP(w, r)
 }
 
-func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.HandlerFunc {
+func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, logins.Login)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if code, err := crossSiteWrite(r); err != nil {
 			httpError(w, code, err.Error())
@@ -200,14 +201,14 @@ func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.Ha
 			}
 			li, resource, err := l.launchFileLogin(tok)
 			if err != nil {
-				l.log.Warn("launch file refused", "from", clientAddr(r), "err", err)
+				l.log.Warn("launch file refused", "from", logins.ClientAddr(r), "err", err)
 				httpError(w, http.StatusUnauthorized, "the launch file is not good (opened already, too old, or not this site's): open the resource again at the portal")
 				return
 			}
 			h(w, r.WithContext(context.WithValue(r.Context(), launchFileKey{}, resource)), li)
 			return
 		}
-		li, err := l.logins.authenticate(r)
+		li, err := l.authn.Authenticate(r)
 		if err != nil {
 			loginRefused(w, err, "frontdoor")
 			return
@@ -218,21 +219,11 @@ func (l *Launch) auth(h func(http.ResponseWriter, *http.Request, login)) http.Ha
 
 // locate returns r's client address and its user-location zone ("" when none).
 func (l *Launch) locate(r *http.Request) (netip.Addr, string) {
-	client := clientAddr(r)
+	client := logins.ClientAddr(r)
 	if l.o.Locate == nil || !client.IsValid() {
 		return client, ""
 	}
 	return client, l.o.Locate(client)
-}
-
-// clientAddr is the client's address as the socket sees it.
-func clientAddr(r *http.Request) netip.Addr {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	a, _ := netip.ParseAddr(host)
-	return a.Unmap()
 }
 
 // readJSON decodes r's body, of at most limit bytes, into v. It answers 413 for a longer
@@ -257,8 +248,8 @@ type LaunchRequest struct {
 	Endpoint string `json:"endpoint"`
 }
 
-func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
-	u := li.user
+func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li logins.Login) {
+	u := li.User
 	var req LaunchRequest
 	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"resource\": NAME, \"endpoint\": ID}") {
 		return
@@ -283,13 +274,13 @@ func (l *Launch) launch(w http.ResponseWriter, r *http.Request, li login) {
 	}
 	client, zone := l.locate(r)
 	d, err := l.o.Broker.Launch(r.Context(), broker.LaunchRequest{User: u.Name, Resource: req.Resource, LocationZone: zone, Endpoint: req.Endpoint, Client: client,
-		Factors: li.factorNames(), Groups: li.groups})
+		Factors: li.FactorNames(), Groups: li.Groups})
 	if err != nil {
 		l.log.Error("launch failed", "user", u.Name, "resource", req.Resource, "err", err)
 		httpError(w, http.StatusServiceUnavailable, "launch failed")
 		return
 	}
-	l.log.Info("launch", "user", u.Name, "factors", li.factors.String(), "resource", req.Resource, "client", client, "location_zone", zone,
+	l.log.Info("launch", "user", u.Name, "factors", li.Factors.String(), "resource", req.Resource, "client", client, "location_zone", zone,
 		"outcome", d.Outcome, "step", d.Step, "machine", d.Machine, "session", d.Session, "mode", d.Mode, "reason", d.Reason)
 	if !u.Admin {
 		// The broker's trace names other machines, their load and the site's zones: an
@@ -348,7 +339,7 @@ func (l *Launch) revokeOlder(session, from, to string, issued time.Time) {
 // describe turns a decision into the connection descriptor with its tickets, which seal the
 // login li (user, factors, its time and the end of its factor lifetime), and returns when
 // the first of them was issued.
-func (l *Launch) describe(d broker.Decision, zone string, li login) (Descriptor, time.Time, error) {
+func (l *Launch) describe(d broker.Decision, zone string, li logins.Login) (Descriptor, time.Time, error) {
 	desc := Descriptor{SessionID: d.Session, Outcome: string(d.Outcome), Mode: d.Mode, Machine: d.Machine, Zone: d.Zone,
 		Step: d.Step, StepLabel: d.StepLabel, PreferredZone: d.PreferredZone, PreferredSource: d.PreferredZoneSource, LocationZone: zone,
 		Why: whyThere(d, zone), Trace: d.Trace}
@@ -375,9 +366,9 @@ func (l *Launch) describe(d broker.Decision, zone string, li login) (Descriptor,
 		}
 	}
 	t := l.o.Config.Site.Tickets
-	c := ticket.Claims{Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans, User: li.user.Name, Factors: li.factors, AuthTime: li.at}
+	c := ticket.Claims{Session: d.Session, Machine: d.Machine, Mode: d.Mode, Channels: chans, User: li.User.Name, Factors: li.Factors, AuthTime: li.At}
 	if life := l.o.Config.Site.Auth.FactorLifetime.D(); life > 0 {
-		c.LoginExpires = li.at.Add(life)
+		c.LoginExpires = li.At.Add(life)
 	}
 	lt, rt, lc, err := l.o.Signer.IssueLaunch(c, t.LaunchTTL.D(), t.ReconnectTTL.D())
 	if err != nil {
@@ -399,20 +390,20 @@ type SessionView struct {
 	Created  time.Time `json:"created"`
 }
 
-func (l *Launch) sessions(w http.ResponseWriter, _ *http.Request, li login) {
+func (l *Launch) sessions(w http.ResponseWriter, _ *http.Request, li logins.Login) {
 	out := []SessionView{}
 	for _, s := range l.o.Broker.Sessions() {
-		if s.User == li.user.Name {
+		if s.User == li.User.Name {
 			out = append(out, SessionView{ID: s.ID, Resource: s.Resource, Machine: s.Machine, Zone: s.Zone, State: string(s.State), Mode: s.Mode, Endpoint: s.Endpoint, Created: s.Created})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, li login) {
+func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, li logins.Login) {
 	id := r.PathValue("id")
 	s, ok := l.o.Broker.Session(id)
-	if !ok || s.User != li.user.Name {
+	if !ok || s.User != li.User.Name {
 		httpError(w, http.StatusNotFound, "no such session")
 		return
 	}
@@ -430,7 +421,7 @@ func (l *Launch) sessionAction(w http.ResponseWriter, r *http.Request, li login)
 		return
 	}
 	if fromPortal(r) {
-		l.audit(r, li.user.Name, "portal."+path.Base(r.URL.Path), id, s.Resource+" on "+s.Machine)
+		l.audit(r, li.User.Name, "portal."+path.Base(r.URL.Path), id, s.Resource+" on "+s.Machine)
 	}
 	s, _ = l.o.Broker.Session(id)
 	writeJSON(w, http.StatusOK, map[string]string{"id": id, "state": string(s.State)})

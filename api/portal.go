@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
@@ -75,9 +77,9 @@ func (l *Launch) routePortal() {
 const portalSSOPath = "/portal/oidc/login"
 
 // portalSSO is the portal's single sign-on flow; ok false when the site has none.
-func (l *Launch) portalSSO() (ssoFlow, bool) {
+func (l *Launch) portalSSO() (logins.SSOFlow, bool) {
 	u := l.o.Config.Site.Auth.OIDC.PortalRedirectURL
-	return ssoFlow{logins: l.logins, redirect: u, cookiePath: "/portal/oidc/", accept: ssoLogin.ofTheSite}, l.logins.sso != nil && u != ""
+	return logins.SSOFlow{Authn: l.authn, Redirect: u, CookiePath: "/portal/oidc/", Accept: logins.SSOLogin.OfTheSite}, l.authn.SSO() && u != ""
 }
 
 func (l *Launch) portalSSOStart(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +88,7 @@ func (l *Launch) portalSSOStart(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if msg, code := f.start(w, r); code != 0 {
+	if msg, code := f.Start(w, r); code != 0 {
 		l.renderPortalLogin(w, r, msg, code)
 	}
 }
@@ -100,13 +102,13 @@ func (l *Launch) portalSSOCallback(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	sl, err := f.finish(w, r)
+	sl, err := f.Finish(w, r)
 	if err != nil {
-		l.log.Warn("portal single sign-on refused", "from", clientAddr(r), "err", err)
-		l.renderPortalLogin(w, r, err.Error(), loginStatus(w, err))
+		l.log.Warn("portal single sign-on refused", "from", logins.ClientAddr(r), "err", err)
+		l.renderPortalLogin(w, r, err.Error(), logins.Status(w, err))
 		return
 	}
-	li := login{user: sl.user, factors: sl.factors, at: sl.at, groups: sl.groups}
+	li := logins.Login{User: sl.User, Factors: sl.Factors, At: sl.At, Groups: sl.Groups}
 	l.startPortal(w, r, li, "single sign-on")
 	continuePage(w, "/", "Continue to your desktops")
 }
@@ -169,7 +171,7 @@ func (l *Launch) portalSession(r *http.Request) (*consoleSession, bool) {
 }
 
 // portalLogin checks the sign-in form (user, password and a one-time code, as the API checks
-// Basic credentials and OTPHeader, throttled alike; or, with "certificate" set, the client
+// Basic credentials and logins.OTPHeader, throttled alike; or, with "certificate" set, the client
 // certificate the connection presented) and starts a portal session.
 func (l *Launch) portalLogin(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
@@ -180,17 +182,17 @@ func (l *Launch) portalLogin(w http.ResponseWriter, r *http.Request) {
 		l.renderPortalLogin(w, r, "the sign-in form could not be read", http.StatusBadRequest)
 		return
 	}
-	li, err := l.logins.authenticate(formCredentials(r, r.PostForm.Get("certificate") != ""))
+	li, err := l.authn.Authenticate(formCredentials(r, r.PostForm.Get("certificate") != ""))
 	if err != nil {
-		code := loginStatus(w, err)
+		code := logins.Status(w, err)
 		msg := "wrong user name or password, or a wrong or missing one-time code"
 		switch {
 		case code == http.StatusTooManyRequests:
 			msg = "too many sign-ins: " + err.Error()
-		case code != http.StatusUnauthorized || errors.Is(err, errRADIUSChallenge):
+		case code != http.StatusUnauthorized || errors.Is(err, logins.ErrRADIUSChallenge):
 			msg = err.Error()
 		}
-		l.log.Warn("portal sign-in refused", "user", r.PostForm.Get("user"), "from", clientAddr(r), "err", err)
+		l.log.Warn("portal sign-in refused", "user", r.PostForm.Get("user"), "from", logins.ClientAddr(r), "err", err)
 		l.renderPortalLogin(w, r, msg, code)
 		return
 	}
@@ -200,19 +202,19 @@ func (l *Launch) portalLogin(w http.ResponseWriter, r *http.Request) {
 
 // startPortal starts a portal session for the login li (made via a way in: "" for the form)
 // and sets its cookie.
-func (l *Launch) startPortal(w http.ResponseWriter, r *http.Request, li login, via string) {
+func (l *Launch) startPortal(w http.ResponseWriter, r *http.Request, li logins.Login, via string) {
 	id, _ := l.portal.startLogin(li)
 	http.SetCookie(w, &http.Cookie{Name: portalCookie, Value: id, Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
-	l.log.Info("portal sign-in", "user", li.user.Name, "factors", li.factors.String(), "from", clientAddr(r), "via", via)
-	if record, since := l.portal.audit(li.user.Name, clientAddr(r).String()); record {
-		detail := "factors " + li.factors.String()
+	l.log.Info("portal sign-in", "user", li.User.Name, "factors", li.Factors.String(), "from", logins.ClientAddr(r), "via", via)
+	if record, since := l.portal.audit(li.User.Name, logins.ClientAddr(r).String()); record {
+		detail := "factors " + li.Factors.String()
 		if via != "" {
 			detail += ", via " + via
 		}
 		if since > 0 {
-			detail += fmt.Sprintf(" (%d more sign-ins from %s since the last entry)", since, clientAddr(r))
+			detail += fmt.Sprintf(" (%d more sign-ins from %s since the last entry)", since, logins.ClientAddr(r))
 		}
-		l.audit(r, li.user.Name, "portal.signin", li.user.Name, detail)
+		l.audit(r, li.User.Name, "portal.signin", li.User.Name, detail)
 	}
 }
 
@@ -221,7 +223,7 @@ func (l *Launch) portalLogout(w http.ResponseWriter, r *http.Request) {
 	if s, ok, err := l.portal.sessionOf(r, portalCookie); ok && err == nil {
 		c, _ := r.Cookie(portalCookie)
 		l.portal.end(c.Value)
-		l.log.Info("portal sign-out", "user", s.user.Name, "from", clientAddr(r))
+		l.log.Info("portal sign-out", "user", s.user.Name, "from", logins.ClientAddr(r))
 		l.audit(r, s.user.Name, "portal.signout", s.user.Name, "")
 	}
 	http.SetCookie(w, &http.Cookie{Name: portalCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
@@ -248,15 +250,15 @@ var errPortalExpired = errors.New("your sign-in has ended: sign in again")
 
 // portalLoginOf returns the login of the request's portal session: ok false when it carries
 // no portal cookie. A write needs the session's CSRF token (consoleStore.sessionOf).
-func (l *Launch) portalLoginOf(r *http.Request) (li login, ok bool, err error) {
+func (l *Launch) portalLoginOf(r *http.Request) (li logins.Login, ok bool, err error) {
 	s, ok, err := l.portal.sessionOf(r, portalCookie)
 	switch {
 	case !ok:
-		return login{}, false, nil
-	case errors.Is(err, errNoLogin):
-		return login{}, true, errPortalExpired
+		return logins.Login{}, false, nil
+	case errors.Is(err, logins.ErrNoLogin):
+		return logins.Login{}, true, errPortalExpired
 	case err != nil:
-		return login{}, true, err
+		return logins.Login{}, true, err
 	}
 	return s.li, true, nil
 }
@@ -268,12 +270,12 @@ type launchFileKey struct{}
 // launchFile serves POST /v1/launch-file {"resource": R} to the portal's page: a launch file
 // (ticket.LaunchFileDoc) that `frontdoor connect --file` opens once, within
 // ticket.LaunchFileTTL, as the portal's login. The page downloads it.
-func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li login) {
+func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li logins.Login) {
 	if !fromPortal(r) {
 		httpError(w, http.StatusForbidden, "launch files are made for the portal's sign-ins")
 		return
 	}
-	if len(li.groups) > 0 {
+	if len(li.Groups) > 0 {
 		// A ticket seals no groups: a login that an identity provider's groups vouch for
 		// would lose them.
 		httpError(w, http.StatusForbidden, "a single sign-on login opens its desktops in the browser: launch files carry no identity provider's groups")
@@ -288,7 +290,7 @@ func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li login) {
 		return
 	}
 	l.filesMu.Lock()
-	ok := l.files.Get(li.user.Name, time.Now()).Allow()
+	ok := l.files.Get(li.User.Name, time.Now()).Allow()
 	l.filesMu.Unlock()
 	if !ok {
 		w.Header().Set("Retry-After", "10")
@@ -297,15 +299,15 @@ func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li login) {
 	}
 	// Entitled, and not denied now: a file for anything else would only be refused later.
 	client, zone := l.locate(r)
-	d := l.o.Broker.Decide(broker.LaunchRequest{User: li.user.Name, Resource: req.Resource, LocationZone: zone, Client: client,
-		Factors: li.factorNames(), Groups: li.groups})
+	d := l.o.Broker.Decide(broker.LaunchRequest{User: li.User.Name, Resource: req.Resource, LocationZone: zone, Client: client,
+		Factors: li.FactorNames(), Groups: li.Groups})
 	if d.Outcome == broker.OutcomeDenied {
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "denied", "reason": deniedInWords(d)})
 		return
 	}
-	c := ticket.Claims{Kind: ticket.LaunchFile, Session: req.Resource, User: li.user.Name, Factors: li.factors, AuthTime: li.at}
+	c := ticket.Claims{Kind: ticket.LaunchFile, Session: req.Resource, User: li.User.Name, Factors: li.Factors, AuthTime: li.At}
 	if life := l.o.Config.Site.Auth.FactorLifetime.D(); life > 0 {
-		c.LoginExpires = li.at.Add(life)
+		c.LoginExpires = li.At.Add(life)
 	}
 	tok, c, err := l.o.Signer.Issue(c, ticket.LaunchFileTTL)
 	if err != nil {
@@ -313,27 +315,27 @@ func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li login) {
 		return
 	}
 	doc := ticket.LaunchFileDoc{Version: ticket.LaunchFileVersion, Site: l.o.Config.Site.Name, LaunchURLs: []string{"https://" + r.Host},
-		Resource: req.Resource, User: li.user.Name, Ticket: tok, Expires: c.Expires.UTC()}
-	l.audit(r, li.user.Name, "portal.launch-file", req.Resource, "valid until "+c.Expires.UTC().Format(time.RFC3339))
+		Resource: req.Resource, User: li.User.Name, Ticket: tok, Expires: c.Expires.UTC()}
+	l.audit(r, li.User.Name, "portal.launch-file", req.Resource, "valid until "+c.Expires.UTC().Format(time.RFC3339))
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", req.Resource+".fdlaunch"))
 	writeJSON(w, http.StatusOK, doc)
 }
 
 // launchFileLogin checks a launch file's ticket (using it up) and returns its login and
 // resource.
-func (l *Launch) launchFileLogin(tok string) (login, string, error) {
+func (l *Launch) launchFileLogin(tok string) (logins.Login, string, error) {
 	if l.o.Verifier == nil {
-		return login{}, "", errors.New("this front door checks no tickets")
+		return logins.Login{}, "", errors.New("this front door checks no tickets")
 	}
 	c, err := l.o.Verifier.CheckLaunchFile(tok)
 	if err != nil {
-		return login{}, "", err
+		return logins.Login{}, "", err
 	}
-	u, ok := l.logins.users[c.User]
+	u, ok := l.authn.User(c.User)
 	if !ok {
-		return login{}, "", fmt.Errorf("the launch file's user %q is not the site's", c.User)
+		return logins.Login{}, "", fmt.Errorf("the launch file's user %q is not the site's", c.User)
 	}
-	return login{user: u, factors: c.Factors, at: c.AuthTime}, c.Session, nil
+	return logins.Login{User: u, Factors: c.Factors, At: c.AuthTime}, c.Session, nil
 }
 
 // ResourceView is a resource as GET /v1/resources shows it to its user: where a launch
@@ -357,12 +359,12 @@ type ResourceView struct {
 
 // resources serves GET /v1/resources: the resources the user is entitled to, each with the
 // broker's dry run of a launch from here (no session made, nothing reserved).
-func (l *Launch) resources(w http.ResponseWriter, r *http.Request, li login) {
+func (l *Launch) resources(w http.ResponseWriter, r *http.Request, li logins.Login) {
 	client, zone := l.locate(r)
 	out := []ResourceView{}
 	for _, res := range l.o.Config.Resources {
-		d := l.o.Broker.Decide(broker.LaunchRequest{User: li.user.Name, Resource: res.Name, LocationZone: zone, Client: client,
-			Factors: li.factorNames(), Groups: li.groups})
+		d := l.o.Broker.Decide(broker.LaunchRequest{User: li.User.Name, Resource: res.Name, LocationZone: zone, Client: client,
+			Factors: li.FactorNames(), Groups: li.Groups})
 		if errors.Is(d.Err, broker.ErrNotEntitled) || errors.Is(d.Err, broker.ErrUnknownUser) {
 			continue
 		}

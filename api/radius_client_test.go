@@ -8,14 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
+
 	"github.com/frontdoor-vdi/frontdoor/client"
 )
 
 // frontdoor connect's launcher sends the passcode as --otp does, and says why a challenge
 // was refused.
 func TestTheLauncherSendsARADIUSPasscode(t *testing.T) {
-	srv := startRADIUS(t, radiusSecretText, false)
-	s := newRADIUSSite(t, "role: factor, users: [alice]", srv.addr)
+	srv := radiustest.Start(t, radiustest.SecretText, false)
+	s := newRADIUSSite(t, "role: factor, users: [alice]", srv.Addr)
 	url, _, pool := s.frontDoor()
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "https://"))
 	p, _ := strconv.Atoi(port)

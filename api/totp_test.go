@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
@@ -40,7 +42,7 @@ type otpSite struct {
 func newOTPSite(t *testing.T, lifetime string) *otpSite {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "totp-secrets")
-	e, err := EnrollTOTP(file, "lab", "alice")
+	e, err := logins.EnrollTOTP(file, "lab", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,17 +181,17 @@ func TestWrongCodesAreThrottledAsWrongPasswords(t *testing.T) {
 	}
 	tooMany := strconv.Itoa(http.StatusTooManyRequests)
 	throttled := false
-	for i := 0; i < 2*failuresPerSource && !throttled; i++ {
+	for i := 0; i < 2*logins.FailuresPerSource && !throttled; i++ {
 		_, err := s.launch(port, pool, wrong, "pc")
 		switch {
-		case err != nil && strings.Contains(err.Error(), tooMany) && i >= failuresPerSource:
+		case err != nil && strings.Contains(err.Error(), tooMany) && i >= logins.FailuresPerSource:
 			throttled = true
 		case !errors.Is(err, client.ErrUnauthorized):
-			t.Fatalf("wrong code %d: %v, want %v (429 only after %d)", i, err, client.ErrUnauthorized, failuresPerSource)
+			t.Fatalf("wrong code %d: %v, want %v (429 only after %d)", i, err, client.ErrUnauthorized, logins.FailuresPerSource)
 		}
 	}
 	if !throttled {
-		t.Fatalf("%d wrong codes were all checked, none throttled", 2*failuresPerSource)
+		t.Fatalf("%d wrong codes were all checked, none throttled", 2*logins.FailuresPerSource)
 	}
 	if _, err := s.launch(port, pool, right, "pc"); err == nil || !strings.Contains(err.Error(), tooMany) {
 		t.Fatalf("the right code once throttled: %v, want 429", err)
@@ -232,49 +234,15 @@ func TestATOTPFileOthersMayReadIsRefused(t *testing.T) {
 	if err := os.Chmod(s.file, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadTOTPFile(s.file); !errors.Is(err, ErrTOTPFileMode) {
-		t.Fatalf("ReadTOTPFile of a 0644 file: %v, want %v", err, ErrTOTPFileMode)
+	if _, err := logins.ReadTOTPFile(s.file); !errors.Is(err, logins.ErrTOTPFileMode) {
+		t.Fatalf("ReadTOTPFile of a 0644 file: %v, want %v", err, logins.ErrTOTPFileMode)
 	}
-	if _, err := EnrollTOTP(s.file, "lab", "bob"); !errors.Is(err, ErrTOTPFileMode) {
-		t.Fatalf("EnrollTOTP into a 0644 file: %v, want %v", err, ErrTOTPFileMode)
+	if _, err := logins.EnrollTOTP(s.file, "lab", "bob"); !errors.Is(err, logins.ErrTOTPFileMode) {
+		t.Fatalf("EnrollTOTP into a 0644 file: %v, want %v", err, logins.ErrTOTPFileMode)
 	}
 	_, err := s.launch(port, pool, s.code(0), "pc")
 	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(http.StatusServiceUnavailable)) {
 		t.Fatalf("a login with a code against a 0644 file: %v, want 503", err)
-	}
-}
-
-// An enrolment replaces the user's secret and keeps the others'; the file is read again when
-// it changes.
-func TestEnrolmentReplacesTheUsersSecret(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "totp")
-	a1, err := EnrollTOTP(file, "site", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := EnrollTOTP(file, "site", "bob")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := &totpSecrets{path: file}
-	if got, ok, err := ts.secret("alice"); err != nil || !ok || got != a1.Secret {
-		t.Fatalf("alice's secret: %q %v %v", got, ok, err)
-	}
-	a2, err := EnrollTOTP(file, "site", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := os.Stat(file)
-	if st.Mode().Perm() != 0o600 {
-		t.Fatalf("the file's mode %04o, want 0600", st.Mode().Perm())
-	}
-	os.Chtimes(file, time.Now(), time.Now().Add(time.Second)) // a change within the mtime's grain
-	m, err := ReadTOTPFile(file)
-	if err != nil || len(m) != 2 || m["alice"] != a2.Secret || m["bob"] != b.Secret || a2.Secret == a1.Secret {
-		t.Fatalf("after alice enrolled again: %v %v", m, err)
-	}
-	if got, _, _ := ts.secret("alice"); got != a2.Secret {
-		t.Fatalf("the secrets were not read again: alice's is still the old one")
 	}
 }
 
@@ -283,28 +251,28 @@ func TestEnrolmentReplacesTheUsersSecret(t *testing.T) {
 // factors to decide with.
 func TestACodeBesideACertificate(t *testing.T) {
 	s := newOTPSite(t, "10h")
-	a := newAuthenticator(s.cfg, &loginGuard{}, s.verifier, s.clk.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a := logins.New(s.cfg, logins.Options{Verifier: s.verifier, Now: s.clk.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	req := func(code string) *http.Request {
 		r := httptest.NewRequest(http.MethodPost, "/v1/launch", nil)
 		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}
 		if code != "" {
-			r.Header.Set(OTPHeader, code)
+			r.Header.Set(logins.OTPHeader, code)
 		}
 		return r
 	}
-	if li, err := a.authenticate(req("")); err != nil || li.factors != ticket.FactorCertificate {
-		t.Fatalf("a certificate alone: %s, %v; want the certificate factor", li.factors, err)
+	if li, err := a.Authenticate(req("")); err != nil || li.Factors != ticket.FactorCertificate {
+		t.Fatalf("a certificate alone: %s, %v; want the certificate factor", li.Factors, err)
 	}
 	wrong := "000000"
 	if wrong == s.code(0) {
 		wrong = "111111"
 	}
-	if _, err := a.authenticate(req(wrong)); !errors.Is(err, errNoLogin) {
-		t.Fatalf("a certificate and a wrong code: %v, want %v", err, errNoLogin)
+	if _, err := a.Authenticate(req(wrong)); !errors.Is(err, logins.ErrNoLogin) {
+		t.Fatalf("a certificate and a wrong code: %v, want %v", err, logins.ErrNoLogin)
 	}
-	if li, err := a.authenticate(req(s.code(0))); err != nil || li.factors != ticket.FactorCertificate|ticket.FactorTOTP || li.user.Name != "alice" {
-		t.Fatalf("a certificate and the code: %s %s, %v; want alice with certificate+totp", li.user.Name, li.factors, err)
+	if li, err := a.Authenticate(req(s.code(0))); err != nil || li.Factors != ticket.FactorCertificate|ticket.FactorTOTP || li.User.Name != "alice" {
+		t.Fatalf("a certificate and the code: %s %s, %v; want alice with certificate+totp", li.User.Name, li.Factors, err)
 	}
 
 	ts := newTestSite(t, nil)

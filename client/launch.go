@@ -47,7 +47,7 @@ func Launch(ctx context.Context, launchURL, user, password, resource, endpoint s
 }
 
 // OTPHeader carries the one-time code of a login beside its password (the launch API's
-// api.OTPHeader).
+// logins.OTPHeader).
 const OTPHeader = "X-Frontdoor-OTP"
 
 // credentials are what a launch logs in with: HTTP Basic with a one-time code (otp; "" for

@@ -37,7 +37,7 @@ type SSO struct {
 	Timeout time.Duration
 }
 
-// ssoInfo is the front door's answer at /v1/login/oidc (api.OIDCInfo).
+// ssoInfo is the front door's answer at /v1/login/oidc (logins.OIDCInfo).
 type ssoInfo struct {
 	Issuer   string   `json:"issuer"`
 	ClientID string   `json:"client_id"`

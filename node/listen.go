@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
@@ -79,8 +81,8 @@ func (r *Node) dnsListeners() []string {
 func (r *Node) buildListeners() error {
 	n := r.spec
 	log := r.log.With("node", n.Name)
-	logins := &api.Logins{CPUs: r.cpus(), Logger: r.log.With("component", "logins"), Registry: r.o.Registry} // the launch and admin APIs take turns on the node's CPUs
-	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
+	throttle := &logins.Throttle{CPUs: r.cpus(), Logger: r.log.With("component", "logins"), Registry: r.o.Registry} // the launch and admin APIs take turns on the node's CPUs
+	launch := api.NewLaunch(api.LaunchOptions{Config: r.cfg, Logins: throttle, Broker: r.broker, Locate: r.zones.Zone, Gateways: r.gatewaysFor,
 		Signer: r.signer, Verifier: r.verifier, OnLogoff: r.sessionEnded, Ready: r.ready, ClientCAs: r.userCAs, Logger: log.With("component", "launch"),
 		Audit: r.auditLog(), Events: r.events, Node: n.Name})
 	agents := api.NewAgents(api.AgentsOptions{Config: r.cfg, Broker: r.broker, Zone: n.Zone, Key: r.agentKey, CA: r.ca, Verifier: r.verifier,
@@ -93,7 +95,7 @@ func (r *Node) buildListeners() error {
 		case "launch":
 			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 		case "admin":
-			ao := api.AdminOptions{Config: r.cfg, Logins: logins, Broker: r.broker, Zone: n.Zone, ClientCAs: r.userCAs,
+			ao := api.AdminOptions{Config: r.cfg, Logins: throttle, Broker: r.broker, Zone: n.Zone, ClientCAs: r.userCAs,
 				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Registry: r.o.Registry, Logger: log.With("component", "admin"),
 				Override:   func(gw, o string) (string, error) { return r.override(gw, o) },
 				AdminKeys:  api.AdminKeys{RotateKey: r.rotateKey, RotateCA: r.rotateCA, CA: r.caStatus, Signer: r.signer, RevokeMachine: r.RevokeMachine},

@@ -76,7 +76,7 @@ type Options struct {
 	AddProcs func(delta int)
 	// CPUs is how many CPUs the node's own work may use: GOMAXPROCS as it was before the
 	// program added Ps for blocking UDP workers and password comparisons. It sizes the
-	// comparisons at once (api.Logins.CPUs) and the HTTPS listeners' handshake slots.
+	// comparisons at once (logins.Throttle.CPUs) and the HTTPS listeners' handshake slots.
 	// Default: GOMAXPROCS when New runs.
 	CPUs int
 	// Drain makes Serve drain the proxy and the gateways when ctx ends: the proxy takes no

@@ -31,16 +31,17 @@ var mayImport = map[string][]string{
 	"proxy":    {"configs", "ticket", "internal"}, // zonemap, gslb, health, broker: through interfaces it owns
 	"ticket":   {},
 	"pki":      {"configs", "internal"}, // the site CA, party certificates, ACME, client CAs and CRLs
-	"wire":     {},                      // the JSON types that cross a process boundary, for both ends
+	"logins":   {"configs", "ticket", "pki", "internal"},
+	"wire":     {}, // the JSON types that cross a process boundary, for both ends
 	"gateway":  {"ticket", "configs", "internal"},
 	"agent":    {"configs", "ticket", "internal"},
-	"api":      {"broker", "zonemap", "health", "configs", "ticket", "pki", "wire", "internal"},
+	"api":      {"broker", "zonemap", "health", "configs", "ticket", "pki", "logins", "wire", "internal"},
 	"client":   {"ticket", "configs", "wire", "internal"},
-	"node":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "api", "gateway", "internal", "wire"},
-	"lab":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "api", "client", "gateway", "agent", "internal", "wire"},
-	"drill":    {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "api", "client", "gateway", "agent", "lab", "internal", "wire"},
-	"bench":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "api", "client", "gateway", "agent", "lab", "internal", "wire"},
-	"cmd":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "api", "client", "gateway", "agent", "lab", "drill", "wire"},
+	"node":     {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "logins", "api", "gateway", "internal", "wire"},
+	"lab":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "logins", "api", "client", "gateway", "agent", "internal", "wire"},
+	"drill":    {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "logins", "api", "client", "gateway", "agent", "lab", "internal", "wire"},
+	"bench":    {"configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "logins", "api", "client", "gateway", "agent", "lab", "internal", "wire"},
+	"cmd":      {"node", "configs", "zonemap", "health", "gslb", "broker", "store", "proxy", "ticket", "pki", "logins", "api", "client", "gateway", "agent", "lab", "drill", "wire"},
 }
 
 // stdlibOnly lists folders whose code may import nothing outside the standard library and the

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/pki"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/spf13/cobra"
 )
@@ -28,7 +29,7 @@ func newConfigCmd() *cobra.Command {
 				}
 				if tf := cfg.Site.Auth.TOTPFile; tf != "" {
 					// A warning, not an error: the file may live on the nodes only.
-					if _, err := api.ReadTOTPFile(tf); err != nil {
+					if _, err := logins.ReadTOTPFile(tf); err != nil {
 						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: site.auth.totp_file: %v (logins with a one-time code fail until it is readable)\n", f, err)
 					}
 				}
@@ -37,7 +38,7 @@ func newConfigCmd() *cobra.Command {
 					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %v\n", f, err)
 				}
 				if r := cfg.Site.Auth.RADIUS; r != nil {
-					if _, err := api.ReadRADIUSSecret(r.SecretFile); err != nil {
+					if _, err := logins.ReadRADIUSSecret(r.SecretFile); err != nil {
 						fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: site.auth.radius.secret_file: %v (logins that need RADIUS are answered 503 until it is readable)\n", f, err)
 					}
 				}

@@ -27,12 +27,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/pki"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
-	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
@@ -218,8 +219,8 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 		ssoCheck = p.Verifier(&oidc.Config{ClientID: lo.sso.ClientID})
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == api.OIDCPath && lo.sso != nil {
-			json.NewEncoder(w).Encode(api.OIDCInfo{Issuer: lo.sso.Issuer, ClientID: lo.sso.ClientID, Scopes: []string{"openid"}})
+		if r.URL.Path == logins.OIDCPath && lo.sso != nil {
+			json.NewEncoder(w).Encode(logins.OIDCInfo{Issuer: lo.sso.Issuer, ClientID: lo.sso.ClientID, Scopes: []string{"openid"}})
 			return
 		}
 		if lo.sso != nil {

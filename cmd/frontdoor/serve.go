@@ -13,7 +13,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/frontdoor-vdi/frontdoor/store"
@@ -203,7 +204,7 @@ func servesSomething(cfg *configs.Config, n configs.Node) bool {
 
 // reserveProcs adds to GOMAXPROCS one P for each blocking UDP worker of the named nodes
 // (node.UDPWorkers: DNS listeners and udp proxy listeners) and one for each password
-// comparison that may run at once (api.PasswordSlots), and returns whether UDP sockets are
+// comparison that may run at once (logins.PasswordSlots), and returns whether UDP sockets are
 // to be read by such workers and the CPUs from before (node.Options.CPUs). Each of them holds its P while it waits in the kernel (see
 // package internal/rawio) or computes at a low priority (internal/lowprio), and the rest
 // of the process keeps every CPU's P; a reload that adds udp listeners adds their Ps too.
@@ -216,7 +217,7 @@ func reserveProcs(cfg *configs.Config, nodes ...string) (blocking bool, cpus int
 	if os.Getenv("GOMAXPROCS") != "" {
 		return false, cpus, func() {}
 	}
-	extra := node.UDPWorkers(cfg, nodes...) + api.PasswordSlots(cpus)
+	extra := node.UDPWorkers(cfg, nodes...) + logins.PasswordSlots(cpus)
 	runtime.GOMAXPROCS(cpus + extra)
 	return true, cpus, func() { runtime.GOMAXPROCS(cpus) } // udp listeners a reload adds get workers and Ps too (addProcs)
 }

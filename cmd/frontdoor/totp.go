@@ -6,7 +6,8 @@ import (
 	"io"
 	"slices"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/logins"
+
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/spf13/cobra"
 )
@@ -68,7 +69,7 @@ func runTOTPEnroll(w io.Writer, o totpEnrollOpts) error {
 	if file == "" {
 		return errors.New("totp enroll: the site has no site.auth.totp_file: give --file PATH, then set site.auth.totp_file to it")
 	}
-	e, err := api.EnrollTOTP(file, cfg.Site.Name, o.user)
+	e, err := logins.EnrollTOTP(file, cfg.Site.Name, o.user)
 	if err != nil {
 		return fmt.Errorf("totp enroll: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/frontdoor-vdi/frontdoor/api"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 )
 
 // totp enroll writes the user's secret to the site's TOTP file (mode 0600) and prints the
@@ -25,7 +25,7 @@ func TestTOTPEnroll(t *testing.T) {
 	if err != nil {
 		t.Fatalf("totp enroll: %v\n%s", err, errs)
 	}
-	m, err := api.ReadTOTPFile(secrets)
+	m, err := logins.ReadTOTPFile(secrets)
 	if err != nil || m["alice"] == "" {
 		t.Fatalf("the TOTP file after the enrolment: %v, %v", m, err)
 	}
@@ -77,7 +77,7 @@ func TestConfigCheckWarnsAboutTheTOTPFile(t *testing.T) {
 	if _, errs, err := run(t, "config", "check", cfg); err != nil || !strings.Contains(errs, "warning: site.auth.totp_file") {
 		t.Fatalf("a missing TOTP file: %v, stderr %q; want a warning and no error", err, errs)
 	}
-	if _, err := api.EnrollTOTP(secrets, "lab", "alice"); err != nil {
+	if _, err := logins.EnrollTOTP(secrets, "lab", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if _, errs, err := run(t, "config", "check", cfg); err != nil || errs != "" {

@@ -1,4 +1,4 @@
-package api
+package logins
 
 import (
 	"log/slog"

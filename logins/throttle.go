@@ -1,11 +1,10 @@
-package api
+package logins
 
 import (
 	"container/list"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/frontdoor-vdi/frontdoor/pki"
 	"log/slog"
 	"math"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/pki"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
@@ -52,7 +53,7 @@ import (
 // the listener reads its PROXY header (proxy_protocol_from); else every client shares its
 // address.
 const (
-	failuresPerSource = 10               // failed logins a source address may make at once
+	FailuresPerSource = 10               // failed logins a source address may make at once
 	failuresPerUser   = 20               // failed logins of one user name at once, from anywhere
 	refill            = 10 * time.Second // a token of each comes back after this
 	bcryptWait        = 2 * time.Second  // a suspect login waits no longer for its comparison
@@ -70,21 +71,22 @@ const (
 
 // Login failures of authenticate.
 var (
-	errNoLogin   = errors.New("authentication required")
-	errLoginBusy = errors.New("too many logins at once; try again in a second")
+	ErrNoLogin   = errors.New("authentication required")
+	ErrLoginBusy = errors.New("too many logins at once; try again in a second")
 )
 
-// throttledError is a login refused without a try, for RetryAfter.
-type throttledError struct{ after time.Duration }
+// ThrottledError is a login refused without a try, for RetryAfter.
+type ThrottledError struct{ after time.Duration }
 
-func (e throttledError) Error() string {
+// Error says how long to wait.
+func (e ThrottledError) Error() string {
 	return fmt.Sprintf("too many failed logins; try again in %s", e.after.Round(time.Second))
 }
 
-// Logins throttles the password logins and bounds the bcrypt comparisons of every API that
+// Throttle throttles the password logins and bounds the bcrypt comparisons of every API that
 // shares it (LaunchOptions.Logins, AdminOptions.Logins): one per process, so that the
 // launch and admin APIs of a node take turns on its CPUs. The zero value is ready.
-type Logins struct {
+type Throttle struct {
 	// CPUs is how many CPUs the comparisons may use at once (one clean comparison each,
 	// and half as many suspect ones). Default: GOMAXPROCS when the first login comes;
 	// a program that raises GOMAXPROCS for workers of its own (cmd/frontdoor serve) sets
@@ -100,7 +102,7 @@ type Logins struct {
 }
 
 // guardOf returns l's guard, or a guard of its own for an API given none.
-func guardOf(l *Logins) *loginGuard {
+func guardOf(l *Throttle) *loginGuard {
 	if l == nil {
 		return &loginGuard{}
 	}
@@ -130,8 +132,8 @@ type loginGuard struct {
 	slots      chan struct{}    // clean comparisons: one per CPU
 	suspects   chan struct{}    // suspect comparisons: half as many
 	suspectCPU *timeshare.Share // the suspect comparisons' share of the CPU time
-	cpus       int              // Logins.CPUs; 0: GOMAXPROCS at init
-	log        *slog.Logger     // Logins.Logger; nil: none
+	cpus       int              // Throttle.CPUs; 0: GOMAXPROCS at init
+	log        *slog.Logger     // Throttle.Logger; nil: none
 	reg        prometheus.Registerer
 	// exhausted counts users whose failures ran out; lockedAdmitted the logins of such
 	// users from clean sources let in (as suspects).
@@ -141,7 +143,7 @@ type loginGuard struct {
 
 func (g *loginGuard) init() {
 	g.once.Do(func() {
-		g.sources = ratemap.New[netip.Addr](rate.Every(refill), failuresPerSource, guardEntries)
+		g.sources = ratemap.New[netip.Addr](rate.Every(refill), FailuresPerSource, guardEntries)
 		g.users = ratemap.New[string](rate.Every(refill), failuresPerUser, guardEntries)
 		g.oks = map[netip.Addr]decaying{}
 		g.trySources, g.tryUsers = map[netip.Addr]int{}, map[string]int{}
@@ -186,9 +188,9 @@ func (d decaying) valueAt(now time.Time) float64 {
 	return d.v * math.Exp2(-float64(now.Sub(d.at))/float64(successHalfLife))
 }
 
-// admit lets a password of user from src be compared, or says why not: a throttledError
+// admit lets a password of user from src be compared, or says why not: a ThrottledError
 // when the source has no token left, or the user none and the source is not clean;
-// errLoginBusy when their tokens stay held by comparisons under way for loginWait (the
+// ErrLoginBusy when their tokens stay held by comparisons under way for loginWait (the
 // wait holds no place of the request's listener, and ends if its connection goes). An
 // admitted comparison holds a token of each until done; it is suspect when the source is
 // not clean or the user failed lately.
@@ -223,7 +225,7 @@ func (g *loginGuard) admit(ctx context.Context, src netip.Addr, user string) (su
 		}
 		if wait > 0 {
 			g.mu.Unlock()
-			return false, throttledError{wait}
+			return false, ThrottledError{wait}
 		}
 		// The logins a source waits with take their turns in order: a logon storm's
 		// last login waits about as long as its first.
@@ -261,13 +263,13 @@ func (g *loginGuard) admit(ctx context.Context, src netip.Addr, user string) (su
 		case <-changed:
 			t.Stop()
 		case <-t.C:
-			return false, errLoginBusy
+			return false, ErrLoginBusy
 		case <-gone:
 			t.Stop()
-			return false, errLoginBusy
+			return false, ErrLoginBusy
 		case <-ctx.Done():
 			t.Stop()
-			return false, errLoginBusy
+			return false, ErrLoginBusy
 		}
 	}
 }
@@ -341,7 +343,7 @@ func release[K comparable](m map[K]int, k K) {
 }
 
 // compare runs a bcrypt comparison in one of the slots, a suspect one in a suspect slot
-// instead and in its turn of suspectShare; errLoginBusy when none frees within loginWait
+// instead and in its turn of suspectShare; ErrLoginBusy when none frees within loginWait
 // (bcryptWait for a suspect one), or when a suspect comparison's turn comes later. Its
 // waits hold no place of the request's listener (connlimit.Pace).
 func (g *loginGuard) compare(ctx context.Context, hash, pass string, suspect bool) error {
@@ -358,17 +360,17 @@ func (g *loginGuard) compare(ctx context.Context, hash, pass string, suspect boo
 	select {
 	case slots <- struct{}{}:
 	case <-t.C:
-		return errLoginBusy
+		return ErrLoginBusy
 	case <-gone:
-		return errLoginBusy
+		return ErrLoginBusy
 	case <-ctx.Done():
-		return errLoginBusy
+		return ErrLoginBusy
 	}
 	defer func() { <-slots }()
 	if suspect {
 		turn := g.suspectCPU.Next(time.Now())
 		if turn.After(deadline) {
-			return errLoginBusy
+			return ErrLoginBusy
 		}
 		time.Sleep(time.Until(turn))
 		start := time.Now()
@@ -378,7 +380,7 @@ func (g *loginGuard) compare(ctx context.Context, hash, pass string, suspect boo
 	return lowprio.Run(nice, func() error { return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) })
 }
 
-// PasswordSlots is how many bcrypt comparisons may run at once on cpus CPUs (Logins.CPUs),
+// PasswordSlots is how many bcrypt comparisons may run at once on cpus CPUs (Throttle.CPUs),
 // clean and suspect: one clean per CPU and half as many suspect ones. Each runs on a
 // thread of its own (internal/lowprio), so a program that keeps PasswordSlots(cpus)
 // GOMAXPROCS slots beyond its CPUs (cmd/frontdoor serve does) lets its requests preempt the
@@ -388,35 +390,23 @@ func PasswordSlots(cpus int) int { return cpus + suspectSlots(cpus) }
 // suspectSlots is the number of suspect comparisons at once beside cpus clean ones.
 func suspectSlots(cpus int) int { return max(1, cpus/2) }
 
-// loginRefused answers a failed authentication: 429 with Retry-After when throttled, 503
-// when the comparisons are all busy, one-time codes or a client certificate's revocation
-// cannot be checked or no RADIUS server answers, else 401 with the realm's challenge (and
-// the error's words: an Access-Challenge says what is not supported).
-func loginRefused(w http.ResponseWriter, err error, realm string) {
-	code := loginStatus(w, err)
-	if code == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`"`)
-	}
-	httpError(w, code, err.Error())
-}
-
-// loginStatus is the status that answers a refused login's err — 429 when throttled, 503
+// Status is the status that answers a refused login's err — 429 when throttled, 503
 // while a check cannot be made (busy, or a code, certificate, RADIUS server or identity
 // provider out of reach), else 401 — and sets Retry-After on w when trying again later
 // helps. The APIs (loginRefused) and the login pages answer with it alike.
-func loginStatus(w http.ResponseWriter, err error) int {
-	var th throttledError
+func Status(w http.ResponseWriter, err error) int {
+	var th ThrottledError
 	retry, code := "", http.StatusServiceUnavailable
 	switch {
 	case errors.As(err, &th):
 		retry, code = strconv.Itoa(int(math.Ceil(th.after.Seconds()))), http.StatusTooManyRequests
-	case errors.Is(err, errLoginBusy):
+	case errors.Is(err, ErrLoginBusy):
 		retry = "1"
 	case errors.Is(err, errCodeUnchecked):
 		retry = "30"
 	case errors.Is(err, pki.ErrCertUnchecked):
 		retry = "60"
-	case errors.Is(err, errRADIUSUnavailable), errors.Is(err, errSSOUnavailable):
+	case errors.Is(err, errRADIUSUnavailable), errors.Is(err, ErrSSOUnavailable):
 		retry = "10"
 	default:
 		return http.StatusUnauthorized

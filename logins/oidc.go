@@ -1,4 +1,4 @@
-package api
+package logins
 
 import (
 	"context"
@@ -34,15 +34,15 @@ type OIDCInfo struct {
 // errOIDCSecretMode refuses a client secret file that others than its owner may read.
 var errOIDCSecretMode = errors.New("the OIDC client secret file may be read by others than its owner (want mode 0600)")
 
-// errSSOUnavailable: the provider's discovery document or keys cannot be had now; a login
+// ErrSSOUnavailable: the provider's discovery document or keys cannot be had now; a login
 // with an ID token is answered 503 and counts as no failure.
-var errSSOUnavailable = errors.New("the identity provider cannot be reached now")
+var ErrSSOUnavailable = errors.New("the identity provider cannot be reached now")
 
-// oidcLogins verifies the ID tokens of the site's OpenID Connect provider (site.auth.oidc)
+// OIDC verifies the ID tokens of the site's OpenID Connect provider (site.auth.oidc)
 // and runs the console's side of the authorization code flow. The provider's discovery
 // document is read at the first use, and again after a failure at most every ten seconds, so
 // a node starts while its provider is down.
-type oidcLogins struct {
+type OIDC struct {
 	cfg        configs.OIDC
 	userGroups map[string]bool
 	// bySubject holds the listed users bound to a subject (oidc_subject); listed maps the
@@ -58,8 +58,8 @@ type oidcLogins struct {
 	failedAt time.Time
 }
 
-func newOIDCLogins(cfg *configs.Config, now func() time.Time, log *slog.Logger) *oidcLogins {
-	o := &oidcLogins{cfg: cfg.Site.Auth.OIDC, userGroups: map[string]bool{}, now: now, log: log,
+func newOIDCLogins(cfg *configs.Config, now func() time.Time, log *slog.Logger) *OIDC {
+	o := &OIDC{cfg: cfg.Site.Auth.OIDC, userGroups: map[string]bool{}, now: now, log: log,
 		bySubject: map[string]configs.User{}, listed: map[string]string{}}
 	for _, g := range cfg.UserGroups {
 		o.userGroups[g.Name] = true
@@ -81,14 +81,14 @@ const discoveryRetry = 10 * time.Second
 
 // ready returns the provider and a verifier of its ID tokens for either of the site's
 // clients (their audience is checked in verify).
-func (o *oidcLogins) ready(ctx context.Context) (*oidc.Provider, *oidc.IDTokenVerifier, error) {
+func (o *OIDC) ready(ctx context.Context) (*oidc.Provider, *oidc.IDTokenVerifier, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.provider != nil {
 		return o.provider, o.verifier, nil
 	}
 	if !o.failedAt.IsZero() && o.now().Sub(o.failedAt) < discoveryRetry {
-		return nil, nil, errSSOUnavailable
+		return nil, nil, ErrSSOUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -96,30 +96,30 @@ func (o *oidcLogins) ready(ctx context.Context) (*oidc.Provider, *oidc.IDTokenVe
 	if err != nil {
 		o.failedAt = o.now()
 		o.log.Error("reading the identity provider's discovery document: logins with it fail", "issuer", o.cfg.Issuer, "err", err)
-		return nil, nil, errSSOUnavailable
+		return nil, nil, ErrSSOUnavailable
 	}
 	o.provider = p
 	o.verifier = p.VerifierContext(context.WithoutCancel(ctx), &oidc.Config{SkipClientIDCheck: true, Now: o.now})
 	return o.provider, o.verifier, nil
 }
 
-// ssoLogin is what an ID token says of a login.
-type ssoLogin struct {
-	name string
-	// user is the listed user the token's subject is bound to (listed), else a user of
+// SSOLogin is what an ID token says of a login.
+type SSOLogin struct {
+	Name string
+	// User is the listed user the token's subject is bound to (Listed), else a user of
 	// that name alone, whose groups come from the token.
-	user    configs.User
-	listed  bool
-	groups  []string // the site's user groups among the token's, mapped
-	factors ticket.Factors
-	at      time.Time // auth_time, else iat
+	User    configs.User
+	Listed  bool
+	Groups  []string // the site's user groups among the token's, mapped
+	Factors ticket.Factors
+	At      time.Time // auth_time, else iat
 }
 
-// ofTheSite refuses a login of a user the configuration does not list and who is in none of
+// OfTheSite refuses a login of a user the configuration does not list and who is in none of
 // the site's user groups: no user of the site.
-func (sl ssoLogin) ofTheSite() error {
-	if !sl.listed && len(sl.groups) == 0 {
-		return fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", errNoLogin, sl.name)
+func (sl SSOLogin) OfTheSite() error {
+	if !sl.Listed && len(sl.Groups) == 0 {
+		return fmt.Errorf("%w: %q is not a user of the site, nor in any of its user groups", ErrNoLogin, sl.Name)
 	}
 	return nil
 }
@@ -127,55 +127,55 @@ func (sl ssoLogin) ofTheSite() error {
 // verify checks raw, an ID token, and returns its login. The token must be signed by the
 // provider, unexpired, for one of the site's clients (aud) and name a user; nonce, when not
 // "", must be the token's.
-func (o *oidcLogins) verify(ctx context.Context, raw, nonce string) (ssoLogin, error) {
+func (o *OIDC) verify(ctx context.Context, raw, nonce string) (SSOLogin, error) {
 	_, v, err := o.ready(ctx)
 	if err != nil {
-		return ssoLogin{}, err
+		return SSOLogin{}, err
 	}
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
-		return ssoLogin{}, fmt.Errorf("%w: %v", errNoLogin, err)
+		return SSOLogin{}, fmt.Errorf("%w: %v", ErrNoLogin, err)
 	}
 	if !slices.Contains(tok.Audience, o.cfg.ClientID) && !slices.Contains(tok.Audience, o.cfg.Native()) {
-		return ssoLogin{}, fmt.Errorf("%w: the ID token is for another client (aud %v)", errNoLogin, tok.Audience)
+		return SSOLogin{}, fmt.Errorf("%w: the ID token is for another client (aud %v)", ErrNoLogin, tok.Audience)
 	}
 	if nonce != "" && tok.Nonce != nonce {
-		return ssoLogin{}, fmt.Errorf("%w: the ID token's nonce is not the login's", errNoLogin)
+		return SSOLogin{}, fmt.Errorf("%w: the ID token's nonce is not the login's", ErrNoLogin)
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return ssoLogin{}, fmt.Errorf("%w: %v", errNoLogin, err)
+		return SSOLogin{}, fmt.Errorf("%w: %v", ErrNoLogin, err)
 	}
-	l := ssoLogin{factors: ticket.FactorOIDC, at: tok.IssuedAt}
+	l := SSOLogin{Factors: ticket.FactorOIDC, At: tok.IssuedAt}
 	if u, ok := o.bySubject[tok.Subject]; ok && tok.Subject != "" {
-		l.name, l.user, l.listed = u.Name, u, true
+		l.Name, l.User, l.Listed = u.Name, u, true
 	} else {
 		claim, _ := claims[o.cfg.UserClaim].(string)
 		if claim == "" {
-			return ssoLogin{}, fmt.Errorf("%w: the ID token has no %s claim", errNoLogin, o.cfg.UserClaim)
+			return SSOLogin{}, fmt.Errorf("%w: the ID token has no %s claim", ErrNoLogin, o.cfg.UserClaim)
 		}
 		name, err := canonicalUser(claim)
 		if err != nil {
-			return ssoLogin{}, fmt.Errorf("%w: the ID token's %s %q is no user name: %v", errNoLogin, o.cfg.UserClaim, claim, err)
+			return SSOLogin{}, fmt.Errorf("%w: the ID token's %s %q is no user name: %v", ErrNoLogin, o.cfg.UserClaim, claim, err)
 		}
 		if listed, ok := o.listed[name]; ok {
-			return ssoLogin{}, fmt.Errorf("%w: the ID token's %s %q is the local account %q, which single sign-on reaches only through its oidc_subject (this token's subject is %q)",
-				errNoLogin, o.cfg.UserClaim, claim, listed, tok.Subject)
+			return SSOLogin{}, fmt.Errorf("%w: the ID token's %s %q is the local account %q, which single sign-on reaches only through its oidc_subject (this token's subject is %q)",
+				ErrNoLogin, o.cfg.UserClaim, claim, listed, tok.Subject)
 		}
-		l.name, l.user = name, configs.User{Name: name}
+		l.Name, l.User = name, configs.User{Name: name}
 	}
 	if at, ok := claims["auth_time"].(float64); ok && at > 0 {
-		l.at = time.Unix(int64(at), 0)
+		l.At = time.Unix(int64(at), 0)
 	}
 	for _, g := range claimList(claims[o.cfg.GroupsClaim]) {
 		m, ok := o.cfg.GroupMap[g]
-		if ok && o.userGroups[m] && !slices.Contains(l.groups, m) {
-			l.groups = append(l.groups, m)
+		if ok && o.userGroups[m] && !slices.Contains(l.Groups, m) {
+			l.Groups = append(l.Groups, m)
 		}
 	}
 	for _, m := range claimList(claims["amr"]) {
 		if slices.Contains(o.cfg.MFAMethods, m) {
-			l.factors |= ticket.FactorMFA
+			l.Factors |= ticket.FactorMFA
 		}
 	}
 	return l, nil
@@ -215,7 +215,7 @@ func bearer(r *http.Request) string {
 }
 
 // oauth2Config is the console client's side of the code flow.
-func (o *oidcLogins) oauth2Config(p *oidc.Provider, redirect string) (*oauth2.Config, error) {
+func (o *OIDC) oauth2Config(p *oidc.Provider, redirect string) (*oauth2.Config, error) {
 	c := &oauth2.Config{ClientID: o.cfg.ClientID, Endpoint: p.Endpoint(), RedirectURL: redirect,
 		Scopes: append([]string{oidc.ScopeOpenID}, o.cfg.Scopes...)}
 	if f := o.cfg.ClientSecretFile; f != "" {

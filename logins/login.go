@@ -1,4 +1,4 @@
-package api
+package logins
 
 import (
 	"crypto/rand"
@@ -17,21 +17,21 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// login is an authenticated request's login: who, with which factors, and when they were
+// Login is an authenticated request's login: who, with which factors, and when they were
 // checked (a login the cache remembers keeps the time of its check).
-type login struct {
-	user    configs.User
-	factors ticket.Factors
-	at      time.Time
-	// groups are user groups the login vouches for beyond the configuration's (an ID
+type Login struct {
+	User    configs.User
+	Factors ticket.Factors
+	At      time.Time
+	// Groups are user groups the login vouches for beyond the configuration's (an ID
 	// token's groups claim, mapped to the site's user groups).
-	groups []string
+	Groups []string
 }
 
-// factorNames are the login's factors as the configuration names them (configs.Factor*).
-func (l login) factorNames() []string { return l.factors.Names() }
+// FactorNames are the login's factors as the configuration names them (configs.Factor*).
+func (l Login) FactorNames() []string { return l.Factors.Names() }
 
-// authenticator checks the logins of one API: client certificates, passwords (throttled by
+// Authenticator checks the logins of one API: client certificates, passwords (throttled by
 // guard), and one-time codes beside passwords or certificates (OTPHeader).
 //
 // Every call of the APIs carries its credentials (HTTP Basic, and the code when the user
@@ -45,7 +45,7 @@ func (l login) factorNames() []string { return l.factors.Names() }
 // is handed to the client (no session token to steal or expire), and the cache can neither
 // lend a factor to a login that did not prove it nor stretch a login: the time sealed into
 // tickets is the check's.
-type authenticator struct {
+type Authenticator struct {
 	users map[string]configs.User
 	guard *loginGuard
 	cache authCache
@@ -60,7 +60,7 @@ type authenticator struct {
 	radius *radiusClient
 	// sso verifies ID tokens of the site's OpenID Connect provider; nil when it has none
 	// (site.auth.oidc).
-	sso *oidcLogins
+	sso *OIDC
 	// once records a used code site-wide (ticket.Verifier.Once), else in memory here.
 	once func(id [16]byte, what string, until time.Time) (bool, error)
 	// lifetime (site.auth.factor_lifetime) bounds the cache's entries to a quarter of it.
@@ -75,7 +75,7 @@ type authenticator struct {
 
 // dummyFor returns the hash compared for unknown users: dummyHash at cost 10, or a hash at
 // the cost most of the site's users' hashes have (the highest of those as common), made once.
-func (a *authenticator) dummyFor() string {
+func (a *Authenticator) dummyFor() string {
 	a.dummyOnce.Do(func() {
 		a.dummy = dummyHash
 		count := map[int]int{}
@@ -102,13 +102,35 @@ func (a *authenticator) dummyFor() string {
 	return a.dummy
 }
 
+// Options are what an API's Authenticator takes beside the configuration.
+type Options struct {
+	// Throttle is shared by the node's APIs, so that they take turns on its CPUs. Default:
+	// one of the Authenticator's own.
+	Throttle *Throttle
+	// ClientCAs are the CAs of client certificates that log users in. Default: nil, the
+	// site CA alone.
+	ClientCAs *pki.ClientCAs
+	// Verifier records used one-time codes site-wide. Default: nil, in memory.
+	Verifier *ticket.Verifier
+	// Now is the clock. Default: time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// New builds the Authenticator of an API over cfg's users.
+func New(cfg *configs.Config, o Options) *Authenticator {
+	a := newAuthenticator(cfg, guardOf(o.Throttle), o.Verifier, o.Now, o.Logger)
+	a.certs = o.ClientCAs
+	return a
+}
+
 // newAuthenticator builds the authenticator of an API over cfg's users; v (optional)
 // records used codes site-wide.
-func newAuthenticator(cfg *configs.Config, guard *loginGuard, v *ticket.Verifier, now func() time.Time, log *slog.Logger) *authenticator {
+func newAuthenticator(cfg *configs.Config, guard *loginGuard, v *ticket.Verifier, now func() time.Time, log *slog.Logger) *Authenticator {
 	if now == nil {
 		now = time.Now
 	}
-	a := &authenticator{users: map[string]configs.User{}, guard: guard, lifetime: cfg.Site.Auth.FactorLifetime.D(), now: now, log: log,
+	a := &Authenticator{users: map[string]configs.User{}, guard: guard, lifetime: cfg.Site.Auth.FactorLifetime.D(), now: now, log: log,
 		operatorCAs: len(cfg.Site.Auth.ClientCertificates) > 0}
 	for _, u := range cfg.Users {
 		a.users[u.Name] = u
@@ -190,48 +212,48 @@ func (c *authCache) add(k [32]byte, e cached, now time.Time) {
 	c.seen[k] = e
 }
 
-// authenticate accepts a bearer ID token of the site's identity provider (site.auth.oidc),
+// Authenticate accepts a bearer ID token of the site's identity provider (site.auth.oidc),
 // else a verified client certificate that names a configured user (certificateUser: of the
 // site CA by its common name, a gateway's or a machine's being no user's; of an operator CA
 // as its entry says, unless revoked), else HTTP Basic credentials checked against the
 // configured bcrypt hashes, throttled by the guard (loginGuard); a one-time code in OTPHeader
 // adds the totp factor (the radius factor for a user that site.auth.radius of role factor
 // covers), and the RADIUS servers check the password of a user without a password_hash that
-// role primary covers. The error is errNoLogin, a throttledError, errLoginBusy,
+// role primary covers. The error is ErrNoLogin, a ThrottledError, ErrLoginBusy,
 // errCodeUnchecked, errCertUnchecked, errRADIUSUnavailable or a challengeError.
-func (a *authenticator) authenticate(r *http.Request) (login, error) {
+func (a *Authenticator) Authenticate(r *http.Request) (Login, error) {
 	if raw := bearer(r); raw != "" && a.sso != nil {
-		return a.ssoLogin(r, raw)
+		return a.SSOLogin(r, raw)
 	}
 	code := strings.ReplaceAll(strings.TrimSpace(r.Header.Get(OTPHeader)), " ", "") // apps show "123 456"
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		u, err := a.certificateUser(r)
 		if err != nil {
-			return login{}, err
+			return Login{}, err
 		}
-		l := login{user: u, factors: ticket.FactorCertificate, at: a.now()}
+		l := Login{User: u, Factors: ticket.FactorCertificate, At: a.now()}
 		if code == "" {
 			return l, nil
 		}
 		// A code beside a certificate is checked, and throttled, as beside a password.
-		src := clientAddr(r)
+		src := ClientAddr(r)
 		if _, err := a.guard.admit(r.Context(), src, u.Name); err != nil {
-			return login{}, err
+			return Login{}, err
 		}
 		f, err := a.checkSecond(r, u.Name, code)
 		a.guard.done(src, u.Name, f == 0 && (err == nil || countsAsFailure(err)))
 		switch {
 		case err != nil:
-			return login{}, err
+			return Login{}, err
 		case f == 0:
-			return login{}, errNoLogin
+			return Login{}, ErrNoLogin
 		}
-		l.factors |= f
+		l.Factors |= f
 		return l, nil
 	}
 	name, pass, ok := r.BasicAuth()
 	if !ok {
-		return login{}, errNoLogin
+		return Login{}, ErrNoLogin
 	}
 	u, known := a.users[name]
 	hash := u.PasswordHash
@@ -245,12 +267,12 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	}
 	k := a.cache.key(name, pass, code, hash)
 	if e, hit := a.cache.get(k, a.now()); hit && known && (u.PasswordHash != "" || viaRADIUS) {
-		return login{user: u, factors: e.factors, at: e.at}, nil
+		return Login{User: u, Factors: e.factors, At: e.at}, nil
 	}
-	src := clientAddr(r)
+	src := ClientAddr(r)
 	suspect, err := a.guard.admit(r.Context(), src, name)
 	if err != nil {
-		return login{}, err
+		return Login{}, err
 	}
 	factors := ticket.FactorPassword
 	if viaRADIUS {
@@ -258,10 +280,10 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	} else {
 		err = a.guard.compare(r.Context(), hash, pass, suspect)
 	}
-	busy := errors.Is(err, errLoginBusy)
+	busy := errors.Is(err, ErrLoginBusy)
 	failed := !busy && (err != nil || !known || (u.PasswordHash == "" && !viaRADIUS))
 	var unchecked error
-	if errors.Is(err, errRADIUSUnavailable) || errors.Is(err, errRADIUSChallenge) {
+	if errors.Is(err, errRADIUSUnavailable) || errors.Is(err, ErrRADIUSChallenge) {
 		unchecked, failed = err, countsAsFailure(err)
 	}
 	if !busy && !failed && unchecked == nil && code != "" {
@@ -280,11 +302,11 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 	a.guard.done(src, name, failed)
 	switch {
 	case busy:
-		return login{}, errLoginBusy
+		return Login{}, ErrLoginBusy
 	case unchecked != nil:
-		return login{}, unchecked
+		return Login{}, unchecked
 	case failed:
-		return login{}, errNoLogin
+		return Login{}, ErrNoLogin
 	}
 	now := a.now()
 	ttl := authCacheTTL
@@ -294,7 +316,7 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 		ttl = min(ttl, a.lifetime/4)
 	}
 	a.cache.add(k, cached{expires: now.Add(ttl), factors: factors, at: now}, now)
-	return login{user: u, factors: factors, at: now}, nil
+	return Login{User: u, Factors: factors, At: now}, nil
 }
 
 // ssoKey is the name the login throttle counts a single sign-on's failures under: an ID
@@ -302,35 +324,35 @@ func (a *authenticator) authenticate(r *http.Request) (login, error) {
 // against its source alone. No user name can take it: it starts with a NUL byte.
 func ssoKey(src netip.Addr) string { return "\x00sso " + src.String() }
 
-// ssoLogin checks an ID token of the site's provider sent as a bearer credential. A token
+// SSOLogin checks an ID token of the site's provider sent as a bearer credential. A token
 // names no user until it is verified, so a failure counts against its source alone. Its user
 // is the configuration's when the token's subject is bound to it (oidc_subject: roles, home
 // zone, groups), else one of the site's for the groups the token names (through group_map);
 // a token naming an unlisted user in none of the site's user groups is no login.
-func (a *authenticator) ssoLogin(r *http.Request, raw string) (login, error) {
-	src := clientAddr(r)
+func (a *Authenticator) SSOLogin(r *http.Request, raw string) (Login, error) {
+	src := ClientAddr(r)
 	key := ssoKey(src)
 	if _, err := a.guard.admit(r.Context(), src, key); err != nil {
-		return login{}, err
+		return Login{}, err
 	}
 	sl, err := a.sso.verify(r.Context(), raw, "")
 	if err == nil {
-		err = sl.ofTheSite()
+		err = sl.OfTheSite()
 	}
-	a.guard.done(src, key, err != nil && !errors.Is(err, errSSOUnavailable))
+	a.guard.done(src, key, err != nil && !errors.Is(err, ErrSSOUnavailable))
 	if err != nil {
-		if !errors.Is(err, errSSOUnavailable) {
+		if !errors.Is(err, ErrSSOUnavailable) {
 			a.log.Info("ID token refused", "from", src, "err", err)
 		}
-		return login{}, err
+		return Login{}, err
 	}
-	return login{user: sl.user, factors: sl.factors, at: sl.at, groups: sl.groups}, nil
+	return Login{User: sl.User, Factors: sl.Factors, At: sl.At, Groups: sl.Groups}, nil
 }
 
 // checkCode checks user's one-time code: false for a wrong code, one of a user without a
 // secret, and one accepted already; errCodeUnchecked when the secrets cannot be read or the
 // use not recorded.
-func (a *authenticator) checkCode(user, code string) (bool, error) {
+func (a *Authenticator) checkCode(user, code string) (bool, error) {
 	if a.totp == nil {
 		return false, nil
 	}
@@ -357,3 +379,12 @@ func (a *authenticator) checkCode(user, code string) (bool, error) {
 	}
 	return fresh, nil
 }
+
+// User returns the configuration's user of that name.
+func (a *Authenticator) User(name string) (configs.User, bool) {
+	u, ok := a.users[name]
+	return u, ok
+}
+
+// SSO reports whether the site has single sign-on (site.auth.oidc).
+func (a *Authenticator) SSO() bool { return a.sso != nil }

@@ -1,25 +1,20 @@
-package api
+package logins
 
 import (
 	"crypto/md5"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"errors"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
 
 	"layeh.com/radius"
 	"layeh.com/radius/rfc2865"
 	"layeh.com/radius/rfc2869"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 // testRADIUSClient is a radiusClient of the tests' secret that requires signed answers.
@@ -50,7 +45,7 @@ func signed(secret string) func(p *radius.Packet) {
 	return func(p *radius.Packet) {
 		rfc2869.MessageAuthenticator_Set(p, make([]byte, md5.Size))
 		b, _ := p.MarshalBinary()
-		rfc2869.MessageAuthenticator_Set(p, testMA(b, []byte(secret)))
+		rfc2869.MessageAuthenticator_Set(p, radiustest.MA(b, []byte(secret)))
 	}
 }
 
@@ -59,12 +54,12 @@ func signed(secret string) func(p *radius.Packet) {
 // with a Message-Authenticator as its first attribute.
 func TestRADIUSAnswersAreCheckedBeforeTheyCount(t *testing.T) {
 	c := testRADIUSClient()
-	secret := []byte(radiusSecretText)
+	secret := []byte(radiustest.SecretText)
 	req, err := c.request(secret, "alice", "123456", netip.MustParseAddr("127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := radius.Parse(req, secret); !testMACheck(req, p.Authenticator, secret) || rfc2865.UserPassword_GetString(p) != "123456" {
+	if p, _ := radius.Parse(req, secret); !radiustest.MACheck(req, p.Authenticator, secret) || rfc2865.UserPassword_GetString(p) != "123456" {
 		t.Fatalf("the request's Message-Authenticator or password does not check")
 	}
 	for _, tt := range []struct {
@@ -73,25 +68,25 @@ func TestRADIUSAnswersAreCheckedBeforeTheyCount(t *testing.T) {
 		want   string // "" for an answer that counts
 	}{
 		{"a signed Access-Accept counts", func() []byte {
-			return answer(t, req, radius.CodeAccessAccept, radiusSecretText, signed(radiusSecretText))
+			return answer(t, req, radius.CodeAccessAccept, radiustest.SecretText, signed(radiustest.SecretText))
 		}, ""},
 		{"a signed Access-Challenge counts", func() []byte {
-			return answer(t, req, radius.CodeAccessChallenge, radiusSecretText, signed(radiusSecretText))
+			return answer(t, req, radius.CodeAccessChallenge, radiustest.SecretText, signed(radiustest.SecretText))
 		}, ""},
 		{"an answer of another secret is refused", func() []byte { return answer(t, req, radius.CodeAccessAccept, "other", signed("other")) }, "Response Authenticator"},
-		{"an unsigned answer is refused", func() []byte { return answer(t, req, radius.CodeAccessAccept, radiusSecretText, nil) }, "no Message-Authenticator"},
-		{"a Message-Authenticator of another secret is refused", func() []byte { return answer(t, req, radius.CodeAccessAccept, radiusSecretText, signed("other")) }, "Message-Authenticator does not check"},
+		{"an unsigned answer is refused", func() []byte { return answer(t, req, radius.CodeAccessAccept, radiustest.SecretText, nil) }, "no Message-Authenticator"},
+		{"a Message-Authenticator of another secret is refused", func() []byte { return answer(t, req, radius.CodeAccessAccept, radiustest.SecretText, signed("other")) }, "Message-Authenticator does not check"},
 		{"two Message-Authenticators are refused", func() []byte {
-			return answer(t, req, radius.CodeAccessAccept, radiusSecretText, func(p *radius.Packet) {
-				signed(radiusSecretText)(p)
+			return answer(t, req, radius.CodeAccessAccept, radiustest.SecretText, func(p *radius.Packet) {
+				signed(radiustest.SecretText)(p)
 				p.Add(rfc2869.MessageAuthenticator_Type, make([]byte, md5.Size))
 			})
 		}, "more than one"},
 		{"a short Message-Authenticator is refused", func() []byte {
-			return answer(t, req, radius.CodeAccessAccept, radiusSecretText, func(p *radius.Packet) { p.Add(rfc2869.MessageAuthenticator_Type, make([]byte, 4)) })
+			return answer(t, req, radius.CodeAccessAccept, radiustest.SecretText, func(p *radius.Packet) { p.Add(rfc2869.MessageAuthenticator_Type, make([]byte, 4)) })
 		}, "wrong length"},
 		{"an answer to another request is refused", func() []byte {
-			b := answer(t, req, radius.CodeAccessAccept, radiusSecretText, signed(radiusSecretText))
+			b := answer(t, req, radius.CodeAccessAccept, radiustest.SecretText, signed(radiustest.SecretText))
 			b[1]++
 			return b
 		}, "another request"},
@@ -109,10 +104,10 @@ func TestRADIUSAnswersAreCheckedBeforeTheyCount(t *testing.T) {
 		})
 	}
 	c.requireMA = false
-	if _, err := c.verify(answer(t, req, radius.CodeAccessReject, radiusSecretText, nil), req, secret); err != nil {
+	if _, err := c.verify(answer(t, req, radius.CodeAccessReject, radiustest.SecretText, nil), req, secret); err != nil {
 		t.Fatalf("an unsigned answer where the site takes them: %v", err)
 	}
-	if _, err := c.verify(answer(t, req, radius.CodeAccessReject, radiusSecretText, signed("other")), req, secret); err == nil {
+	if _, err := c.verify(answer(t, req, radius.CodeAccessReject, radiustest.SecretText, signed("other")), req, secret); err == nil {
 		t.Fatal("a badly signed answer where the site takes unsigned ones: taken")
 	}
 }
@@ -121,7 +116,7 @@ func TestRADIUSAnswersAreCheckedBeforeTheyCount(t *testing.T) {
 // answer the secret did not sign.
 func FuzzRADIUSVerify(f *testing.F) {
 	c := testRADIUSClient()
-	secret := []byte(radiusSecretText)
+	secret := []byte(radiustest.SecretText)
 	req, err := c.request(secret, "alice", "123456", netip.MustParseAddr("127.0.0.1"))
 	if err != nil {
 		f.Fatal(err)
@@ -129,7 +124,7 @@ func FuzzRADIUSVerify(f *testing.F) {
 	good := func(code radius.Code) []byte {
 		p, _ := radius.Parse(req, secret)
 		a := p.Response(code)
-		signed(radiusSecretText)(a)
+		signed(radiustest.SecretText)(a)
 		b, _ := a.Encode()
 		return b
 	}
@@ -146,28 +141,4 @@ func FuzzRADIUSVerify(f *testing.F) {
 			t.Fatalf("verify took %x", b)
 		}
 	})
-}
-
-// A passcode beside a client certificate is checked by RADIUS for a user role factor
-// covers: certificate+radius; a rejected one fails the login.
-func TestARADIUSPasscodeBesideACertificate(t *testing.T) {
-	srv := startRADIUS(t, radiusSecretText, false)
-	s := newRADIUSSite(t, "role: factor, users: [alice]", srv.addr)
-	a := newAuthenticator(s.cfg, &loginGuard{}, s.verifier, s.clk.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	req := func(code string) *http.Request {
-		r := httptest.NewRequest(http.MethodPost, "/v1/launch", nil)
-		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{leaf}}}
-		r.Header.Set(OTPHeader, code)
-		return r
-	}
-	if _, err := a.authenticate(req("654321")); !errors.Is(err, errNoLogin) {
-		t.Fatalf("a certificate and a rejected passcode: %v, want %v", err, errNoLogin)
-	}
-	if li, err := a.authenticate(req("123456")); err != nil || li.factors != ticket.FactorCertificate|ticket.FactorRADIUS {
-		t.Fatalf("a certificate and the passcode: %s, %v; want certificate+radius", li.factors, err)
-	}
-	if _, err := a.authenticate(req("999999")); !errors.Is(err, errRADIUSChallenge) {
-		t.Fatalf("a certificate and a challenged passcode: %v, want %v", err, errRADIUSChallenge)
-	}
 }

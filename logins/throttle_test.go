@@ -1,4 +1,4 @@
-package api
+package logins
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestLoginsAtOnceWaitForTokens(t *testing.T) {
 	ctx := t.Context()
 	fill := func(t *testing.T, g *loginGuard) {
 		t.Helper()
-		for i := range failuresPerSource {
+		for i := range FailuresPerSource {
 			if _, err := g.admit(ctx, src, user(i)); err != nil {
 				t.Fatalf("login %d at once: %v, want it compared", i, err)
 			}
@@ -58,12 +58,12 @@ func TestLoginsAtOnceWaitForTokens(t *testing.T) {
 		var g loginGuard
 		fill(t, &g)
 		next := waiting(&g, "one-more")
-		for i := range failuresPerSource {
+		for i := range FailuresPerSource {
 			g.done(src, user(i), true)
 		}
-		var th throttledError
+		var th ThrottledError
 		if err := <-next; !errors.As(err, &th) {
-			t.Fatalf("the waiting login after %d failures: %v, want a throttledError", failuresPerSource, err)
+			t.Fatalf("the waiting login after %d failures: %v, want a ThrottledError", FailuresPerSource, err)
 		}
 	})
 	t.Run("a wait ends with its request", func(t *testing.T) {
@@ -71,15 +71,15 @@ func TestLoginsAtOnceWaitForTokens(t *testing.T) {
 		fill(t, &g)
 		short, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := g.admit(short, src, "one-more"); !errors.Is(err, errLoginBusy) {
-			t.Fatalf("a login whose request ended: %v, want %v", err, errLoginBusy)
+		if _, err := g.admit(short, src, "one-more"); !errors.Is(err, ErrLoginBusy) {
+			t.Fatalf("a login whose request ended: %v, want %v", err, ErrLoginBusy)
 		}
 	})
 	t.Run("logins that succeed give their tokens back", func(t *testing.T) {
 		var g loginGuard
 		for round := range 3 {
 			fill(t, &g)
-			for i := range failuresPerSource {
+			for i := range FailuresPerSource {
 				g.done(src, user(i), false)
 			}
 			if round == 0 {
@@ -99,8 +99,8 @@ func TestLoginsAtOnceWaitForTokens(t *testing.T) {
 		}
 		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
-		if _, err := g.admit(short, netip.MustParseAddr("203.0.113.1"), "alice"); !errors.Is(err, errLoginBusy) {
-			t.Fatalf("alice's login %d at once: %v, want it to wait, and %v when its request ends", failuresPerUser, err, errLoginBusy)
+		if _, err := g.admit(short, netip.MustParseAddr("203.0.113.1"), "alice"); !errors.Is(err, ErrLoginBusy) {
+			t.Fatalf("alice's login %d at once: %v, want it to wait, and %v when its request ends", failuresPerUser, err, ErrLoginBusy)
 		}
 	})
 }
@@ -157,7 +157,7 @@ func TestSuspectLoginsShareFewSlots(t *testing.T) {
 		g.suspects <- struct{}{}
 	}
 	start := time.Now()
-	if err := g.compare(ctx, dummyHash, "x", true); !errors.Is(err, errLoginBusy) {
+	if err := g.compare(ctx, dummyHash, "x", true); !errors.Is(err, ErrLoginBusy) {
 		t.Fatalf("a suspect comparison with no suspect slot free: %v, want busy", err)
 	}
 	if d := time.Since(start); d < bcryptWait {
@@ -167,7 +167,7 @@ func TestSuspectLoginsShareFewSlots(t *testing.T) {
 	if err != nil || s {
 		t.Fatalf("an honest first login: suspect %v, %v", s, err)
 	}
-	if err := g.compare(ctx, dummyHash, "x", s); errors.Is(err, errLoginBusy) {
+	if err := g.compare(ctx, dummyHash, "x", s); errors.Is(err, ErrLoginBusy) {
 		t.Fatal("an honest login waited on the guessers' slots")
 	}
 }
@@ -190,7 +190,7 @@ func TestAnOfficeThatMistypedStaysClean(t *testing.T) {
 		t.Fatalf("the office's next login: suspect %v, %v; want clean", s, err)
 	}
 	g.done(office, "next", false)
-	for i := range failuresPerSource - 1 {
+	for i := range FailuresPerSource - 1 {
 		g.admit(ctx, office, "guess")
 		g.done(office, "guess", true)
 		if i == 0 {
@@ -200,9 +200,9 @@ func TestAnOfficeThatMistypedStaysClean(t *testing.T) {
 			g.done(office, "next", false)
 		}
 	}
-	var th throttledError
+	var th ThrottledError
 	if _, err := g.admit(ctx, office, "guess"); !errors.As(err, &th) {
-		t.Fatalf("after %d failures: %v, want throttled, whatever its successes", failuresPerSource, err)
+		t.Fatalf("after %d failures: %v, want throttled, whatever its successes", FailuresPerSource, err)
 	}
 }
 
@@ -215,13 +215,13 @@ func TestOthersGuessesDoNotLockAUserOut(t *testing.T) {
 	g.init()
 	ctx := t.Context()
 	for i := range failuresPerUser {
-		src := netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i/failuresPerSource)})
+		src := netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i/FailuresPerSource)})
 		if _, err := g.admit(ctx, src, "admin"); err != nil {
 			t.Fatalf("guess %d: %v", i, err)
 		}
 		g.done(src, "admin", true)
 	}
-	var th throttledError
+	var th ThrottledError
 	if _, err := g.admit(ctx, netip.MustParseAddr("198.51.100.1"), "admin"); !errors.As(err, &th) {
 		t.Fatalf("a guessing source after the user's failures ran out: %v, want throttled", err)
 	}
@@ -262,7 +262,7 @@ func TestSuspectComparisonsTakeTheirShare(t *testing.T) {
 	}
 	busy(time.Hour)
 	start := time.Now()
-	if err := g.compare(t.Context(), dummyHash, "x", true); !errors.Is(err, errLoginBusy) {
+	if err := g.compare(t.Context(), dummyHash, "x", true); !errors.Is(err, ErrLoginBusy) {
 		t.Fatalf("a suspect comparison whose turn is in an hour: %v, want busy", err)
 	}
 	if d := time.Since(start); d >= bcryptWait {
@@ -298,16 +298,16 @@ func TestSuspectComparisonsTakeTheirShare(t *testing.T) {
 // listeners' per-source connection cap; another /64 has its own.
 func TestIPv6LoginsCountPerSlash64(t *testing.T) {
 	var g loginGuard
-	for i := range failuresPerSource {
+	for i := range FailuresPerSource {
 		src := netip.MustParseAddr(fmt.Sprintf("2001:db8:1:2::%x", i+1))
 		if _, err := g.admit(t.Context(), src, fmt.Sprintf("user-%d", i)); err != nil {
 			t.Fatalf("guess %d: %v", i, err)
 		}
 		g.done(src, fmt.Sprintf("user-%d", i), true)
 	}
-	var th throttledError
+	var th ThrottledError
 	if _, err := g.admit(t.Context(), netip.MustParseAddr("2001:db8:1:2:ffff::1"), "another"); !errors.As(err, &th) {
-		t.Fatalf("another address of the same /64 after %d failures: %v, want throttled", failuresPerSource, err)
+		t.Fatalf("another address of the same /64 after %d failures: %v, want throttled", FailuresPerSource, err)
 	}
 	if _, err := g.admit(t.Context(), netip.MustParseAddr("2001:db8:1:3::1"), "another"); err != nil {
 		t.Fatalf("an address of another /64: %v", err)
@@ -329,9 +329,9 @@ func TestAFullGuardFailsClosed(t *testing.T) {
 	}
 	guesser, victim := netip.MustParseAddr("198.51.100.9"), "admin"
 	throttled := false
-	for i := 0; i < 2*failuresPerSource+2 && !throttled; i++ {
+	for i := 0; i < 2*FailuresPerSource+2 && !throttled; i++ {
 		_, err := g.admit(t.Context(), guesser, victim)
-		var th throttledError
+		var th ThrottledError
 		switch {
 		case errors.As(err, &th):
 			throttled = true
@@ -342,6 +342,6 @@ func TestAFullGuardFailsClosed(t *testing.T) {
 		}
 	}
 	if !throttled {
-		t.Fatalf("%d wrong guesses from a source that does not fit the full guard were all compared, want it throttled", 2*failuresPerSource+2)
+		t.Fatalf("%d wrong guesses from a source that does not fit the full guard were all compared, want it throttled", 2*FailuresPerSource+2)
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package logins
 
 import (
 	"bytes"
@@ -56,29 +56,29 @@ var (
 	// errRADIUSUnavailable: no RADIUS server answered (or the secret file cannot be read);
 	// answered 503, no failure counted.
 	errRADIUSUnavailable = errors.New("the RADIUS servers cannot be asked now; try again shortly")
-	// errRADIUSChallenge: a RADIUS server answered Access-Challenge, a further prompt that
+	// ErrRADIUSChallenge: a RADIUS server answered Access-Challenge, a further prompt that
 	// a login cannot answer; answered 401 and counted as a failed login.
-	errRADIUSChallenge = errors.New("the RADIUS server asked a further question (Access-Challenge), which frontdoor does not support")
+	ErrRADIUSChallenge = errors.New("the RADIUS server asked a further question (Access-Challenge), which frontdoor does not support")
 	// ErrRADIUSSecretMode is returned for a RADIUS secret file that others than its owner
 	// may read.
 	ErrRADIUSSecretMode = errors.New("the RADIUS secret file may be read by others than its owner (want mode 0600)")
 )
 
-// challengeError is errRADIUSChallenge with the server's Reply-Message, shown to the user.
+// challengeError is ErrRADIUSChallenge with the server's Reply-Message, shown to the user.
 type challengeError struct{ reply string }
 
 func (e challengeError) Error() string {
 	if e.reply == "" {
-		return errRADIUSChallenge.Error() + ": log in with a passcode the server takes at once"
+		return ErrRADIUSChallenge.Error() + ": log in with a passcode the server takes at once"
 	}
-	return fmt.Sprintf("%s (it said %q): log in with a passcode the server takes at once", errRADIUSChallenge, e.reply)
+	return fmt.Sprintf("%s (it said %q): log in with a passcode the server takes at once", ErrRADIUSChallenge, e.reply)
 }
 
-func (e challengeError) Unwrap() error { return errRADIUSChallenge }
+func (e challengeError) Unwrap() error { return ErrRADIUSChallenge }
 
-// countsAsFailure says whether a refusal that is returned as it is (not errNoLogin) costs
+// countsAsFailure says whether a refusal that is returned as it is (not ErrNoLogin) costs
 // the login's source and user a token: an Access-Challenge does, an unavailable server not.
-func countsAsFailure(err error) bool { return errors.Is(err, errRADIUSChallenge) }
+func countsAsFailure(err error) bool { return errors.Is(err, ErrRADIUSChallenge) }
 
 // radiusVerdict is a RADIUS server's answer to a login.
 type radiusVerdict int
@@ -127,27 +127,27 @@ func (c *radiusClient) covers(role, user string) bool {
 
 // radiusPrimary says whether u's password is the RADIUS servers' to check (role primary, a
 // covered user without a password_hash).
-func (a *authenticator) radiusPrimary(u configs.User) bool {
+func (a *Authenticator) radiusPrimary(u configs.User) bool {
 	return u.PasswordHash == "" && a.radius.covers(configs.RADIUSRolePrimary, u.Name)
 }
 
 // checkPrimary asks the RADIUS servers for user's password: nil when they accept it,
-// errNoLogin when they reject it, a challengeError or errRADIUSUnavailable.
-func (a *authenticator) checkPrimary(r *http.Request, user, pass string) error {
-	v, err := a.radius.ask(r.Context(), user, pass, clientAddr(r))
+// ErrNoLogin when they reject it, a challengeError or errRADIUSUnavailable.
+func (a *Authenticator) checkPrimary(r *http.Request, user, pass string) error {
+	v, err := a.radius.ask(r.Context(), user, pass, ClientAddr(r))
 	switch {
 	case err != nil:
 		return err
 	case v == radiusAccept:
 		return nil
 	}
-	return errNoLogin
+	return ErrNoLogin
 }
 
 // checkSecond checks user's one-time code: the RADIUS servers' passcode when role factor
 // covers the user, else a TOTP code (checkCode). It returns the factor the code proves, 0
 // for a wrong one; the error is errCodeUnchecked, errRADIUSUnavailable or a challengeError.
-func (a *authenticator) checkSecond(r *http.Request, user, code string) (ticket.Factors, error) {
+func (a *Authenticator) checkSecond(r *http.Request, user, code string) (ticket.Factors, error) {
 	if !a.radius.covers(configs.RADIUSRoleFactor, user) {
 		ok, err := a.checkCode(user, code)
 		if !ok || err != nil {
@@ -155,7 +155,7 @@ func (a *authenticator) checkSecond(r *http.Request, user, code string) (ticket.
 		}
 		return ticket.FactorTOTP, nil
 	}
-	v, err := a.radius.ask(r.Context(), user, code, clientAddr(r))
+	v, err := a.radius.ask(r.Context(), user, code, ClientAddr(r))
 	switch {
 	case err != nil:
 		return 0, err

@@ -2,17 +2,10 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +14,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
-	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/wire"
@@ -126,14 +118,6 @@ type AdminViews struct {
 	// Registrations returns where the machines' agents are registered, site-wide. Optional:
 	// without it the machines that send heartbeats to Agents are registered here.
 	Registrations func() map[string]Registration
-}
-
-// ModeStore keeps the secure-gateway toggles of a site, by delivery group.
-type ModeStore interface {
-	// Modes returns the stored toggles (groups never toggled are absent).
-	Modes() map[string]bool
-	// SetModes stores toggles.
-	SetModes(ctx context.Context, modes map[string]bool) error
 }
 
 // Admin serves the admin API: status, the secure-gateway toggle, agent heartbeats and
@@ -270,128 +254,6 @@ type adminKey struct{}
 func adminOf(r *http.Request) string {
 	name, _ := r.Context().Value(adminKey{}).(string)
 	return name
-}
-
-// loadModes applies the toggles saved in ModeFile.
-func (a *Admin) loadModes() error {
-	if a.o.ModeFile == "" {
-		return nil
-	}
-	b, err := os.ReadFile(a.o.ModeFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading secure-gateway modes: %w", err)
-	}
-	var saved map[string]bool
-	if err := json.Unmarshal(b, &saved); err != nil {
-		return fmt.Errorf("secure-gateway modes in %s: %w", a.o.ModeFile, err)
-	}
-	for g, on := range saved {
-		if _, ok := a.modes[g]; !ok {
-			continue // the group left the configuration
-		}
-		if err := a.o.Broker.SetSecureGateway(g, on); err != nil {
-			return err
-		}
-		a.modes[g] = on
-	}
-	return nil
-}
-
-// ApplyModes shows toggles stored site-wide (Modes) in the status; the broker's own switch
-// is the node's to set. Groups the configuration does not have are ignored.
-func (a *Admin) ApplyModes(modes map[string]bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for g, on := range modes {
-		if _, ok := a.modes[g]; ok {
-			a.modes[g] = on
-		}
-	}
-}
-
-func (a *Admin) saveModesLocked() error {
-	if a.o.ModeFile == "" {
-		return nil
-	}
-	b, _ := json.MarshalIndent(a.modes, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(a.o.ModeFile), 0o700); err != nil {
-		return err
-	}
-	return atomicfile.Write(a.o.ModeFile, b, 0o600) // a torn file would block the next start
-}
-
-func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
-	var req wire.ToggleRequest
-	if !readJSON(w, r, &req, 4<<10, "body must be JSON {\"on\": true|false, \"group\": NAME}") {
-		return
-	}
-	groups, changed, code, err := a.setModes(r.Context(), req)
-	if err != nil {
-		httpError(w, code, err.Error())
-		return
-	}
-	a.log.Info("secure gateway toggled", "by", adminOf(r), "on", req.On, "groups", groups)
-	target, detail := req.Group, onOff(req.On)+" for new launches"
-	switch {
-	case len(changed) == 0:
-		detail += "; it was already"
-	case req.Group == "":
-		detail += "; changed: " + strings.Join(changed, ", ")
-	default:
-		detail += "; was " + onOff(!req.On)
-	}
-	if target == "" {
-		target = "every group"
-	}
-	a.record(r, "secure-gateway", target, detail)
-	if a.o.Events != nil {
-		a.o.Events.Notify(TopicModes)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"secure_gateway": req.On, "groups": groups})
-}
-
-// setModes applies a toggle: it returns the groups it switched and those of them whose mode
-// changed, or the HTTP status and the error.
-func (a *Admin) setModes(ctx context.Context, req wire.ToggleRequest) (groups, changed []string, code int, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if req.Group == "" {
-		for g := range a.modes {
-			groups = append(groups, g)
-		}
-		sort.Strings(groups)
-	} else if _, ok := a.modes[req.Group]; ok {
-		groups = []string{req.Group}
-	} else {
-		return nil, nil, http.StatusNotFound, fmt.Errorf("group %q is not defined", req.Group)
-	}
-	for _, g := range groups {
-		if a.modes[g] != req.On {
-			changed = append(changed, g)
-		}
-	}
-	if a.o.Modes != nil {
-		set := map[string]bool{}
-		for _, g := range groups {
-			set[g] = req.On
-		}
-		if err := a.o.Modes.SetModes(ctx, set); err != nil {
-			return nil, nil, http.StatusServiceUnavailable, fmt.Errorf("storing modes: %w", err)
-		}
-	}
-	for _, g := range groups {
-		if err := a.o.Broker.SetSecureGateway(g, req.On); err != nil {
-			return nil, nil, http.StatusInternalServerError, err
-		}
-		a.modes[g] = req.On
-	}
-	if err := a.saveModesLocked(); err != nil {
-		return nil, nil, http.StatusInternalServerError, fmt.Errorf("saving modes: %w", err)
-	}
-	return groups, changed, 0, nil
 }
 
 // ErrUnknownGateway is an override of a gateway the site does not have.

@@ -2,8 +2,9 @@ package api
 
 import (
 	"fmt"
-	"github.com/frontdoor-vdi/frontdoor/pki"
 	"net/http"
+
+	"github.com/frontdoor-vdi/frontdoor/pki"
 
 	"github.com/frontdoor-vdi/frontdoor/wire"
 )

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -92,4 +93,47 @@ func (a *Admin) explain(w http.ResponseWriter, r *http.Request) {
 		d.Trace = []string{}
 	}
 	writeJSON(w, http.StatusOK, Explanation{Decision: d, LocationZone: loc, Text: d.Text()})
+}
+
+// whyThere says in one line why a launch lands in d's zone.
+func whyThere(d broker.Decision, location string) string {
+	step := ""
+	if d.StepLabel != "" {
+		step = " (step " + d.StepLabel + ")"
+	}
+	if d.Outcome == broker.OutcomeReconnect {
+		return fmt.Sprintf("your session in zone %s goes on%s", d.Zone, step)
+	}
+	var pref string
+	switch d.PreferredZoneSource {
+	case broker.SourceUserLocation:
+		pref = "the zone you connect from"
+		if location != "" {
+			pref += " (" + location + ")"
+		}
+	case broker.SourceUserHome:
+		pref = "your home zone (" + d.PreferredZone + ")"
+	case broker.SourceApplicationHome:
+		pref = "the application's home zone (" + d.PreferredZone + ")"
+	default:
+		return fmt.Sprintf("zone %s: no preferred zone, the first with a free machine%s", d.Zone, step)
+	}
+	if d.Zone == d.PreferredZone {
+		return fmt.Sprintf("zone %s: %s%s", d.Zone, pref, step)
+	}
+	return fmt.Sprintf("zone %s: %s has no free machine%s", d.Zone, pref, step)
+}
+
+// deniedInWords says why a launch is denied, in a user's words.
+func deniedInWords(d broker.Decision) string {
+	switch {
+	case errors.Is(d.Err, broker.ErrAccessDenied):
+		return "an access rule denies it now: " + d.Reason
+	case errors.Is(d.Err, broker.ErrNoCapacity), errors.Is(d.Err, broker.ErrNoMachines):
+		return "no machine is free for it now"
+	}
+	if d.Reason != "" {
+		return d.Reason
+	}
+	return "it cannot be launched now"
 }

@@ -9,13 +9,11 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/logins"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
-	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
 // The user's portal: web pages at / on the launch listener. A user signs in with the site's
@@ -263,81 +261,6 @@ func (l *Launch) portalLoginOf(r *http.Request) (li logins.Login, ok bool, err e
 	return s.li, true, nil
 }
 
-// launchFileKey holds, in a request's context, the resource of the launch file that logged it
-// in.
-type launchFileKey struct{}
-
-// launchFile serves POST /v1/launch-file {"resource": R} to the portal's page: a launch file
-// (ticket.LaunchFileDoc) that `frontdoor connect --file` opens once, within
-// ticket.LaunchFileTTL, as the portal's login. The page downloads it.
-func (l *Launch) launchFile(w http.ResponseWriter, r *http.Request, li logins.Login) {
-	if !fromPortal(r) {
-		httpError(w, http.StatusForbidden, "launch files are made for the portal's sign-ins")
-		return
-	}
-	if len(li.Groups) > 0 {
-		// A ticket seals no groups: a login that an identity provider's groups vouch for
-		// would lose them.
-		httpError(w, http.StatusForbidden, "a single sign-on login opens its desktops in the browser: launch files carry no identity provider's groups")
-		return
-	}
-	var req LaunchRequest
-	if !readJSON(w, r, &req, 4<<10, `body must be JSON {"resource": NAME}`) {
-		return
-	}
-	if req.Resource == "" || len(req.Resource) > 255 {
-		httpError(w, http.StatusBadRequest, `body must be JSON {"resource": NAME}`)
-		return
-	}
-	l.filesMu.Lock()
-	ok := l.files.Get(li.User.Name, time.Now()).Allow()
-	l.filesMu.Unlock()
-	if !ok {
-		w.Header().Set("Retry-After", "10")
-		httpError(w, http.StatusTooManyRequests, fmt.Sprintf("at most %d launch files a minute", launchFilesPerMinute))
-		return
-	}
-	// Entitled, and not denied now: a file for anything else would only be refused later.
-	client, zone := l.locate(r)
-	d := l.o.Broker.Decide(broker.LaunchRequest{User: li.User.Name, Resource: req.Resource, LocationZone: zone, Client: client,
-		Factors: li.FactorNames(), Groups: li.Groups})
-	if d.Outcome == broker.OutcomeDenied {
-		writeJSON(w, http.StatusForbidden, map[string]any{"error": "denied", "reason": deniedInWords(d)})
-		return
-	}
-	c := ticket.Claims{Kind: ticket.LaunchFile, Session: req.Resource, User: li.User.Name, Factors: li.Factors, AuthTime: li.At}
-	if life := l.o.Config.Site.Auth.FactorLifetime.D(); life > 0 {
-		c.LoginExpires = li.At.Add(life)
-	}
-	tok, c, err := l.o.Signer.Issue(c, ticket.LaunchFileTTL)
-	if err != nil {
-		httpError(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	doc := ticket.LaunchFileDoc{Version: ticket.LaunchFileVersion, Site: l.o.Config.Site.Name, LaunchURLs: []string{"https://" + r.Host},
-		Resource: req.Resource, User: li.User.Name, Ticket: tok, Expires: c.Expires.UTC()}
-	l.audit(r, li.User.Name, "portal.launch-file", req.Resource, "valid until "+c.Expires.UTC().Format(time.RFC3339))
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", req.Resource+".fdlaunch"))
-	writeJSON(w, http.StatusOK, doc)
-}
-
-// launchFileLogin checks a launch file's ticket (using it up) and returns its login and
-// resource.
-func (l *Launch) launchFileLogin(tok string) (logins.Login, string, error) {
-	if l.o.Verifier == nil {
-		return logins.Login{}, "", errors.New("this front door checks no tickets")
-	}
-	c, err := l.o.Verifier.CheckLaunchFile(tok)
-	if err != nil {
-		return logins.Login{}, "", err
-	}
-	u, ok := l.authn.User(c.User)
-	if !ok {
-		return logins.Login{}, "", fmt.Errorf("the launch file's user %q is not the site's", c.User)
-	}
-	return logins.Login{User: u, Factors: c.Factors, At: c.AuthTime}, c.Session, nil
-}
-
 // ResourceView is a resource as GET /v1/resources shows it to its user: where a launch
 // would land now, and why, or why it would be denied.
 type ResourceView struct {
@@ -380,47 +303,4 @@ func (l *Launch) resources(w http.ResponseWriter, r *http.Request, li logins.Log
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// whyThere says in one line why a launch lands in d's zone.
-func whyThere(d broker.Decision, location string) string {
-	step := ""
-	if d.StepLabel != "" {
-		step = " (step " + d.StepLabel + ")"
-	}
-	if d.Outcome == broker.OutcomeReconnect {
-		return fmt.Sprintf("your session in zone %s goes on%s", d.Zone, step)
-	}
-	var pref string
-	switch d.PreferredZoneSource {
-	case broker.SourceUserLocation:
-		pref = "the zone you connect from"
-		if location != "" {
-			pref += " (" + location + ")"
-		}
-	case broker.SourceUserHome:
-		pref = "your home zone (" + d.PreferredZone + ")"
-	case broker.SourceApplicationHome:
-		pref = "the application's home zone (" + d.PreferredZone + ")"
-	default:
-		return fmt.Sprintf("zone %s: no preferred zone, the first with a free machine%s", d.Zone, step)
-	}
-	if d.Zone == d.PreferredZone {
-		return fmt.Sprintf("zone %s: %s%s", d.Zone, pref, step)
-	}
-	return fmt.Sprintf("zone %s: %s has no free machine%s", d.Zone, pref, step)
-}
-
-// deniedInWords says why a launch is denied, in a user's words.
-func deniedInWords(d broker.Decision) string {
-	switch {
-	case errors.Is(d.Err, broker.ErrAccessDenied):
-		return "an access rule denies it now: " + d.Reason
-	case errors.Is(d.Err, broker.ErrNoCapacity), errors.Is(d.Err, broker.ErrNoMachines):
-		return "no machine is free for it now"
-	}
-	if d.Reason != "" {
-		return d.Reason
-	}
-	return "it cannot be launched now"
 }

@@ -3,7 +3,7 @@
 # outage mode (store/etcd/outage.go), on a real 3-member embedded etcd on loopback without
 # fsync, all in one process (bench/zones), over many bounded trials:
 #   1. handover after a graceful shutdown (the leader's Elector ctx canceled);
-#   2. handover after a crash (the leader's etcd client closed);
+#   2. handover after a crash (the leader's store closed: its etcd client gone, no resignation);
 #   3. the run-off when a candidate of a newer version joins;
 #   4. outage mode after the quorum is lost (the two members that do not lead stopped at once);
 #   5. the write-back when etcd is back, with 0, 100 and 1000 sessions made in the outage.

@@ -441,7 +441,7 @@ func resolveAs(ctx context.Context, name, server string, subnet netip.Prefix) ([
 func (r *run) stopEtcdLeader(ctx context.Context) (string, error) {
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	st := r.lab.Site().Status(sctx)
+	st := r.lab.Site().Presence().Status(sctx)
 	for _, m := range st.Members {
 		if !m.Leader {
 			continue

@@ -439,11 +439,10 @@ func (st *storm) count(ctx context.Context) (*LaunchCounts, error) {
 	}
 
 	// The site database, read from etcd itself (not a node's view).
-	site := st.r.lab.Site()
+	cli, prefix := st.r.lab.SiteDB()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cli := site.Client()
-	sr, err := cli.Get(rctx, site.Prefix()+"sessions/", clientv3.WithPrefix())
+	sr, err := cli.Get(rctx, prefix+"sessions/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("reading the sessions from etcd: %w", err)
 	}
@@ -468,13 +467,13 @@ func (st *storm) count(ctx context.Context) (*LaunchCounts, error) {
 			}
 		}
 	}
-	slots, err := cli.Get(rctx, site.Prefix()+"slots/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	slots, err := cli.Get(rctx, prefix+"slots/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, fmt.Errorf("reading the slots from etcd: %w", err)
 	}
 	slotsOf := map[string]int{}
 	for _, kv := range slots.Kvs {
-		rest := strings.TrimPrefix(string(kv.Key), site.Prefix()+"slots/")
+		rest := strings.TrimPrefix(string(kv.Key), prefix+"slots/")
 		if m, _, ok := strings.Cut(rest, "/"); ok {
 			slotsOf[m]++
 		}

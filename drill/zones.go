@@ -41,7 +41,7 @@ func (r *run) zoneOf(node string) string {
 // pickZoneLeader returns the front door of the node that leads the first client's zone.
 func pickZoneLeader(_ context.Context, r *run, first *frontDoor) (*frontDoor, error) {
 	zone := r.zoneOf(first.node)
-	l, ok := r.lab.Site().Leaders()[zone]
+	l, ok := r.lab.Site().Election().Leaders()[zone]
 	if !ok {
 		return nil, fmt.Errorf("zone %s has no leader", zone)
 	}
@@ -70,11 +70,11 @@ func (r *run) watchLeader(fd *frontDoor) <-chan leaderTimes {
 		var lt leaderTimes
 		for deadline := start.Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			if lt.leader == "" {
-				if l, ok := r.lab.Site().Leaders()[zone]; ok && l.Node != fd.node {
+				if l, ok := r.lab.Site().Election().Leaders()[zone]; ok && l.Node != fd.node {
 					lt.leader, lt.leaderAfter = l.Node, time.Since(start)
 				}
 			}
-			if lt.downAfter == 0 && publishedDown(r.lab.Site().HealthRecords()[fd.gateway]) {
+			if lt.downAfter == 0 && publishedDown(r.lab.Site().Election().HealthRecords()[fd.gateway]) {
 				lt.downAfter = time.Since(start)
 			}
 			if lt.leader != "" && lt.downAfter > 0 {
@@ -146,7 +146,8 @@ func (r *run) stopEtcdQuorum() ([]string, error) {
 	// The quorum is gone when a linearizable read fails.
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		_, err := r.lab.Site().Client().Get(ctx, r.lab.Site().Prefix()+"identity")
+		cli, prefix := r.lab.SiteDB()
+		_, err := cli.Get(ctx, prefix+"identity")
 		cancel()
 		if err != nil {
 			return names, nil

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/pki"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/api"
@@ -111,9 +112,10 @@ type Lab struct {
 	siteKey  ed25519.PrivateKey
 	agentKey []byte
 	ca       *pki.CA
-	site     *etcd.Store // the lab's own view of the site database
-	procMu   sync.Mutex  // guards Proc.killed
-	members  []*member   // the nodes run in this process; none with Options.Processes
+	site     *etcd.Store      // the lab's own view of the site database
+	siteDB   *clientv3.Client // a client of the site database itself (SiteDB)
+	procMu   sync.Mutex       // guards Proc.killed
+	members  []*member        // the nodes run in this process; none with Options.Processes
 	// verifiers check the tickets at each machine, by name: their keys follow the site's.
 	verifiers map[string]*ticket.Verifier
 }
@@ -130,6 +132,16 @@ func (l *Lab) CA() *pki.CA { return l.ca }
 
 // Site returns the lab's own view of the site database; nil on a site of one node.
 func (l *Lab) Site() *etcd.Store { return l.site }
+
+// SiteDB returns a client of the site database itself, not a node's view of it, and the
+// site's key prefix there: for checks of what etcd holds (the drills). nil on a site of one
+// node.
+func (l *Lab) SiteDB() (*clientv3.Client, string) {
+	if l.siteDB == nil {
+		return nil, ""
+	}
+	return l.siteDB, l.Config.Site.Store.Prefix
+}
 
 // ErrNoSiteDatabase is returned by Session and Sessions on a site of one node, whose store is
 // its node's own bolt file.
@@ -214,6 +226,9 @@ func (l *Lab) stop() {
 	}
 	if l.site != nil {
 		l.site.Close()
+	}
+	if l.siteDB != nil {
+		l.siteDB.Close()
 	}
 	if l.Etcd != nil {
 		l.Etcd.Close()

@@ -28,7 +28,7 @@ func probers(l *Lab) map[string][]string {
 // wellLed reports whether every zone has one leader, a node of that zone other than dead,
 // and every gateway and machine is probed by exactly one node: its zone's leader.
 func wellLed(l *Lab, dead string) error {
-	leaders := l.Site().Leaders()
+	leaders := l.Site().Election().Leaders()
 	zoneOf := map[string]string{}
 	for _, n := range l.Config.Nodes {
 		zoneOf[n.Name] = n.Zone
@@ -128,7 +128,7 @@ func TestOneLeaderPerZoneProbes(t *testing.T) {
 
 	// Kill east's leader: the other east node leads and probes within the crash bound, and
 	// the killed node's gateway reads down everywhere (its new prober's verdict).
-	old := l.Site().Leaders()["east"].Node
+	old := l.Site().Election().Leaders()["east"].Node
 	var gw string
 	for _, g := range l.Config.Gateways {
 		if g.Node == old {

@@ -20,6 +20,8 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/etcdembed"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Proc is one node of a distributed lab: a `frontdoor serve` process of its own.
@@ -172,6 +174,9 @@ func (l *Lab) startSite(ctx context.Context, members int, noFsync bool) (*config
 		return nil, err
 	}
 	l.site = st
+	if l.siteDB, err = clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+		return nil, err
+	}
 	o.Progress("site identity: sealed in etcd")
 	key, ca, err := node.LoadIdentity(ctx, cfg, st, l.DataDir, l.log)
 	if err != nil {
@@ -271,7 +276,7 @@ func (l *Lab) waitPresent(ctx context.Context) error {
 	for {
 		var present map[string]etcd.NodeInfo
 		if l.site != nil {
-			present = l.site.Nodes()
+			present = l.site.Presence().Nodes()
 		} else {
 			present = l.listening()
 		}

@@ -45,7 +45,7 @@ func (r *Node) acmeCerts(ctx context.Context) (*pki.Certs, error) {
 		}
 		kv = site
 		ao.DNS = siteChallenges{st: r.shared, local: r.dns.ACME()}
-		r.shared.WatchChallenges(func(c etcd.Challenge) {
+		r.shared.Keys().WatchChallenges(func(c etcd.Challenge) {
 			if c.Gone {
 				r.dns.RemoveTXT(c.Name, c.Value)
 			} else if err := r.dns.AddTXT(c.Name, c.Value, 0); err != nil {
@@ -71,7 +71,7 @@ func (s siteChallenges) AppendRecords(ctx context.Context, zone string, recs []l
 	}
 	for i, rec := range done {
 		rr := rec.RR()
-		if err := s.st.AddChallenge(ctx, libdns.AbsoluteName(rr.Name, zone), rr.Data); err != nil {
+		if err := s.st.Keys().AddChallenge(ctx, libdns.AbsoluteName(rr.Name, zone), rr.Data); err != nil {
 			s.local.DeleteRecords(ctx, zone, done[i:]) // not published: not served here either
 			return done[:i], err
 		}
@@ -84,7 +84,7 @@ func (s siteChallenges) DeleteRecords(ctx context.Context, zone string, recs []l
 	for _, rec := range recs {
 		rr := rec.RR()
 		if rr.Type == "TXT" || rr.Type == "" {
-			s.st.RemoveChallenge(ctx, libdns.AbsoluteName(rr.Name, zone), rr.Data)
+			s.st.Keys().RemoveChallenge(ctx, libdns.AbsoluteName(rr.Name, zone), rr.Data)
 		}
 	}
 	return s.local.DeleteRecords(ctx, zone, recs)

@@ -114,7 +114,7 @@ func (r *Node) rotateCA(ctx context.Context, step string) (pki.CAStatus, error) 
 		if err != nil {
 			return pki.CAStatus{}, fmt.Errorf("site.store.secret_file: %w", err)
 		}
-		_, err = r.shared.UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
+		_, err = r.shared.Keys().UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
 			var id identity
 			if err := json.Unmarshal(b, &id); err != nil {
 				return nil, fmt.Errorf("the site identity in the store: %w", err)

@@ -53,7 +53,7 @@ func (r *Node) consoleOptions(o *api.AdminOptions) {
 	if r.shared != nil {
 		o.Registrations = func() map[string]api.Registration {
 			out := map[string]api.Registration{}
-			for m, reg := range r.shared.Registrations() {
+			for m, reg := range r.shared.Presence().Registrations() {
 				out[m] = api.Registration{Node: reg.Node, Zone: reg.Zone, Reported: reg.Reported.UTC()}
 			}
 			return out
@@ -94,11 +94,11 @@ func (r *Node) followEvents(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	r.shared.OnModes(func(map[string]bool) { ev.Notify(api.TopicModes) })
-	r.shared.OnSettings(etcd.SectionOverrides, func(map[string]string) { ev.Notify(api.TopicHealth) })
-	r.shared.OnElection(func() { ev.Notify(api.TopicSite) })
-	r.shared.OnOutage(func(bool) { ev.Notify(api.TopicSite) })
-	r.shared.OnAudit(func() { ev.Notify(api.TopicAudit) })
+	r.shared.Settings().OnModes(func(map[string]bool) { ev.Notify(api.TopicModes) })
+	r.shared.Settings().On(etcd.SectionOverrides, func(map[string]string) { ev.Notify(api.TopicHealth) })
+	r.shared.Election().OnElection(func() { ev.Notify(api.TopicSite) })
+	r.shared.Outage().On(func(bool) { ev.Notify(api.TopicSite) })
+	r.shared.Audit().OnAudit(func() { ev.Notify(api.TopicAudit) })
 	return nil
 }
 

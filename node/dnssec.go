@@ -306,6 +306,6 @@ func (r *Node) siteKV() (*etcd.Certs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("site.store.secret_file: %w", err)
 	}
-	r.siteCerts, err = r.shared.Certs(secret)
+	r.siteCerts, err = r.shared.Keys().Certs(secret)
 	return r.siteCerts, err
 }

@@ -91,7 +91,7 @@ func (r *Node) readIdentity(ctx context.Context) (identity, error) {
 	if err != nil {
 		return identity{}, fmt.Errorf("site.store.secret_file: %w", err)
 	}
-	b, err := r.shared.Identity(ctx, secret, func() ([]byte, error) { return nil, errors.New("the site identity is gone") })
+	b, err := r.shared.Keys().Identity(ctx, secret, func() ([]byte, error) { return nil, errors.New("the site identity is gone") })
 	if err != nil {
 		return identity{}, err
 	}
@@ -241,7 +241,7 @@ func (r *Node) rotateKey(ctx context.Context, retireNow bool) (api.Rotation, err
 		if err != nil {
 			return out, fmt.Errorf("site.store.secret_file: %w", err)
 		}
-		_, err = r.shared.UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
+		_, err = r.shared.Keys().UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
 			var id identity
 			if err := json.Unmarshal(b, &id); err != nil {
 				return nil, fmt.Errorf("the site identity in the store: %w", err)

@@ -15,9 +15,9 @@ import (
 
 // A node of a site on etcd probes only what its role asks (seed 003: one data collector per
 // zone): the leader of its zone probes the zone's gateways and machines and publishes the
-// verdicts (etcd PutHealth, fenced on its leadership); every other node holds those targets
+// verdicts (etcd.Election.PutHealth, fenced on its leadership); every other node holds those targets
 // as remote in its Checker and follows the published records, and the failures its proxy
-// sees on them go to the prober (etcd ReportPassive). Zones without a live node are probed
+// sees on them go to the prober (etcd.Election.ReportPassive). Zones without a live node are probed
 // by the leader of the first zone, primary first, that has one. N nodes never probe N×M
 // times. On a store of one node the node probes everything.
 
@@ -42,12 +42,12 @@ const passiveQueue = 256
 // buildRole sets up the election of a node on an etcd store.
 func (r *Node) buildRole() {
 	r.role = &zoneRole{kick: make(chan struct{}, 1), passive: make(chan passiveReport, passiveQueue)}
-	r.role.elector = r.shared.Elector(etcd.Candidate{Node: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version,
+	r.role.elector = r.shared.Election().Elector(etcd.Candidate{Node: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version,
 		Preference: r.spec.ElectionPreference}, etcd.ElectorOptions{OnChange: r.onLead})
-	r.shared.OnElection(r.setProbing)
-	r.shared.OnHealth(r.observeHealth)
-	r.shared.OnPassive(r.passiveSeen)
-	r.shared.OnOutage(func(on bool) {
+	r.shared.Election().OnElection(r.setProbing)
+	r.shared.Election().OnHealth(r.observeHealth)
+	r.shared.Election().OnPassive(r.passiveSeen)
+	r.shared.Outage().On(func(on bool) {
 		if on {
 			r.log.Error("outage mode: the site database is out of reach; this node brokers its share of its zone's machines from its local host cache and probes its zone itself", "zone", r.spec.Zone)
 		} else {
@@ -56,7 +56,7 @@ func (r *Node) buildRole() {
 		r.setProbing()
 	})
 	r.setProbing()
-	for name, b := range r.shared.HealthRecords() {
+	for name, b := range r.shared.Election().HealthRecords() {
 		r.observeHealth(name, b)
 	}
 }
@@ -76,14 +76,14 @@ func (r *Node) onLead(rev int64) {
 // While the site database is out of reach every node probes its own zone for itself.
 func (r *Node) probedZones() map[string]bool {
 	out := map[string]bool{}
-	if r.shared.InOutage() {
+	if r.shared.Outage().Active() {
 		return map[string]bool{r.spec.Zone: true, "": true}
 	}
 	if _, leading := r.role.elector.Leading(); !leading {
 		return out
 	}
 	out[r.spec.Zone] = true
-	leaders, cands := r.shared.Leaders(), r.shared.Candidates()
+	leaders, cands := r.shared.Election().Leaders(), r.shared.Election().Candidates()
 	if r.orphanProber(leaders) != r.spec.Name {
 		return out // another zone's leader probes the zones without a node
 	}
@@ -136,10 +136,10 @@ func (r *Node) setProbing() {
 	// leadership publishes every target at once).
 	changed := r.health.SetProbed(func(t health.Target) bool { return zones[t.Zone] })
 	live := map[int64]bool{}
-	for _, l := range r.shared.Leaders() {
+	for _, l := range r.shared.Election().Leaders() {
 		live[l.Rev] = true
 	}
-	recs := r.shared.HealthRecords()
+	recs := r.shared.Election().HealthRecords()
 	for _, name := range changed {
 		var rec healthRecord
 		if !r.health.Probed(name) && json.Unmarshal(recs[name], &rec) == nil && live[rec.Fence] {
@@ -232,7 +232,7 @@ func (r *Node) runRole(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case f := <-r.role.passive:
-				if err := r.shared.ReportPassive(ctx, f.target, f.p); err != nil && ctx.Err() == nil {
+				if err := r.shared.Election().ReportPassive(ctx, f.target, f.p); err != nil && ctx.Err() == nil {
 					r.log.Debug("telling the prober of a failure", "target", f.target, "err", err)
 				}
 			}
@@ -254,7 +254,7 @@ func (r *Node) runRole(ctx context.Context) error {
 // publish writes the reports of the targets probed here that differ from what the site holds.
 func (r *Node) publish(ctx context.Context) {
 	rev, leading := r.role.elector.Leading()
-	if !leading || r.shared.InOutage() {
+	if !leading || r.shared.Outage().Active() {
 		return
 	}
 	r.role.mu.Lock()
@@ -281,7 +281,7 @@ func (r *Node) publish(ctx context.Context) {
 		for _, n := range chunk {
 			recs[n], _ = json.Marshal(healthRecord{Report: reps[n], Fence: rev, Prober: r.spec.Name})
 		}
-		if err := r.shared.PutHealth(ctx, r.spec.Zone, rev, recs); err != nil {
+		if err := r.shared.Election().PutHealth(ctx, r.spec.Zone, rev, recs); err != nil {
 			switch {
 			case ctx.Err() != nil:
 			case errors.Is(err, etcd.ErrNotLeader):
@@ -319,5 +319,5 @@ func (r *Node) Outage() (etcd.OutageStatus, bool) {
 	if r.shared == nil {
 		return etcd.OutageStatus{}, false
 	}
-	return r.shared.Outage(), true
+	return r.shared.Outage().Status(), true
 }

@@ -105,7 +105,7 @@ func (r *Node) buildListeners() error {
 				ao.DNSSEC = r
 			}
 			if r.shared != nil {
-				ao.ModeFile, ao.Modes = "", r.shared // switched site-wide, in the store
+				ao.ModeFile, ao.Modes = "", r.shared.Settings() // switched site-wide, in the store
 			}
 			admin, err := api.NewAdmin(ao)
 			if err != nil {
@@ -227,7 +227,7 @@ func (r *Node) Listen() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		info := etcd.NodeInfo{Name: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version, Started: time.Now().UTC(), PID: os.Getpid()}
-		if err := r.shared.Register(ctx, info); err != nil {
+		if err := r.shared.Presence().Register(ctx, info); err != nil {
 			r.Close()
 			return err
 		}

@@ -71,8 +71,8 @@ func (r *Node) revokedFile() string { return filepath.Join(r.o.DataDir, "revoked
 func (r *Node) loadRevokedMachines() error {
 	if r.shared != nil {
 		apply := func(m map[string]string) { r.revokedMachines.merge(parseRevokedMachines(m)) }
-		r.shared.OnSettings(etcd.SectionRevokedMachines, apply)
-		apply(r.shared.Settings(etcd.SectionRevokedMachines))
+		r.shared.Settings().On(etcd.SectionRevokedMachines, apply)
+		apply(r.shared.Settings().Get(etcd.SectionRevokedMachines))
 		return nil
 	}
 	b, err := os.ReadFile(r.revokedFile())
@@ -108,7 +108,7 @@ func (r *Node) RevokeMachine(ctx context.Context, name string) (api.MachineRevoc
 	out := api.MachineRevocation{Machine: name, Before: before, Ended: []string{}}
 	if r.shared != nil {
 		v := strconv.FormatInt(before.UnixMilli(), 10)
-		if err := r.shared.SetSettings(ctx, etcd.SectionRevokedMachines, map[string]string{name: v}); err != nil {
+		if err := r.shared.Settings().Set(ctx, etcd.SectionRevokedMachines, map[string]string{name: v}); err != nil {
 			return out, fmt.Errorf("%w: the site database did not take the revocation: %v", api.ErrRefused, err)
 		}
 	}

@@ -190,7 +190,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	if r.shared != nil {
 		ledger = newSiteLedger(r.shared.Ledger()) // a launch ticket opens each channel once, site-wide
-		r.shared.OnRevoked(r.revoked)             // every revocation, this node's too, comes by the watch
+		r.shared.Ledger().OnRevoked(r.revoked)    // every revocation, this node's too, comes by the watch
 	}
 	r.verifier = ticket.NewVerifier(pub, ledger, nil)
 
@@ -253,10 +253,10 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return fail(err)
 	}
 	if r.shared != nil {
-		r.shared.OnModes(r.applyModes)
-		r.applyModes(r.shared.Modes())
-		r.shared.OnSettings(etcd.SectionOverrides, r.applyOverrides)
-		r.applyOverrides(r.shared.Settings(etcd.SectionOverrides))
+		r.shared.Settings().OnModes(r.applyModes)
+		r.applyModes(r.shared.Settings().Modes())
+		r.shared.Settings().On(etcd.SectionOverrides, r.applyOverrides)
+		r.applyOverrides(r.shared.Settings().Get(etcd.SectionOverrides))
 	}
 	ks, err := r.readKeys(ctx)
 	if err != nil {
@@ -391,7 +391,7 @@ func (r *Node) override(name, o string) (note string, err error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := r.shared.SetSettings(ctx, etcd.SectionOverrides, map[string]string{name: val}); err != nil {
+		if err := r.shared.Settings().Set(ctx, etcd.SectionOverrides, map[string]string{name: val}); err != nil {
 			return "", fmt.Errorf("%w: the site database did not take the override: %v", api.ErrRefused, err)
 		}
 	}

@@ -83,7 +83,7 @@ func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("site.store.secret_file: %w", err)
 	}
-	b, err := shared.Identity(ctx, secret, func() ([]byte, error) {
+	b, err := shared.Keys().Identity(ctx, secret, func() ([]byte, error) {
 		_, key, err := ed25519.GenerateKey(nil)
 		if err != nil {
 			return nil, err
@@ -193,7 +193,7 @@ func (r *Node) storeStatus(ctx context.Context) any {
 	if r.shared != nil {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		return r.shared.Status(ctx)
+		return r.shared.Presence().Status(ctx)
 	}
 	b := r.cfg.Site.Store.Backend
 	if b == "" {
@@ -257,7 +257,7 @@ func (s siteLedger) UseFor(id [16]byte, session string, ch ticket.Channel, until
 }
 
 // notifyingLedger is a ticket.Ledger of one node that tells fn of each revocation it takes,
-// as the site database's watch tells a node of a shared store (etcd.Store.OnRevoked).
+// as the site database's watch tells a node of a shared store (etcd.Ledger.OnRevoked).
 type notifyingLedger struct {
 	ticket.Ledger
 	fn func(session string, before time.Time)

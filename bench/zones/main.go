@@ -7,7 +7,7 @@
 //   - crash: the leader's etcd client is closed (its lease is left to expire);
 //   - runoff: a candidate of a newer version starts standing; the time until it leads;
 //   - outage: the two etcd members that do not lead are stopped at once (the quorum is lost)
-//     under two nodes with an outage plan; the time until each is in outage mode (OnOutage),
+//     under two nodes with an outage plan; the time until each is in outage mode (Outage().On),
 //     from the StopMember call, from the moment etcd stopped answering (a probe loop of this
 //     program's own, every 10 ms) and from the node's first probe that failed (estimated
 //     from its 250 ms schedule); then N sessions are created in the outage, one member is

@@ -31,7 +31,7 @@ type node struct {
 	outs []outageEvent
 }
 
-// outageEvent is one OnOutage call, timed in the callback.
+// outageEvent is one Outage().On call, timed in the callback.
 type outageEvent struct {
 	on bool
 	at time.Time
@@ -58,13 +58,13 @@ func (s *site) open(ctx context.Context, c etcd.Candidate) (*node, error) {
 		return nil, fmt.Errorf("opening node %s: %w", c.Node, err)
 	}
 	n := &node{name: c.Node, cand: c, st: st, opened: time.Now()}
-	st.OnOutage(func(on bool) {
+	st.Outage().On(func(on bool) {
 		at := time.Now()
 		n.mu.Lock()
 		n.outs = append(n.outs, outageEvent{on, at})
 		n.mu.Unlock()
 	})
-	n.el = st.Elector(c, etcd.ElectorOptions{})
+	n.el = st.Election().Elector(c, etcd.ElectorOptions{})
 	s.nodes = append(s.nodes, n)
 	return n, nil
 }
@@ -80,9 +80,9 @@ func (n *node) stand() {
 func (n *node) leads() bool { _, ok := n.el.Leading(); return ok }
 
 // sees returns the leader of the node's zone in its view ("" for none).
-func (n *node) sees() string { return n.st.Leaders()[n.cand.Zone].Node }
+func (n *node) sees() string { return n.st.Election().Leaders()[n.cand.Zone].Node }
 
-// outage returns the first OnOutage call with on after from.
+// outage returns the first Outage().On call with on after from.
 func (n *node) outage(on bool, from time.Time) (time.Time, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

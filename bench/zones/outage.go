@@ -40,14 +40,14 @@ type outageTrial struct {
 	stopRet   time.Duration   // the later of the two StopMember calls returned
 	lost      time.Duration   // etcd stopped answering (the prober)
 	lostOK    bool            // the prober saw the loss
-	in        []time.Duration // each node's OnOutage(true)
-	inLost    []time.Duration // each node's OnOutage(true), from etcd's loss
+	in        []time.Duration // each node's Outage().On(true)
+	inLost    []time.Duration // each node's Outage().On(true), from etcd's loss
 	inProbe   []time.Duration // the same, from the start of the node's first failed probe (estimated)
 	create    time.Duration   // creating the sessions on both nodes, one after the other
 	restart   time.Duration   // RestartMember, from its call to its return
 	back      time.Duration   // etcd answered again (the prober), from RestartMember's return
 	backOK    bool            // the prober saw it answer
-	out       []time.Duration // each node's OnOutage(false)
+	out       []time.Duration // each node's Outage().On(false)
 	launches  int             // launches at a from RestartMember's return until both nodes were out
 	late      time.Duration   // the longest of them
 	written   int             // sessions in etcd after the write-back
@@ -93,7 +93,7 @@ func (b *bench) outage(k, sessions int, allEPs bool) (tr outageTrial) {
 	}
 	if _, err := waitFor(10*time.Second, "a zone leader and both candidates in both views", func() bool {
 		for _, n := range s.nodes {
-			if n.sees() == "" || len(n.st.Candidates()["z1"]) != 2 || n.st.InOutage() {
+			if n.sees() == "" || len(n.st.Election().Candidates()["z1"]) != 2 || n.st.Outage().Active() {
 				return false
 			}
 		}
@@ -218,7 +218,7 @@ func (b *bench) outage(k, sessions int, allEPs bool) (tr outageTrial) {
 	for _, n := range s.nodes {
 		at, _ := n.outage(false, t0)
 		tr.out = append(tr.out, at.Sub(r1))
-		tr.conflicts += len(n.st.Outage().Conflicts)
+		tr.conflicts += len(n.st.Outage().Status().Conflicts)
 	}
 	time.Sleep(100 * time.Millisecond) // launches after the return, too
 	stopOnce.Do(func() { close(stopLaunches) })

@@ -176,7 +176,7 @@ func (rep *report) printOutageSummary(w io.Writer, counts []int) {
 	}
 	if len(all) > 0 {
 		rows := []row{
-			{what: "4. outage mode (OnOutage), from the first StopMember call", d: each(all, func(t outageTrial) []time.Duration { return t.in }), note: "–"},
+			{what: "4. outage mode (Outage().On), from the first StopMember call", d: each(all, func(t outageTrial) []time.Duration { return t.in }), note: "–"},
 			{what: "… etcd stopped answering (own 10 ms probe loop), from the call", d: one1(all, func(t outageTrial) (time.Duration, bool) { return t.lost, t.lostOK }), note: "–"},
 			{what: "… outage mode, from etcd's loss", d: each(all, func(t outageTrial) []time.Duration { return t.inLost }), goal: 1250 * time.Millisecond},
 			{what: "… outage mode, from the node's first failed probe's start (estimated from its 250 ms grid)", d: each(all, func(t outageTrial) []time.Duration { return t.inProbe }), goal: time.Second},

@@ -281,7 +281,7 @@ func TestTwoSitesRunAsSeparateServeProcesses(t *testing.T) {
 	if id2 != id1 || m2 != m1 {
 		t.Fatalf("London launched %s on %s, New York %s on %s: want the same session", id1, m1, id2, m2)
 	}
-	nodes := l.Site().Nodes()
+	nodes := l.Site().Presence().Nodes()
 	if len(nodes) != 2 || nodes["fd-london"].PID == nodes["fd-newyork"].PID {
 		t.Fatalf("present nodes %+v, want fd-london and fd-newyork in two processes", nodes)
 	}

@@ -13,6 +13,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// Audit is the site's audit log in etcd: entries appended by every node, kept while etcd is out
+// of reach and written back, listed newest first and trimmed past the site's retention.
+type Audit struct{ st *Store }
+
+// Audit returns the store's audit log.
+func (st *Store) Audit() Audit { return Audit{st} }
+
 // The site's audit log: every admin action, append-only, under P audit/. An entry's key is
 // its time in Unix nanoseconds, zero-padded to 20 digits, and the node that took the action
 // (P audit/00000001764610000123456789-fd-hq-1), so that the keys sort by time; it is created
@@ -77,9 +84,10 @@ func (st *Store) auditKey(at time.Time, node string) string {
 
 // AppendAudit adds an entry to the site's audit log: value, the action node took at at. In
 // an outage the entry is held and written once etcd is back.
-func (st *Store) AppendAudit(ctx context.Context, at time.Time, node string, value []byte) error {
+func (h Audit) AppendAudit(ctx context.Context, at time.Time, node string, value []byte) error {
+	st := h.st
 	st.audit.once.Do(func() {
-		st.OnOutage(func(out bool) {
+		st.Outage().On(func(out bool) {
 			if !out {
 				go st.writeHeldAfterOutage()
 			}
@@ -181,7 +189,8 @@ func (st *Store) writeHeldAfterOutage() {
 // ListAudit returns up to limit entries of the audit log older than before (zero: the
 // newest), newest first, with the entries held in an outage. When etcd cannot be read it
 // returns the held entries with the error.
-func (st *Store) ListAudit(ctx context.Context, limit int, before time.Time) ([][]byte, error) {
+func (h Audit) ListAudit(ctx context.Context, limit int, before time.Time) ([][]byte, error) {
+	st := h.st
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -229,7 +238,8 @@ func (st *Store) ListAudit(ctx context.Context, limit int, before time.Time) ([]
 // TrimAudit deletes the audit log's entries older than before (those past the site's
 // retention) and returns how many, in one ranged delete; in an outage it fails with
 // ErrOutage (the held entries are newer).
-func (st *Store) TrimAudit(ctx context.Context, before time.Time) (int, error) {
+func (h Audit) TrimAudit(ctx context.Context, before time.Time) (int, error) {
+	st := h.st
 	if st.outage.Load() {
 		return 0, fmt.Errorf("trimming the audit log: %w", ErrOutage)
 	}
@@ -245,7 +255,8 @@ func (st *Store) TrimAudit(ctx context.Context, before time.Time) (int, error) {
 
 // OnAudit calls fn, from the watch, whenever entries were added to the audit log, by any
 // node. fn must not block for long.
-func (st *Store) OnAudit(fn func()) {
+func (h Audit) OnAudit(fn func()) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.audit.followers = append(st.audit.followers, fn)

@@ -32,14 +32,14 @@ func TestAuditLogListsNewestFirst(t *testing.T) {
 	a := openPlanned(t, c, "a", map[string]etcd.MachinePlan{"m": {Brokers: []string{"a"}, Max: 1}}, dir)
 	b := open(t, c, "b")
 	told := make(chan struct{}, 16)
-	b.OnAudit(func() { told <- struct{}{} })
+	b.Audit().OnAudit(func() { told <- struct{}{} })
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	for i, e := range []struct {
 		st   *etcd.Store
 		node string
 		at   time.Duration
 	}{{a, "a", 0}, {b, "b", time.Second}, {a, "a", 2 * time.Second}, {a, "a", 2 * time.Second}, {b, "b", 3 * time.Second}} {
-		if err := e.st.AppendAudit(t.Context(), t0.Add(e.at), e.node, []byte(fmt.Sprintf("e%d", i))); err != nil {
+		if err := e.st.Audit().AppendAudit(t.Context(), t0.Add(e.at), e.node, []byte(fmt.Sprintf("e%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func TestAuditLogListsNewestFirst(t *testing.T) {
 		{"none older than the first", 100, t0, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := b.ListAudit(t.Context(), c.limit, c.before)
+			got, err := b.Audit().ListAudit(t.Context(), c.limit, c.before)
 			if err != nil || values(got) != c.want {
 				t.Fatalf("ListAudit(%d, %v) = %q, %v; want %q", c.limit, c.before, values(got), err, c.want)
 			}
@@ -67,7 +67,7 @@ func TestAuditLogListsNewestFirst(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("b was not told of the entries")
 	}
-	if r, err := a.Client().Get(t.Context(), "/frontdoor/test/audit/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 5 {
+	if r, err := etcd.Client(a).Get(t.Context(), "/frontdoor/test/audit/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || r.Count != 5 {
 		t.Fatalf("%v keys under audit/ (%v), want 5", r.Count, err)
 	}
 	// a's cache followed the watch; d's was loaded whole after the entries were there.
@@ -111,17 +111,17 @@ func TestAuditLogHoldsEntriesInAnOutage(t *testing.T) {
 	c := cluster(t)
 	a := openPlanned(t, c, "a", map[string]etcd.MachinePlan{"m": {Brokers: []string{"a"}, Max: 1}}, t.TempDir())
 	t0 := time.Now()
-	if err := a.AppendAudit(t.Context(), t0, "a", []byte("before")); err != nil {
+	if err := a.Audit().AppendAudit(t.Context(), t0, "a", []byte("before")); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.StopMember(0); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "outage mode", a.InOutage)
-	if err := a.AppendAudit(t.Context(), t0.Add(time.Second), "a", []byte("during")); err != nil {
+	testkit.WaitFor(t, "outage mode", a.Outage().Active)
+	if err := a.Audit().AppendAudit(t.Context(), t0.Add(time.Second), "a", []byte("during")); err != nil {
 		t.Fatalf("an append in the outage: %v, want it held", err)
 	}
-	got, err := a.ListAudit(t.Context(), 10, time.Time{})
+	got, err := a.Audit().ListAudit(t.Context(), 10, time.Time{})
 	if values(got) != "during" || !errors.Is(err, etcd.ErrOutage) {
 		t.Fatalf("the list in the outage: %q, %v; want the held entry and ErrOutage", values(got), err)
 	}
@@ -129,10 +129,10 @@ func TestAuditLogHoldsEntriesInAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the held entry written", func() bool {
-		r, err := a.Client().Get(t.Context(), "/frontdoor/test/audit/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		r, err := etcd.Client(a).Get(t.Context(), "/frontdoor/test/audit/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && r.Count == 2
 	})
-	got, err = a.ListAudit(t.Context(), 10, time.Time{})
+	got, err = a.Audit().ListAudit(t.Context(), 10, time.Time{})
 	if values(got) != "during before" || err != nil {
 		t.Fatalf("the list after the outage: %q, %v", values(got), err)
 	}
@@ -149,14 +149,14 @@ func TestAuditLogTrimsPastItsRetention(t *testing.T) {
 		if i%2 == 1 {
 			st, node = b, "b"
 		}
-		if err := st.AppendAudit(t.Context(), t0.Add(time.Duration(i)*time.Hour), node, []byte(fmt.Sprintf("e%d", i))); err != nil {
+		if err := st.Audit().AppendAudit(t.Context(), t0.Add(time.Duration(i)*time.Hour), node, []byte(fmt.Sprintf("e%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, err := a.TrimAudit(t.Context(), t0.Add(2*time.Hour)); err != nil || n != 2 {
+	if n, err := a.Audit().TrimAudit(t.Context(), t0.Add(2*time.Hour)); err != nil || n != 2 {
 		t.Fatalf("TrimAudit = %d, %v; want the 2 older entries deleted", n, err)
 	}
-	if got, err := b.ListAudit(t.Context(), 100, time.Time{}); err != nil || values(got) != "e3 e2" {
+	if got, err := b.Audit().ListAudit(t.Context(), 100, time.Time{}); err != nil || values(got) != "e3 e2" {
 		t.Fatalf("after the trim: %q, %v; want e3 e2", values(got), err)
 	}
 }

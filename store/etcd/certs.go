@@ -31,7 +31,8 @@ type Certs struct {
 }
 
 // Certs returns the site's certificate storage, sealed with secret.
-func (st *Store) Certs(secret []byte) (*Certs, error) {
+func (h Keys) Certs(secret []byte) (*Certs, error) {
+	st := h.st
 	a, err := st.aead(secret)
 	if err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func (c *Certs) Create(ctx context.Context, k string, value []byte) ([]byte, err
 	return v, err
 }
 
-// Get returns the value under k and when it was stored; fs.ErrNotExist when there is none.
+// Identity returns the value under k and when it was stored; fs.ErrNotExist when there is none.
 func (c *Certs) Get(ctx context.Context, k string) ([]byte, time.Time, error) {
 	ek := c.key(k)
 	r, err := c.st.cli.Get(ctx, ek)
@@ -251,7 +252,8 @@ func (st *Store) challengeKey(name, value string) string {
 
 // AddChallenge publishes a challenge's TXT record (name, value) for every node, for 10
 // minutes at most.
-func (st *Store) AddChallenge(ctx context.Context, name, value string) error {
+func (h Keys) AddChallenge(ctx context.Context, name, value string) error {
+	st := h.st
 	l, err := st.cli.Grant(ctx, challengeTTL)
 	if err != nil {
 		return fmt.Errorf("publishing the challenge record %s: %w", name, err)
@@ -261,7 +263,8 @@ func (st *Store) AddChallenge(ctx context.Context, name, value string) error {
 }
 
 // RemoveChallenge withdraws a challenge's TXT record, and its lease.
-func (st *Store) RemoveChallenge(ctx context.Context, name, value string) error {
+func (h Keys) RemoveChallenge(ctx context.Context, name, value string) error {
+	st := h.st
 	k := st.challengeKey(name, value)
 	r, err := st.cli.Get(ctx, k)
 	if err != nil {
@@ -286,7 +289,8 @@ type Challenge struct {
 // WatchChallenges calls fn with every challenge record published now and each one published
 // or withdrawn later, until the store closes: the records are listed, then watched, again
 // after a failure (etcd away, a compaction), so that fn may hear of a record twice.
-func (st *Store) WatchChallenges(fn func(Challenge)) {
+func (h Keys) WatchChallenges(fn func(Challenge)) {
+	st := h.st
 	prefix := st.key("challenges") + "/"
 	st.follow(prefix, func(k, _ []byte, gone bool) {
 		name, value, _ := strings.Cut(strings.TrimPrefix(string(k), prefix), "/")

@@ -19,11 +19,11 @@ import (
 func TestCertsAreSealedSharedAndLocked(t *testing.T) {
 	c := cluster(t)
 	secret := bytes.Repeat([]byte{7}, etcd.SecretSize)
-	a, err := open(t, c, "a").Certs(secret)
+	a, err := open(t, c, "a").Keys().Certs(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := open(t, c, "b").Certs(secret)
+	b, err := open(t, c, "b").Keys().Certs(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestCertsAreSealedSharedAndLocked(t *testing.T) {
 	if _, _, err := a.Get(ctx, "certificates/ca/desktop.example/desktop.example.crt"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("after deleting the directory: %v, want fs.ErrNotExist", err)
 	}
-	other, _ := open(t, c, "c").Certs(bytes.Repeat([]byte{8}, etcd.SecretSize))
+	other, _ := open(t, c, "c").Keys().Certs(bytes.Repeat([]byte{8}, etcd.SecretSize))
 	if _, _, err := other.Get(ctx, "acme/ca/users/ops/ops.json"); !errors.Is(err, etcd.ErrSecret) {
 		t.Fatalf("a node with another secret: %v, want ErrSecret", err)
 	}

@@ -18,6 +18,13 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
+// Election is the zones' leader election and what the leaders publish: the health verdicts of
+// their zone's targets and the passive reports of the other nodes.
+type Election struct{ st *Store }
+
+// Election returns the store's election and published health.
+func (st *Store) Election() Election { return Election{st} }
+
 // Zone leaders (seed 003's zone data collector).
 //
 // Each node of a zone stands for election with a candidate key, P candidates/<zone>/<node>,
@@ -164,7 +171,8 @@ type Elector struct {
 }
 
 // Elector returns the Elector of candidate c; it stands once Run runs.
-func (st *Store) Elector(c Candidate, o ElectorOptions) *Elector {
+func (h Election) Elector(c Candidate, o ElectorOptions) *Elector {
+	st := h.st
 	if o.TTL <= 0 {
 		o.TTL = time.Second
 	}
@@ -254,7 +262,7 @@ func (e *Elector) campaign(ctx context.Context, sess *concurrency.Session, sig <
 				continue
 			}
 		}
-		if rev > 0 && e.st.Revision() < rev {
+		if rev > 0 && e.st.revision() < rev {
 			continue // the view has not yet seen the claim
 		}
 		ldr, ok, cands := e.st.election(me.Zone)
@@ -332,14 +340,16 @@ func (st *Store) election(zone string) (Leader, bool, []Candidate) {
 }
 
 // Leaders returns every zone's leader, from the view.
-func (st *Store) Leaders() map[string]Leader {
+func (h Election) Leaders() map[string]Leader {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return maps.Clone(st.leaders)
 }
 
 // Candidates returns the zones that have a live candidate, from the view.
-func (st *Store) Candidates() map[string][]Candidate {
+func (h Election) Candidates() map[string][]Candidate {
+	st := h.st
 	st.mu.Lock()
 	zones := make([]string, 0, len(st.candidates))
 	for z := range st.candidates {
@@ -356,7 +366,8 @@ func (st *Store) Candidates() map[string][]Candidate {
 }
 
 // OnElection calls fn, from the watch, whenever a leader or a candidate changes.
-func (st *Store) OnElection(fn func()) {
+func (h Election) OnElection(fn func()) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.onElection = append(st.onElection, fn)
@@ -395,7 +406,8 @@ func (st *Store) dispatchElection() {
 // PutHealth writes the health records of targets (an empty record deletes one) in one
 // transaction fenced on the zone's leadership rev: ErrNotLeader when the zone's leader key
 // is no longer that leadership's.
-func (st *Store) PutHealth(ctx context.Context, zone string, rev int64, records map[string][]byte) error {
+func (h Election) PutHealth(ctx context.Context, zone string, rev int64, records map[string][]byte) error {
+	st := h.st
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	ops := make([]clientv3.Op, 0, len(records))
@@ -421,14 +433,16 @@ func (st *Store) PutHealth(ctx context.Context, zone string, rev int64, records 
 }
 
 // HealthRecords returns the published health records by target, from the view.
-func (st *Store) HealthRecords() map[string][]byte {
+func (h Election) HealthRecords() map[string][]byte {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return maps.Clone(st.healthRecs)
 }
 
 // OnHealth calls fn, from the watch, with each health record written (deleted: nil).
-func (st *Store) OnHealth(fn func(target string, record []byte)) {
+func (h Election) OnHealth(fn func(target string, record []byte)) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.onHealth = append(st.onHealth, fn)
@@ -443,7 +457,8 @@ type Passive struct {
 
 // ReportPassive tells the target's prober of a failure seen here: a put on
 // P passive/<target>/<node>, on the node's lease, that the prober's watch delivers.
-func (st *Store) ReportPassive(ctx context.Context, target string, p Passive) error {
+func (h Election) ReportPassive(ctx context.Context, target string, p Passive) error {
+	st := h.st
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	p.Node = st.o.Node
@@ -453,7 +468,8 @@ func (st *Store) ReportPassive(ctx context.Context, target string, p Passive) er
 }
 
 // OnPassive calls fn, from the watch, with each failure a node reported (ReportPassive).
-func (st *Store) OnPassive(fn func(target string, p Passive)) {
+func (h Election) OnPassive(fn func(target string, p Passive)) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.onPassive = append(st.onPassive, fn)

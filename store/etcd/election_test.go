@@ -24,7 +24,7 @@ type elector struct {
 func stand(t *testing.T, st *etcd.Store, c etcd.Candidate) *elector {
 	t.Helper()
 	el := &elector{st: st, done: make(chan struct{})}
-	el.e = st.Elector(c, etcd.ElectorOptions{OnChange: func(rev int64) {
+	el.e = st.Election().Elector(c, etcd.ElectorOptions{OnChange: func(rev int64) {
 		el.mu.Lock()
 		el.log = append(el.log, rev)
 		el.mu.Unlock()
@@ -50,7 +50,7 @@ func leaderIs(t *testing.T, zone, node string, els map[string]*elector) time.Dur
 			if el.leading() != (name == node) {
 				return false
 			}
-			if l, ok := el.st.Leaders()[zone]; !ok || l.Node != node {
+			if l, ok := el.st.Election().Leaders()[zone]; !ok || l.Node != node {
 				return false
 			}
 		}
@@ -78,14 +78,14 @@ func TestZoneLeaderElection(t *testing.T) {
 	z1["n"] = n
 	d := leaderIs(t, "z1", "n", z1)
 	t.Logf("run-off: n leads %v after joining", d)
-	if err := b.st.PutHealth(t.Context(), "z1", old, map[string][]byte{"gw": []byte(`{}`)}); !errors.Is(err, etcd.ErrNotLeader) {
+	if err := b.st.Election().PutHealth(t.Context(), "z1", old, map[string][]byte{"gw": []byte(`{}`)}); !errors.Is(err, etcd.ErrNotLeader) {
 		t.Fatalf("a write fenced on the resigned leadership: %v, want ErrNotLeader", err)
 	}
 	rev, _ := n.e.Leading()
-	if err := n.st.PutHealth(t.Context(), "z1", rev, map[string][]byte{"gw": []byte(`{"target":"gw"}`)}); err != nil {
+	if err := n.st.Election().PutHealth(t.Context(), "z1", rev, map[string][]byte{"gw": []byte(`{"target":"gw"}`)}); err != nil {
 		t.Fatalf("the leader's fenced write: %v", err)
 	}
-	testkit.WaitFor(t, "the record reaches every view", func() bool { return string(a.st.HealthRecords()["gw"]) == `{"target":"gw"}` })
+	testkit.WaitFor(t, "the record reaches every view", func() bool { return string(a.st.Election().HealthRecords()["gw"]) == `{"target":"gw"}` })
 
 	// Graceful shutdown: n resigns and b leads within 0.5 s.
 	start := time.Now()
@@ -100,10 +100,10 @@ func TestZoneLeaderElection(t *testing.T) {
 
 	// Crash: b's client vanishes without resigning; a leads once b's lease expires.
 	start = time.Now()
-	b.st.Client().Close()
+	etcd.Client(b.st).Close()
 	delete(z1, "b")
 	testkit.WaitFor(t, "a leads after b's crash", func() bool {
-		l, ok := a.st.Leaders()["z1"]
+		l, ok := a.st.Election().Leaders()["z1"]
 		return a.leading() && ok && l.Node == "a"
 	})
 	d = time.Since(start)
@@ -112,7 +112,7 @@ func TestZoneLeaderElection(t *testing.T) {
 		t.Errorf("handover after a crash took %v, want ≤ 2 s", d)
 	}
 	testkit.WaitFor(t, "b stops acting as leader once its session is gone", func() bool { return !b.leading() })
-	if l := a.st.Leaders()["z2"]; l.Node != "x" {
+	if l := a.st.Election().Leaders()["z2"]; l.Node != "x" {
 		t.Errorf("zone z2's leader changed to %+v", l)
 	}
 }
@@ -144,13 +144,13 @@ func TestPassiveReportsReachTheProber(t *testing.T) {
 	c := cluster(t)
 	seer, prober := open(t, c, "seer"), open(t, c, "prober")
 	got := make(chan etcd.Passive, 4)
-	prober.OnPassive(func(target string, p etcd.Passive) {
+	prober.Election().OnPassive(func(target string, p etcd.Passive) {
 		if target == "gw-1" {
 			got <- p
 		}
 	})
 	for range 2 { // the same key twice: each report is its own event
-		if err := seer.ReportPassive(t.Context(), "gw-1", etcd.Passive{Port: "443/tcp", Err: "connection refused"}); err != nil {
+		if err := seer.Election().ReportPassive(t.Context(), "gw-1", etcd.Passive{Port: "443/tcp", Err: "connection refused"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -306,12 +306,6 @@ func (st *Store) serve(lease *clientv3.LeaseID) {
 	}
 }
 
-// Client returns the etcd client (for status and tests).
-func (st *Store) Client() *clientv3.Client { return st.cli }
-
-// Prefix returns the site's key prefix.
-func (st *Store) Prefix() string { return st.o.Prefix }
-
 func esc(s string) string { return url.PathEscape(s) }
 
 // opContext bounds one store operation by DialTimeout: with etcd unreachable, a launch or a
@@ -368,8 +362,8 @@ func (st *Store) Follow(_ context.Context, fn func(broker.Change)) (broker.Snaps
 	return st.snapshotLocked(), nil
 }
 
-// Revision returns the revision the view reflects.
-func (st *Store) Revision() int64 {
+// revision returns the revision the view reflects.
+func (st *Store) revision() int64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.rev

@@ -115,7 +115,7 @@ func TestTwoNodesShareOneSite(t *testing.T) {
 	}
 	t.Logf("outcomes %v", outcomes)
 	// What etcd holds: per machine, never more than 3 slots, each naming a session.
-	cli := open(t, c, "checker").Client()
+	cli := etcd.Client(open(t, c, "checker"))
 	r, err := cli.Get(t.Context(), "/frontdoor/test/slots/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +258,7 @@ func TestPendingSessionExpiresByLease(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pending session did not expire within 10s of a 2s timeout")
 	}
-	r, err := st.Client().Get(t.Context(), "/frontdoor/test/slots/m0/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	r, err := etcd.Client(st).Get(t.Context(), "/frontdoor/test/slots/m0/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || r.Count != 0 {
 		t.Fatalf("slots of m0 after the expiry: %v %v, want none", r.Count, err)
 	}
@@ -302,7 +302,7 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 	}
 	var told []string
 	var toldMu sync.Mutex
-	sb.OnRevoked(func(s string, before time.Time) {
+	sb.Ledger().OnRevoked(func(s string, before time.Time) {
 		toldMu.Lock()
 		told = append(told, s+" "+before.UTC().Format(time.RFC3339))
 		toldMu.Unlock()
@@ -320,7 +320,7 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 		t.Fatalf("after a narrower revocation: before %v, want %v", r, steal)
 	}
 	// etcd keeps the wider one too, whatever the view of the node that wrote.
-	kv, err := sb.Client().Get(t.Context(), "/frontdoor/test/tickets/revoked/s1")
+	kv, err := etcd.Client(sb).Get(t.Context(), "/frontdoor/test/tickets/revoked/s1")
 	if err != nil || len(kv.Kvs) != 1 || string(kv.Kvs[0].Value) != fmt.Sprintf("%020d", steal.UnixMilli()) {
 		t.Fatalf("stored revocation %v, %v; want %020d", kv, err, steal.UnixMilli())
 	}
@@ -342,7 +342,7 @@ func TestLaunchTicketIsUsedOnceSiteWide(t *testing.T) {
 	if err := b.Supersede("s2", 5, until); err != nil {
 		t.Fatal(err)
 	}
-	if kv, err := sb.Client().Get(t.Context(), "/frontdoor/test/tickets/superseded/s2"); err != nil || len(kv.Kvs) != 1 || string(kv.Kvs[0].Value) != fmt.Sprintf("%020d", 7) {
+	if kv, err := etcd.Client(sb).Get(t.Context(), "/frontdoor/test/tickets/superseded/s2"); err != nil || len(kv.Kvs) != 1 || string(kv.Kvs[0].Value) != fmt.Sprintf("%020d", 7) {
 		t.Fatalf("stored mark %v, %v; want 7", kv, err)
 	}
 }
@@ -358,7 +358,7 @@ func TestIdentityIsCreatedOnce(t *testing.T) {
 	for i := range got {
 		st := open(t, c, fmt.Sprint("n", i))
 		wg.Go(func() {
-			b, err := st.Identity(t.Context(), secret, func() ([]byte, error) { return []byte(fmt.Sprint("identity of n", i)), nil })
+			b, err := st.Keys().Identity(t.Context(), secret, func() ([]byte, error) { return []byte(fmt.Sprint("identity of n", i)), nil })
 			if err != nil {
 				t.Error(err)
 			}
@@ -372,11 +372,11 @@ func TestIdentityIsCreatedOnce(t *testing.T) {
 		}
 	}
 	wrong := make([]byte, etcd.SecretSize)
-	_, err := open(t, c, "x").Identity(t.Context(), wrong, func() ([]byte, error) { return []byte("mine"), nil })
+	_, err := open(t, c, "x").Keys().Identity(t.Context(), wrong, func() ([]byte, error) { return []byte("mine"), nil })
 	if !errors.Is(err, etcd.ErrSecret) {
 		t.Fatalf("a wrong secret: %v, want ErrSecret", err)
 	}
-	r, err := open(t, c, "y").Client().Get(t.Context(), "/frontdoor/test/identity")
+	r, err := etcd.Client(open(t, c, "y")).Get(t.Context(), "/frontdoor/test/identity")
 	if err != nil || strings.Contains(string(r.Kvs[0].Value), "identity of") {
 		t.Fatalf("the stored identity is not sealed: %q %v", r.Kvs[0].Value, err)
 	}
@@ -387,16 +387,16 @@ func TestIdentityIsCreatedOnce(t *testing.T) {
 func TestPresenceAndStatus(t *testing.T) {
 	c := cluster(t)
 	a, b := open(t, c, "a"), open(t, c, "b")
-	if err := b.Register(t.Context(), etcd.NodeInfo{Name: "b", Zone: "z1", Version: "test"}); err != nil {
+	if err := b.Presence().Register(t.Context(), etcd.NodeInfo{Name: "b", Zone: "z1", Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "a sees b", func() bool { _, ok := a.Nodes()["b"]; return ok })
-	s := a.Status(t.Context())
+	testkit.WaitFor(t, "a sees b", func() bool { _, ok := a.Presence().Nodes()["b"]; return ok })
+	s := a.Presence().Status(t.Context())
 	if len(s.Members) != 1 || !s.Members[0].Healthy || !s.Members[0].Leader || s.Revision == 0 {
 		t.Fatalf("status %+v", s)
 	}
 	b.Close()
-	testkit.WaitFor(t, "b's presence is gone once it closed", func() bool { _, ok := a.Nodes()["b"]; return !ok })
+	testkit.WaitFor(t, "b's presence is gone once it closed", func() bool { _, ok := a.Presence().Nodes()["b"]; return !ok })
 }
 
 // TestMetricsCountTransactions: the store's transactions show on its registry by result.
@@ -443,19 +443,19 @@ func TestMetricsCountTransactions(t *testing.T) {
 func TestALostNodeLeaseIsReplaced(t *testing.T) {
 	c := cluster(t)
 	a, b := open(t, c, "a"), open(t, c, "b")
-	if err := a.Register(t.Context(), etcd.NodeInfo{Name: "a", Zone: "z1"}); err != nil {
+	if err := a.Presence().Register(t.Context(), etcd.NodeInfo{Name: "a", Zone: "z1"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := b.Client().Get(t.Context(), "/frontdoor/test/nodes/a")
+	r, err := etcd.Client(b).Get(t.Context(), "/frontdoor/test/nodes/a")
 	if err != nil || len(r.Kvs) != 1 {
 		t.Fatalf("presence of a: %v %v", r, err)
 	}
 	old := clientv3.LeaseID(r.Kvs[0].Lease)
-	if _, err := b.Client().Revoke(t.Context(), old); err != nil {
+	if _, err := etcd.Client(b).Revoke(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "a's presence is back on a new lease", func() bool {
-		r, err := b.Client().Get(t.Context(), "/frontdoor/test/nodes/a")
+		r, err := etcd.Client(b).Get(t.Context(), "/frontdoor/test/nodes/a")
 		return err == nil && len(r.Kvs) == 1 && clientv3.LeaseID(r.Kvs[0].Lease) != old
 	})
 	if err := a.PutMachine(t.Context(), broker.MachineState{Name: "m0", CPU: 10}); err != nil {

@@ -16,6 +16,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// Keys are the site's keys and certificates in etcd: the site identity (the ticket keys and
+// the CA) and the ACME certificates, keys and account, each sealed with the store secret, and
+// the ACME challenge records every DNS node serves (certs.go).
+type Keys struct{ st *Store }
+
+// Keys returns the store's keys and certificates.
+func (st *Store) Keys() Keys { return Keys{st} }
+
 // The site identity (the ticket signing key and the CA's key) is kept in etcd sealed with a
 // secret the operator gives every node (site.store.secret_file): AES-256-GCM under a key
 // derived from the secret with HKDF-SHA256, the key's name as additional data. An etcd
@@ -97,7 +105,8 @@ func unseal(a cipher.AEAD, k string, sealed []byte, what string) ([]byte, error)
 // Identity returns the site identity, unsealed with secret. When the site has none yet, it
 // seals the one create makes and stores it with a create-if-absent transaction: of nodes that
 // start at once, one wins and every node, the losers too, returns the winner's.
-func (st *Store) Identity(ctx context.Context, secret []byte, create func() ([]byte, error)) ([]byte, error) {
+func (h Keys) Identity(ctx context.Context, secret []byte, create func() ([]byte, error)) ([]byte, error) {
+	st := h.st
 	a, err := st.aead(secret)
 	if err != nil {
 		return nil, err
@@ -139,7 +148,8 @@ func (st *Store) Identity(ctx context.Context, secret []byte, create func() ([]b
 // UpdateIdentity changes the site identity: fn gets it unsealed and returns the new one,
 // which is sealed and stored if nobody changed it meanwhile (else fn runs again on theirs,
 // up to 5 times). It returns what it stored.
-func (st *Store) UpdateIdentity(ctx context.Context, secret []byte, fn func([]byte) ([]byte, error)) ([]byte, error) {
+func (h Keys) UpdateIdentity(ctx context.Context, secret []byte, fn func([]byte) ([]byte, error)) ([]byte, error) {
+	st := h.st
 	a, err := st.aead(secret)
 	if err != nil {
 		return nil, err

@@ -14,20 +14,20 @@ func TestUpdateIdentityAppliesEveryChange(t *testing.T) {
 	c := cluster(t)
 	secret := make([]byte, etcd.SecretSize)
 	secret[0] = 9
-	if _, err := open(t, c, "a").Identity(t.Context(), secret, func() ([]byte, error) { return []byte("keys:"), nil }); err != nil {
+	if _, err := open(t, c, "a").Keys().Identity(t.Context(), secret, func() ([]byte, error) { return []byte("keys:"), nil }); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	for _, n := range []string{"n1", "n2", "n3"} {
 		st := open(t, c, n)
 		wg.Go(func() {
-			if _, err := st.UpdateIdentity(t.Context(), secret, func(b []byte) ([]byte, error) { return append(b, " "+n...), nil }); err != nil {
+			if _, err := st.Keys().UpdateIdentity(t.Context(), secret, func(b []byte) ([]byte, error) { return append(b, " "+n...), nil }); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	b, err := open(t, c, "b").Identity(t.Context(), secret, nil)
+	b, err := open(t, c, "b").Keys().Identity(t.Context(), secret, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,7 +178,8 @@ func (l Ledger) Revoked(session string) (time.Time, error) {
 // OnRevoked registers fn, told of every revocation the watch brings, this node's too: the
 // session and the issue time before which its tickets are revoked. fn runs on the watch
 // goroutine and must not block for long.
-func (st *Store) OnRevoked(fn func(session string, before time.Time)) {
+func (h Ledger) OnRevoked(fn func(session string, before time.Time)) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.onRevoked = append(st.onRevoked, fn)

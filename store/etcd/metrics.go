@@ -45,13 +45,13 @@ func newMetrics(st *Store, reg prometheus.Registerer) (*metrics, error) {
 	cols := []prometheus.Collector{m.txn, m.events, m.leaders, m.outages, m.conflicts, leaderCollector{st},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_outage", Help: "1 while this node brokers from its local host cache (the site database is out of reach), else 0."},
 			func() float64 {
-				if st.InOutage() {
+				if st.Outage().Active() {
 					return 1
 				}
 				return 0
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_revision", Help: "The site database revision this node's view reflects."},
-			func() float64 { return float64(st.Revision()) }),
+			func() float64 { return float64(st.revision()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_sessions", Help: "Sessions in this node's view of the site."},
 			func() float64 {
 				st.mu.Lock()
@@ -87,7 +87,7 @@ type leaderCollector struct{ st *Store }
 func (c leaderCollector) Describe(ch chan<- *prometheus.Desc) { ch <- leaderDesc }
 
 func (c leaderCollector) Collect(ch chan<- prometheus.Metric) {
-	for z, l := range c.st.Leaders() {
+	for z, l := range c.st.Election().Leaders() {
 		ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, float64(l.Since.UnixMilli())/1000, z, l.Node)
 	}
 }

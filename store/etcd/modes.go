@@ -9,6 +9,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// Settings are the site's settings in etcd, by section: the secure-gateway modes, the admin
+// overrides and the others the node keeps there.
+type Settings struct{ st *Store }
+
+// Settings returns the store's site settings.
+func (st *Store) Settings() Settings { return Settings{st} }
+
 // Sections of the site's shared settings: small maps of names to words that operators set at
 // any front door and every node follows.
 const (
@@ -23,16 +30,18 @@ const (
 
 var settingSections = []string{SectionModes, SectionOverrides, SectionRevokedMachines}
 
-// Settings returns a section of the shared settings, from the view.
-func (st *Store) Settings(section string) map[string]string {
+// Get returns a section of the shared settings, from the view.
+func (h Settings) Get(section string) map[string]string {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return maps.Clone(st.settings[section])
 }
 
-// SetSettings writes entries of a section in one transaction; an empty value deletes its
+// Set writes entries of a section in one transaction; an empty value deletes its
 // entry. Every node's followers of the section are told through the watch.
-func (st *Store) SetSettings(ctx context.Context, section string, entries map[string]string) error {
+func (h Settings) Set(ctx context.Context, section string, entries map[string]string) error {
+	st := h.st
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
 	if !slices.Contains(settingSections, section) {
@@ -55,9 +64,10 @@ func (st *Store) SetSettings(ctx context.Context, section string, entries map[st
 	return nil
 }
 
-// OnSettings calls fn with the whole section whenever an entry of it changes, from the
+// On calls fn with the whole section whenever an entry of it changes, from the
 // watch. fn must not block for long.
-func (st *Store) OnSettings(section string, fn func(map[string]string)) {
+func (h Settings) On(section string, fn func(map[string]string)) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.onSettings == nil {
@@ -68,8 +78,8 @@ func (st *Store) OnSettings(section string, fn func(map[string]string)) {
 
 // Modes returns the secure-gateway switches set site-wide, by delivery group (groups never
 // switched are absent: their configured mode holds). It implements api.ModeStore.
-func (st *Store) Modes() map[string]bool {
-	return modesOf(st.Settings(SectionModes))
+func (h Settings) Modes() map[string]bool {
+	return modesOf(h.Get(SectionModes))
 }
 
 func modesOf(m map[string]string) map[string]bool {
@@ -81,7 +91,8 @@ func modesOf(m map[string]string) map[string]bool {
 }
 
 // SetModes switches the secure gateway of the named groups site-wide, in one transaction.
-func (st *Store) SetModes(ctx context.Context, modes map[string]bool) error {
+func (h Settings) SetModes(ctx context.Context, modes map[string]bool) error {
+	st := h.st
 	entries := map[string]string{}
 	for g, on := range modes {
 		entries[g] = "off"
@@ -89,10 +100,11 @@ func (st *Store) SetModes(ctx context.Context, modes map[string]bool) error {
 			entries[g] = "on"
 		}
 	}
-	return st.SetSettings(ctx, SectionModes, entries)
+	return st.Settings().Set(ctx, SectionModes, entries)
 }
 
 // OnModes calls fn with every group's stored mode whenever one changes.
-func (st *Store) OnModes(fn func(map[string]bool)) {
-	st.OnSettings(SectionModes, func(m map[string]string) { fn(modesOf(m)) })
+func (h Settings) OnModes(fn func(map[string]bool)) {
+	st := h.st
+	st.Settings().On(SectionModes, func(m map[string]string) { fn(modesOf(m)) })
 }

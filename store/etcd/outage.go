@@ -14,6 +14,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// Outage tells whether the node brokers from its view because etcd is out of reach (the Local
+// Host Cache), and since when.
+type Outage struct{ st *Store }
+
+// Outage returns the store's outage state.
+func (st *Store) Outage() Outage { return Outage{st} }
+
 // Outage mode: the Local Host Cache (seed 001), far quicker than Citrix's.
 //
 // Every node keeps, in its view, what it needs to broker: sessions and their slots, machine
@@ -132,19 +139,21 @@ const (
 	outageFails   = 3
 )
 
-// InOutage reports whether the node brokers from its cache.
-func (st *Store) InOutage() bool { return st.outage.Load() }
+// Active reports whether the node brokers from its cache.
+func (h Outage) Active() bool { st := h.st; return st.outage.Load() }
 
-// OnOutage calls fn when outage mode begins (true) and when it ends (false), after the view
+// On calls fn when outage mode begins (true) and when it ends (false), after the view
 // is whole again.
-func (st *Store) OnOutage(fn func(bool)) {
+func (h Outage) On(fn func(bool)) {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.out.onChange = append(st.out.onChange, fn)
 }
 
-// Outage returns the outage status.
-func (st *Store) Outage() OutageStatus {
+// Status returns the outage status.
+func (h Outage) Status() OutageStatus {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	o := OutageStatus{Active: st.outage.Load(), Since: st.out.since, Outages: st.out.count, Conflicts: slices.Clone(st.out.conflicts)}

@@ -46,7 +46,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	stand(t, a, etcd.Candidate{Node: "a", Zone: "z1"})
 	stand(t, b, etcd.Candidate{Node: "b", Zone: "z1"})
 	now := time.Now()
-	testkit.WaitFor(t, "both nodes standing", func() bool { return len(a.Candidates()["z1"]) == 2 })
+	testkit.WaitFor(t, "both nodes standing", func() bool { return len(a.Election().Candidates()["z1"]) == 2 })
 	if err := a.CreateSession(t.Context(), pending("before", "m", now), 4); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 
 	entered := make(chan time.Time, 2)
 	for _, st := range []*etcd.Store{a, b} {
-		st.OnOutage(func(on bool) {
+		st.Outage().On(func(on bool) {
 			if on {
 				entered <- time.Now()
 			}
@@ -65,7 +65,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if err := c.StopMember(0); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "both nodes in outage mode", func() bool { return a.InOutage() && b.InOutage() })
+	testkit.WaitFor(t, "both nodes in outage mode", func() bool { return a.Outage().Active() && b.Outage().Active() })
 	for range 2 {
 		d := (<-entered).Sub(lost)
 		t.Logf("outage mode %v after etcd began to stop", d)
@@ -144,10 +144,10 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if err := a.Ledger().Revoke("gone", now, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if st := a.Outage(); !st.Active || st.Pending == 0 {
+	if st := a.Outage().Status(); !st.Active || st.Pending == 0 {
 		t.Fatalf("outage status %+v, want active with changes pending", st)
 	}
-	if err := a.SetModes(t.Context(), map[string]bool{"rds": false}); !errors.Is(err, etcd.ErrOutage) {
+	if err := a.Settings().SetModes(t.Context(), map[string]bool{"rds": false}); !errors.Is(err, etcd.ErrOutage) {
 		t.Errorf("a settings change in the outage: %v, want ErrOutage", err)
 	}
 
@@ -155,7 +155,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if err := c.RestartMember(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "both nodes out of outage mode", func() bool { return !a.InOutage() && !b.InOutage() })
+	testkit.WaitFor(t, "both nodes out of outage mode", func() bool { return !a.Outage().Active() && !b.Outage().Active() })
 	for sid := range made {
 		if _, err := b.GetSession(t.Context(), sid); err != nil {
 			t.Errorf("session %s of the outage is not in the site: %v", sid, err)
@@ -183,7 +183,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	if per["m"] > 4 || per["n"] > 1 {
 		t.Errorf("after the write-back: %v sessions per machine, max m 4, n 1", per)
 	}
-	if st := a.Outage(); st.Active || st.Outages != 1 || len(st.Conflicts) != 0 {
+	if st := a.Outage().Status(); st.Active || st.Outages != 1 || len(st.Conflicts) != 0 {
 		t.Errorf("outage status after: %+v", st)
 	}
 }
@@ -199,7 +199,7 @@ func TestStartInAnOutageFromTheCache(t *testing.T) {
 	plan := map[string]etcd.MachinePlan{"m": {Brokers: []string{"a"}, Max: 2}}
 	a := openPlanned(t, c, "a", plan, dir)
 	stand(t, a, etcd.Candidate{Node: "a", Zone: "z1"})
-	testkit.WaitFor(t, "a standing", func() bool { return len(a.Candidates()["z1"]) == 1 })
+	testkit.WaitFor(t, "a standing", func() bool { return len(a.Election().Candidates()["z1"]) == 1 })
 	now := time.Now()
 	if err := a.CreateSession(t.Context(), pending("s1", "m", now), 2); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestStartInAnOutageFromTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := openPlanned(t, c, "a", plan, dir)
-	if !again.InOutage() {
+	if !again.Outage().Active() {
 		t.Fatal("a node started without etcd is not in outage mode")
 	}
 	if _, err := again.GetSession(t.Context(), "s1"); err != nil {
@@ -225,7 +225,7 @@ func TestStartInAnOutageFromTheCache(t *testing.T) {
 	if err := c.RestartMember(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "out of outage mode", func() bool { return !again.InOutage() })
+	testkit.WaitFor(t, "out of outage mode", func() bool { return !again.Outage().Active() })
 	if _, err := again.GetSession(t.Context(), "s2"); err != nil {
 		t.Fatalf("the outage's session was not written back: %v", err)
 	}
@@ -261,16 +261,16 @@ func TestCutOffZoneAndTheWriteBackConflict(t *testing.T) {
 	aware := open("hq", eps[1:], plan)    // a node of the rest of the site
 	unaware := open("hq-2", eps[1:], nil) // one that books before it sees the cut
 	stand(t, sat, etcd.Candidate{Node: "sat", Zone: "sat"})
-	testkit.WaitFor(t, "sat standing", func() bool { return len(aware.Candidates()["sat"]) == 1 })
+	testkit.WaitFor(t, "sat standing", func() bool { return len(aware.Election().Candidates()["sat"]) == 1 })
 	now := time.Now()
 	if err := c.StopMember(0); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "sat in outage mode", func() bool { return sat.InOutage() })
+	testkit.WaitFor(t, "sat in outage mode", func() bool { return sat.Outage().Active() })
 	if err := sat.CreateSession(t.Context(), pending("outage", "x", now), 1); err != nil {
 		t.Fatalf("the cut-off node books its own machine: %v", err)
 	}
-	testkit.WaitFor(t, "the rest of the site sees sat's candidacy gone", func() bool { return len(aware.Candidates()["sat"]) == 0 })
+	testkit.WaitFor(t, "the rest of the site sees sat's candidacy gone", func() bool { return len(aware.Election().Candidates()["sat"]) == 0 })
 	if err := aware.CreateSession(t.Context(), pending("refused", "x", now), 1); !errors.Is(err, broker.ErrMachineFull) {
 		t.Fatalf("the rest of the site booked a machine of a zone cut off: %v", err)
 	}
@@ -280,13 +280,13 @@ func TestCutOffZoneAndTheWriteBackConflict(t *testing.T) {
 	if err := c.RestartMember(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "sat out of outage mode", func() bool { return !sat.InOutage() })
+	testkit.WaitFor(t, "sat out of outage mode", func() bool { return !sat.Outage().Active() })
 	for _, id := range []string{"outage", "site"} {
 		if _, err := aware.GetSession(t.Context(), id); err != nil {
 			t.Errorf("session %s lost: %v", id, err)
 		}
 	}
-	st := sat.Outage()
+	st := sat.Outage().Status()
 	if len(st.Conflicts) != 1 || st.Conflicts[0].Machine != "x" {
 		t.Fatalf("conflicts %+v, want one on x", st.Conflicts)
 	}

@@ -15,6 +15,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// Presence is who is in the site: the nodes registered on their leases, the machines'
+// registrations, and the state of etcd's members.
+type Presence struct{ st *Store }
+
+// Presence returns the store's presence.
+func (st *Store) Presence() Presence { return Presence{st} }
+
 // ownLease is the node's lease, which its presence and its agents' loads live on, and what
 // Register wrote, written again on a new lease.
 type ownLease struct {
@@ -72,7 +79,7 @@ func (st *Store) keepAlive(ctx context.Context, ka <-chan *clientv3.LeaseKeepAli
 		st.mu.Unlock()
 		for _, n := range presence {
 			rctx, cancel := context.WithTimeout(ctx, st.o.DialTimeout)
-			err := st.Register(rctx, n)
+			err := st.Presence().Register(rctx, n)
 			cancel()
 			if err != nil {
 				st.log.Warn("etcd: registering the node again", "node", n.Name, "err", err)
@@ -98,7 +105,8 @@ func (st *Store) applyNode(parts []string, x kv, deleted bool) broker.Change {
 // Register writes the node's presence on its lease; it goes when the node stops or dies.
 //
 // In outage mode it is written once etcd is back (with the node's new lease).
-func (st *Store) Register(ctx context.Context, n NodeInfo) error {
+func (h Presence) Register(ctx context.Context, n NodeInfo) error {
+	st := h.st
 	if st.outage.Load() {
 		st.mu.Lock()
 		st.presence[n.Name] = n
@@ -118,7 +126,8 @@ func (st *Store) Register(ctx context.Context, n NodeInfo) error {
 }
 
 // Nodes returns the presence of every running node, from the view.
-func (st *Store) Nodes() map[string]NodeInfo {
+func (h Presence) Nodes() map[string]NodeInfo {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := make(map[string]NodeInfo, len(st.nodes))

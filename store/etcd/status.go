@@ -48,16 +48,17 @@ type Status struct {
 }
 
 // Status asks every member of the cluster for its status, bounded by ctx.
-func (st *Store) Status(ctx context.Context) Status {
-	out := Status{Backend: "etcd", Prefix: st.o.Prefix, Revision: st.Revision()}
-	for _, n := range st.Nodes() {
+func (h Presence) Status(ctx context.Context) Status {
+	st := h.st
+	out := Status{Backend: "etcd", Prefix: st.o.Prefix, Revision: st.revision()}
+	for _, n := range st.Presence().Nodes() {
 		out.Nodes = append(out.Nodes, n)
 	}
 	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
-	out.Registrations = st.Registrations()
-	out.Outage = st.Outage()
+	out.Registrations = st.Presence().Registrations()
+	out.Outage = st.Outage().Status()
 	out.Leaders = []Leader{}
-	for _, l := range st.Leaders() {
+	for _, l := range st.Election().Leaders() {
 		out.Leaders = append(out.Leaders, l)
 	}
 	sort.Slice(out.Leaders, func(i, j int) bool { return out.Leaders[i].Zone < out.Leaders[j].Zone })
@@ -98,7 +99,8 @@ type Registration struct {
 }
 
 // Registrations returns where every reporting machine is registered, from the view.
-func (st *Store) Registrations() map[string]Registration {
+func (h Presence) Registrations() map[string]Registration {
+	st := h.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := make(map[string]Registration, len(st.loads))

@@ -189,3 +189,9 @@ func (r *Node) quics() map[string]*gateway.QUIC {
 	defer r.quicMu.Unlock()
 	return maps.Clone(r.quic)
 }
+
+// Active implements gateway.Sessions.
+func (s sessions) Active(id string) bool {
+	se, ok := s.b.Session(id)
+	return ok && se.State != broker.StateEnded
+}

@@ -75,7 +75,7 @@ func (c *Certs) Create(ctx context.Context, k string, value []byte) ([]byte, err
 	return v, err
 }
 
-// Identity returns the value under k and when it was stored; fs.ErrNotExist when there is none.
+// Get returns the value under k and when it was stored; fs.ErrNotExist when there is none.
 func (c *Certs) Get(ctx context.Context, k string) ([]byte, time.Time, error) {
 	ek := c.key(k)
 	r, err := c.st.cli.Get(ctx, ek)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -120,6 +121,33 @@ type Store interface {
 	PutMachine(ctx context.Context, m MachineState) error
 	// Close releases the store.
 	Close() error
+}
+
+// CheckUpdate is UpdateSession's rule, in one place for every store: an update of the stored
+// session cur (nil: there is none) to s names cur's revision, and keeps its machine. A store
+// that compares the revision itself (etcd, in its transaction) reports a conflict with
+// Conflict.
+func CheckUpdate(cur *Session, s Session, prevRev uint64) error {
+	switch {
+	case cur == nil:
+		return fmt.Errorf("session %s: %w", s.ID, ErrNoSession)
+	case cur.Rev != prevRev:
+		return Conflict(s.ID, cur.Rev, prevRev)
+	case cur.Machine != s.Machine:
+		return MachineChanged(s.ID)
+	}
+	return nil
+}
+
+// Conflict is the error of an update of session id that names revision prevRev while the
+// store holds revision rev: ErrConflict.
+func Conflict(id string, rev, prevRev uint64) error {
+	return fmt.Errorf("session %s at revision %d, not %d: %w", id, rev, prevRev, ErrConflict)
+}
+
+// MachineChanged is the error of an update that would move session id to another machine.
+func MachineChanged(id string) error {
+	return fmt.Errorf("session %s: the machine of a session cannot change", id)
 }
 
 // Change is one change to a shared store's state, made by this node, another node or an

@@ -187,19 +187,15 @@ func (st *Store) UpdateSession(_ context.Context, s broker.Session, prevRev uint
 	}
 	return st.db.Update(func(tx *bbolt.Tx) error {
 		ss := tx.Bucket(bSessions)
-		old := ss.Get([]byte(s.ID))
-		if old == nil {
-			return fmt.Errorf("session %s: %w", s.ID, broker.ErrNoSession)
+		var cur *broker.Session
+		if old := ss.Get([]byte(s.ID)); old != nil {
+			cur = new(broker.Session)
+			if err := json.Unmarshal(old, cur); err != nil {
+				return fmt.Errorf("%w: session %q: %v", ErrCorrupt, s.ID, err)
+			}
 		}
-		var cur broker.Session
-		if err := json.Unmarshal(old, &cur); err != nil {
-			return fmt.Errorf("%w: session %q: %v", ErrCorrupt, s.ID, err)
-		}
-		if cur.Rev != prevRev {
-			return fmt.Errorf("session %s at revision %d, not %d: %w", s.ID, cur.Rev, prevRev, broker.ErrConflict)
-		}
-		if cur.Machine != s.Machine {
-			return fmt.Errorf("session %s: the machine of a session cannot change", s.ID)
+		if err := broker.CheckUpdate(cur, s, prevRev); err != nil {
+			return err
 		}
 		return ss.Put([]byte(s.ID), v)
 	})

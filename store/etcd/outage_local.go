@@ -95,15 +95,12 @@ func (st *Store) tellSessionLocked(s broker.Session) {
 func (st *Store) updateLocal(s broker.Session, prevRev uint64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old, ok := st.sessions[s.ID]
-	if !ok {
-		return fmt.Errorf("session %s: %w", s.ID, broker.ErrNoSession)
+	var cur *broker.Session
+	if old, ok := st.sessions[s.ID]; ok {
+		cur = &old
 	}
-	if old.Rev != prevRev {
-		return fmt.Errorf("session %s at revision %d, not %d: %w", s.ID, old.Rev, prevRev, broker.ErrConflict)
-	}
-	if old.Machine != s.Machine {
-		return fmt.Errorf("session %s: the machine of a session cannot change", s.ID)
+	if err := broker.CheckUpdate(cur, s, prevRev); err != nil {
+		return err
 	}
 	s.Rev = prevRev + 1
 	ref := st.slotOf[s.ID]

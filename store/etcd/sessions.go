@@ -270,7 +270,7 @@ func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uin
 		return err
 	}
 	if ref.machine != s.Machine {
-		return fmt.Errorf("session %s: the machine of a session cannot change", s.ID)
+		return broker.MachineChanged(s.ID)
 	}
 	lease, err := st.leaseUntil(ctx, s.Expires)
 	if err != nil {
@@ -301,7 +301,7 @@ func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uin
 	if len(kvs) == 0 {
 		return fmt.Errorf("session %s: %w", s.ID, broker.ErrNoSession)
 	}
-	return fmt.Errorf("session %s at revision %d, not %d: %w", s.ID, kvs[0].Version, prevRev, broker.ErrConflict)
+	return broker.Conflict(s.ID, uint64(kvs[0].Version), prevRev)
 }
 
 // DeleteSession implements broker.Store: the session and its slot go in one transaction.

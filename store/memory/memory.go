@@ -60,15 +60,12 @@ func (st *Store) CreateSession(_ context.Context, s broker.Session, maxSessions 
 func (st *Store) UpdateSession(_ context.Context, s broker.Session, prevRev uint64) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	cur, ok := st.sessions[s.ID]
-	if !ok {
-		return fmt.Errorf("session %s: %w", s.ID, broker.ErrNoSession)
+	var cur *broker.Session
+	if c, ok := st.sessions[s.ID]; ok {
+		cur = &c
 	}
-	if cur.Rev != prevRev {
-		return fmt.Errorf("session %s at revision %d, not %d: %w", s.ID, cur.Rev, prevRev, broker.ErrConflict)
-	}
-	if s.Machine != cur.Machine {
-		return fmt.Errorf("session %s: the machine of a session cannot change", s.ID)
+	if err := broker.CheckUpdate(cur, s, prevRev); err != nil {
+		return err
 	}
 	s.Rev = prevRev + 1
 	st.sessions[s.ID] = s

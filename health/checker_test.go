@@ -30,7 +30,7 @@ const (
 
 // fakeNet answers probes from a table; latency says how long a probe takes in simulated time.
 type fakeNet struct {
-	clk     *fakeClock
+	clk     fakeClock
 	timeout time.Duration
 	mu      sync.Mutex // guards ports and calls
 	ports   map[netip.AddrPort]behaviour
@@ -77,7 +77,7 @@ type pending struct {
 // sim drives a Checker with inline probes on a fake clock.
 type sim struct {
 	t        *testing.T
-	clk      *fakeClock
+	clk      fakeClock
 	net      *fakeNet
 	c        *Checker
 	events   []Event

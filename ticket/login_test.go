@@ -14,7 +14,7 @@ import (
 // expiry of the login included: a rotation is no new login.
 func TestTheLoginIsSealedAndKeptByReissue(t *testing.T) {
 	s, v, clk, _ := setup(t)
-	login := clk.now().Add(-3 * time.Minute)
+	login := clk.Now().Add(-3 * time.Minute)
 	tok, c, err := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeGateway,
 		User: "alice", Factors: FactorPassword | FactorTOTP, AuthTime: login, LoginExpires: login.Add(8 * time.Hour)}, 10*time.Hour)
 	if err != nil {
@@ -27,7 +27,7 @@ func TestTheLoginIsSealedAndKeptByReissue(t *testing.T) {
 	if got.User != "alice" || got.Factors != FactorPassword|FactorTOTP || !got.AuthTime.Equal(login) || !got.LoginExpires.Equal(login.Add(8*time.Hour)) {
 		t.Fatalf("checked claims %+v, want alice's login of %s with password+totp", got, login)
 	}
-	clk.add(time.Hour)
+	clk.Advance(time.Hour)
 	next, nc, err := s.Reissue(c, c.Expires)
 	if err != nil {
 		t.Fatal(err)
@@ -45,18 +45,18 @@ func TestTheLoginIsSealedAndKeptByReissue(t *testing.T) {
 // has no such limit.
 func TestATicketPastItsLoginsLifetimeIsRefused(t *testing.T) {
 	s, v, clk, _ := setup(t)
-	login := clk.now()
+	login := clk.Now()
 	tok, c, err := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeDirect,
 		User: "alice", Factors: FactorPassword, AuthTime: login, LoginExpires: login.Add(2 * time.Hour)}, 10*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bare, _, _ := s.Issue(Claims{Kind: Reconnect, Session: "s-2", Machine: "vda-1", Mode: ModeDirect}, 10*time.Hour)
-	clk.add(2*time.Hour - time.Millisecond)
+	clk.Advance(2*time.Hour - time.Millisecond)
 	if _, err := v.Check(tok, "", tcp8443); err != nil {
 		t.Fatalf("just before the login's end: %v", err)
 	}
-	clk.add(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	_, err = v.Check(tok, "", tcp8443)
 	if !errors.Is(err, ErrLoginExpired) || !strings.Contains(err.Error(), "alice logged in at 2026-11-30T09:00:00Z with password") {
 		t.Fatalf("at the login's end: %v, want ErrLoginExpired naming alice's login", err)
@@ -81,7 +81,7 @@ func TestATicketPastItsLoginsLifetimeIsRefused(t *testing.T) {
 func TestVersionThreeTicketsStillCheck(t *testing.T) {
 	s, v, clk, key := setup(t)
 	c := Claims{Kind: Reconnect, Key: s.KeyID(), Session: "s-1", Machine: "vda-1", Mode: ModeGateway, Gen: 2,
-		Issued: clk.now(), Expires: clk.now().Add(time.Hour)}
+		Issued: clk.Now(), Expires: clk.Now().Add(time.Hour)}
 	b := []byte{versionV3}
 	b = append(b, c.Key[:]...)
 	b = append(b, byte(c.Kind))
@@ -106,15 +106,15 @@ func TestVersionThreeTicketsStillCheck(t *testing.T) {
 	if raw, _ := enc.DecodeString(next); raw[0] != version {
 		t.Fatalf("the reissued ticket has version %d, want %d", raw[0], version)
 	}
-	later, _, err := s.Reissue(got, clk.now().Add(NoLoginLifetime+time.Hour))
+	later, _, err := s.Reissue(got, clk.Now().Add(NoLoginLifetime+time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk.add(NoLoginLifetime - time.Minute)
+	clk.Advance(NoLoginLifetime - time.Minute)
 	if _, err := v.Check(later, "vda-1", tcp8443); err != nil {
 		t.Fatalf("a ticket reissued from it, within NoLoginLifetime of the chain's start: %v", err)
 	}
-	clk.add(time.Minute)
+	clk.Advance(time.Minute)
 	if _, err := v.Check(later, "vda-1", tcp8443); !errors.Is(err, ErrLoginExpired) {
 		t.Fatalf("a ticket reissued from it, NoLoginLifetime after the chain's start: %v, want ErrLoginExpired", err)
 	}
@@ -139,11 +139,11 @@ func TestOnceTakesAProofOnce(t *testing.T) {
 	_, v, clk, _ := setup(t)
 	id := [16]byte{1}
 	for i, want := range []bool{true, false} {
-		if ok, err := v.Once(id, "totp", clk.now().Add(time.Minute)); ok != want || err != nil {
+		if ok, err := v.Once(id, "totp", clk.Now().Add(time.Minute)); ok != want || err != nil {
 			t.Fatalf("use %d: %v, %v; want %v", i, ok, err, want)
 		}
 	}
-	if ok, _ := v.Once([16]byte{2}, "totp", clk.now().Add(time.Minute)); !ok {
+	if ok, _ := v.Once([16]byte{2}, "totp", clk.Now().Add(time.Minute)); !ok {
 		t.Fatal("another proof was refused")
 	}
 }

@@ -8,20 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
 )
-
-// clock is a fake clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 var (
 	tcp8443 = Channel{8443, "tcp"}
@@ -29,14 +18,14 @@ var (
 	tcp443  = Channel{443, "tcp"}
 )
 
-func setup(t *testing.T) (*Signer, *Verifier, *clock, ed25519.PrivateKey) {
+func setup(t *testing.T) (*Signer, *Verifier, *testclock.Clock, ed25519.PrivateKey) {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
-	return NewSigner(key, clk.now), NewVerifier(key.Public().(ed25519.PublicKey), NewMemoryLedger(0, clk.now), clk.now), clk, key
+	clk := testclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	return NewSigner(key, clk.Now), NewVerifier(key.Public().(ed25519.PublicKey), NewMemoryLedger(0, clk.Now), clk.Now), clk, key
 }
 
 func launch(t *testing.T, s *Signer) (string, Claims) {
@@ -70,7 +59,7 @@ func TestLaunchTicketOpensEachNamedChannelOnce(t *testing.T) {
 func TestRejections(t *testing.T) {
 	s, v, clk, _ := setup(t)
 	_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
-	forger := NewSigner(otherKey, clk.now)
+	forger := NewSigner(otherKey, clk.Now)
 
 	tests := []struct {
 		name    string
@@ -85,7 +74,7 @@ func TestRejections(t *testing.T) {
 		}, "vda-1", tcp8443, ErrUnknownKey},
 		{"a forged ticket that names the site's key is refused", func() string {
 			c := Claims{Kind: Launch, Session: "s-1", Machine: "vda-1", Channels: []Channel{tcp8443}, Key: s.KeyID(),
-				Issued: clk.now(), Expires: clk.now().Add(time.Minute)}
+				Issued: clk.Now(), Expires: clk.Now().Add(time.Minute)}
 			b := marshal(c)
 			return enc.EncodeToString(append(b, ed25519.Sign(otherKey, b)...))
 		}, "vda-1", tcp8443, ErrSignature},
@@ -105,7 +94,7 @@ func TestRejections(t *testing.T) {
 		{"a ticket used on a port it does not name is refused", func() string { tok, _ := launch(t, s); return tok }, "vda-1", tcp443, ErrWrongChannel},
 		{"an expired ticket is refused", func() string {
 			tok, _ := launch(t, s)
-			clk.add(61 * time.Second)
+			clk.Advance(61 * time.Second)
 			return tok
 		}, "vda-1", tcp8443, ErrExpired},
 	}
@@ -122,7 +111,7 @@ func TestRejections(t *testing.T) {
 func TestTicketFromTheFutureIsRefused(t *testing.T) {
 	s, v, clk, _ := setup(t)
 	tok, _ := launch(t, s)
-	clk.add(-time.Minute)
+	clk.Advance(-time.Minute)
 	if _, err := v.Check(tok, "vda-1", tcp8443); !errors.Is(err, ErrNotYetValid) {
 		t.Errorf("Check = %v, want ErrNotYetValid", err)
 	}
@@ -135,7 +124,7 @@ func TestReconnectTicketIsReusableUntilRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		clk.add(time.Hour)
+		clk.Advance(time.Hour)
 		if _, err := v.Check(tok, "", tcp8443); err != nil {
 			t.Fatalf("reconnect %d: %v", i, err)
 		}
@@ -162,7 +151,7 @@ func TestAGatewayModeReconnectTicketRotates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk.add(time.Hour)
+	clk.Advance(time.Hour)
 	next, nc, err := s.Reissue(c, c.Expires)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +176,7 @@ func TestAGatewayModeReconnectTicketRotates(t *testing.T) {
 	}
 	superseded(tok)
 	// A later launch starts a later chain: its generation 0 outranks the old chain's 1.
-	clk.add(time.Minute)
+	clk.Advance(time.Minute)
 	relaunched, rc, _ := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeGateway}, 10*time.Hour)
 	if _, err := v.Check(relaunched, "", tcp8443); err != nil {
 		t.Fatalf("the ticket of a later launch: %v", err)
@@ -208,7 +197,7 @@ func TestAGatewayModeReconnectTicketRotates(t *testing.T) {
 func TestRevokeBeforeRefusesOnlyOlderTickets(t *testing.T) {
 	s, v, clk, _ := setup(t)
 	old, _, _ := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeGateway}, 10*time.Hour)
-	clk.add(time.Minute)
+	clk.Advance(time.Minute)
 	fresh, c, _ := s.Issue(Claims{Kind: Reconnect, Session: "s-1", Machine: "vda-1", Mode: ModeGateway}, 10*time.Hour)
 	if err := v.RevokeBefore("s-1", c.Issued, 10*time.Hour); err != nil {
 		t.Fatal(err)
@@ -231,18 +220,18 @@ func TestRevokeBeforeRefusesOnlyOlderTickets(t *testing.T) {
 }
 
 func TestLedgerIsBounded(t *testing.T) {
-	clk := &clock{t: time.Unix(1000, 0)}
-	l := NewMemoryLedger(10, clk.now)
+	clk := testclock.New(time.Unix(1000, 0))
+	l := NewMemoryLedger(10, clk.Now)
 	for i := 0; i < 10; i++ {
-		if ok, err := l.Use([16]byte{byte(i)}, tcp8443, clk.now().Add(time.Minute)); !ok || err != nil {
+		if ok, err := l.Use([16]byte{byte(i)}, tcp8443, clk.Now().Add(time.Minute)); !ok || err != nil {
 			t.Fatalf("Use %d = %v, %v", i, ok, err)
 		}
 	}
-	if _, err := l.Use([16]byte{99}, tcp8443, clk.now().Add(time.Minute)); !errors.Is(err, ErrLedgerFull) {
+	if _, err := l.Use([16]byte{99}, tcp8443, clk.Now().Add(time.Minute)); !errors.Is(err, ErrLedgerFull) {
 		t.Fatalf("Use over the limit = %v, want ErrLedgerFull", err)
 	}
-	clk.add(2 * time.Minute)
-	if ok, err := l.Use([16]byte{99}, tcp8443, clk.now().Add(time.Minute)); !ok || err != nil {
+	clk.Advance(2 * time.Minute)
+	if ok, err := l.Use([16]byte{99}, tcp8443, clk.Now().Add(time.Minute)); !ok || err != nil {
 		t.Fatalf("Use after expiry = %v, %v; want expired entries purged", ok, err)
 	}
 	if l.Len() != 1 {

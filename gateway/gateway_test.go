@@ -459,9 +459,7 @@ func TestShutdownKeepsItsSessionsAndTakesNoNewOne(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- r.gw.Shutdown(context.Background()) }()
-	for !r.gw.drains() {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the gateway draining", r.gw.drains)
 	if st := r.healthStatus(t); st != http.StatusServiceUnavailable {
 		t.Fatalf("health while draining: %d, want 503", st)
 	}
@@ -538,17 +536,14 @@ func TestShutdownWithoutAHealthPortReadsDown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.gw.Shutdown(context.Background()) }()
 	addr := netip.AddrPortFrom(netip.MustParseAddr(r.addr), r.port).String()
-	for i := 0; ; i++ {
+	testkit.WaitFor(t, "the TCP port refusing connections while draining", func() bool {
 		nc, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
-			break
+			return true
 		}
 		nc.Close()
-		if i == 500 {
-			t.Fatal("the TCP port still takes connections while draining")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	u, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP(r.addr), Port: int(r.port)})
 	if err != nil {
 		t.Fatal(err)
@@ -638,9 +633,7 @@ func TestAdminLiftDoesNotReopenAShutdown(t *testing.T) {
 	r.gw.Drain(true)
 	done := make(chan error, 1)
 	go func() { done <- r.gw.Shutdown(context.Background()) }()
-	for !r.gw.shutting.Load() {
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "the gateway shutting down", r.gw.shutting.Load)
 	r.gw.Drain(false)
 	if st := r.healthStatus(t); st != http.StatusServiceUnavailable {
 		t.Fatalf("health of a shutting gateway after an admin's lift: %d, want 503", st)
@@ -713,12 +706,7 @@ func TestQUICDrainModeCountsTheGatewaysOtherTransports(t *testing.T) {
 	// Once s-1 has no channel left here, it is a new session too.
 	c.Close()
 	s1.CancelRead(0)
-	for i := 0; r.gw.track.carries("s-1", r.gw.o.Name); i++ {
-		if i == 500 {
-			t.Fatal("s-1 still carried after its channels closed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(t, "s-1 no longer carried once its channels closed", func() bool { return !r.gw.track.carries("s-1", r.gw.o.Name) })
 	if st, s := stream(r.issue(t, ticket.Launch, "s-1", "vda-1")); st != ticket.StatusDenied {
 		s.Close()
 		t.Fatal("in drain mode the QUIC end took a session it no longer carries")

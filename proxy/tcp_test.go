@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 func TestTCPEchoLargeTransferKeepsChecksum(t *testing.T) {
@@ -151,21 +152,15 @@ func TestTCPLimits(t *testing.T) {
 			a.Close()
 			// Once a slot is free a new connection gets through. The release happens
 			// after the proxy sees the close, so allow a few attempts.
-			for i := 0; ; i++ {
+			testkit.WaitFor(t, "a connection admitted after a slot was freed", func() bool {
 				c, err := net.DialTCP("tcp", nil, net.TCPAddrFromAddrPort(s.Addr("l")))
 				if err == nil {
 					c.SetDeadline(time.Now().Add(5 * time.Second))
 					_, err = io.ReadFull(c, make([]byte, 2))
 					c.Close()
 				}
-				if err == nil {
-					break
-				}
-				if i == 50 {
-					t.Fatal("no connection admitted after a slot was freed")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return err == nil
+			})
 		})
 	}
 }
@@ -278,12 +273,7 @@ func TestTCPNoHalfCloseEndsTheConnectionAtTheBackendsFIN(t *testing.T) {
 		if want := "after FIN wait for my FIN!"; err != nil || string(got) != want {
 			t.Fatalf("got %q, %v; want %q", got, err, want)
 		}
-		for deadline := time.Now().Add(5 * time.Second); strings.Count(logs.String(), "reason=eof") < 2; {
-			if time.Now().After(deadline) {
-				t.Fatalf("access log %q, want two connections ended with reason=eof", logs.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		testkit.WaitFor(t, "two connections ended with reason=eof in the access log", func() bool { return strings.Count(logs.String(), "reason=eof") >= 2 })
 	})
 }
 

@@ -3,7 +3,8 @@
 # from the committed code, `git archive HEAD`) and runs testssl.sh (Debian `testssl.sh`) on
 # the lab's CA-trusted listeners: the launch API and portal, the admin API and console, a
 # gateway's HTTPS port (WebSocket channels) and a gateway's TCP channel port. Prints each
-# finding of severity LOW or worse with its severity, and exits 1 when there is one. Takes 3 to 6 minutes.
+# finding of severity LOW or worse with its severity, and exits 1 when there is one. Takes
+# about 10 minutes a listener on a 2-core machine (testssl runs its checks one by one).
 #
 # Usage: bench/tls.sh — env: TARGETS (default: the four below).
 set -euo pipefail

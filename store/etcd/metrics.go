@@ -45,7 +45,7 @@ func newMetrics(st *Store, reg prometheus.Registerer) (*metrics, error) {
 	cols := []prometheus.Collector{m.txn, m.events, m.leaders, m.outages, m.conflicts, leaderCollector{st},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontdoor_store_outage", Help: "1 while this node brokers from its local host cache (the site database is out of reach), else 0."},
 			func() float64 {
-				if st.Outage().Active() {
+				if st.outage.Load() {
 					return 1
 				}
 				return 0

@@ -92,7 +92,6 @@ func modesOf(m map[string]string) map[string]bool {
 
 // SetModes switches the secure gateway of the named groups site-wide, in one transaction.
 func (h Settings) SetModes(ctx context.Context, modes map[string]bool) error {
-	st := h.st
 	entries := map[string]string{}
 	for g, on := range modes {
 		entries[g] = "off"
@@ -100,11 +99,10 @@ func (h Settings) SetModes(ctx context.Context, modes map[string]bool) error {
 			entries[g] = "on"
 		}
 	}
-	return st.Settings().Set(ctx, SectionModes, entries)
+	return h.Set(ctx, SectionModes, entries)
 }
 
 // OnModes calls fn with every group's stored mode whenever one changes.
 func (h Settings) OnModes(fn func(map[string]bool)) {
-	st := h.st
-	st.Settings().On(SectionModes, func(m map[string]string) { fn(modesOf(m)) })
+	h.On(SectionModes, func(m map[string]string) { fn(modesOf(m)) })
 }

@@ -140,7 +140,7 @@ const (
 )
 
 // Active reports whether the node brokers from its cache.
-func (h Outage) Active() bool { st := h.st; return st.outage.Load() }
+func (h Outage) Active() bool { return h.st.outage.Load() }
 
 // On calls fn when outage mode begins (true) and when it ends (false), after the view
 // is whole again.

@@ -51,11 +51,11 @@ type Status struct {
 func (h Presence) Status(ctx context.Context) Status {
 	st := h.st
 	out := Status{Backend: "etcd", Prefix: st.o.Prefix, Revision: st.revision()}
-	for _, n := range st.Presence().Nodes() {
+	for _, n := range h.Nodes() {
 		out.Nodes = append(out.Nodes, n)
 	}
 	sort.Slice(out.Nodes, func(i, j int) bool { return out.Nodes[i].Name < out.Nodes[j].Name })
-	out.Registrations = st.Presence().Registrations()
+	out.Registrations = h.Registrations()
 	out.Outage = st.Outage().Status()
 	out.Leaders = []Leader{}
 	for _, l := range st.Election().Leaders() {

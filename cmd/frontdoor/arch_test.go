@@ -27,7 +27,7 @@ var mayImport = map[string][]string{
 	"health":   {"configs", "internal"},
 	"gslb":     {"zonemap", "configs", "internal"},
 	"broker":   {"configs"},
-	"store":    {"broker", "configs", "internal"}, // internal: testkit, for storetest
+	"store":    {"broker", "configs"},
 	"proxy":    {"configs", "ticket", "internal"}, // zonemap, gslb, health, broker: through interfaces it owns
 	"ticket":   {},
 	"pki":      {"configs", "internal"}, // the site CA, party certificates, ACME, client CAs and CRLs

@@ -9,12 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
-	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // Machines are the machines the suite books, by name, with their max_sessions. A store with
@@ -140,23 +140,31 @@ func session(id, m string) broker.Session {
 		State: broker.StatePending, Mode: "gateway", Created: now, Changed: now, Expires: now.Add(time.Hour)}
 }
 
-// readBack returns session id from st's Load once it shows revision rev: a store that
-// answers from a watched view shows a write within a watch round trip.
+// readBack returns session id as st holds it: from the store itself for a shared store
+// (broker.Shared.GetSession; its Load answers from a view that follows the store), else
+// from Load. It fails the test unless the session is at revision rev.
 func readBack(t *testing.T, st broker.Store, id string, rev uint64) broker.Session {
 	t.Helper()
 	var got broker.Session
-	testkit.WaitFor(t, fmt.Sprintf("session %s at revision %d in Load", id, rev), func() bool {
+	if sh, ok := st.(broker.Shared); ok {
+		s, err := sh.GetSession(t.Context(), id)
+		if err != nil {
+			t.Fatalf("reading session %s: %v", id, err)
+		}
+		got = s
+	} else {
 		snap, err := st.Load(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range snap.Sessions {
-			if s.ID == id {
-				got = s
-				return s.Rev == rev
-			}
+		i := slices.IndexFunc(snap.Sessions, func(s broker.Session) bool { return s.ID == id })
+		if i < 0 {
+			t.Fatalf("session %s is not in Load", id)
 		}
-		return false
-	})
+		got = snap.Sessions[i]
+	}
+	if got.Rev != rev {
+		t.Fatalf("session %s at revision %d, want %d", id, got.Rev, rev)
+	}
 	return got
 }

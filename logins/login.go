@@ -113,12 +113,16 @@ type Options struct {
 	// Verifier records used one-time codes site-wide. Default: nil, in memory.
 	Verifier *ticket.Verifier
 	// Now is the clock. Default: time.Now.
-	Now    func() time.Time
+	Now func() time.Time
+	// Logger tells of refused logins and of what cannot be checked. Default: slog.Default().
 	Logger *slog.Logger
 }
 
 // New builds the Authenticator of an API over cfg's users.
 func New(cfg *configs.Config, o Options) *Authenticator {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	a := newAuthenticator(cfg, guardOf(o.Throttle), o.Verifier, o.Now, o.Logger)
 	a.certs = o.ClientCAs
 	return a

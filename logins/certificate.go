@@ -40,7 +40,7 @@ func (a *Authenticator) certificateUser(r *http.Request) (configs.User, error) {
 	}
 	name, nameErr := op.UserName(leaf)
 	u, known := a.users[name]
-	revoked, by, err := op.Revoked(chain, a.now(), a.log)
+	revoked, by, err := op.Revoked(chain, a.now())
 	switch {
 	case err != nil:
 		// The reason (a file, a date) is logged as the CRL's state changes; the client is

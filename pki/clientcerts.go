@@ -51,6 +51,7 @@ type OperatorCA struct {
 	cfg   configs.ClientCertificates
 	certs []*x509.Certificate // of cfg.CAFile
 	crls  []*crlFile
+	log   *slog.Logger // the ClientCAs' logger: a CRL's changes of state are told there
 }
 
 // LoadClientCAs reads the operator CAs of auth beside the site CA: their ca_file now, their
@@ -71,7 +72,7 @@ func LoadClientCAs(auth configs.Auth, site *CA, log *slog.Logger) (*ClientCAs, e
 		if err != nil {
 			return nil, fmt.Errorf("%s.ca_file: %w", key, err)
 		}
-		op := &OperatorCA{key: key, cfg: cc, certs: certs}
+		op := &OperatorCA{key: key, cfg: cc, certs: certs, log: log}
 		for j, f := range cc.CRLFiles {
 			crl := &crlFile{path: f, key: fmt.Sprintf("%s.crl_files[%d]", key, j), signers: certs}
 			crl.current(time.Now(), log) // read now, so that a bad one is logged at start

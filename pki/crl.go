@@ -128,7 +128,7 @@ func sameCA(a, b *x509.Certificate) bool {
 // every certificate it issued). Without crl_files nothing is revoked. With them, a
 // certificate is ErrCertUnchecked when a CRL of an issuer in its chain is stale, when one of
 // the CA's CRLs cannot be used (whose issuer is then unknown), or when its issuer has none.
-func (op *OperatorCA) Revoked(chain []*x509.Certificate, now time.Time, log *slog.Logger) (revoked, by *x509.Certificate, err error) {
+func (op *OperatorCA) Revoked(chain []*x509.Certificate, now time.Time) (revoked, by *x509.Certificate, err error) {
 	if len(op.crls) == 0 {
 		return nil, nil, nil
 	}
@@ -139,7 +139,7 @@ func (op *OperatorCA) Revoked(chain []*x509.Certificate, now time.Time, log *slo
 	crls := make([]crl, len(op.crls))
 	var unusable []error
 	for i, f := range op.crls {
-		if crls[i] = f.current(now, log); crls[i].signer == nil {
+		if crls[i] = f.current(now, op.log); crls[i].signer == nil {
 			unusable = append(unusable, crls[i].err)
 		}
 	}
@@ -162,7 +162,7 @@ func (op *OperatorCA) Revoked(chain []*x509.Certificate, now time.Time, log *slo
 			}
 		}
 		if i == 0 && !have {
-			log.Warn("a client certificate's issuer has no CRL among its CA's crl_files: refused", "key", op.key, "issuer", issuer.Subject.String(), "serial", SerialHex(cert))
+			op.log.Warn("a client certificate's issuer has no CRL among its CA's crl_files: refused", "key", op.key, "issuer", issuer.Subject.String(), "serial", SerialHex(cert))
 			return nil, nil, fmt.Errorf("%w: its issuer %q has no CRL", ErrCertUnchecked, issuer.Subject)
 		}
 	}

@@ -34,7 +34,7 @@ func TestConformanceInAnOutage(t *testing.T) {
 	c := cluster(t)
 	dir := t.TempDir()
 	plan := map[string]etcd.MachinePlan{}
-	for m, max := range storetest.Machines {
+	for m, max := range storetest.Machines() {
 		plan[m] = etcd.MachinePlan{Brokers: []string{"a"}, Max: max}
 	}
 	// The stores are opened while etcd answers, one for each subtest, and then etcd stops.

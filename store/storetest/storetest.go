@@ -17,16 +17,19 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/broker"
 )
 
-// Machines are the machines the suite books, by name, with their max_sessions. A store with
-// an outage plan must let its node book every slot of them.
-var Machines = map[string]int{"m1": 2, "m2": 1}
+// Machines returns the machines the suite books, by name, with their max_sessions. A store
+// with an outage plan must let its node book every slot of them.
+func Machines() map[string]int { return map[string]int{"m1": m1Max, "m2": 1} }
+
+// m1Max is the max_sessions of m1, the machine the suite fills.
+const m1Max = 2
 
 // Run runs the suite against the stores open returns: an empty one for each subtest, closed
 // by open's own cleanup.
 func Run(t *testing.T, open func(t *testing.T) broker.Store) {
 	t.Run("a created session reads back at revision 1", func(t *testing.T) {
 		st := open(t)
-		if err := st.CreateSession(t.Context(), session("s1", "m1"), Machines["m1"]); err != nil {
+		if err := st.CreateSession(t.Context(), session("s1", "m1"), m1Max); err != nil {
 			t.Fatal(err)
 		}
 		got := readBack(t, st, "s1", 1)
@@ -36,33 +39,33 @@ func Run(t *testing.T, open func(t *testing.T) broker.Store) {
 	})
 	t.Run("an ID is created once", func(t *testing.T) {
 		st := open(t)
-		if err := st.CreateSession(t.Context(), session("s1", "m1"), Machines["m1"]); err != nil {
+		if err := st.CreateSession(t.Context(), session("s1", "m1"), m1Max); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.CreateSession(t.Context(), session("s1", "m1"), Machines["m1"]); !errors.Is(err, broker.ErrExists) {
+		if err := st.CreateSession(t.Context(), session("s1", "m1"), m1Max); !errors.Is(err, broker.ErrExists) {
 			t.Fatalf("the same ID again: %v, want %v", err, broker.ErrExists)
 		}
 	})
 	t.Run("a machine takes no more than its max and a delete frees a slot", func(t *testing.T) {
 		st := open(t)
-		for i := range Machines["m1"] {
-			if err := st.CreateSession(t.Context(), session(fmt.Sprint("s", i), "m1"), Machines["m1"]); err != nil {
-				t.Fatalf("session %d of %d: %v", i+1, Machines["m1"], err)
+		for i := range m1Max {
+			if err := st.CreateSession(t.Context(), session(fmt.Sprint("s", i), "m1"), m1Max); err != nil {
+				t.Fatalf("session %d of %d: %v", i+1, m1Max, err)
 			}
 		}
-		if err := st.CreateSession(t.Context(), session("over", "m1"), Machines["m1"]); !errors.Is(err, broker.ErrMachineFull) {
+		if err := st.CreateSession(t.Context(), session("over", "m1"), m1Max); !errors.Is(err, broker.ErrMachineFull) {
 			t.Fatalf("a session past the max: %v, want %v", err, broker.ErrMachineFull)
 		}
 		if err := st.DeleteSession(t.Context(), "s0"); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.CreateSession(t.Context(), session("after", "m1"), Machines["m1"]); err != nil {
+		if err := st.CreateSession(t.Context(), session("after", "m1"), m1Max); err != nil {
 			t.Fatalf("a session in the freed slot: %v", err)
 		}
 	})
 	t.Run("an update replaces the revision it names and no other", func(t *testing.T) {
 		st := open(t)
-		if err := st.CreateSession(t.Context(), session("s1", "m1"), Machines["m1"]); err != nil {
+		if err := st.CreateSession(t.Context(), session("s1", "m1"), m1Max); err != nil {
 			t.Fatal(err)
 		}
 		s := readBack(t, st, "s1", 1)
@@ -87,7 +90,7 @@ func Run(t *testing.T, open func(t *testing.T) broker.Store) {
 	})
 	t.Run("a session's machine never changes", func(t *testing.T) {
 		st := open(t)
-		if err := st.CreateSession(t.Context(), session("s1", "m1"), Machines["m1"]); err != nil {
+		if err := st.CreateSession(t.Context(), session("s1", "m1"), m1Max); err != nil {
 			t.Fatal(err)
 		}
 		s := readBack(t, st, "s1", 1)
@@ -114,7 +117,7 @@ func Run(t *testing.T, open func(t *testing.T) broker.Store) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				errs[i] = st.CreateSession(ctx, session(fmt.Sprint("c", i), "m1"), Machines["m1"])
+				errs[i] = st.CreateSession(ctx, session(fmt.Sprint("c", i), "m1"), m1Max)
 			})
 		}
 		wg.Wait()
@@ -127,8 +130,8 @@ func Run(t *testing.T, open func(t *testing.T) broker.Store) {
 				t.Errorf("a creation failed otherwise than full: %v", err)
 			}
 		}
-		if ok != Machines["m1"] {
-			t.Fatalf("%d of %d creations at once were taken on a machine of %d", ok, tries, Machines["m1"])
+		if ok != m1Max {
+			t.Fatalf("%d of %d creations at once were taken on a machine of %d", ok, tries, m1Max)
 		}
 	})
 }

@@ -7,10 +7,9 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 )
 
 // machineIdentity returns vda-1's certificate of a new site CA, for ip, and the CA.

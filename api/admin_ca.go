@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/wire"
 )
 

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 )

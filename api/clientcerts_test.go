@@ -20,14 +20,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/pki/pkitest"
 	"github.com/frontdoor-vdi/frontdoor/store/memory"

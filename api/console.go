@@ -10,9 +10,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 )
 
 // The operator's console: web pages on the admin listener, behind a login with the site's

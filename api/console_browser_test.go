@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
-
 	"github.com/chromedp/chromedp"
 
 	"github.com/frontdoor-vdi/frontdoor/internal/testbrowser"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
 )
 
 // TestConsoleLoginWithAOneTimeCodeInABrowser drives the console's login form in Chromium

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
 )
 
 // consoleAdmin is an Admin of one admin and one monitor (password "lab" both) whose console

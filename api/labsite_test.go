@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 	"github.com/frontdoor-vdi/frontdoor/store/memory"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )

@@ -10,13 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/ratemap"
+	"github.com/frontdoor-vdi/frontdoor/logins"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/wire"
 	"golang.org/x/crypto/bcrypt"

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 )
 
 // The console's single sign-on: GET ssoLoginPath sends the browser to the provider with the

@@ -10,10 +10,9 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 )
 
 // The user's portal: web pages at / on the launch listener. A user signs in with the site's

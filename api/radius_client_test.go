@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
-
 	"github.com/frontdoor-vdi/frontdoor/client"
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
 )
 
 // frontdoor connect's launcher sends the passcode as --otp does, and says why a challenge

@@ -23,15 +23,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
-
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"go.uber.org/goleak"
 
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/logins"
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 

@@ -17,11 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/totp"

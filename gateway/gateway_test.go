@@ -21,11 +21,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/quic-go/quic-go"
 )

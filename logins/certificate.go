@@ -5,10 +5,9 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 )
 
 // certificateUser returns the user of the request's verified client certificate. One of the

@@ -8,13 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
-
 	"layeh.com/radius"
 	"layeh.com/radius/rfc2865"
 	"layeh.com/radius/rfc2869"
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/logins/radiustest"
 )
 
 // testRADIUSClient is a radiusClient of the tests' secret that requires signed answers.

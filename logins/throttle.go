@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/time/rate"
@@ -24,6 +22,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/lowprio"
 	"github.com/frontdoor-vdi/frontdoor/internal/ratemap"
 	"github.com/frontdoor-vdi/frontdoor/internal/timeshare"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 )
 
 // Password logins are throttled: every failed one costs its source address and its user name

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/gslb"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/libdns/libdns"
 )

@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 )
 
 // pebble is a Pebble ACME server (github.com/letsencrypt/pebble, the module's tool) started on

@@ -25,11 +25,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 

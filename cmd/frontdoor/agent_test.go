@@ -15,13 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 	"github.com/frontdoor-vdi/frontdoor/node"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 )
 
 const agentSite = `

@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/logins"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/spf13/cobra"
 )
 

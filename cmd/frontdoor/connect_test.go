@@ -27,10 +27,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
-	"github.com/frontdoor-vdi/frontdoor/pki"
-
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
@@ -40,6 +36,8 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
 	"github.com/frontdoor-vdi/frontdoor/internal/testidp"
+	"github.com/frontdoor-vdi/frontdoor/logins"
+	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/miekg/dns"
 )

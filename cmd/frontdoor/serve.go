@@ -13,9 +13,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/frontdoor-vdi/frontdoor/store"
 	"github.com/prometheus/client_golang/prometheus"

@@ -6,9 +6,8 @@ import (
 	"io"
 	"slices"
 
-	"github.com/frontdoor-vdi/frontdoor/logins"
-
 	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/logins"
 	"github.com/spf13/cobra"
 )
 

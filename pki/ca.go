@@ -74,7 +74,7 @@ func LoadOrCreateCA(dir, site string, log *slog.Logger) (*CA, error) {
 
 // NewCA returns the CA of a PEM certificate and its PEM key (a site's shared identity).
 func NewCA(certPEM, keyPEM []byte, log *slog.Logger) (*CA, error) {
-	ca := &CA{log: log, leafTT: 7 * 24 * time.Hour}
+	ca := &CA{log: log, leafTT: PartyTTL}
 	if err := ca.Set(certPEM, keyPEM, nil); err != nil {
 		return nil, err
 	}
@@ -186,20 +186,20 @@ func (ca *CA) IssuerKey() string {
 	return "frontdoor-internal-" + ca.cur.Load().cert.SerialNumber.Text(16)
 }
 
-// Issue implements certmagic.Issuer: it signs the CSR's names for a week.
+// Issue implements certmagic.Issuer: it signs the CSR's names for a week (validity).
 func (ca *CA) Issue(_ context.Context, csr *x509.CertificateRequest) (*certmagic.IssuedCertificate, error) {
 	if err := csr.CheckSignature(); err != nil {
 		return nil, fmt.Errorf("checking CSR: %w", err)
 	}
 	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	now := time.Now()
+	notBefore, notAfter := validity(time.Now(), ca.leafTT)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: firstOr(csr.DNSNames, "frontdoor")},
 		DNSNames:     csr.DNSNames,
 		IPAddresses:  csr.IPAddresses,
-		NotBefore:    now.Add(-5 * time.Minute),
-		NotAfter:     now.Add(ca.leafTT),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -221,12 +221,12 @@ func (ca *CA) IssueClient(user string, ttl time.Duration) (certPEM, keyPEM []byt
 		return nil, nil, err
 	}
 	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	now := time.Now()
+	notBefore, notAfter := validity(time.Now(), ttl)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: user, Organization: []string{"frontdoor users"}},
-		NotBefore:    now.Add(-5 * time.Minute),
-		NotAfter:     now.Add(ttl),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}

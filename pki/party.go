@@ -28,9 +28,20 @@ const PartyBackdate = 5 * time.Minute
 // PartyIssued returns when a certificate of IssueParty was issued.
 func PartyIssued(c *x509.Certificate) time.Time { return c.NotBefore.Add(PartyBackdate) }
 
-// PartyTTL is how long a gateway's or a machine's certificate is valid; it is renewed at half
-// of it.
+// PartyTTL is how long a gateway's or a machine's certificate is valid, its backdating
+// included (validity); it is renewed at half of it.
 const PartyTTL = 7 * 24 * time.Hour
+
+// validity returns the NotBefore and NotAfter of a certificate issued at now for ttl:
+// backdated by PartyBackdate (clocks differ), and valid for ttl in all, both ends included
+// (RFC 5280 4.1.2.5). A certificate of 7 days or less is short-lived as the CA/Browser
+// Forum's Baseline Requirements define it (1.6.1, 604,800 seconds), and such a certificate
+// needs no CRL or OCSP address (7.1.2.11.2): it expires before a revocation would reach its
+// users. That is why the site CA's certificates carry none, and why they live a week.
+func validity(now time.Time, ttl time.Duration) (notBefore, notAfter time.Time) {
+	notBefore = now.Add(-PartyBackdate)
+	return notBefore, notBefore.Add(ttl - time.Second)
+}
 
 // IssueParty signs a certificate for pub that names a party of the site (package siteid: a
 // gateway or a machine, by role and name) and its addresses, for TLS as server and client,
@@ -49,13 +60,13 @@ func (ca *CA) IssueParty(role, name string, addrs []netip.Addr, pub crypto.Publi
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	notBefore, notAfter := validity(time.Now(), ttl)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: role + " " + name, Organization: []string{"frontdoor " + role + "s"}},
 		URIs:         []*url.URL{siteid.URI(role, name)},
-		NotBefore:    now.Add(-PartyBackdate),
-		NotAfter:     now.Add(ttl),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}

@@ -3,6 +3,8 @@ package pki
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net"
@@ -146,4 +148,49 @@ func TestTLSPolicyTakesAEADSuitesOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInternalCertificatesAreShortLived: every certificate the site CA issues — a listener's,
+// a gateway's or machine's, a user's — is valid for 7 days or less, both ends counted (the
+// CA/Browser Forum's short-lived certificate, which needs no CRL or OCSP address), and
+// carries none.
+func TestInternalCertificatesAreShortLived(t *testing.T) {
+	_, ca, certs := testCerts(t, []string{"desktop.vdi.lab.test"})
+	const shortLived = 604800 * time.Second
+
+	listener, err := certs.TLSConfig().GetCertificate(&tls.ClientHelloInfo{ServerName: "desktop.vdi.lab.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	party, err := ca.PartyCertificate("machine", "vda-1", []netip.Addr{netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userPEM, _, err := ca.IssueClient("alice", PartyTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(userPEM)
+	user, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*x509.Certificate{"listener": leaf(t, listener), "machine": leaf(t, party), "user": user} {
+		validity := c.NotAfter.Sub(c.NotBefore) + time.Second
+		if validity > shortLived || validity < shortLived-time.Second {
+			t.Errorf("the %s's certificate is valid for %v (%v to %v), want 7 days at most and no less than a second below", name, validity, c.NotBefore, c.NotAfter)
+		}
+		if len(c.CRLDistributionPoints) != 0 || len(c.OCSPServer) != 0 {
+			t.Errorf("the %s's certificate names a CRL %v or OCSP %v", name, c.CRLDistributionPoints, c.OCSPServer)
+		}
+	}
+}
+
+func leaf(t *testing.T, c *tls.Certificate) *x509.Certificate {
+	t.Helper()
+	x, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
 }

@@ -29,10 +29,9 @@ type AdminOptions struct {
 	Broker Broker
 	// Zone is the zone of this front door.
 	Zone string
-	// ModeFile keeps the secure-gateway toggles across restarts ("" keeps them in memory).
-	ModeFile string
-	// Modes, when set, keeps the toggles site-wide instead of ModeFile (the site database):
-	// a toggle at any front door reaches every node, which calls ApplyModes.
+	// Modes keeps the secure-gateway toggles, in the site's settings: a toggle at any front
+	// door reaches every node, which calls ApplyModes. Default: none, the toggles are kept
+	// in memory.
 	Modes ModeStore
 	// Override sets an admin override on a gateway's health at this front door: "up",
 	// "down", "drain" or "auto" (follow the probes again), and returns a note for the
@@ -139,7 +138,7 @@ type Admin struct {
 	drills drillCache
 }
 
-// NewAdmin builds the admin handler and applies the toggles kept in ModeFile.
+// NewAdmin builds the admin handler and shows the toggles kept in Modes.
 func NewAdmin(o AdminOptions) (*Admin, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -154,8 +153,6 @@ func NewAdmin(o AdminOptions) (*Admin, error) {
 	}
 	if o.Modes != nil {
 		a.ApplyModes(o.Modes.Modes())
-	} else if err := a.loadModes(); err != nil {
-		return nil, err
 	}
 	a.mux.HandleFunc("GET /v1/admin/status", a.admin(a.status))
 	a.mux.HandleFunc("POST /v1/admin/gateway", a.admin(a.toggle))

@@ -2,17 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
-	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/wire"
 )
 
@@ -22,34 +16,6 @@ type ModeStore interface {
 	Modes() map[string]bool
 	// SetModes stores toggles.
 	SetModes(ctx context.Context, modes map[string]bool) error
-}
-
-// loadModes applies the toggles saved in ModeFile.
-func (a *Admin) loadModes() error {
-	if a.o.ModeFile == "" {
-		return nil
-	}
-	b, err := os.ReadFile(a.o.ModeFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading secure-gateway modes: %w", err)
-	}
-	var saved map[string]bool
-	if err := json.Unmarshal(b, &saved); err != nil {
-		return fmt.Errorf("secure-gateway modes in %s: %w", a.o.ModeFile, err)
-	}
-	for g, on := range saved {
-		if _, ok := a.modes[g]; !ok {
-			continue // the group left the configuration
-		}
-		if err := a.o.Broker.SetSecureGateway(g, on); err != nil {
-			return err
-		}
-		a.modes[g] = on
-	}
-	return nil
 }
 
 // ApplyModes shows toggles stored site-wide (Modes) in the status; the broker's own switch
@@ -62,17 +28,6 @@ func (a *Admin) ApplyModes(modes map[string]bool) {
 			a.modes[g] = on
 		}
 	}
-}
-
-func (a *Admin) saveModesLocked() error {
-	if a.o.ModeFile == "" {
-		return nil
-	}
-	b, _ := json.MarshalIndent(a.modes, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(a.o.ModeFile), 0o700); err != nil {
-		return err
-	}
-	return atomicfile.Write(a.o.ModeFile, b, 0o600) // a torn file would block the next start
 }
 
 func (a *Admin) toggle(w http.ResponseWriter, r *http.Request) {
@@ -139,9 +94,6 @@ func (a *Admin) setModes(ctx context.Context, req wire.ToggleRequest) (groups, c
 			return nil, nil, http.StatusInternalServerError, err
 		}
 		a.modes[g] = req.On
-	}
-	if err := a.saveModesLocked(); err != nil {
-		return nil, nil, http.StatusInternalServerError, fmt.Errorf("saving modes: %w", err)
 	}
 	return groups, changed, 0, nil
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/health"
-	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 )
 
 // feeds are what a node tells the console and the admin API of: its audit log and the
@@ -81,6 +81,8 @@ func (r *Node) followEvents(ctx context.Context) error {
 			ev.Notify(api.TopicMachines)
 		}
 	})
+	r.settings.OnModes(func(map[string]bool) { ev.Notify(api.TopicModes) })
+	r.settings.On(settings.SectionOverrides, func(map[string]string) { ev.Notify(api.TopicHealth) })
 	if r.shared == nil {
 		return nil
 	}
@@ -94,8 +96,6 @@ func (r *Node) followEvents(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	r.shared.Settings().OnModes(func(map[string]bool) { ev.Notify(api.TopicModes) })
-	r.shared.Settings().On(etcd.SectionOverrides, func(map[string]string) { ev.Notify(api.TopicHealth) })
 	r.shared.Election().OnElection(func() { ev.Notify(api.TopicSite) })
 	r.shared.Outage().On(func(bool) { ev.Notify(api.TopicSite) })
 	r.shared.Audit().OnAudit(func() { ev.Notify(api.TopicAudit) })

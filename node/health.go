@@ -10,7 +10,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/health"
-	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 )
 
 // onHealth turns machine verdicts into broker availability.
@@ -58,10 +58,9 @@ func (r *Node) healthSummary() map[string]string {
 }
 
 // override sets an admin override on gateway name's health verdict, asked of this node's
-// admin API: "up", "down", "drain" or "auto" to follow the probes again. On a shared store
-// the override is the site's: stored, and followed by every front door through its watch
-// (applyOverrides); on a store of one node it holds here, in memory. The node that hosts the
-// gateway also puts it in drain mode (applyOverride).
+// admin API: "up", "down", "drain" or "auto" to follow the probes again. The override is
+// the site's: stored in its settings, and followed by every front door (applyOverrides). The
+// node that hosts the gateway also puts it in drain mode (applyOverride).
 func (r *Node) override(name, o string) (note string, err error) {
 	r.overrideMu.Lock()
 	defer r.overrideMu.Unlock()
@@ -79,16 +78,14 @@ func (r *Node) override(name, o string) (note string, err error) {
 	if err != nil {
 		return "", err
 	}
-	if r.shared != nil {
-		val := o
-		if v == health.OverrideNone {
-			val = ""
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := r.shared.Settings().Set(ctx, etcd.SectionOverrides, map[string]string{name: val}); err != nil {
-			return "", fmt.Errorf("%w: the site database did not take the override: %v", api.ErrRefused, err)
-		}
+	val := o
+	if v == health.OverrideNone {
+		val = ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.settings.Set(ctx, settings.SectionOverrides, map[string]string{name: val}); err != nil {
+		return "", fmt.Errorf("%w: the site database did not take the override: %v", api.ErrRefused, err)
 	}
 	return r.applyOverride(r.cfg.Gateways[i], v)
 }

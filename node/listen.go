@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -95,16 +94,13 @@ func (r *Node) buildListeners() error {
 			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 		case "admin":
 			ao := api.AdminOptions{Config: r.cfg, Logins: throttle, Broker: r.broker, Zone: n.Zone, ClientCAs: r.userCAs,
-				ModeFile: filepath.Join(r.o.DataDir, "secure-gateway.json"), Registry: r.o.Registry, Logger: log.With("component", "admin"),
+				Modes: r.settings, Registry: r.o.Registry, Logger: log.With("component", "admin"),
 				Override:   func(gw, o string) (string, error) { return r.override(gw, o) },
 				AdminKeys:  api.AdminKeys{RotateKey: r.rotateKey, RotateCA: r.rotateCA, CA: r.caStatus, Signer: r.signer, RevokeMachine: r.RevokeMachine},
 				AdminViews: api.AdminViews{Agents: agents, Store: r.storeStatus, Health: r.healthSummary}}
 			r.consoleOptions(&ao)
 			if r.keySets != nil {
 				ao.DNSSEC = r
-			}
-			if r.shared != nil {
-				ao.ModeFile, ao.Modes = "", r.shared.Settings() // switched site-wide, in the store
 			}
 			admin, err := api.NewAdmin(ao)
 			if err != nil {

@@ -3,22 +3,16 @@ package node
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
-	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/pki"
-	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 )
 
 // Machine revocation (`frontdoor admin revoke-machine NAME`): every credential issued to the
@@ -57,36 +51,11 @@ func (m *revokedMachines) merge(stored map[string]time.Time) {
 	}
 }
 
-func (m *revokedMachines) snapshot() map[string]time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return maps.Clone(m.before)
-}
-
-// revokedFile keeps a one-node site's machine revocations.
-func (r *Node) revokedFile() string { return filepath.Join(r.o.DataDir, "revoked-machines.json") }
-
-// loadRevokedMachines reads the revocations stored, and on etcd follows them.
-func (r *Node) loadRevokedMachines() error {
-	if r.shared != nil {
-		apply := func(m map[string]string) { r.revokedMachines.merge(parseRevokedMachines(m)) }
-		r.shared.Settings().On(etcd.SectionRevokedMachines, apply)
-		apply(r.shared.Settings().Get(etcd.SectionRevokedMachines))
-		return nil
-	}
-	b, err := os.ReadFile(r.revokedFile())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var stored map[string]time.Time
-	if err := json.Unmarshal(b, &stored); err != nil {
-		return fmt.Errorf("%s: %w", r.revokedFile(), err)
-	}
-	r.revokedMachines.merge(stored)
-	return nil
+// loadRevokedMachines reads the revocations stored in the site's settings and follows them.
+func (r *Node) loadRevokedMachines() {
+	apply := func(m map[string]string) { r.revokedMachines.merge(parseRevokedMachines(m)) }
+	r.settings.On(settings.SectionRevokedMachines, apply)
+	apply(r.settings.Get(settings.SectionRevokedMachines))
 }
 
 // parseRevokedMachines reads the settings section: Unix milliseconds by machine.
@@ -105,19 +74,11 @@ func parseRevokedMachines(m map[string]string) map[string]time.Time {
 func (r *Node) RevokeMachine(ctx context.Context, name string) (api.MachineRevocation, error) {
 	before := time.Now().Truncate(time.Millisecond)
 	out := api.MachineRevocation{Machine: name, Before: before, Ended: []string{}}
-	if r.shared != nil {
-		v := strconv.FormatInt(before.UnixMilli(), 10)
-		if err := r.shared.Settings().Set(ctx, etcd.SectionRevokedMachines, map[string]string{name: v}); err != nil {
-			return out, fmt.Errorf("%w: the site database did not take the revocation: %v", api.ErrRefused, err)
-		}
+	v := strconv.FormatInt(before.UnixMilli(), 10)
+	if err := r.settings.Set(ctx, settings.SectionRevokedMachines, map[string]string{name: v}); err != nil {
+		return out, fmt.Errorf("%w: the site database did not take the revocation: %v", api.ErrRefused, err)
 	}
 	r.revokedMachines.merge(map[string]time.Time{name: before})
-	if r.shared == nil {
-		b, _ := json.Marshal(r.revokedMachines.snapshot())
-		if err := atomicfile.Write(r.revokedFile(), b, 0o600); err != nil {
-			return out, fmt.Errorf("keeping the revocation: %w", err)
-		}
-	}
 	if err := r.broker.SetMaintenance(ctx, name, true); err != nil {
 		return out, fmt.Errorf("revoked, but not put in maintenance: %w", err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/store"
 	"github.com/frontdoor-vdi/frontdoor/store/bolt"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,8 +100,9 @@ type Node struct {
 	spec    configs.Node // the configured node this is
 	closeMu sync.Mutex   // serializes Close
 
-	shared *etcd.Store // the site database when the store is etcd; else nil
-	role   *zoneRole   // this node's part in its zone's election, when shared (leader.go)
+	shared   *etcd.Store  // the site database when the store is etcd; else nil
+	settings siteSettings // the site's settings, in the store (settings.go)
+	role     *zoneRole    // this node's part in its zone's election, when shared (leader.go)
 	// revokedMachines are the machines' revocations (machines.go).
 	revokedMachines revokedMachines
 	built           atomic.Bool // New has finished: the gateways may be told of ended sessions
@@ -169,6 +171,14 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	}
 	r.shared, _ = r.store.(*etcd.Store)
 	fail := func(err error) (*Node, error) { r.Close(); return nil, err }
+	if r.settings, err = settingsOf(r.store); err != nil {
+		return fail(err)
+	}
+	if b, ok := r.store.(*bolt.Store); ok {
+		if err := moveOldSettings(ctx, o.DataDir, b); err != nil {
+			return fail(fmt.Errorf("moving the settings into the store: %w", err))
+		}
+	}
 	if r.broker, err = broker.New(ctx, cfg, r.brokerStore(), time.Now, broker.WithOnEnd(r.endedElsewhere), broker.WithZone(spec.Zone)); err != nil {
 		return fail(err)
 	}
@@ -248,15 +258,11 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err := r.buildListeners(); err != nil {
 		return fail(err)
 	}
-	if err := r.loadRevokedMachines(); err != nil {
-		return fail(err)
-	}
-	if r.shared != nil {
-		r.shared.Settings().OnModes(r.applyModes)
-		r.applyModes(r.shared.Settings().Modes())
-		r.shared.Settings().On(etcd.SectionOverrides, r.applyOverrides)
-		r.applyOverrides(r.shared.Settings().Get(etcd.SectionOverrides))
-	}
+	r.loadRevokedMachines()
+	r.settings.OnModes(r.applyModes)
+	r.applyModes(r.settings.Modes())
+	r.settings.On(settings.SectionOverrides, r.applyOverrides)
+	r.applyOverrides(r.settings.Get(settings.SectionOverrides))
 	ks, err := r.readKeys(ctx)
 	if err != nil {
 		return fail(err)

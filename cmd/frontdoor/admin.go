@@ -86,10 +86,10 @@ put the gateway in drain mode: its health port answers 503 and it takes no chann
 it does not carry, which every front door's probes see as draining; up and auto take it out of
 drain mode. A carried session whose link breaks comes back through another gateway.
 
-On a site whose store is etcd the override is the site's: it is stored, every front door
-follows it, and the node that hosts the gateway drains it, whichever front door --url names.
-On bolt (a site of one node) it holds at that front door, in memory (a restart clears it). A gateway without an https health port cannot say it drains and is
-not put in drain mode.`,
+The override is the site's: it is stored (in etcd on a site of several nodes, in the bolt
+file on a site of one, so a restart keeps it), every front door follows it, and the node that
+hosts the gateway drains it, whichever front door --url names. A gateway without an https
+health port cannot say it drains and is not put in drain mode.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := health.ParseOverride(args[1]); err != nil {

@@ -4,8 +4,9 @@
 // Layout: bucket "sessions" (id → JSON Session), bucket "counts" (machine → live session
 // count, 8 bytes big endian), bucket "machines" (name → JSON MachineState), bucket "audit"
 // (the admin audit log: audit.go), bucket "ledger" (the ticket ledger: ledger.go), bucket
-// "meta" ("schema" → "1"). CreateSession reads the count and writes the session and the count in
-// one read-write transaction, so max_sessions holds across goroutines and processes.
+// "settings" (the site's settings: settings.go), bucket "meta" ("schema" → "1").
+// CreateSession reads the count and writes the session and the count in one read-write
+// transaction, so max_sessions holds across goroutines and processes.
 package bolt
 
 import (
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 	bbolt "go.etcd.io/bbolt"
 )
 
@@ -38,7 +40,8 @@ var ErrCorrupt = errors.New("bolt file is corrupt or not a frontdoor store")
 
 // Store is a broker.Store in one bolt file.
 type Store struct {
-	db *bbolt.DB
+	db       *bbolt.DB
+	settings *settings.Local
 }
 
 var _ broker.Store = (*Store)(nil)
@@ -86,7 +89,7 @@ func Open(path string, opts Options) (st *Store, err error) {
 		if err := meta.Put([]byte("schema"), schema); err != nil {
 			return err
 		}
-		for _, b := range [][]byte{bSessions, bCounts, bMachines, bAudit, bLedger} {
+		for _, b := range [][]byte{bSessions, bCounts, bMachines, bAudit, bLedger, bSettings} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -108,7 +111,12 @@ func Open(path string, opts Options) (st *Store, err error) {
 	// The ticket ledger's writes are batched (ledger.go): a lone one, a channel's admission,
 	// waits at most a millisecond for company, not bbolt's default 10 ms.
 	db.MaxBatchDelay = time.Millisecond
-	return &Store{db: db}, nil
+	set, err := settings.NewLocal(settingsFile{db})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return &Store{db: db, settings: set}, nil
 }
 
 func count(b *bbolt.Bucket, machine string) int {
@@ -236,8 +244,11 @@ func (st *Store) Count(machine string) int {
 	return n
 }
 
-// Close closes the file.
-func (st *Store) Close() error { return st.db.Close() }
+// Close closes the file, once the settings' changes are told.
+func (st *Store) Close() error {
+	st.settings.Close()
+	return st.db.Close()
+}
 
 // Import writes many sessions in one transaction (restores, benchmarks), keeping the
 // per-machine counts; it does not check capacity.

@@ -9,6 +9,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/settings/settingstest"
 	"github.com/frontdoor-vdi/frontdoor/store/storetest"
 )
 
@@ -25,6 +26,21 @@ func TestConformance(t *testing.T) {
 		}
 		t.Cleanup(func() { st.Close() })
 		return st
+	})
+}
+
+// The site's settings in etcd keep the settings' rules, told through the watch.
+func TestSettingsConformance(t *testing.T) {
+	c := cluster(t)
+	n := 0
+	settingstest.Run(t, func(t *testing.T) settingstest.Settings {
+		n++
+		st, err := etcd.Open(t.Context(), etcd.Options{Endpoints: c.Endpoints(), Prefix: fmt.Sprintf("/frontdoor/settings-%d/", n), Node: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st.Settings()
 	})
 }
 

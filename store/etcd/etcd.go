@@ -83,6 +83,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -170,7 +171,7 @@ func newView() view {
 		settings:     map[string]map[string]string{},
 		nodes:        map[string]NodeInfo{},
 	}
-	for _, sec := range settingSections {
+	for _, sec := range settings.Sections() {
 		v.settings[sec] = map[string]string{}
 	}
 	return v

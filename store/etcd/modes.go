@@ -4,31 +4,17 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Settings are the site's settings in etcd, by section: the secure-gateway modes, the admin
-// overrides and the others the node keeps there.
+// Settings are the site's settings in etcd, by section (package settings: the secure-gateway
+// modes, the admin overrides, the machines' revocations), followed through the watch.
 type Settings struct{ st *Store }
 
 // Settings returns the store's site settings.
 func (st *Store) Settings() Settings { return Settings{st} }
-
-// Sections of the site's shared settings: small maps of names to words that operators set at
-// any front door and every node follows.
-const (
-	// SectionModes holds the secure-gateway switches by delivery group: "on" or "off".
-	SectionModes = "modes"
-	// SectionOverrides holds the health overrides by gateway: "up", "down" or "drain".
-	SectionOverrides = "overrides"
-	// SectionRevokedMachines holds, by machine, the Unix milliseconds before which its
-	// credentials are revoked.
-	SectionRevokedMachines = "revoked-machines"
-)
-
-var settingSections = []string{SectionModes, SectionOverrides, SectionRevokedMachines}
 
 // Get returns a section of the shared settings, from the view.
 func (h Settings) Get(section string) map[string]string {
@@ -44,7 +30,7 @@ func (h Settings) Set(ctx context.Context, section string, entries map[string]st
 	st := h.st
 	ctx, cancel := st.opContext(ctx)
 	defer cancel()
-	if !slices.Contains(settingSections, section) {
+	if !settings.Known(section) {
 		return fmt.Errorf("unknown settings section %q", section)
 	}
 	if st.outage.Load() {
@@ -79,30 +65,15 @@ func (h Settings) On(section string, fn func(map[string]string)) {
 // Modes returns the secure-gateway switches set site-wide, by delivery group (groups never
 // switched are absent: their configured mode holds). It implements api.ModeStore.
 func (h Settings) Modes() map[string]bool {
-	return modesOf(h.Get(SectionModes))
-}
-
-func modesOf(m map[string]string) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for g, v := range m {
-		out[g] = v == "on"
-	}
-	return out
+	return settings.ModesOf(h.Get(settings.SectionModes))
 }
 
 // SetModes switches the secure gateway of the named groups site-wide, in one transaction.
 func (h Settings) SetModes(ctx context.Context, modes map[string]bool) error {
-	entries := map[string]string{}
-	for g, on := range modes {
-		entries[g] = "off"
-		if on {
-			entries[g] = "on"
-		}
-	}
-	return h.Set(ctx, SectionModes, entries)
+	return h.Set(ctx, settings.SectionModes, settings.ModeEntries(modes))
 }
 
 // OnModes calls fn with every group's stored mode whenever one changes.
 func (h Settings) OnModes(fn func(map[string]bool)) {
-	h.On(SectionModes, func(m map[string]string) { fn(modesOf(m)) })
+	h.On(settings.SectionModes, func(m map[string]string) { fn(settings.ModesOf(m)) })
 }

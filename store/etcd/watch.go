@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -149,7 +150,7 @@ type family struct {
 }
 
 // families are the view's key families, by first segment; the settings sections
-// (settingSections) are the rest.
+// (settings.Sections) are the rest.
 var families = map[string]family{
 	"sessions":   {2, (*Store).applySession},
 	"slots":      {3, (*Store).applySlot},
@@ -348,7 +349,7 @@ func (st *Store) resync(ctx context.Context) {
 		}
 	}
 	all := map[string]bool{}
-	for _, sec := range settingSections {
+	for _, sec := range settings.Sections() {
 		all[sec] = true
 	}
 	sets := st.settingsLocked(all)

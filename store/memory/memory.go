@@ -1,5 +1,5 @@
 // Package memory is an in-memory broker.Store: fast, safe for concurrent use, and gone when
-// the process ends.
+// the process ends, with the site's settings (package settings).
 package memory
 
 import (
@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
 )
 
 // Store keeps sessions and machine states in maps.
@@ -16,15 +17,20 @@ type Store struct {
 	sessions map[string]broker.Session
 	counts   map[string]int // live sessions per machine
 	machines map[string]broker.MachineState
+	settings *settings.Local
 }
 
 var _ broker.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
+	set, _ := settings.NewLocal(nil) // nothing to load: no error
 	return &Store{sessions: map[string]broker.Session{}, counts: map[string]int{},
-		machines: map[string]broker.MachineState{}}
+		machines: map[string]broker.MachineState{}, settings: set}
 }
+
+// Settings returns the store's settings, in memory.
+func (st *Store) Settings() *settings.Local { return st.settings }
 
 // Load returns copies of every session and machine state.
 func (st *Store) Load(context.Context) (broker.Snapshot, error) {
@@ -102,5 +108,8 @@ func (st *Store) Count(machine string) int {
 	return st.counts[machine]
 }
 
-// Close does nothing.
-func (st *Store) Close() error { return nil }
+// Close waits until the settings' changes are told.
+func (st *Store) Close() error {
+	st.settings.Close()
+	return nil
+}

@@ -1,0 +1,101 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/store/bolt"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
+	"github.com/frontdoor-vdi/frontdoor/store/settings"
+)
+
+// siteSettings are what operators switch at run time and every front door of the site
+// follows (package settings: secure-gateway modes, health overrides, machine revocations):
+// etcd's on a site of several nodes, the bolt file's on a site of one, or the memory
+// store's. A node reads and follows them the same way on each.
+type siteSettings interface {
+	Get(section string) map[string]string
+	Set(ctx context.Context, section string, entries map[string]string) error
+	On(section string, fn func(map[string]string))
+	Modes() map[string]bool
+	SetModes(ctx context.Context, modes map[string]bool) error
+	OnModes(fn func(map[string]bool))
+}
+
+var (
+	_ siteSettings = etcd.Settings{}
+	_ siteSettings = (*settings.Local)(nil)
+)
+
+// settingsOf returns the settings that st keeps.
+func settingsOf(st broker.Store) (siteSettings, error) {
+	switch s := st.(type) {
+	case *etcd.Store:
+		return s.Settings(), nil
+	case interface{ Settings() *settings.Local }: // bolt, memory
+		return s.Settings(), nil
+	}
+	return nil, fmt.Errorf("the store %T keeps no settings", st)
+}
+
+// Files in the data dir where a one-node site kept its settings before its bolt file did.
+const (
+	oldModesFile   = "secure-gateway.json"   // group → on
+	oldRevokedFile = "revoked-machines.json" // machine → RFC 3339 time
+)
+
+// moveOldSettings moves the settings a one-node site kept in files of dir into its bolt
+// file, once: each file is removed when what it held is in the store. A file that cannot be
+// read stops the start, as it did before.
+func moveOldSettings(ctx context.Context, dir string, st *bolt.Store) error {
+	s := st.Settings()
+	var modes map[string]bool
+	if err := readOld(filepath.Join(dir, oldModesFile), &modes); err != nil {
+		return err
+	} else if modes != nil {
+		if err := s.SetModes(ctx, modes); err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(dir, oldModesFile)); err != nil {
+			return err
+		}
+	}
+	var revoked map[string]time.Time
+	if err := readOld(filepath.Join(dir, oldRevokedFile), &revoked); err != nil {
+		return err
+	} else if revoked != nil {
+		entries := make(map[string]string, len(revoked))
+		for m, before := range revoked {
+			entries[m] = strconv.FormatInt(before.UnixMilli(), 10)
+		}
+		if err := s.Set(ctx, settings.SectionRevokedMachines, entries); err != nil {
+			return err
+		}
+		if err := os.Remove(filepath.Join(dir, oldRevokedFile)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readOld reads the JSON file path into v; a file that is not there leaves v alone.
+func readOld(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}

@@ -6,22 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/pki"
-	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 )
 
-// Rotating the site CA (pki.CAState's steps: start, issue, retire). On a site of several
-// nodes the CA's state is the site identity's, which every node rereads every keyRefresh and
-// applies (refreshKeys); on a site of one node it is the data dir's: ca.pem and ca.key until
-// a rotation, caStateFile from the first one on. Either way a node keeps ca.pem, for clients,
-// as the CA certificates it trusts (two while the CA is rotated), and issues its listeners'
-// certificates anew when the CA that issues changes.
+// Rotating the site CA (pki.CAState's steps: start, issue, retire). The CA's state is the
+// site identity's (identities: etcd's on a site of several nodes; on a site of one node the
+// data dir's, ca.pem and ca.key until a rotation and caStateFile from the first one on), which
+// every node rereads every keyRefresh and applies (refreshKeys). A node keeps ca.pem, for
+// clients, as the CA certificates it trusts (two while the CA is rotated), and issues its
+// listeners' certificates anew when the CA that issues changes.
 
 // caStateFile holds, in the data dir of a node on a store of one node, the site CA's state
 // once it was rotated (pki.CAState, JSON, mode 0600: it holds keys).
@@ -39,26 +37,13 @@ func (id *identity) caState() pki.CAState {
 	return pki.CAState{Cert: id.CACert, Key: id.CAKey, Rotation: id.CARotation}
 }
 
-// readCAState returns the site CA's state: the site identity's on a shared store, else the
-// data dir's.
+// readCAState returns the site CA's state, the site identity's.
 func (r *Node) readCAState(ctx context.Context) (pki.CAState, error) {
-	if r.shared != nil {
-		id, err := r.readIdentity(ctx)
-		if err != nil {
-			return pki.CAState{}, err
-		}
-		return id.caState(), nil
-	}
-	st, rotated, err := localCAState(r.o.DataDir)
-	if err != nil || rotated {
-		return st, err
-	}
-	cert, err := os.ReadFile(filepath.Join(r.o.DataDir, "ca.pem"))
+	id, err := r.readIdentity(ctx)
 	if err != nil {
-		return st, err
+		return pki.CAState{}, err
 	}
-	key, err := os.ReadFile(filepath.Join(r.o.DataDir, "ca.key"))
-	return pki.CAState{Cert: cert, Key: key}, err
+	return id.caState(), nil
 }
 
 // caStepWait is the least time between two steps of a rotation.
@@ -93,44 +78,18 @@ func (r *Node) rotateCA(ctx context.Context, step string) (pki.CAStatus, error) 
 		}
 		return err
 	}
-	if r.shared == nil {
-		cur, err := r.readCAState(ctx)
-		if err != nil {
-			return pki.CAStatus{}, err
+	_, err := r.ids.Update(ctx, func(id *identity) error {
+		if err := take(id.caState()); err != nil {
+			return err
 		}
-		if err := take(cur); err != nil {
-			return pki.CAStatus{}, err
-		}
-		b, err := json.Marshal(next)
-		if err != nil {
-			return pki.CAStatus{}, err
-		}
-		if err := atomicfile.Write(filepath.Join(r.o.DataDir, caStateFile), b, 0o600); err != nil {
-			return pki.CAStatus{}, fmt.Errorf("writing %s: %w", caStateFile, err)
-		}
-	} else {
-		secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
-		if err != nil {
-			return pki.CAStatus{}, fmt.Errorf("site.store.secret_file: %w", err)
-		}
-		_, err = r.shared.Keys().UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
-			var id identity
-			if err := json.Unmarshal(b, &id); err != nil {
-				return nil, fmt.Errorf("the site identity in the store: %w", err)
-			}
-			if err := take(id.caState()); err != nil {
-				return nil, err
-			}
-			id.CACert, id.CAKey, id.CARotation = next.Cert, next.Key, next.Rotation
-			id.Generation++
-			return json.Marshal(id)
-		})
-		if errors.Is(err, api.ErrRefused) {
-			return pki.CAStatus{}, err
-		}
-		if err != nil {
-			return pki.CAStatus{}, fmt.Errorf("%w: the site database did not take the CA's new state: %v", api.ErrRefused, err)
-		}
+		id.CACert, id.CAKey, id.CARotation = next.Cert, next.Key, next.Rotation
+		return nil
+	})
+	if errors.Is(err, api.ErrRefused) {
+		return pki.CAStatus{}, err
+	}
+	if err != nil {
+		return pki.CAStatus{}, fmt.Errorf("%w: the site identity did not take the CA's new state: %v", api.ErrRefused, err)
 	}
 	if err := r.applyCA(ctx, next); err != nil {
 		return pki.CAStatus{}, err

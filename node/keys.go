@@ -54,49 +54,33 @@ func readDataJSON(dataDir, name string, v any) (ok bool, err error) {
 	return true, nil
 }
 
-// readKeys returns the site's ticket keys: from the site identity in the store when it is
-// shared, else from the data dir; the site key alone when none were rotated in.
+// readKeys returns the site's ticket keys, of the site identity; the site key alone when none
+// was rotated in.
 func (r *Node) readKeys(ctx context.Context) (ticket.KeySet, error) {
 	ks, _, err := r.readSite(ctx)
 	return ks, err
 }
 
-// readSite returns the site's ticket keys (readKeys) and, when the store is shared, the site
-// CA's state, both of the site identity in the store (nil on a store of one node).
-func (r *Node) readSite(ctx context.Context) (ticket.KeySet, *pki.CAState, error) {
+// readSite returns the site's ticket keys (readKeys) and the site CA's state, both of the site
+// identity.
+func (r *Node) readSite(ctx context.Context) (ticket.KeySet, pki.CAState, error) {
 	first := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
-	if r.shared == nil {
-		ks, ok, err := LocalKeys(r.o.DataDir)
-		if err != nil || !ok {
-			return first, nil, err
-		}
-		return ks, nil, nil
-	}
 	id, err := r.readIdentity(ctx)
 	if err != nil {
-		return first, nil, err
+		return first, pki.CAState{}, err
 	}
-	ca := id.caState()
 	if id.TicketKeys == nil || len(id.TicketKeys.Keys) == 0 {
-		return first, &ca, nil
+		return first, id.caState(), nil
 	}
-	return *id.TicketKeys, &ca, nil
+	return *id.TicketKeys, id.caState(), nil
 }
 
-// readIdentity returns the site identity in the store, refused when it is older than one the
-// node has seen (checkGeneration).
+// readIdentity returns the site identity, refused when it is older than one the node has
+// seen (checkGeneration).
 func (r *Node) readIdentity(ctx context.Context) (identity, error) {
-	secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
-	if err != nil {
-		return identity{}, fmt.Errorf("site.store.secret_file: %w", err)
-	}
-	b, err := r.shared.Keys().Identity(ctx, secret, func() ([]byte, error) { return nil, errors.New("the site identity is gone") })
+	id, err := r.ids.Read(ctx)
 	if err != nil {
 		return identity{}, err
-	}
-	var id identity
-	if err := json.Unmarshal(b, &id); err != nil {
-		return identity{}, fmt.Errorf("the site identity in the store: %w", err)
 	}
 	if err := r.checkGeneration(id.Generation); err != nil {
 		return identity{}, err
@@ -167,7 +151,7 @@ func (r *Node) applyKeys(ks ticket.KeySet, now time.Time) error {
 	return nil
 }
 
-// refreshKeys rereads and applies the ticket keys, and on a shared store the site CA, every
+// refreshKeys rereads and applies the ticket keys and the site CA every
 // keyRefresh until ctx ends: a key rotated (or a step of a CA rotation taken) at another front
 // door reaches this one, and a new key starts to sign here when its time comes.
 func (r *Node) refreshKeys(ctx context.Context) error {
@@ -183,8 +167,8 @@ func (r *Node) refreshKeys(ctx context.Context) error {
 		if err == nil {
 			err = r.applyKeys(ks, time.Now())
 		}
-		if err == nil && ca != nil {
-			err = r.applyCA(ctx, *ca)
+		if err == nil {
+			err = r.applyCA(ctx, ca)
 		}
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("reading the ticket keys and the site CA", "err", err)
@@ -219,48 +203,22 @@ func (r *Node) rotateKey(ctx context.Context, retireNow bool) (api.Rotation, err
 		out = api.Rotation{Key: nk.ID().String(), SignsFrom: nk.SignFrom, Retiring: old.ID().String(), RetiresAt: nk.SignFrom.Add(keep)}
 		return next, nil
 	}
-	var ks ticket.KeySet
-	if r.shared == nil {
-		cur, err := r.readKeys(ctx)
+	id, err := r.ids.Update(ctx, func(id *identity) error {
+		cur := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
+		if id.TicketKeys != nil && len(id.TicketKeys.Keys) > 0 {
+			cur = *id.TicketKeys
+		}
+		next, err := rotate(cur)
 		if err != nil {
-			return out, err
+			return err
 		}
-		if ks, err = rotate(cur); err != nil {
-			return out, err
-		}
-		b, err := json.Marshal(ks)
-		if err != nil {
-			return out, err
-		}
-		if err := atomicfile.Write(filepath.Join(r.o.DataDir, TicketKeysFile), b, 0o600); err != nil {
-			return out, fmt.Errorf("writing the ticket keys: %w", err)
-		}
-	} else {
-		secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
-		if err != nil {
-			return out, fmt.Errorf("site.store.secret_file: %w", err)
-		}
-		_, err = r.shared.Keys().UpdateIdentity(ctx, secret, func(b []byte) ([]byte, error) {
-			var id identity
-			if err := json.Unmarshal(b, &id); err != nil {
-				return nil, fmt.Errorf("the site identity in the store: %w", err)
-			}
-			cur := ticket.KeySet{Keys: []ticket.SiteKey{{Private: r.siteKey}}}
-			if id.TicketKeys != nil && len(id.TicketKeys.Keys) > 0 {
-				cur = *id.TicketKeys
-			}
-			next, err := rotate(cur)
-			if err != nil {
-				return nil, err
-			}
-			ks, id.TicketKeys = next, &next
-			id.Generation++
-			return json.Marshal(id)
-		})
-		if err != nil {
-			return out, fmt.Errorf("%w: the site database did not take the new key: %v", api.ErrRefused, err)
-		}
+		id.TicketKeys = &next
+		return nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("%w: the site identity did not take the new key: %v", api.ErrRefused, err)
 	}
+	ks := *id.TicketKeys
 	if err := r.applyKeys(ks, now); err != nil {
 		return out, err
 	}
@@ -271,6 +229,7 @@ func (r *Node) rotateKey(ctx context.Context, retireNow bool) (api.Rotation, err
 // trust is what a node signs and checks with: the site CA and its certificates, the ticket
 // keys, the DNSSEC keys, and the locks that apply a change of them.
 type trust struct {
+	ids identities // where the site identity is kept (identity.go)
 	// siteCerts is the site's sealed storage in etcd (ACME certificates, DNSSEC keys) on a
 	// site of several nodes, made at first use; nil else.
 	siteCerts *etcd.Certs

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,86 +38,49 @@ type identity struct {
 	Generation uint64 `json:"generation,omitempty"`
 }
 
-// loadIdentity sets the site key and the CA (see LoadIdentity).
+// loadIdentity sets the site key, the CA and where the identity is kept (see LoadIdentity).
 func (r *Node) loadIdentity(ctx context.Context) (err error) {
-	r.siteKey, r.ca, err = LoadIdentity(ctx, r.cfg, r.shared, r.o.DataDir, r.log)
+	r.siteKey, r.ca, r.ids, err = openIdentity(ctx, r.cfg, r.shared, r.o.DataDir, r.log)
 	return err
 }
 
 // LoadIdentity returns the site key and the CA: from dataDir on a store of one node (created
 // there on first start, shared nil), from the site database when it is shared (created by
-// the first node to start, sealed with the store secret). The CA certificate is in
-// dataDir/ca.pem either way, for clients to trust.
+// the first node to start, sealed with the store secret). The CA certificates it trusts are
+// in dataDir/ca.pem either way, for clients to trust.
 func LoadIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, dataDir string, log *slog.Logger) (ed25519.PrivateKey, *pki.CA, error) {
+	key, ca, _, err := openIdentity(ctx, cfg, shared, dataDir, log)
+	return key, ca, err
+}
+
+func openIdentity(ctx context.Context, cfg *configs.Config, shared *etcd.Store, dataDir string, log *slog.Logger) (ed25519.PrivateKey, *pki.CA, identities, error) {
 	calog := log.With("component", "ca")
-	if shared == nil {
-		keyFile := cfg.Site.Tickets.KeyFile
-		if keyFile == "" {
-			keyFile = filepath.Join(dataDir, "site.key")
-		}
-		key, err := loadOrCreateKey(keyFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		ca, err := pki.LoadOrCreateCA(dataDir, cfg.Site.Name, calog)
-		if err != nil {
-			return nil, nil, err
-		}
-		st, rotated, err := localCAState(dataDir)
-		if err != nil {
-			return nil, nil, err
-		}
-		if rotated {
-			if err := ca.Apply(st); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", caStateFile, err)
-			}
-		}
-		return key, ca, nil
-	}
-	if cfg.Site.Tickets.KeyFile != "" {
-		return nil, nil, errors.New("site.tickets.key_file: on an etcd store the site key is the site's, kept sealed in etcd; remove key_file")
-	}
-	secret, err := etcd.ReadSecret(cfg.Site.Store.SecretFile)
+	ids, err := identitiesOf(cfg, shared, dataDir, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("site.store.secret_file: %w", err)
+		return nil, nil, nil, err
 	}
-	b, err := shared.Keys().Identity(ctx, secret, func() ([]byte, error) {
-		_, key, err := ed25519.GenerateKey(nil)
-		if err != nil {
-			return nil, err
-		}
-		cert, caKey, err := pki.GenerateCA(cfg.Site.Name)
-		if err != nil {
-			return nil, err
-		}
-		log.Info("created the site identity (site key, CA) in the store")
-		return json.Marshal(identity{SiteKey: ticket.EncodeKey(key), CACert: cert, CAKey: caKey})
-	})
+	id, err := ids.Load(ctx)
 	if err != nil {
-		return nil, nil, err
-	}
-	var id identity
-	if err := json.Unmarshal(b, &id); err != nil {
-		return nil, nil, fmt.Errorf("the site identity in the store: %w", err)
+		return nil, nil, nil, err
 	}
 	key, err := ticket.ParseKey(id.SiteKey)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the site key in the store: %w", err)
+		return nil, nil, nil, fmt.Errorf("the site key: %w", err)
 	}
 	ca, err := pki.NewCA(id.CACert, id.CAKey, calog)
 	if err == nil {
 		err = ca.Apply(id.caState())
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("the site CA in the store: %w", err)
+		return nil, nil, nil, fmt.Errorf("the site CA: %w", err)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := atomicfile.Write(filepath.Join(dataDir, "ca.pem"), ca.CertPEM(), 0o644); err != nil {
-		return nil, nil, fmt.Errorf("writing the CA certificate: %w", err)
+		return nil, nil, nil, fmt.Errorf("writing the CA certificate: %w", err)
 	}
-	return key, ca, nil
+	return key, ca, ids, nil
 }
 
 // loadOrCreateKey reads the site's Ed25519 key from path (PEM, PKCS#8), creating it with

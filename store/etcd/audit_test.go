@@ -72,7 +72,11 @@ func TestAuditLogListsNewestFirst(t *testing.T) {
 	}
 	// a's cache followed the watch; d's was loaded whole after the entries were there.
 	d := openPlanned(t, c, "d", map[string]etcd.MachinePlan{"m": {Brokers: []string{"d"}, Max: 1}}, dir)
-	time.Sleep(2 * cacheFlushWait)
+	for _, st := range []*etcd.Store{a, d} {
+		if err := etcd.FlushCache(st); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a.Close()
 	d.Close()
 	for _, n := range []string{"a", "d"} {

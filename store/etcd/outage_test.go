@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "b sees the session", func() bool { _, err := b.GetSession(t.Context(), "before"); return err == nil })
-	time.Sleep(2 * cacheFlushWait) // the cache file has the view
+	cached(t, "before", a, b)
 
 	entered := make(chan time.Time, 2)
 	for _, st := range []*etcd.Store{a, b} {
@@ -188,8 +189,20 @@ func TestOutageBrokersFromTheCacheAndWritesBack(t *testing.T) {
 	}
 }
 
-// cacheFlushWait covers the cache file's flush interval.
-const cacheFlushWait = 150 * time.Millisecond
+// cached waits until the view of each store holds session id, and then writes each one's
+// local host cache file.
+func cached(t *testing.T, id string, stores ...*etcd.Store) {
+	t.Helper()
+	for _, st := range stores {
+		testkit.WaitFor(t, "the view holds "+id, func() bool {
+			snap, _ := st.Load(t.Context())
+			return slices.ContainsFunc(snap.Sessions, func(s broker.Session) bool { return s.ID == id })
+		})
+		if err := etcd.FlushCache(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // TestStartInAnOutageFromTheCache: a node that starts while etcd is down opens from its cache
 // file in outage mode, with the view it had, and brokers.
@@ -204,7 +217,7 @@ func TestStartInAnOutageFromTheCache(t *testing.T) {
 	if err := a.CreateSession(t.Context(), pending("s1", "m", now), 2); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * cacheFlushWait)
+	cached(t, "s1", a)
 	a.Close()
 	if err := c.StopMember(0); err != nil {
 		t.Fatal(err)

@@ -44,7 +44,9 @@ mkdir -p "/etc/netns/$NS"
 echo "nameserver 127.1.0.1" >"/etc/netns/$NS/resolv.conf"
 in_ns() { ip netns exec "$NS" "$@"; }
 
-in_ns "$WORK/frontdoor" lab --config "$WORK/lab.yaml" >"$WORK/lab.log" 2>&1 &
+# Not through in_ns: a function run in the background is a subshell, which would take the
+# signal that stops the lab, and leave it running. ip execs the lab: the same PID.
+ip netns exec "$NS" "$WORK/frontdoor" lab --config "$WORK/lab.yaml" >"$WORK/lab.log" 2>&1 &
 LAB=$!
 PIDS+=("$LAB")
 for _ in $(seq 600); do

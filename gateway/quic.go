@@ -85,6 +85,14 @@ type QUICOptions struct {
 	Logger *slog.Logger
 }
 
+// ListenQUIC opens the QUIC transport of g on port of its address: the same gateway, its
+// channels on QUIC streams and DATAGRAM frames, with g's options and counts.
+func (g *Gateway) ListenQUIC(port uint16) (*QUIC, error) {
+	o := g.o
+	return ListenQUIC(QUICOptions{Name: o.Name, Sessions: o.Sessions, Track: g.track, Address: netip.AddrPortFrom(o.Address, port).String(),
+		TLS: o.TLS, Verifier: o.Verifier, Machine: o.Machine, MachineTLS: o.MachineTLS, Carried: o.Carried, Reissue: o.Reissue, Logger: o.Logger})
+}
+
 // ListenQUIC opens the QUIC gateway's socket; Serve runs it.
 func ListenQUIC(o QUICOptions) (*QUIC, error) {
 	if o.TLS == nil || o.MachineTLS == nil || o.Verifier == nil || o.Machine == nil || o.Address == "" {

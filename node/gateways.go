@@ -24,13 +24,10 @@ type hosted struct {
 	gateways map[string]*gateway.Gateway
 	// quic are the QUIC ends of the gateways that have a quic_port, by gateway name: opened
 	// by Listen while the store's watch may already tell of ends and overrides (quics).
-	quicMu   sync.Mutex // guards quic
-	quic     map[string]*gateway.QUIC
-	machines map[string]netip.Addr // machine name -> address, for the gateways
-	// machineTLS is each hosted gateway's client TLS config toward machines, by name.
-	machineTLS map[string]func() *tls.Config
-	tracker    *gateway.Tracker
-	overrideMu sync.Mutex // serializes admin overrides of gateway health
+	quicMu     sync.Mutex // guards quic
+	quic       map[string]*gateway.QUIC
+	machines   map[string]netip.Addr // machine name -> address, for the gateways
+	overrideMu sync.Mutex            // serializes admin overrides of gateway health
 }
 
 // gslbHealth answers gslb's Health from the checker: a gateway's verdict once it is definite
@@ -92,7 +89,6 @@ func (r *Node) buildGateways() error {
 		r.machines[m.Name] = m.Address
 	}
 	tr := gateway.NewTracker(sessions{r.broker, r.log})
-	r.tracker = tr
 	for _, g := range r.cfg.Gateways {
 		if g.Node != r.spec.Name {
 			continue // hosted by another node, or a foreign server
@@ -101,7 +97,6 @@ func (r *Node) buildGateways() error {
 			Machine: r.machineAddr, WebOrigins: r.cfg.PortalHosts(), Logger: r.log.With("component", "gateway")}
 		o.Address = g.Address
 		o.MachineTLS = r.ca.Party(siteid.RoleGateway, g.Name, []netip.Addr{o.Address}).ClientTLS(r.refuseRevokedMachines)
-		r.machineTLS[g.Name] = o.MachineTLS
 		o.Address = r.rebind(o.Address)
 		for _, p := range g.Ports {
 			switch {

@@ -206,9 +206,7 @@ func (r *Node) Listen() error {
 		if r.gateways[g.Name] == nil || g.QUICPort == 0 {
 			continue
 		}
-		q, err := gateway.ListenQUIC(gateway.QUICOptions{Name: g.Name, Address: netip.AddrPortFrom(r.rebind(g.Address), uint16(g.QUICPort)).String(),
-			TLS: gatewayTLS(r.serverTLS()), Verifier: r.verifier, Sessions: sessions{r.broker, r.log}, Track: r.tracker, Reissue: r.reissue, Carried: r.carried,
-			Machine: r.machineAddr, MachineTLS: r.machineTLS[g.Name], Logger: r.log.With("component", "gateway")})
+		q, err := r.gateways[g.Name].ListenQUIC(uint16(g.QUICPort))
 		if err != nil {
 			r.Close()
 			return fmt.Errorf("gateway %s quic: %w", g.Name, err)

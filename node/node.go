@@ -156,8 +156,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 		return nil, err
 	}
 	r := &Node{o: o, cfg: cfg, reloads: reloads{live: cfg}, log: o.Logger, spec: spec, feeds: feeds{events: &api.Notifier{}},
-		hosted: hosted{gateways: map[string]*gateway.Gateway{}, quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{},
-			machineTLS: map[string]func() *tls.Config{}}}
+		hosted: hosted{gateways: map[string]*gateway.Gateway{}, quic: map[string]*gateway.QUIC{}, machines: map[string]netip.Addr{}}}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data dir: %w", err)
 	}

@@ -20,19 +20,7 @@ import (
 // follows (package settings: secure-gateway modes, health overrides, machine revocations):
 // etcd's on a site of several nodes, the bolt file's on a site of one, or the memory
 // store's. A node reads and follows them the same way on each.
-type siteSettings interface {
-	Get(section string) map[string]string
-	Set(ctx context.Context, section string, entries map[string]string) error
-	On(section string, fn func(map[string]string))
-	Modes() map[string]bool
-	SetModes(ctx context.Context, modes map[string]bool) error
-	OnModes(fn func(map[string]bool))
-}
-
-var (
-	_ siteSettings = etcd.Settings{}
-	_ siteSettings = (*settings.Local)(nil)
-)
+type siteSettings = settings.Settings
 
 // settingsOf returns the settings that st keeps.
 func settingsOf(st broker.Store) (siteSettings, error) {

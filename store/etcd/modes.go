@@ -13,6 +13,8 @@ import (
 // modes, the admin overrides, the machines' revocations), followed through the watch.
 type Settings struct{ st *Store }
 
+var _ settings.Settings = Settings{}
+
 // Settings returns the store's site settings.
 func (st *Store) Settings() Settings { return Settings{st} }
 

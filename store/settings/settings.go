@@ -56,6 +56,25 @@ func ModeEntries(modes map[string]bool) map[string]string {
 	return entries
 }
 
+// Settings is what every keeper of the settings offers (Local, store/etcd's Settings), and
+// what settingstest checks.
+type Settings interface {
+	// Get returns a section.
+	Get(section string) map[string]string
+	// Set writes entries of a section; an empty value deletes its entry.
+	Set(ctx context.Context, section string, entries map[string]string) error
+	// On calls fn with the whole section after each change of it, whoever made it.
+	On(section string, fn func(map[string]string))
+	// Modes returns the secure-gateway switches, by delivery group.
+	Modes() map[string]bool
+	// SetModes switches the secure gateway of the named groups.
+	SetModes(ctx context.Context, modes map[string]bool) error
+	// OnModes calls fn with every group's stored mode whenever one changes.
+	OnModes(fn func(map[string]bool))
+}
+
+var _ Settings = (*Local)(nil)
+
 // Backend keeps a Local's sections.
 type Backend interface {
 	// Load returns every section stored, by section and name.

@@ -5,7 +5,6 @@
 package settingstest
 
 import (
-	"context"
 	"maps"
 	"testing"
 	"time"
@@ -14,14 +13,7 @@ import (
 )
 
 // Settings is what the suite checks.
-type Settings interface {
-	Get(section string) map[string]string
-	Set(ctx context.Context, section string, entries map[string]string) error
-	On(section string, fn func(map[string]string))
-	Modes() map[string]bool
-	SetModes(ctx context.Context, modes map[string]bool) error
-	OnModes(fn func(map[string]bool))
-}
+type Settings = settings.Settings
 
 // wait bounds every wait of the suite for a change to be told.
 const wait = 10 * time.Second

@@ -41,7 +41,7 @@ func (l *Lab) startInProcess(ctx context.Context) error {
 		o.Progress("node " + nc.Name)
 		n, err := node.New(ctx, node.Options{Config: cfg, Node: nc.Name, DataDir: filepath.Join(l.DataDir, "nodes", nc.Name),
 			Logger: o.Logger.With("node", nc.Name), Registry: prometheus.NewRegistry(), Rebind: o.Rebind,
-			BlockingUDP: o.BlockingUDP, Drain: o.Drain})
+			Procs: o.Procs, Drain: o.Drain})
 		if err != nil {
 			return fmt.Errorf("node %s: %w", nc.Name, err)
 		}

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/frontdoor-vdi/frontdoor/pki"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -58,9 +59,9 @@ type Options struct {
 	// node process gets a --rebind PUBLIC=INNER flag for each address of the config's
 	// listeners and gateways that it changes. Default: nil.
 	Rebind func(netip.Addr) netip.Addr
-	// BlockingUDP is passed to the nodes of this process (see node.Options.BlockingUDP).
-	// Default: false.
-	BlockingUDP bool
+	// Procs is passed to the nodes of this process (see node.Options.Procs). Default: the
+	// zero Procs.
+	Procs node.Procs
 	// Drain is passed to the nodes of this process (see node.Options.Drain): when Serve's
 	// context ends or a node is sent SIGTERM, its proxy and gateways drain while the machines
 	// carry on. Node processes always drain on SIGTERM. Default: false.

@@ -89,7 +89,7 @@ func (r *Node) buildListeners() error {
 	for _, l := range n.Listeners {
 		switch l.Kind {
 		case "dns":
-			r.dnsServers = append(r.dnsServers, gslb.NewServer(r.dns, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address).String(), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.BlockingUDP, UDPCoalesce: coalesce(l)}))
+			r.dnsServers = append(r.dnsServers, gslb.NewServer(r.dns, gslb.ServerOptions{Address: r.rebindAddrPort(l.Address).String(), Protocols: l.Protocols, Logger: log, BlockingUDP: r.o.Procs.BlockingUDP, UDPCoalesce: coalesce(l)}))
 		case "launch":
 			r.httpServers = append(r.httpServers, r.httpServer(n.Name, l, api.Handler(launch, agents), log))
 		case "admin":

@@ -64,21 +64,11 @@ type Options struct {
 	// DNS answers use. The drill puts each front door behind a fault-injection wire this way.
 	// Default: nil (listen on the configured addresses).
 	Rebind func(netip.Addr) netip.Addr
-	// BlockingUDP reads the UDP of each DNS listener and each udp proxy listener with a
-	// worker blocked in the kernel (see gslb.ServerOptions.BlockingUDP and
-	// proxy.Options.BlockingUDP); the caller adds a P for each (UDPWorkers). Default: false.
-	BlockingUDP bool
+	// Procs is how the node's work may use the process's Ps, as the program reserved them
+	// (`frontdoor serve`). Default: the zero Procs.
+	Procs Procs
 	// Version is the software version the node announces to the site. Default: "".
 	Version string
-	// AddProcs, when set, is told how many more Ps (negative: fewer) the blocking UDP workers
-	// need after a reload changed their number (BlockingUDP); `frontdoor serve` adds them to
-	// GOMAXPROCS, as it does at start. The node never changes GOMAXPROCS itself. Default: nil.
-	AddProcs func(delta int)
-	// CPUs is how many CPUs the node's own work may use: GOMAXPROCS as it was before the
-	// program added Ps for blocking UDP workers and password comparisons. It sizes the
-	// comparisons at once (logins.Throttle.CPUs) and the HTTPS listeners' handshake slots.
-	// Default: GOMAXPROCS when New runs.
-	CPUs int
 	// Drain makes Serve drain the proxy and the gateways when ctx ends: the proxy takes no
 	// new connections or flows, the gateways no new sessions (their health ports answer 503),
 	// and what is established may finish for proxy.drain_timeout of the config last applied,
@@ -273,10 +263,10 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	return r, nil
 }
 
-// cpus is Options.CPUs, or GOMAXPROCS.
+// cpus is Options.Procs.CPUs, or GOMAXPROCS.
 func (r *Node) cpus() int {
-	if r.o.CPUs > 0 {
-		return r.o.CPUs
+	if r.o.Procs.CPUs > 0 {
+		return r.o.Procs.CPUs
 	}
 	return runtime.GOMAXPROCS(0) // read, not set
 }
@@ -372,7 +362,7 @@ func (r *Node) Close() error {
 }
 
 // UDPWorkers returns how many blocking UDP workers the named nodes of cfg run with
-// Options.BlockingUDP: one per DNS listener and proxy.UDPWorkers per udp proxy listener bound
+// Procs.BlockingUDP: one per DNS listener and proxy.UDPWorkers per udp proxy listener bound
 // to a specific IP address, on platforms that have them (package internal/rawio).
 func UDPWorkers(cfg *configs.Config, nodes ...string) int {
 	if !rawio.Supported {

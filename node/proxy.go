@@ -70,7 +70,7 @@ func (r *Node) buildProxy() error {
 		Logger:      r.log, // the proxy names itself (component=proxy)
 		Registry:    r.o.Registry,
 		Locator:     r.zones,
-		BlockingUDP: r.o.BlockingUDP,
+		BlockingUDP: r.o.Procs.BlockingUDP,
 		// A gateway backend follows its health verdict; other backends are taken as up.
 		Health: proxy.HealthFunc(func(b string) bool {
 			v, known := r.health.Verdict(b)

@@ -62,24 +62,24 @@ func (r *Node) Reload(cfg *configs.Config) error {
 		}
 	}
 	// Blocking UDP workers hold their P each: the owner of the process keeps one P per worker
-	// (Options.AddProcs), the new ones before they start, the old ones' once they stopped.
+	// (Options.Procs.Add), the new ones before they start, the old ones' once they stopped.
 	delta := 0
-	if r.o.BlockingUDP && r.o.AddProcs != nil {
+	if r.o.Procs.BlockingUDP && r.o.Procs.Add != nil {
 		delta = UDPWorkers(cfg, r.spec.Name) - UDPWorkers(r.live, r.spec.Name)
 	}
 	if delta > 0 {
-		r.o.AddProcs(delta)
+		r.o.Procs.Add(delta)
 	}
 	if r.proxy != nil {
 		if err := r.proxy.Reload(pc); err != nil { // opening a new listener can still fail
 			if delta > 0 {
-				r.o.AddProcs(-delta)
+				r.o.Procs.Add(-delta)
 			}
 			return fmt.Errorf("reload: %w", err)
 		}
 	}
 	if delta < 0 {
-		r.o.AddProcs(delta)
+		r.o.Procs.Add(delta)
 	}
 	// Both were checked above: neither fails now.
 	if err := r.zones.Reload(ranges, cfg.Site.DefaultZone); err != nil {

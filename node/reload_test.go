@@ -80,16 +80,16 @@ func freeUDPPort(t *testing.T) int {
 	return pc.LocalAddr().(*net.UDPAddr).Port
 }
 
-// testAddProcs is what `frontdoor serve` passes as Options.AddProcs.
+// testAddProcs is what `frontdoor serve` passes as Options.Procs.Add.
 func testAddProcs(delta int) { runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)+delta, 1)) }
 
 // A reload that adds a udp listener served by blocking workers asks its owner for a P for
-// each worker (Options.AddProcs), and one that removes it gives them back.
+// each worker (Options.Procs.Add), and one that removes it gives them back.
 func TestReloadKeepsAPForEachBlockingUDPWorker(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	tcpPort := freeTCPPort(t)
 	cfg := loadSite(t, tcpPort, "")
-	r := startNode(t, cfg, Options{BlockingUDP: true, AddProcs: testAddProcs})
+	r := startNode(t, cfg, Options{Procs: Procs{BlockingUDP: true, Add: testAddProcs}})
 	base := runtime.GOMAXPROCS(0)
 	udp := fmt.Sprintf(`    - {name: u, node: fd, address: "127.0.0.1:%d", protocol: udp, pool: p}`, freeUDPPort(t))
 	if err := r.Reload(loadSite(t, tcpPort, udp)); err != nil {
@@ -136,7 +136,7 @@ func TestReloadRefusesWhatItCannotApply(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	tcpPort := freeTCPPort(t)
 	cfg := loadSite(t, tcpPort, "")
-	r := startNode(t, cfg, Options{BlockingUDP: true, AddProcs: testAddProcs})
+	r := startNode(t, cfg, Options{Procs: Procs{BlockingUDP: true, Add: testAddProcs}})
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

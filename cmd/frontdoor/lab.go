@@ -11,6 +11,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/lab"
+	"github.com/frontdoor-vdi/frontdoor/node"
 	"github.com/spf13/cobra"
 )
 
@@ -73,16 +74,16 @@ func newLabCmd() *cobra.Command {
 			for _, nd := range cfg.Nodes {
 				names = append(names, nd.Name)
 			}
-			blocking := false
+			var procs node.Procs
 			if single {
 				var restore func()
-				blocking, _, restore = reserveProcs(cfg, names...)
+				procs, restore = reserveProcs(cfg, names...)
 				defer restore()
 			}
 			if desktop != "builtin" && desktop != "xvnc" {
 				return fmt.Errorf("--desktop %q: give builtin or xvnc", desktop)
 			}
-			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, Source: src, Processes: !single, DataDir: data, BlockingUDP: blocking, Desktop: desktop,
+			l, err := lab.New(cmd.Context(), lab.Options{Config: cfg, Source: src, Processes: !single, DataDir: data, Procs: procs, Desktop: desktop,
 				Logger:   slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level})),
 				Progress: func(step string) { fmt.Fprintf(out, "  ... %s\n", step) }})
 			if err != nil {

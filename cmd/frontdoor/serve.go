@@ -80,10 +80,10 @@ Signals:
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("node", n.Name)
-			blocking, cpus, restore := reserveProcs(cfg, n.Name)
+			procs, restore := reserveProcs(cfg, n.Name)
 			defer restore()
 			rt, err := node.New(cmd.Context(), node.Options{Config: cfg, Node: n.Name, DataDir: data,
-				Logger: log, Registry: prometheus.NewRegistry(), BlockingUDP: blocking, AddProcs: addProcs, CPUs: cpus, Drain: true, Version: versionString(), Rebind: rebind})
+				Logger: log, Registry: prometheus.NewRegistry(), Procs: procs, Drain: true, Version: versionString(), Rebind: rebind})
 			if err != nil {
 				return err
 			}
@@ -203,24 +203,25 @@ func servesSomething(cfg *configs.Config, n configs.Node) bool {
 
 // reserveProcs adds to GOMAXPROCS one P for each blocking UDP worker of the named nodes
 // (node.UDPWorkers: DNS listeners and udp proxy listeners) and one for each password
-// comparison that may run at once (logins.PasswordSlots), and returns whether UDP sockets are
-// to be read by such workers and the CPUs from before (node.Options.CPUs). Each of them holds its P while it waits in the kernel (see
-// package internal/rawio) or computes at a low priority (internal/lowprio), and the rest
-// of the process keeps every CPU's P; a reload that adds udp listeners adds their Ps too.
-// An explicit GOMAXPROCS is left alone, and the UDP sockets are then read through the Go
-// poller. Setting GOMAXPROCS stops the runtime from following a changed CPU limit. restore
-// sets GOMAXPROCS back to what it was, once the node has stopped: serve run again in one
-// process (the tests) would otherwise raise it each time.
-func reserveProcs(cfg *configs.Config, nodes ...string) (blocking bool, cpus int, restore func()) {
-	cpus = runtime.GOMAXPROCS(0)
+// comparison that may run at once (logins.PasswordSlots), and returns the node's Procs: the
+// CPUs from before, UDP sockets read by such workers, and addProcs for a reload's. Each
+// worker holds its P while it waits in the kernel (see package internal/rawio) or computes at
+// a low priority (internal/lowprio), and the rest of the process keeps every CPU's P; a
+// reload that adds udp listeners adds their Ps too. An explicit GOMAXPROCS is left alone, and
+// the UDP sockets are then read through the Go poller. Setting GOMAXPROCS stops the runtime
+// from following a changed CPU limit. restore sets GOMAXPROCS back to what it was, once the
+// node has stopped: serve run again in one process (the tests) would otherwise raise it each
+// time.
+func reserveProcs(cfg *configs.Config, nodes ...string) (procs node.Procs, restore func()) {
+	cpus := runtime.GOMAXPROCS(0)
 	if os.Getenv("GOMAXPROCS") != "" {
-		return false, cpus, func() {}
+		return node.Procs{CPUs: cpus}, func() {}
 	}
 	extra := node.UDPWorkers(cfg, nodes...) + logins.PasswordSlots(cpus)
 	runtime.GOMAXPROCS(cpus + extra)
-	return true, cpus, func() { runtime.GOMAXPROCS(cpus) } // udp listeners a reload adds get workers and Ps too (addProcs)
+	return node.Procs{CPUs: cpus, BlockingUDP: true, Add: addProcs}, func() { runtime.GOMAXPROCS(cpus) }
 }
 
-// addProcs is node.Options.AddProcs: a reload's blocking UDP workers keep one P each.
+// addProcs is node.Procs.Add: a reload's blocking UDP workers keep one P each.
 // (Setting GOMAXPROCS also stops the runtime from following a changed CPU limit, as at start.)
 func addProcs(delta int) { runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)+delta, 1)) }

@@ -203,8 +203,11 @@ func run(o options) error {
 	})
 
 	time.Sleep(o.warm)
+	hp := []healthPhase{{phase: "unloaded", start: scrapeHealth(h.pool)}}
 	setPhase("unloaded")
 	time.Sleep(o.unloaded)
+	hp[0].end = scrapeHealth(h.pool)
+	hp = append(hp, healthPhase{phase: "abuse", start: hp[0].end})
 	setPhase("abuse")
 	if o.profile != "" {
 		syscall.Kill(node.PID, syscall.SIGUSR1)
@@ -222,8 +225,11 @@ func run(o options) error {
 		wg.Wait()
 		return err
 	}
+	hp[1].end = scrapeHealth(h.pool)
+	hp = append(hp, healthPhase{phase: "after", start: hp[1].end})
 	setPhase("after")
 	time.Sleep(o.after)
+	hp[2].end = scrapeHealth(h.pool)
 	stopLoad()
 	wg.Wait()
 	end := sampleNode(node.PID, gc)
@@ -244,6 +250,7 @@ func run(o options) error {
 	r := report{o: o, pin: pin, base: base, end: end, samples: samples, gcPeak: gc.peak, cpu: selfCPU, abuse: res, fds: fds,
 		honest: h.samples, standing: sts, lost: lost, warnings: warnings}
 	r.print()
+	printHealth(hp, node.Log)
 	return nil
 }
 

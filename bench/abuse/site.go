@@ -31,6 +31,8 @@ import (
 // The site's addresses (127.74/16: clear of the lab's 127.1-3 and bench/launch's 127.71-73).
 const (
 	launchAddr = "127.74.0.11:9443"
+	adminAddr  = "127.74.0.11:9090" // /metrics, read by the bench's admin at phase ends
+	adminUser  = "benchadmin"
 	labHash    = "$2a$10$hmIm37EQl2GI6WzyFg.kUe2OoNhztKxrxmbZEcRHkzoi.ekBqG9n2" // "lab", bcrypt cost 10, as in configs/lab.yaml
 	password   = "lab"
 )
@@ -77,7 +79,7 @@ zones: [{name: hq, primary: true, ranges: [127.0.0.0/8]}]
 nodes:
   - name: fd-1
     zone: hq
-    listeners: [{kind: launch, address: "` + launchAddr + `"}]
+    listeners: [{kind: launch, address: "` + launchAddr + `"}, {kind: admin, address: "` + adminAddr + `"}]
 gateways:
   - {name: gw-1, zone: hq, node: fd-1, address: 127.74.0.11, ports: [{port: 10443, check: {kind: https}}, {port: 8443, check: {kind: tls}}]}
 groups: [{name: bench, kind: shared, load: {max_logons: 0}}]
@@ -88,6 +90,7 @@ machines:
 		fmt.Fprintf(&b, "  - {name: bm-%d, address: 127.74.4.%d, zone: hq, group: bench, max_sessions: 50, display_ports: [8443/tcp]}\n", i, i+1)
 	}
 	b.WriteString("users:\n")
+	fmt.Fprintf(&b, "  - {name: %s, admin: true, password_hash: %q}\n", adminUser, quick)
 	for _, g := range []struct {
 		names []string
 		hash  string

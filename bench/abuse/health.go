@@ -101,6 +101,9 @@ func printHealth(phases []healthPhase, logPath string) {
 		}
 		probes := d("frontdoor_health_probe_duration_seconds_count")
 		held := d("frontdoor_health_probes_held_total")
+		gwHeld := d("frontdoor_health_probes_held_total", `target="gw-1"`)
+		gwTimeouts := d("frontdoor_health_probe_duration_seconds_count", `result="timeout"`, `kind="tls"`) +
+			d("frontdoor_health_probe_duration_seconds_count", `result="timeout"`, `kind="https"`)
 		timeouts := d("frontdoor_health_probe_duration_seconds_count", `result="timeout"`)
 		gwDown, gwAll := d("frontdoor_health_transitions_total", `target="gw-1"`, `to="down"`), d("frontdoor_health_transitions_total", `target="gw-1"`)
 		mDown, mAll := d("frontdoor_health_transitions_total", `target="bm-`, `to="down"`), d("frontdoor_health_transitions_total", `target="bm-`)
@@ -114,7 +117,7 @@ func printHealth(phases []healthPhase, logPath string) {
 		}
 		sort.Strings(down)
 		fmt.Printf("| %s | %.0f | %.0f | %.0f | %.0f / %.0f | %.0f / %.0f | %s |\n", p.phase, probes, held, timeouts, gwDown, gwAll, mDown, mAll, strings.Join(down, " "))
-		fmt.Printf("HEALTH phase=%s probes=%.0f held=%.0f timeouts=%.0f gw_down=%.0f gw_changes=%.0f machines_down=%.0f machines_changes=%.0f\n\n", p.phase, probes, held, timeouts, gwDown, gwAll, mDown, mAll)
+		fmt.Printf("HEALTH phase=%s probes=%.0f held=%.0f timeouts=%.0f gw_down=%.0f gw_changes=%.0f machines_down=%.0f machines_changes=%.0f gw_timeouts=%.0f gw_held=%.0f\n\n", p.phase, probes, held, timeouts, gwDown, gwAll, mDown, mAll, gwTimeouts, gwHeld)
 	}
 	changes, heldLines := logHealth(logPath)
 	fmt.Printf("the node's log over the run: %d \"health probe timed out while this process was starved\" lines (one per run of held probes); verdict changes: %s\n",

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -17,8 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"crypto/tls"
 )
 
 // healthScrape is the node's health counters at one moment: metric{labels} → value.

@@ -12,7 +12,7 @@ import (
 // allInOutage reports whether every running node of this process is in outage mode (on).
 func allInOutage(l *Lab, on bool) bool {
 	for _, m := range l.members {
-		if st, ok := m.n.Outage(); !ok || st.Active != on {
+		if st := m.n.Outage(); st.Active != on {
 			return false
 		}
 	}
@@ -88,7 +88,7 @@ func TestSiteDatabaseLostAndBack(t *testing.T) {
 		}
 	}
 	for _, m := range l.members {
-		if st, _ := m.n.Outage(); len(st.Conflicts) > 0 {
+		if st := m.n.Outage(); len(st.Conflicts) > 0 {
 			t.Errorf("node %s reports conflicts: %+v", m.name, st.Conflicts)
 		}
 	}

@@ -97,7 +97,7 @@ func (r *Node) followEvents(ctx context.Context) error {
 		return err
 	}
 	r.shared.Election().OnElection(func() { ev.Notify(api.TopicSite) })
-	r.shared.Outage().On(func(bool) { ev.Notify(api.TopicSite) })
+	r.outage.On(func(bool) { ev.Notify(api.TopicSite) })
 	r.shared.Audit().OnAudit(func() { ev.Notify(api.TopicAudit) })
 	return nil
 }

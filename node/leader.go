@@ -47,7 +47,7 @@ func (r *Node) buildRole() {
 	r.shared.Election().OnElection(r.setProbing)
 	r.shared.Election().OnHealth(r.observeHealth)
 	r.shared.Election().OnPassive(r.passiveSeen)
-	r.shared.Outage().On(func(on bool) {
+	r.outage.On(func(on bool) {
 		if on {
 			r.log.Error("outage mode: the site database is out of reach; this node brokers its share of its zone's machines from its local host cache and probes its zone itself", "zone", r.spec.Zone)
 		} else {
@@ -76,7 +76,7 @@ func (r *Node) onLead(rev int64) {
 // While the site database is out of reach every node probes its own zone for itself.
 func (r *Node) probedZones() map[string]bool {
 	out := map[string]bool{}
-	if r.shared.Outage().Active() {
+	if r.outage.Active() {
 		return map[string]bool{r.spec.Zone: true, "": true}
 	}
 	if _, leading := r.role.elector.Leading(); !leading {
@@ -254,7 +254,7 @@ func (r *Node) runRole(ctx context.Context) error {
 // publish writes the reports of the targets probed here that differ from what the site holds.
 func (r *Node) publish(ctx context.Context) {
 	rev, leading := r.role.elector.Leading()
-	if !leading || r.shared.Outage().Active() {
+	if !leading || r.outage.Active() {
 		return
 	}
 	r.role.mu.Lock()
@@ -314,10 +314,6 @@ func (r *Node) Probes() []string {
 	return out
 }
 
-// Outage returns the outage mode of the node's site database; false on a store of one node.
-func (r *Node) Outage() (etcd.OutageStatus, bool) {
-	if r.shared == nil {
-		return etcd.OutageStatus{}, false
-	}
-	return r.shared.Outage().Status(), true
-}
+// Outage returns the outage mode of the node's site database (never active on a site of one
+// node).
+func (r *Node) Outage() etcd.OutageStatus { return r.outage.Status() }

@@ -92,6 +92,7 @@ type Node struct {
 
 	shared   *etcd.Store  // the site database when the store is etcd; else nil
 	settings siteSettings // the site's settings, in the store (settings.go)
+	outage   outageMode   // the site database's outage mode (settings.go)
 	role     *zoneRole    // this node's part in its zone's election, when shared (leader.go)
 	// revokedMachines are the machines' revocations (machines.go).
 	revokedMachines revokedMachines
@@ -163,6 +164,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if r.settings, err = settingsOf(r.store); err != nil {
 		return fail(err)
 	}
+	r.outage = outageOf(r.store)
 	if b, ok := r.store.(*bolt.Store); ok {
 		if err := moveOldSettings(ctx, o.DataDir, b); err != nil {
 			return fail(fmt.Errorf("moving the settings into the store: %w", err))

@@ -33,6 +33,34 @@ func settingsOf(st broker.Store) (siteSettings, error) {
 	return nil, fmt.Errorf("the store %T keeps no settings", st)
 }
 
+// outageMode is the site database's outage mode (store/etcd's Local Host Cache): etcd's on a
+// site of several nodes; a site of one node, whose store is its own file, has none.
+type outageMode interface {
+	Active() bool
+	Status() etcd.OutageStatus
+	On(fn func(bool))
+}
+
+var (
+	_ outageMode = etcd.Outage{}
+	_ outageMode = never{}
+)
+
+// outageOf returns the outage mode of st.
+func outageOf(st broker.Store) outageMode {
+	if s, ok := st.(*etcd.Store); ok {
+		return s.Outage()
+	}
+	return never{}
+}
+
+// never is the outage mode of a store that cannot be out of reach.
+type never struct{}
+
+func (never) Active() bool              { return false }
+func (never) Status() etcd.OutageStatus { return etcd.OutageStatus{} }
+func (never) On(func(bool))             {}
+
 // Files in the data dir where a one-node site kept its settings before its bolt file did.
 const (
 	oldModesFile   = "secure-gateway.json"   // group → on

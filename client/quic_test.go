@@ -3,13 +3,14 @@ package client
 import (
 	"context"
 	"errors"
-	"github.com/frontdoor-vdi/frontdoor/gateway"
 	"net"
 	"net/netip"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/gateway"
+	"github.com/frontdoor-vdi/frontdoor/gateway/gatewaytest"
 )
 
 // startQUICGateways runs a QUIC gateway on each ip at one common port and returns the port and
@@ -38,12 +39,7 @@ func (s *site) startQUICGateways(ips ...string) (uint16, map[string]func()) {
 		}
 		stops := map[string]func(){}
 		for i, g := range gs {
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- g.Serve(ctx) }()
-			var once sync.Once
-			stops[ips[i]] = func() { once.Do(func() { cancel(); <-done; g.Close() }) }
-			t.Cleanup(stops[ips[i]])
+			stops[ips[i]] = gatewaytest.ServeQUIC(t, g)
 		}
 		p, _ := strconv.Atoi(port)
 		return uint16(p), stops
@@ -209,10 +205,7 @@ func TestQUICGatewayDrainModeTakesNoNewSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	defer func() { cancel(); <-done; g.Close() }()
+	defer gatewaytest.ServeQUIC(t, g)()
 	port := uint16(g.Addr().(*net.UDPAddr).Port)
 	open := func(id string) (*Session, error) {
 		return Open(ctxT(t), Options{Descriptor: s.descriptor(id, ModeGateway, "gw-a"), RootCAs: s.pool,

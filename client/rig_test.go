@@ -24,6 +24,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
+	"github.com/frontdoor-vdi/frontdoor/gateway/gatewaytest"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 	"github.com/frontdoor-vdi/frontdoor/pki"
@@ -186,23 +187,10 @@ func (s *site) machineIdentity() *agent.Identity {
 func (s *site) startGateway(name, ip string) {
 	t := s.t
 	t.Helper()
-	g, err := gateway.New(gateway.Options{Name: name, Address: netip.MustParseAddr(ip),
+	s.gws[name], s.stops[name] = gatewaytest.Start(t, gateway.Options{Name: name, Address: netip.MustParseAddr(ip),
 		TCPPorts: []uint16{s.port}, UDPPorts: []uint16{s.port}, PlainUDP: true, TLS: s.tls, Reissue: s.reissue, MachineTLS: machineTLS(name), Verifier: s.gwVer, Sessions: alwaysActive{},
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr(machineIP), n == "vda-1" },
 		Logger:  quiet}, s.track)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
-	s.gws[name], s.stops[name] = g, stop
-	t.Cleanup(stop)
 }
 
 // reissue rotates a session's reconnect ticket at every channel, as a node's gateways do.

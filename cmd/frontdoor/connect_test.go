@@ -32,6 +32,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/agent"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/gateway"
+	"github.com/frontdoor-vdi/frontdoor/gateway/gatewaytest"
 	"github.com/frontdoor-vdi/frontdoor/internal/siteid"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
 	"github.com/frontdoor-vdi/frontdoor/internal/testclock"
@@ -164,21 +165,9 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 	tr := gateway.NewTracker(connectActive{})
 	stops := map[string]func(){}
 	for name, ip := range map[string]string{"gw-a": connGwA, "gw-b": connGwB} {
-		g, err := gateway.New(gateway.Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
+		_, stops[name] = gatewaytest.Start(t, gateway.Options{Name: name, Address: netip.MustParseAddr(ip), TCPPorts: []uint16{port},
 			UDPPorts: []uint16{port}, TLS: tlsc, MachineTLS: toMachine(name), Verifier: v, Sessions: connectActive{}, Logger: connQuiet,
 			Machine: func(string) (netip.Addr, bool) { return netip.MustParseAddr(connMachine), true }}, tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Listen(); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- g.Serve(ctx) }()
-		var once sync.Once
-		stops[name] = func() { once.Do(func() { cancel(); <-done }) }
-		t.Cleanup(stops[name])
 	}
 
 	// QUIC gateways on both gateway addresses, at one port.
@@ -196,11 +185,8 @@ func connectSiteWith(t *testing.T, mode string, lo connectLogin) ([]string, func
 			qa.Close()
 			continue
 		}
-		for _, g := range []*gateway.QUIC{qa, qb} {
-			done := make(chan error, 1)
-			go func() { done <- g.Serve(context.Background()) }()
-			t.Cleanup(func() { g.Close(); <-done })
-		}
+		gatewaytest.ServeQUIC(t, qa)
+		gatewaytest.ServeQUIC(t, qb)
 		quicPort = uint16(p)
 	}
 	if quicPort == 0 {

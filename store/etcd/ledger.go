@@ -40,15 +40,9 @@ func (l Ledger) Use(id [16]byte, ch string, until time.Time) (bool, error) {
 }
 
 // UseFor is Use for a launch ticket of session ("" for a ticket of no session).
-func (l Ledger) UseFor(id [16]byte, session, ch string, until time.Time) (ok bool, err error) {
-	if l.st.local(func() { ok, err = l.st.useLocal(id, session, ch, until) }) {
-		return ok, err
-	}
-	ok, err = l.use(id, ch, until)
-	if err != nil && l.st.local(func() { ok, err = l.st.useLocal(id, session, ch, until) }) {
-		return ok, err
-	}
-	return ok, err
+func (l Ledger) UseFor(id [16]byte, session, ch string, until time.Time) (bool, error) {
+	return failover(l.st, func() (bool, error) { return l.use(id, ch, until) },
+		func() (bool, error) { return l.st.useLocal(id, session, ch, until) })
 }
 
 func (l Ledger) use(id [16]byte, ch string, until time.Time) (bool, error) {
@@ -76,16 +70,12 @@ func (l Ledger) use(id [16]byte, ch string, until time.Time) (bool, error) {
 // ticket.Ledger): the revocation key, whose value is before in Unix milliseconds, lives
 // until until; a wider revocation already there stays. This node's view has it at once, the
 // others' within a watch round trip, and every node's OnRevoked followers are told.
-func (l Ledger) Revoke(session string, before, until time.Time) (err error) {
-	if l.st.local(func() { l.st.revokeLocal(session, before, until) }) {
-		return nil
-	}
-	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
-	defer cancel()
-	if err = l.revoke(ctx, session, before, until); err != nil && l.st.local(func() { l.st.revokeLocal(session, before, until) }) {
-		return nil
-	}
-	return err
+func (l Ledger) Revoke(session string, before, until time.Time) error {
+	return l.st.failover(func() error {
+		ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
+		defer cancel()
+		return l.revoke(ctx, session, before, until)
+	}, func() error { l.st.revokeLocal(session, before, until); return nil })
 }
 
 // revoke writes a revocation to etcd within ctx.
@@ -120,16 +110,12 @@ func (l Ledger) revoke(ctx context.Context, session string, before, until time.T
 // ticket.Ledger): the key's value is mark, zero-padded, so that a put only if greater is one
 // comparison; it lives until until. This node's view has it at once, the others' within a
 // watch round trip.
-func (l Ledger) Supersede(session string, mark uint64, until time.Time) (err error) {
-	if l.st.local(func() { l.st.supersedeLocal(session, mark, until) }) {
-		return nil
-	}
-	ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
-	defer cancel()
-	if err = l.supersede(ctx, session, mark, until); err != nil && l.st.local(func() { l.st.supersedeLocal(session, mark, until) }) {
-		return nil
-	}
-	return err
+func (l Ledger) Supersede(session string, mark uint64, until time.Time) error {
+	return l.st.failover(func() error {
+		ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
+		defer cancel()
+		return l.supersede(ctx, session, mark, until)
+	}, func() error { l.st.supersedeLocal(session, mark, until); return nil })
 }
 
 // supersede writes a generation's mark to etcd within ctx.

@@ -166,6 +166,26 @@ func (h Outage) Status() OutageStatus {
 	return o
 }
 
+// failover is the one rule of every write while the site database may be out of reach: in
+// outage mode the write goes to local (the view, journaled for the write-back: outage_local.go);
+// else to remote (etcd), and to local after all when the outage began while remote ran.
+func failover[T any](st *Store, remote, local func() (T, error)) (v T, err error) {
+	if st.local(func() { v, err = local() }) {
+		return v, err
+	}
+	v, err = remote()
+	if err != nil && st.local(func() { v, err = local() }) {
+		return v, err
+	}
+	return v, err
+}
+
+// failover is failover for the writes that return only an error.
+func (st *Store) failover(remote, local func() error) error {
+	_, err := failover(st, func() (struct{}, error) { return struct{}{}, remote() }, func() (struct{}, error) { return struct{}{}, local() })
+	return err
+}
+
 // local runs op in outage mode if the node is in one, and reports whether it did.
 func (st *Store) local(op func()) bool {
 	if !st.outage.Load() {

@@ -122,14 +122,7 @@ func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, err
 // In outage mode it books a slot this node owns, in the view (outage.go); out of it, none of a
 // machine left to its zone cut off from etcd.
 func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) (err error) {
-	if st.local(func() { err = st.createLocal(s, maxSessions) }) {
-		return err
-	}
-	err = st.createRemote(ctx, s, maxSessions)
-	if err != nil && st.local(func() { err = st.createLocal(s, maxSessions) }) {
-		return err // the outage began meanwhile
-	}
-	return err
+	return st.failover(func() error { return st.createRemote(ctx, s, maxSessions) }, func() error { return st.createLocal(s, maxSessions) })
 }
 
 func (st *Store) createRemote(ctx context.Context, s broker.Session, maxSessions int) error {
@@ -252,14 +245,7 @@ func (st *Store) slot(ctx context.Context, id string) (slotRef, error) {
 // at Version prevRev and rewrites the session and its slot on the lease of its new Expires
 // (none for a connected session).
 func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) (err error) {
-	if st.local(func() { err = st.updateLocal(s, prevRev) }) {
-		return err
-	}
-	err = st.updateRemote(ctx, s, prevRev)
-	if err != nil && st.local(func() { err = st.updateLocal(s, prevRev) }) {
-		return err
-	}
-	return err
+	return st.failover(func() error { return st.updateRemote(ctx, s, prevRev) }, func() error { return st.updateLocal(s, prevRev) })
 }
 
 func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uint64) error {
@@ -306,14 +292,7 @@ func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uin
 
 // DeleteSession implements broker.Store: the session and its slot go in one transaction.
 func (st *Store) DeleteSession(ctx context.Context, id string) (err error) {
-	if st.local(func() { err = st.deleteLocal(id) }) {
-		return err
-	}
-	err = st.deleteRemote(ctx, id)
-	if err != nil && st.local(func() { err = st.deleteLocal(id) }) {
-		return err
-	}
-	return err
+	return st.failover(func() error { return st.deleteRemote(ctx, id) }, func() error { return st.deleteLocal(id) })
 }
 
 func (st *Store) deleteRemote(ctx context.Context, id string) error {

@@ -92,10 +92,11 @@ func Run(t *testing.T, open func(t *testing.T) Settings) {
 	t.Run("changes one after the other end in the last", func(t *testing.T) {
 		s := open(t)
 		told := follow(t, s, settings.SectionOverrides)
-		for _, v := range []string{"up", "down", "drain", "up", "down"} {
+		// Words of their own, so that no earlier state equals the last.
+		for _, v := range []string{"first", "second", "third", "fourth", "last"} {
 			set(t, s, settings.SectionOverrides, map[string]string{"gw-1": v})
 		}
-		told(map[string]string{"gw-1": "down"})
+		told(map[string]string{"gw-1": "last"})
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/client"
 	"github.com/frontdoor-vdi/frontdoor/internal/testbuf"
+	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
 )
 
 // TestGatewayDrainKeepsTheSessionThenHandsItOn stops the node whose gateway a session runs
@@ -222,12 +223,16 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 		t.Fatalf("%s's health port after refused overrides: %d", via, st)
 	}
 
+	// The node that hosts the gateway sets its drain mode when the override reaches it
+	// through the site database, a moment after the admin API has answered.
+	waitHealth := func(what string, want int) {
+		t.Helper()
+		testkit.WaitFor(t, fmt.Sprintf("%s's health port %s answering %d", via, what, want), func() bool { return gatewayHealth(t, l, via) == want })
+	}
 	if code := override("admin", via, "drain"); code != http.StatusOK {
 		t.Fatalf("drain %s: %d", via, code)
 	}
-	if st := gatewayHealth(t, l, via); st != http.StatusServiceUnavailable {
-		t.Fatalf("%s's health port in drain mode: %d, want 503", via, st)
-	}
+	waitHealth("in drain mode", http.StatusServiceUnavailable)
 	waitVerdict("draining")
 	if _, err := s.CheckDesktop(ctx); err != nil {
 		t.Fatalf("the desktop through the drained gateway: %v", err)
@@ -251,9 +256,7 @@ func TestAdminDrainsAGatewayAndLiftsIt(t *testing.T) {
 	if code := override("admin", via, "auto"); code != http.StatusOK {
 		t.Fatalf("auto %s: %d", via, code)
 	}
-	if st := gatewayHealth(t, l, via); st != http.StatusOK {
-		t.Fatalf("%s's health port after auto: %d, want 200", via, st)
-	}
+	waitHealth("after auto", http.StatusOK)
 	waitVerdict("up")
 	if drainEvents(events, client.EventCut) {
 		t.Fatal("the session was cut by the drain")

@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -73,9 +71,9 @@ const (
 func moveOldSettings(ctx context.Context, dir string, st *bolt.Store) error {
 	s := st.Settings()
 	var modes map[string]bool
-	if err := readOld(filepath.Join(dir, oldModesFile), &modes); err != nil {
+	if ok, err := readDataJSON(dir, oldModesFile, &modes); err != nil {
 		return err
-	} else if modes != nil {
+	} else if ok {
 		if err := s.SetModes(ctx, modes); err != nil {
 			return err
 		}
@@ -84,9 +82,9 @@ func moveOldSettings(ctx context.Context, dir string, st *bolt.Store) error {
 		}
 	}
 	var revoked map[string]time.Time
-	if err := readOld(filepath.Join(dir, oldRevokedFile), &revoked); err != nil {
+	if ok, err := readDataJSON(dir, oldRevokedFile, &revoked); err != nil {
 		return err
-	} else if revoked != nil {
+	} else if ok {
 		entries := make(map[string]string, len(revoked))
 		for m, before := range revoked {
 			entries[m] = strconv.FormatInt(before.UnixMilli(), 10)
@@ -97,21 +95,6 @@ func moveOldSettings(ctx context.Context, dir string, st *bolt.Store) error {
 		if err := os.Remove(filepath.Join(dir, oldRevokedFile)); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// readOld reads the JSON file path into v; a file that is not there leaves v alone.
-func readOld(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }

@@ -15,9 +15,10 @@ import (
 	"os"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/rig"
 )
 
 // healthScrape is the node's health counters at one moment: metric{labels} → value.
@@ -42,15 +43,7 @@ func scrapeHealth(pool *x509.CertPool) healthScrape {
 			continue
 		}
 		out := healthScrape{}
-		for _, line := range strings.Split(string(b), "\n") {
-			if !strings.HasPrefix(line, "frontdoor_health_") {
-				continue
-			}
-			i := strings.LastIndexByte(line, ' ')
-			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-				out[line[:i]] = v
-			}
-		}
+		rig.ParseMetrics(string(b), "", out) // sum and the phases read frontdoor_health_* only
 		return out
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/frontdoor-vdi/frontdoor/bench/internal/kernel"
+	"github.com/frontdoor-vdi/frontdoor/bench/internal/rig"
 	"github.com/frontdoor-vdi/frontdoor/lab"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -110,7 +111,7 @@ func counters(tc *tls.Config, l *lab.Lab) map[string]float64 {
 	out := map[string]float64{}
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	parseMetrics(rec.Body.String(), "", out)
+	rig.ParseMetrics(rec.Body.String(), "", out)
 	for _, n := range l.Config.Nodes {
 		for _, li := range n.Listeners {
 			if li.Kind != "admin" {
@@ -126,29 +127,11 @@ func counters(tc *tls.Config, l *lab.Lab) map[string]float64 {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			parseMetrics(string(b), "node "+n.Name+" ", out)
+			rig.ParseMetrics(string(b), "node "+n.Name+" ", out)
 			return out
 		}
 	}
 	return out
-}
-
-// parseMetrics adds the samples of the Prometheus text exposition text to out, by prefix,
-// name and labels.
-func parseMetrics(text, prefix string, out map[string]float64) {
-	for _, line := range strings.Split(text, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[i+1:], &v); err == nil {
-			out[prefix+line[:i]] += v
-		}
-	}
 }
 
 // printStats prints, per launch of the window, how much each counter of statsOf grew.

@@ -71,7 +71,7 @@ func (l Ledger) use(id [16]byte, ch string, until time.Time) (bool, error) {
 // until until; a wider revocation already there stays. This node's view has it at once, the
 // others' within a watch round trip, and every node's OnRevoked followers are told.
 func (l Ledger) Revoke(session string, before, until time.Time) error {
-	return l.st.failover(func() error {
+	return l.st.failoverErr(func() error {
 		ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
 		defer cancel()
 		return l.revoke(ctx, session, before, until)
@@ -111,7 +111,7 @@ func (l Ledger) revoke(ctx context.Context, session string, before, until time.T
 // comparison; it lives until until. This node's view has it at once, the others' within a
 // watch round trip.
 func (l Ledger) Supersede(session string, mark uint64, until time.Time) error {
-	return l.st.failover(func() error {
+	return l.st.failoverErr(func() error {
 		ctx, cancel := l.st.opContextD(context.Background(), ledgerTimeout)
 		defer cancel()
 		return l.supersede(ctx, session, mark, until)

@@ -80,7 +80,7 @@ func sameMaintenance(a, b *bool) bool { return (a == nil) == (b == nil) && (a ==
 // PutMachine implements broker.Store: the load on the node's lease and the flags, each
 // written only when it differs from the view.
 func (st *Store) PutMachine(ctx context.Context, m broker.MachineState) error {
-	return st.failover(func() error { return st.putMachineRemote(ctx, m) }, func() error { st.putMachineLocal(m); return nil })
+	return st.failoverErr(func() error { return st.putMachineRemote(ctx, m) }, func() error { st.putMachineLocal(m); return nil })
 }
 
 func (st *Store) putMachineRemote(ctx context.Context, m broker.MachineState) error {

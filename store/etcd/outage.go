@@ -180,8 +180,8 @@ func failover[T any](st *Store, remote, local func() (T, error)) (v T, err error
 	return v, err
 }
 
-// failover is failover for the writes that return only an error.
-func (st *Store) failover(remote, local func() error) error {
+// failoverErr is failover for the writes that return only an error.
+func (st *Store) failoverErr(remote, local func() error) error {
 	_, err := failover(st, func() (struct{}, error) { return struct{}{}, remote() }, func() (struct{}, error) { return struct{}{}, local() })
 	return err
 }

@@ -122,7 +122,7 @@ func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, err
 // In outage mode it books a slot this node owns, in the view (outage.go); out of it, none of a
 // machine left to its zone cut off from etcd.
 func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) (err error) {
-	return st.failover(func() error { return st.createRemote(ctx, s, maxSessions) }, func() error { return st.createLocal(s, maxSessions) })
+	return st.failoverErr(func() error { return st.createRemote(ctx, s, maxSessions) }, func() error { return st.createLocal(s, maxSessions) })
 }
 
 func (st *Store) createRemote(ctx context.Context, s broker.Session, maxSessions int) error {
@@ -245,7 +245,7 @@ func (st *Store) slot(ctx context.Context, id string) (slotRef, error) {
 // at Version prevRev and rewrites the session and its slot on the lease of its new Expires
 // (none for a connected session).
 func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) (err error) {
-	return st.failover(func() error { return st.updateRemote(ctx, s, prevRev) }, func() error { return st.updateLocal(s, prevRev) })
+	return st.failoverErr(func() error { return st.updateRemote(ctx, s, prevRev) }, func() error { return st.updateLocal(s, prevRev) })
 }
 
 func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uint64) error {
@@ -292,7 +292,7 @@ func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uin
 
 // DeleteSession implements broker.Store: the session and its slot go in one transaction.
 func (st *Store) DeleteSession(ctx context.Context, id string) (err error) {
-	return st.failover(func() error { return st.deleteRemote(ctx, id) }, func() error { return st.deleteLocal(id) })
+	return st.failoverErr(func() error { return st.deleteRemote(ctx, id) }, func() error { return st.deleteLocal(id) })
 }
 
 func (st *Store) deleteRemote(ctx context.Context, id string) error {

@@ -28,7 +28,7 @@ func (r *Node) acmeCerts(ctx context.Context) (*pki.Certs, error) {
 	if len(names) == 0 {
 		return nil, errors.New("site.tls.issuer is acme but there are no names: set site.tls.names or a GSLB name")
 	}
-	ao := pki.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, DNS: r.dns.ACME(), Resolvers: r.dnsListeners(),
+	ao := pki.ACMEOptions{CA: t.ACME.CA, Email: t.ACME.Email, Challenge: t.ACME.Challenge, Resolvers: r.dnsListeners(),
 		RenewCheck: r.o.CertRenewCheck}
 	if t.ACME.CARoot != "" {
 		var err error
@@ -36,22 +36,11 @@ func (r *Node) acmeCerts(ctx context.Context) (*pki.Certs, error) {
 			return nil, fmt.Errorf("site.tls.acme.ca_root: %w", err)
 		}
 	}
-	var kv pki.CertKV
-	if r.shared != nil {
-		site, err := r.siteKV()
-		if err != nil {
-			return nil, err
-		}
-		kv = site
-		ao.DNS = siteChallenges{st: r.shared, local: r.dns.ACME()}
-		r.shared.Keys().WatchChallenges(func(c etcd.Challenge) {
-			if c.Gone {
-				r.dns.RemoveTXT(c.Name, c.Value)
-			} else if err := r.dns.AddTXT(c.Name, c.Value, 0); err != nil {
-				r.log.Warn("a challenge record of the site not served", "name", c.Name, "err", err)
-			}
-		})
+	kv, dns, err := r.site.acme(r.dns, r.log)
+	if err != nil {
+		return nil, err
 	}
+	ao.DNS = dns
 	return pki.NewACMECerts(ctx, r.o.DataDir, kv, names, ao)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/testkit"
+	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/libdns/libdns"
 	"github.com/miekg/dns"
 )
@@ -113,7 +114,7 @@ func TestAChallengeRecordReachesEveryDNSNode(t *testing.T) {
 	cfg, dir, _ := acmeSite(t)
 	startSiteNode(t, cfg, dir, "fd-1")
 	fd2 := startSiteNode(t, cfg, dir, "fd-2")
-	prov := siteChallenges{st: fd2.shared, local: fd2.dns.ACME()}
+	prov := siteChallenges{st: fd2.store.(*etcd.Store), local: fd2.dns.ACME()}
 	rec := []libdns.Record{libdns.TXT{Name: "_acme-challenge.desktop", Text: "token-42"}}
 	if _, err := prov.AppendRecords(context.Background(), "vdi.example.test.", rec); err != nil {
 		t.Fatal(err)

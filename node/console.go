@@ -50,25 +50,7 @@ func (r *Node) consoleOptions(o *api.AdminOptions) {
 	o.Verifier, o.OnLogoff, o.Locate = r.verifier, r.sessionEnded, r.zones.Lookup
 	o.DrillDir = filepath.Join(r.o.DataDir, "drills")
 	o.Audit = r.auditLog()
-	if r.shared != nil {
-		o.Registrations = func() map[string]api.Registration {
-			out := map[string]api.Registration{}
-			for m, reg := range r.shared.Presence().Registrations() {
-				out[m] = api.Registration{Node: reg.Node, Zone: reg.Zone, Reported: reg.Reported.UTC()}
-			}
-			return out
-		}
-	}
-}
-
-// brokerStore is the store the broker works on: on a store of one node, r.store told to
-// tell the console of every session and machine change; a shared store tells the node's
-// follower instead (followEvents).
-func (r *Node) brokerStore() broker.Store {
-	if r.shared != nil {
-		return r.store
-	}
-	return notifyingStore{r.store, r.events}
+	o.Registrations = r.site.registrations()
 }
 
 // followEvents tells the console's event streams what changes: health events, the site
@@ -83,23 +65,7 @@ func (r *Node) followEvents(ctx context.Context) error {
 	})
 	r.settings.OnModes(func(map[string]bool) { ev.Notify(api.TopicModes) })
 	r.settings.On(settings.SectionOverrides, func(map[string]string) { ev.Notify(api.TopicHealth) })
-	if r.shared == nil {
-		return nil
-	}
-	if _, err := r.shared.Follow(ctx, func(c broker.Change) {
-		if c.Machine != nil {
-			ev.Notify(api.TopicMachines)
-		} else {
-			ev.Notify(api.TopicSessions)
-			ev.Notify(api.TopicMachines) // a machine's session count
-		}
-	}); err != nil {
-		return err
-	}
-	r.shared.Election().OnElection(func() { ev.Notify(api.TopicSite) })
-	r.outage.On(func(bool) { ev.Notify(api.TopicSite) })
-	r.shared.Audit().OnAudit(func() { ev.Notify(api.TopicAudit) })
-	return nil
+	return r.site.follow(ctx, ev)
 }
 
 // notifyingStore is a broker.Store of one node that tells the event streams of each change

@@ -39,7 +39,7 @@ func (r *Node) dnssecKeys(ctx context.Context) (map[string][]crypto.Signer, erro
 	keys := map[string][]crypto.Signer{}
 	for _, apex := range r.signedApexes() {
 		if r.keySets == nil {
-			ks, err := r.newKeySets()
+			ks, err := r.site.keySets(r.o.DataDir)
 			if err != nil {
 				return nil, err
 			}
@@ -72,17 +72,6 @@ func (r *Node) signedApexes() []string {
 		}
 	}
 	return out
-}
-
-func (r *Node) newKeySets() (keySets, error) {
-	if r.shared != nil {
-		kv, err := r.siteKV()
-		if err != nil {
-			return nil, err
-		}
-		return etcdKeySets{kv: kv}, nil
-	}
-	return &fileKeySets{dir: filepath.Join(r.o.DataDir, "dnssec")}, nil
 }
 
 // followDNSSEC makes the GSLB sign with the key sets another node changes.
@@ -296,16 +285,3 @@ func (s *fileKeySets) update(ctx context.Context, apex string, change func(gslb.
 
 // follow has nothing to follow: the node's own admin API is the only one that changes them.
 func (s *fileKeySets) follow(string, func(gslb.KeySet)) {}
-
-// siteKV returns the site's sealed storage in etcd (the site's certificates and keys).
-func (r *Node) siteKV() (*etcd.Certs, error) {
-	if r.siteCerts != nil {
-		return r.siteCerts, nil
-	}
-	secret, err := etcd.ReadSecret(r.cfg.Site.Store.SecretFile)
-	if err != nil {
-		return nil, fmt.Errorf("site.store.secret_file: %w", err)
-	}
-	r.siteCerts, err = r.shared.Keys().Certs(secret)
-	return r.siteCerts, err
-}

@@ -144,7 +144,7 @@ func TestTheSiteKeyOfAnEarlierVersionIsKept(t *testing.T) {
 	// What the earlier version wrote: the key alone, sealed in the site's storage, and no
 	// key set.
 	first := startSiteNode(t, cfg, dir, "fd-1")
-	kv, err := first.siteKV()
+	kv, err := first.site.(*siteOfNodes).sealed()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 
+	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/pki"
@@ -36,22 +38,6 @@ var (
 	_ identities = siteIdentities{}
 	_ identities = dataDirIdentities{}
 )
-
-// identitiesOf returns where the site of cfg keeps its identity: the site database when the
-// store is shared, else dataDir.
-func identitiesOf(cfg *configs.Config, shared *etcd.Store, dataDir string, log *slog.Logger) (identities, error) {
-	if shared == nil {
-		keyFile := cfg.Site.Tickets.KeyFile
-		if keyFile == "" {
-			keyFile = filepath.Join(dataDir, "site.key")
-		}
-		return dataDirIdentities{dir: dataDir, keyFile: keyFile, site: cfg.Site.Name, log: log}, nil
-	}
-	if cfg.Site.Tickets.KeyFile != "" {
-		return nil, errors.New("site.tickets.key_file: on an etcd store the site key is the site's, kept sealed in etcd; remove key_file")
-	}
-	return siteIdentities{keys: shared.Keys(), secretFile: cfg.Site.Store.SecretFile, site: cfg.Site.Name, log: log}, nil
-}
 
 // newIdentity makes a site identity: a ticket key and a CA.
 func newIdentity(site string) (identity, error) {
@@ -204,4 +190,116 @@ func (d dataDirIdentities) Update(ctx context.Context, fn func(*identity) error)
 		}
 	}
 	return id, nil
+}
+
+// identity is the site identity every node of a site shares: the ticket signing key (from
+// which the agents' credentials derive) and the CA that issues the nodes' certificates.
+type identity struct {
+	SiteKey []byte `json:"site_key"` // PEM PKCS#8 Ed25519
+	CACert  []byte `json:"ca_cert"`  // PEM
+	CAKey   []byte `json:"ca_key"`   // PEM PKCS#8
+	// TicketKeys are the ticket signing keys once one was rotated in (rotateKey); before
+	// that SiteKey alone signs.
+	TicketKeys *ticket.KeySet `json:"ticket_keys,omitempty"`
+	// CARotation is a rotation of the CA under way (rotate-ca): CACert and CAKey are the CA
+	// that issues, CARotation the other one, trusted too. Nil when none is.
+	CARotation *pki.CARotation `json:"ca_rotation,omitempty"`
+	// Generation counts the identity's changes (each rotate-key and rotate-ca step adds
+	// one): a node refuses an identity older than one it has seen (checkGeneration).
+	Generation uint64 `json:"generation,omitempty"`
+}
+
+// loadIdentity sets the site key, the CA and where the identity is kept (see LoadIdentity).
+func (r *Node) loadIdentity(ctx context.Context) (err error) {
+	r.siteKey, r.ca, r.ids, err = openIdentity(ctx, r.cfg, r.site, r.o.DataDir, r.log)
+	return err
+}
+
+// LoadIdentity returns the site key and the CA of the site whose store is st: from dataDir
+// on a store of one node (created there on first start; st may be nil), from the site
+// database when st is etcd (created by the first node to start, sealed with the store
+// secret). The CA certificates it trusts are in dataDir/ca.pem either way, for clients to
+// trust.
+func LoadIdentity(ctx context.Context, cfg *configs.Config, st broker.Store, dataDir string, log *slog.Logger) (ed25519.PrivateKey, *pki.CA, error) {
+	s, err := openSite(ctx, st, cfg, dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, ca, _, err := openIdentity(ctx, cfg, s, dataDir, log)
+	return key, ca, err
+}
+
+func openIdentity(ctx context.Context, cfg *configs.Config, s site, dataDir string, log *slog.Logger) (ed25519.PrivateKey, *pki.CA, identities, error) {
+	calog := log.With("component", "ca")
+	ids, err := s.identities(cfg, dataDir, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	id, err := ids.Load(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	key, err := ticket.ParseKey(id.SiteKey)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("the site key: %w", err)
+	}
+	ca, err := pki.NewCA(id.CACert, id.CAKey, calog)
+	if err == nil {
+		err = ca.Apply(id.caState())
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("the site CA: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := atomicfile.Write(filepath.Join(dataDir, "ca.pem"), ca.CertPEM(), 0o644); err != nil {
+		return nil, nil, nil, fmt.Errorf("writing the CA certificate: %w", err)
+	}
+	return key, ca, ids, nil
+}
+
+// loadOrCreateKey reads the site's Ed25519 key from path (PEM, PKCS#8), creating it with
+// mode 0600 when the file does not exist (loadOrCreate).
+func loadOrCreateKey(path string) (ed25519.PrivateKey, error) {
+	b, err := loadOrCreate(path, func() ([]byte, error) {
+		_, key, err := ed25519.GenerateKey(nil)
+		return ticket.EncodeKey(key), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("site key: %w", err)
+	}
+	key, err := ticket.ParseKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("site key %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// loadOrCreate returns what path holds, writing what fresh makes there (mode 0600) when it
+// does not exist: whole or not at all (a crash cannot leave a torn key that blocks the next
+// start), and of nodes that start at once one wins.
+func loadOrCreate(path string, fresh func() ([]byte, error)) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		nb, err := fresh()
+		if err != nil {
+			return nil, fmt.Errorf("generating %s: %w", path, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("creating the directory of %s: %w", path, err)
+		}
+		err = atomicfile.Create(path, nb, 0o600)
+		if err == nil {
+			return nb, nil
+		}
+		if !errors.Is(err, atomicfile.ErrExist) {
+			return nil, fmt.Errorf("writing %s: %w", path, err)
+		}
+		b, err = os.ReadFile(path) // another node of this data dir was first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return b, nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/internal/atomicfile"
 	"github.com/frontdoor-vdi/frontdoor/pki"
-	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
@@ -230,9 +229,6 @@ func (r *Node) rotateKey(ctx context.Context, retireNow bool) (api.Rotation, err
 // keys, the DNSSEC keys, and the locks that apply a change of them.
 type trust struct {
 	ids identities // where the site identity is kept (identity.go)
-	// siteCerts is the site's sealed storage in etcd (ACME certificates, DNSSEC keys) on a
-	// site of several nodes, made at first use; nil else.
-	siteCerts *etcd.Certs
 	// keySets keeps the DNSSEC keys of the signed GSLB domains; nil when none is signed.
 	keySets  keySets
 	ca       *pki.CA

@@ -165,7 +165,7 @@ func TestRotateKeyReachesEveryNodeOfTheSite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := nodes[0].shared.Keys().Identity(context.Background(), storeSecret, nil)
+	before, err := nodes[0].store.(*etcd.Store).Keys().Identity(context.Background(), storeSecret, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestRotateKeyReachesEveryNodeOfTheSite(t *testing.T) {
 	// Finding L6 of the security review: a writer of etcd put the identity from before the
 	// rotation back, and the nodes took its keys, undoing the rotation. A node that has seen
 	// the newer one refuses it and keeps its keys.
-	if _, err := nodes[0].shared.Keys().UpdateIdentity(context.Background(), storeSecret, func([]byte) ([]byte, error) { return before, nil }); err != nil {
+	if _, err := nodes[0].store.(*etcd.Store).Keys().UpdateIdentity(context.Background(), storeSecret, func([]byte) ([]byte, error) { return before, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := nodes[1].readKeys(context.Background()); !errors.Is(err, ErrIdentityRolledBack) {

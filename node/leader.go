@@ -19,12 +19,14 @@ import (
 // as remote in its Checker and follows the published records, and the failures its proxy
 // sees on them go to the prober (etcd.Election.ReportPassive). Zones without a live node are probed
 // by the leader of the first zone, primary first, that has one. N nodes never probe N×M
-// times. On a store of one node the node probes everything.
+// times. A site of one node holds an election of one (electionOfOne): the node leads its
+// zone and, no other zone having a node, probes everything.
 
 // zoneRole is this node's part in its zone's election and in the site's health.
 type zoneRole struct {
-	elector *etcd.Elector
-	kick    chan struct{} // something to publish
+	election election
+	elector  elector
+	kick     chan struct{} // something to publish
 
 	passive chan passiveReport // failures seen here on remote targets, for ReportPassive
 	mu      sync.Mutex         // guards published, fence, zones
@@ -39,14 +41,15 @@ type zoneRole struct {
 // prober needs a few within its passive window, not every one).
 const passiveQueue = 256
 
-// buildRole sets up the election of a node on an etcd store.
+// buildRole sets up the node's part in the site's election.
 func (r *Node) buildRole() {
-	r.role = &zoneRole{kick: make(chan struct{}, 1), passive: make(chan passiveReport, passiveQueue)}
-	r.role.elector = r.shared.Election().Elector(etcd.Candidate{Node: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version,
+	el := r.site.election()
+	r.role = &zoneRole{election: el, kick: make(chan struct{}, 1), passive: make(chan passiveReport, passiveQueue)}
+	r.role.elector = el.Elector(etcd.Candidate{Node: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version,
 		Preference: r.spec.ElectionPreference}, etcd.ElectorOptions{OnChange: r.onLead})
-	r.shared.Election().OnElection(r.setProbing)
-	r.shared.Election().OnHealth(r.observeHealth)
-	r.shared.Election().OnPassive(r.passiveSeen)
+	r.role.election.OnElection(r.setProbing)
+	r.role.election.OnHealth(r.observeHealth)
+	r.role.election.OnPassive(r.passiveSeen)
 	r.outage.On(func(on bool) {
 		if on {
 			r.log.Error("outage mode: the site database is out of reach; this node brokers its share of its zone's machines from its local host cache and probes its zone itself", "zone", r.spec.Zone)
@@ -56,7 +59,7 @@ func (r *Node) buildRole() {
 		r.setProbing()
 	})
 	r.setProbing()
-	for name, b := range r.shared.Election().HealthRecords() {
+	for name, b := range r.role.election.HealthRecords() {
 		r.observeHealth(name, b)
 	}
 }
@@ -83,7 +86,7 @@ func (r *Node) probedZones() map[string]bool {
 		return out
 	}
 	out[r.spec.Zone] = true
-	leaders, cands := r.shared.Election().Leaders(), r.shared.Election().Candidates()
+	leaders, cands := r.role.election.Leaders(), r.role.election.Candidates()
 	if r.orphanProber(leaders) != r.spec.Name {
 		return out // another zone's leader probes the zones without a node
 	}
@@ -136,10 +139,10 @@ func (r *Node) setProbing() {
 	// leadership publishes every target at once).
 	changed := r.health.SetProbed(func(t health.Target) bool { return zones[t.Zone] })
 	live := map[int64]bool{}
-	for _, l := range r.shared.Election().Leaders() {
+	for _, l := range r.role.election.Leaders() {
 		live[l.Rev] = true
 	}
-	recs := r.shared.Election().HealthRecords()
+	recs := r.role.election.HealthRecords()
 	for _, name := range changed {
 		var rec healthRecord
 		if !r.health.Probed(name) && json.Unmarshal(recs[name], &rec) == nil && live[rec.Fence] {
@@ -232,7 +235,7 @@ func (r *Node) runRole(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case f := <-r.role.passive:
-				if err := r.shared.Election().ReportPassive(ctx, f.target, f.p); err != nil && ctx.Err() == nil {
+				if err := r.role.election.ReportPassive(ctx, f.target, f.p); err != nil && ctx.Err() == nil {
 					r.log.Debug("telling the prober of a failure", "target", f.target, "err", err)
 				}
 			}
@@ -281,7 +284,7 @@ func (r *Node) publish(ctx context.Context) {
 		for _, n := range chunk {
 			recs[n], _ = json.Marshal(healthRecord{Report: reps[n], Fence: rev, Prober: r.spec.Name})
 		}
-		if err := r.shared.Election().PutHealth(ctx, r.spec.Zone, rev, recs); err != nil {
+		if err := r.role.election.PutHealth(ctx, r.spec.Zone, rev, recs); err != nil {
 			switch {
 			case ctx.Err() != nil:
 			case errors.Is(err, etcd.ErrNotLeader):

@@ -97,7 +97,7 @@ func (r *Node) buildListeners() error {
 				Modes: r.settings, Registry: r.o.Registry, Logger: log.With("component", "admin"),
 				Override:   func(gw, o string) (string, error) { return r.override(gw, o) },
 				AdminKeys:  api.AdminKeys{RotateKey: r.rotateKey, RotateCA: r.rotateCA, CA: r.caStatus, Signer: r.signer, RevokeMachine: r.RevokeMachine},
-				AdminViews: api.AdminViews{Agents: agents, Store: r.storeStatus, Health: r.healthSummary}}
+				AdminViews: api.AdminViews{Agents: agents, Store: r.site.status, Health: r.healthSummary}}
 			r.consoleOptions(&ao)
 			if r.keySets != nil {
 				ao.DNSSEC = r
@@ -215,15 +215,13 @@ func (r *Node) Listen() error {
 		r.quic[g.Name] = q
 		r.quicMu.Unlock()
 	}
-	if r.shared != nil {
-		// Present to the site once it can be reached: the lab waits for it.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		info := etcd.NodeInfo{Name: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version, Started: time.Now().UTC(), PID: os.Getpid()}
-		if err := r.shared.Presence().Register(ctx, info); err != nil {
-			r.Close()
-			return err
-		}
+	// Present to the site once it can be reached: the lab waits for it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info := etcd.NodeInfo{Name: r.spec.Name, Zone: r.spec.Zone, Version: r.o.Version, Started: time.Now().UTC(), PID: os.Getpid()}
+	if err := r.site.present(ctx, info); err != nil {
+		r.Close()
+		return err
 	}
 	return nil
 }
@@ -287,9 +285,7 @@ func (r *Node) Serve(ctx context.Context) error {
 	}
 	g.Go(func() error { return r.refreshKeys(gctx) })
 	g.Go(func() error { return r.trimAudit(gctx) })
-	if r.role != nil {
-		g.Go(func() error { return r.runRole(gctx) })
-	}
+	g.Go(func() error { return r.runRole(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		for _, h := range r.httpServers {

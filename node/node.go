@@ -31,8 +31,6 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/pki"
 	"github.com/frontdoor-vdi/frontdoor/proxy"
 	"github.com/frontdoor-vdi/frontdoor/store"
-	"github.com/frontdoor-vdi/frontdoor/store/bolt"
-	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/settings"
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 	"github.com/frontdoor-vdi/frontdoor/zonemap"
@@ -90,10 +88,10 @@ type Node struct {
 	spec    configs.Node // the configured node this is
 	closeMu sync.Mutex   // serializes Close
 
-	shared   *etcd.Store  // the site database when the store is etcd; else nil
+	site     site         // what the node shares with the site's other nodes (site.go)
 	settings siteSettings // the site's settings, in the store (settings.go)
 	outage   outageMode   // the site database's outage mode (settings.go)
-	role     *zoneRole    // this node's part in its zone's election, when shared (leader.go)
+	role     *zoneRole    // this node's part in its zone's election (leader.go)
 	// revokedMachines are the machines' revocations (machines.go).
 	revokedMachines revokedMachines
 	built           atomic.Bool // New has finished: the gateways may be told of ended sessions
@@ -159,18 +157,15 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if r.store, err = store.Open(ctx, &sc, store.Options{Node: spec.Name, Logger: o.Logger.With("component", "store"), Registry: o.Registry}); err != nil {
 		return nil, err
 	}
-	r.shared, _ = r.store.(*etcd.Store)
 	fail := func(err error) (*Node, error) { r.Close(); return nil, err }
-	if r.settings, err = settingsOf(r.store); err != nil {
+	if r.site, err = openSite(ctx, r.store, cfg, o.DataDir); err != nil {
 		return fail(err)
 	}
-	r.outage = outageOf(r.store)
-	if b, ok := r.store.(*bolt.Store); ok {
-		if err := moveOldSettings(ctx, o.DataDir, b); err != nil {
-			return fail(fmt.Errorf("moving the settings into the store: %w", err))
-		}
+	if r.settings, err = r.site.settings(); err != nil {
+		return fail(err)
 	}
-	if r.broker, err = broker.New(ctx, cfg, r.brokerStore(), time.Now, broker.WithOnEnd(r.endedElsewhere), broker.WithZone(spec.Zone)); err != nil {
+	r.outage = r.site.outage()
+	if r.broker, err = broker.New(ctx, cfg, r.site.brokerStore(r.events), time.Now, broker.WithOnEnd(r.endedElsewhere), broker.WithZone(spec.Zone)); err != nil {
 		return fail(err)
 	}
 	if r.zones, err = zonemap.FromConfig(cfg); err != nil {
@@ -184,15 +179,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	r.agentKey = api.AgentKey(r.siteKey)
 	pub := r.siteKey.Public().(ed25519.PublicKey)
 	r.signer = ticket.NewSigner(r.siteKey, nil)
-	var ledger ticket.Ledger = notifyingLedger{ticket.NewMemoryLedger(0, nil), r.revoked}
-	if b, ok := r.store.(*bolt.Store); ok {
-		ledger = notifyingLedger{storeLedger{b.Ledger(nil)}, r.revoked} // a restart forgets nothing
-	}
-	if r.shared != nil {
-		ledger = newSiteLedger(r.shared.Ledger()) // a launch ticket opens each channel once, site-wide
-		r.shared.Ledger().OnRevoked(r.revoked)    // every revocation, this node's too, comes by the watch
-	}
-	r.verifier = ticket.NewVerifier(pub, ledger, nil)
+	r.verifier = ticket.NewVerifier(pub, r.site.ledger(r.revoked), nil)
 
 	o.Progress("health checker")
 	targets, err := health.TargetsFromConfig(cfg)
@@ -204,10 +191,8 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if acme {
 		prober.RootCAs = nil // publicly trusted certificates: the system roots
 	}
-	deps := health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe, Start: prober.Start}
-	if r.shared != nil {
-		deps.Forward = r.forwardPassive
-	}
+	deps := health.Deps{Logger: o.Logger.With("component", "health"), Registry: o.Registry, Probe: prober.Probe, Start: prober.Start,
+		Forward: r.forwardPassive}
 	if r.health, err = health.New(targets, deps); err != nil {
 		return fail(err)
 	}
@@ -215,9 +200,7 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if err := r.followEvents(ctx); err != nil {
 		return fail(err)
 	}
-	if r.shared != nil {
-		r.buildRole()
-	}
+	r.buildRole()
 
 	keys, err := r.dnssecKeys(ctx)
 	if err != nil {
@@ -351,9 +334,8 @@ func (r *Node) Close() error {
 		r.certs.Close()
 		r.certs = nil
 	}
-	if r.siteCerts != nil {
-		r.siteCerts.Close() // frees the site-wide locks this node holds
-		r.siteCerts = nil
+	if r.site != nil {
+		r.site.close() // frees the site-wide locks this node holds
 	}
 	if r.store != nil {
 		err := r.store.Close()
@@ -388,4 +370,14 @@ func UDPWorkers(cfg *configs.Config, nodes ...string) int {
 		}
 	}
 	return n
+}
+
+// endedElsewhere closes the channels of a session that another node logged off or that the
+// store expired.
+func (r *Node) endedElsewhere(s broker.Session) {
+	if !r.built.Load() {
+		return // no gateway carries it yet
+	}
+	r.log.Info("session ended", "session", s.ID, "user", s.User, "machine", s.Machine)
+	r.sessionEnded(s)
 }

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
-	"github.com/frontdoor-vdi/frontdoor/broker"
+	"github.com/frontdoor-vdi/frontdoor/configs"
+	"github.com/frontdoor-vdi/frontdoor/health"
 	"github.com/frontdoor-vdi/frontdoor/store/bolt"
 	"github.com/frontdoor-vdi/frontdoor/store/etcd"
 	"github.com/frontdoor-vdi/frontdoor/store/settings"
@@ -19,17 +21,6 @@ import (
 // etcd's on a site of several nodes, the bolt file's on a site of one, or the memory
 // store's. A node reads and follows them the same way on each.
 type siteSettings = settings.Settings
-
-// settingsOf returns the settings that st keeps.
-func settingsOf(st broker.Store) (siteSettings, error) {
-	switch s := st.(type) {
-	case *etcd.Store:
-		return s.Settings(), nil
-	case interface{ Settings() *settings.Local }: // bolt, memory
-		return s.Settings(), nil
-	}
-	return nil, fmt.Errorf("the store %T keeps no settings", st)
-}
 
 // outageMode is the site database's outage mode (store/etcd's Local Host Cache): etcd's on a
 // site of several nodes; a site of one node, whose store is its own file, has none.
@@ -43,14 +34,6 @@ var (
 	_ outageMode = etcd.Outage{}
 	_ outageMode = never{}
 )
-
-// outageOf returns the outage mode of st.
-func outageOf(st broker.Store) outageMode {
-	if s, ok := st.(*etcd.Store); ok {
-		return s.Outage()
-	}
-	return never{}
-}
 
 // never is the outage mode of a store that cannot be out of reach.
 type never struct{}
@@ -97,4 +80,63 @@ func moveOldSettings(ctx context.Context, dir string, st *bolt.Store) error {
 		}
 	}
 	return nil
+}
+
+// applyModes installs the secure-gateway switches stored site-wide in the broker and the
+// admin APIs. Groups the configuration does not have are ignored.
+func (r *Node) applyModes(modes map[string]bool) {
+	for g, on := range modes {
+		r.broker.SetSecureGateway(g, on) // a group the config no longer has: nothing to switch
+	}
+	for _, a := range r.admins {
+		a.ApplyModes(modes)
+	}
+}
+
+// applyOverrides installs the health overrides stored site-wide: each gateway of the config
+// follows its entry (none: the probes).
+func (r *Node) applyOverrides(stored map[string]string) {
+	for _, g := range r.cfg.Gateways {
+		v, err := health.ParseOverride(stored[g.Name])
+		if stored[g.Name] == "" || err != nil {
+			v = health.OverrideNone
+		}
+		if st, ok := r.health.Status(g.Name); ok && st.Override == v {
+			continue
+		}
+		if note, err := r.applyOverride(g, v); err != nil {
+			r.log.Warn("applying a stored health override", "gateway", g.Name, "override", v.String(), "err", err)
+		} else {
+			r.log.Info("health override from the site", "gateway", g.Name, "override", v.String(), "note", note)
+		}
+	}
+}
+
+// applyOverride sets an override here: this front door's verdict, and the drain mode of the
+// gateway when this node hosts it. The note says what else holds.
+func (r *Node) applyOverride(g configs.Gateway, v health.Override) (note string, err error) {
+	if err := r.health.SetOverride(g.Name, v); err != nil {
+		return "", err
+	}
+	var notes []string
+	if reach := r.site.reach(); reach != "" {
+		notes = append(notes, reach)
+	}
+	gw := r.gateways[g.Name]
+	drain := v == health.OverrideDrain || v == health.OverrideDown
+	switch {
+	case gw == nil && g.Node != "":
+		notes = append(notes, fmt.Sprintf("node %s, which hosts %s, sets its drain mode", g.Node, g.Name))
+	case gw == nil: // a foreign server: the verdicts are all there is
+	case !gw.CanDrain():
+		if drain {
+			notes = append(notes, "the gateway has no https health port to say it drains")
+		}
+	default:
+		gw.Drain(drain)
+		if q := r.quics()[g.Name]; q != nil {
+			q.Drain(drain)
+		}
+	}
+	return strings.Join(notes, "; "), nil
 }

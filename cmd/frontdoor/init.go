@@ -73,7 +73,7 @@ func newInitCmd() *cobra.Command {
 			if data == "" {
 				data = "."
 			}
-			_, ca, err := node.LoadIdentity(cmd.Context(), cfg, st.(*etcd.Store), data, log)
+			_, ca, err := node.LoadIdentity(cmd.Context(), cfg, st, data, log)
 			if err != nil {
 				return err
 			}

@@ -123,44 +123,24 @@ func (o *config) goals(us []udpRow, ts []tcpRow) {
 			if !slices.Contains(o.udpTargets, t) {
 				continue
 			}
-			var rs []float64
-			var cells []string
-			for _, size := range o.sizes {
-				var per []string
-				for r := 1; r <= o.rounds; r++ {
+			lines = append(lines, o.goalRatios("encrypted UDP ("+t+") ≥ 1.0× nginx's plain forward per CPU", o.sizes, "%d B",
+				func(r, size int) (float64, bool) {
 					ng, ok1 := findUDP(us, r, size, "nginx")
 					fd, ok2 := findUDP(us, r, size, t)
-					if ok1 && ok2 && fd.usPerDatagram() > 0 && ng.usPerDatagram() > 0 {
-						x := ng.usPerDatagram() / fd.usPerDatagram()
-						rs = append(rs, x)
-						per = append(per, fmt.Sprintf("%.2f×", x))
-					}
-				}
-				cells = append(cells, fmt.Sprintf("%d B %s", size, strings.Join(per, ", ")))
-			}
-			lines = append(lines, goalLine("encrypted UDP ("+t+") ≥ 1.0× nginx's plain forward per CPU", rs, cells))
+					return ng.usPerDatagram() / fd.usPerDatagram(), ok1 && ok2 && fd.usPerDatagram() > 0 && ng.usPerDatagram() > 0
+				}))
 		}
 	}
 	for _, p := range []string{"haproxy"} {
 		if !slices.Contains(o.tcpTargets, "fd-tls") || !slices.Contains(o.tcpTargets, p) {
 			continue
 		}
-		var rs []float64
-		var cells []string
-		for _, n := range o.streams {
-			var per []string
-			for r := 1; r <= o.rounds; r++ {
+		lines = append(lines, o.goalRatios("TLS channels (fd-tls) ≥ 1.0× HAProxy's TLS termination per CPU", o.streams, "%d stream(s)",
+			func(r, n int) (float64, bool) {
 				fd, ok1 := findTCP(ts, r, n, "fd-tls")
 				pr, ok2 := findTCP(ts, r, n, p)
-				if ok1 && ok2 && fd.secPerGB() > 0 && pr.secPerGB() > 0 {
-					x := pr.secPerGB() / fd.secPerGB()
-					rs = append(rs, x)
-					per = append(per, fmt.Sprintf("%.2f×", x))
-				}
-			}
-			cells = append(cells, fmt.Sprintf("%d stream(s) %s", n, strings.Join(per, ", ")))
-		}
-		lines = append(lines, goalLine("TLS channels (fd-tls) ≥ 1.0× HAProxy's TLS termination per CPU", rs, cells))
+				return pr.secPerGB() / fd.secPerGB(), ok1 && ok2 && fd.secPerGB() > 0 && pr.secPerGB() > 0
+			}))
 	}
 	if len(lines) == 0 {
 		return
@@ -170,6 +150,24 @@ func (o *config) goals(us []udpRow, ts []tcpRow) {
 	for _, l := range lines {
 		fmt.Println(l)
 	}
+}
+
+// goalRatios is the goal line of one comparison: for each of xs (a row's size or streams,
+// named by format), the ratio of each round that has both sides (ok).
+func (o *config) goalRatios(goal string, xs []int, format string, ratio func(round, x int) (v float64, ok bool)) string {
+	var rs []float64
+	var cells []string
+	for _, x := range xs {
+		var per []string
+		for r := 1; r <= o.rounds; r++ {
+			if v, ok := ratio(r, x); ok {
+				rs = append(rs, v)
+				per = append(per, fmt.Sprintf("%.2f×", v))
+			}
+		}
+		cells = append(cells, fmt.Sprintf(format, x)+" "+strings.Join(per, ", "))
+	}
+	return goalLine(goal, rs, cells)
 }
 
 func goalLine(goal string, rs []float64, cells []string) string {

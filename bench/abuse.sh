@@ -14,7 +14,8 @@
 #
 # The node and the bench are built from `git archive HEAD` (the committed code, whatever
 # the working tree holds) with this working tree's bench/abuse; with PROFILE=FILE the node
-# writes a CPU profile of the abuse window to FILE. Run from anywhere in the repository.
+# writes a CPU profile of the abuse window to FILE; with HOG=N, N busy threads share NODE_CPU
+# with the node through the abuse (a CPU hog beside it). Run from anywhere in the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NODE_CPU=${NODE_CPU:-0}
@@ -32,6 +33,7 @@ BODYLESS_AT_ONCE=${BODYLESS_AT_ONCE:-4096}
 BODYLESS_SOURCES=${BODYLESS_SOURCES:-64}
 LIMIT=${LIMIT:-100s}
 PROFILE=${PROFILE:-}
+HOG=${HOG:-0}
 
 . bench/lib.sh
 install_missing taskset=util-linux
@@ -43,10 +45,10 @@ cp -r bench/abuse "$WORK/src/bench/"
 (cd "$WORK/src" && go build -o "$WORK/frontdoor" ./cmd/frontdoor && go build -o "$WORK/abuse" ./bench/abuse)
 rm -rf "$WORK/src"
 
-echo "# bench/abuse.sh (UNLOADED=$UNLOADED AFTER=$AFTER WRONG=$WRONG WRONG_RATE=$WRONG_RATE SLOW=$SLOW HANDSHAKES=$HANDSHAKES HS_AT_ONCE=$HS_AT_ONCE SOURCES=$SOURCES BODYLESS=$BODYLESS BODYLESS_AT_ONCE=$BODYLESS_AT_ONCE BODYLESS_SOURCES=$BODYLESS_SOURCES LIMIT=$LIMIT NODE_CPU=$NODE_CPU LOAD_CPU=$LOAD_CPU), $(date -u +%F), $(git rev-parse --short HEAD)"
+echo "# bench/abuse.sh (UNLOADED=$UNLOADED AFTER=$AFTER WRONG=$WRONG WRONG_RATE=$WRONG_RATE SLOW=$SLOW HANDSHAKES=$HANDSHAKES HS_AT_ONCE=$HS_AT_ONCE SOURCES=$SOURCES BODYLESS=$BODYLESS BODYLESS_AT_ONCE=$BODYLESS_AT_ONCE BODYLESS_SOURCES=$BODYLESS_SOURCES LIMIT=$LIMIT NODE_CPU=$NODE_CPU LOAD_CPU=$LOAD_CPU HOG=$HOG), $(date -u +%F), $(git rev-parse --short HEAD)"
 echo "open files: $(ulimit -n) a process; somaxconn $(cat /proc/sys/net/core/somaxconn); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 taskset -c "$LOAD_CPU" "$WORK/abuse" -frontdoor "$WORK/frontdoor" -node-cpu "$NODE_CPU" -unloaded "$UNLOADED" -after "$AFTER" \
 	-wrong "$WRONG" -wrong-rate "$WRONG_RATE" -slow "$SLOW" -handshakes "$HANDSHAKES" -hs-at-once "$HS_AT_ONCE" \
-	-sources "$SOURCES" -bodyless "$BODYLESS" -bodyless-at-once "$BODYLESS_AT_ONCE" -bodyless-sources "$BODYLESS_SOURCES" -limit "$LIMIT" ${PROFILE:+-cpuprofile "$PROFILE"}
+	-sources "$SOURCES" -bodyless "$BODYLESS" -bodyless-at-once "$BODYLESS_AT_ONCE" -bodyless-sources "$BODYLESS_SOURCES" -limit "$LIMIT" -hog "$HOG" ${PROFILE:+-cpuprofile "$PROFILE"}
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -52,11 +52,12 @@ type options struct {
 	pool                  int
 	abuse                 abuseConfig
 	profile               string
+	hog                   int // busy threads beside the node through the abuse (hog.go)
 }
 
 func main() {
 	var o options
-	role := flag.String("role", "", "abuse (internal: the abusers' process); empty: run the bench")
+	role := flag.String("role", "", "abuse or hog (internal: the abusers' and the CPU hog's processes); empty: run the bench")
 	abuseJSON := flag.String("abuse", "", "the abusers' configuration (internal, JSON)")
 	flag.StringVar(&o.bin, "frontdoor", "", "the frontdoor binary the node runs (required)")
 	flag.IntVar(&o.nodeCPU, "node-cpu", 0, "CPU the node process is pinned to (taskset; -1: not pinned)")
@@ -80,6 +81,7 @@ func main() {
 	flag.IntVar(&o.abuse.BodylessSources, "bodyless-sources", 64, "source addresses of the bodyless requests")
 	flag.DurationVar(&o.abuse.Limit, "limit", 100*time.Second, "the abuse stops after this at the latest")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write the node's CPU profile of the abuse window to FILE")
+	flag.IntVar(&o.hog, "hog", 0, "busy threads pinned to the node's CPU through the abuse (a CPU hog beside the node); 0: none")
 	flag.Parse()
 
 	time.AfterFunc(10*time.Minute, func() { fmt.Fprintln(os.Stderr, "abuse: 10 minutes, giving up"); os.Exit(2) })
@@ -88,6 +90,8 @@ func main() {
 		cfg, err := parseAbuseConfig(*abuseJSON)
 		fatal(err)
 		printLine("RESULT", runAbuse(cfg))
+	case "hog":
+		runHog(o.hog, o.abuse.Limit)
 	case "":
 		if o.bin == "" {
 			fatal(fmt.Errorf("-frontdoor is required"))
@@ -216,7 +220,14 @@ func run(o options) error {
 	cfg.Target = netip.MustParseAddrPort(launchAddr)
 	cfg.Users = append(append(slices.Clone(users.fresh), users.kept...), users.victims...)
 	cfg.Insider = users.insiders[0]
+	stopHog, err := startHog(ctx, o.hog, o.nodeCPU, cfg.Limit+30*time.Second)
+	if err != nil {
+		stopLoad()
+		wg.Wait()
+		return err
+	}
 	res, err := runChild(ctx, cfg, func(pid int) { smu.Lock(); child = pid; smu.Unlock() })
+	stopHog()
 	if o.profile != "" {
 		syscall.Kill(node.PID, syscall.SIGUSR2)
 	}

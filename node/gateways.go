@@ -163,7 +163,7 @@ func (r *Node) revoked(session string, before time.Time) {
 // node that hosts none offers the others, which refuse its launch tickets until etcd is back).
 func (r *Node) gatewaysFor(zone string) []api.GatewayEndpoint {
 	var same, other []api.GatewayEndpoint
-	outage := r.outage.Active() && len(r.gateways) > 0
+	outage := r.site.outage().Active() && len(r.gateways) > 0
 	for _, g := range r.cfg.Gateways {
 		if !r.health.Eligible(g.Name) || (outage && r.gateways[g.Name] == nil) {
 			continue

@@ -50,7 +50,7 @@ func (r *Node) buildRole() {
 	r.role.election.OnElection(r.setProbing)
 	r.role.election.OnHealth(r.observeHealth)
 	r.role.election.OnPassive(r.passiveSeen)
-	r.outage.On(func(on bool) {
+	r.site.outage().On(func(on bool) {
 		if on {
 			r.log.Error("outage mode: the site database is out of reach; this node brokers its share of its zone's machines from its local host cache and probes its zone itself", "zone", r.spec.Zone)
 		} else {
@@ -79,7 +79,7 @@ func (r *Node) onLead(rev int64) {
 // While the site database is out of reach every node probes its own zone for itself.
 func (r *Node) probedZones() map[string]bool {
 	out := map[string]bool{}
-	if r.outage.Active() {
+	if r.site.outage().Active() {
 		return map[string]bool{r.spec.Zone: true, "": true}
 	}
 	if _, leading := r.role.elector.Leading(); !leading {
@@ -257,7 +257,7 @@ func (r *Node) runRole(ctx context.Context) error {
 // publish writes the reports of the targets probed here that differ from what the site holds.
 func (r *Node) publish(ctx context.Context) {
 	rev, leading := r.role.elector.Leading()
-	if !leading || r.outage.Active() {
+	if !leading || r.site.outage().Active() {
 		return
 	}
 	r.role.mu.Lock()
@@ -319,4 +319,4 @@ func (r *Node) Probes() []string {
 
 // Outage returns the outage mode of the node's site database (never active on a site of one
 // node).
-func (r *Node) Outage() etcd.OutageStatus { return r.outage.Status() }
+func (r *Node) Outage() etcd.OutageStatus { return r.site.outage().Status() }

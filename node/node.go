@@ -90,7 +90,6 @@ type Node struct {
 
 	site     site         // what the node shares with the site's other nodes (site.go)
 	settings siteSettings // the site's settings, in the store (settings.go)
-	outage   outageMode   // the site database's outage mode (settings.go)
 	role     *zoneRole    // this node's part in its zone's election (leader.go)
 	// revokedMachines are the machines' revocations (machines.go).
 	revokedMachines revokedMachines
@@ -164,7 +163,6 @@ func New(ctx context.Context, o Options) (*Node, error) {
 	if r.settings, err = r.site.settings(); err != nil {
 		return fail(err)
 	}
-	r.outage = r.site.outage()
 	if r.broker, err = broker.New(ctx, cfg, r.site.brokerStore(r.events), time.Now, broker.WithOnEnd(r.endedElsewhere), broker.WithZone(spec.Zone)); err != nil {
 		return fail(err)
 	}

@@ -131,7 +131,16 @@ func (e *Elector) Run(ctx context.Context) error {
 	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer scancel()
 	for ctx.Err() == nil {
+		// A session not yet made is given up when ctx ends: with etcd out of reach, its
+		// lease's grant would wait for etcd, and the node could not stop.
+		give := context.AfterFunc(ctx, scancel)
 		sess, err := concurrency.NewSession(e.st.cli, concurrency.WithTTL(ttl), concurrency.WithContext(sctx))
+		if !give() {
+			if err == nil {
+				sess.Orphan() // its lease ends with its TTL
+			}
+			return nil
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				e.st.log.Warn("etcd: standing for zone leader", "zone", e.c.Zone, "err", err)

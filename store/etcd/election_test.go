@@ -165,3 +165,31 @@ func TestPassiveReportsReachTheProber(t *testing.T) {
 		}
 	}
 }
+
+// TestAnElectorStopsWhileEtcdIsAway: a node stopping while the site database is out of
+// reach stops its election at once, whether its session was lost or it still stands,
+// instead of waiting for etcd to answer a new session's lease.
+func TestAnElectorStopsWhileEtcdIsAway(t *testing.T) {
+	c := cluster(t)
+	st := open(t, c, "a")
+	el := stand(t, st, etcd.Candidate{Node: "a", Zone: "z1", Version: "1.0.0"})
+	leaderIs(t, "z1", "a", map[string]*elector{"a": el})
+	if err := c.StopMember(0); err != nil {
+		t.Fatal(err)
+	}
+	// Having lost it, the elector at once asks etcd for a new session, which cannot come.
+	testkit.WaitFor(t, "the leader to lose its session", func() bool { return !el.leading() })
+	start := time.Now()
+	stopped := make(chan struct{})
+	go func() { el.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("the elector took %v to stop while etcd is away, want ≤ 2 s", d)
+		}
+	case <-time.After(10 * time.Second):
+		etcd.Client(st).Close() // what ends the wait, so that the test can end
+		<-stopped
+		t.Fatalf("the elector did not stop within 10 s while etcd is away")
+	}
+}

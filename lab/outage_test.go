@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,5 +100,33 @@ func TestSiteDatabaseLostAndBack(t *testing.T) {
 	}
 	if _, err := alice.CheckDesktop(ctx); err != nil {
 		t.Fatalf("alice's session after the outage: %v", err)
+	}
+}
+
+// TestANodeStopsInAnOutage: with the site database out of reach, a front door that is shut
+// down (SIGTERM) stops, as it does with etcd up; it once waited for etcd for ever, its
+// zone election asking for a new session.
+func TestANodeStopsInAnOutage(t *testing.T) {
+	l, _ := startLab(t)
+	lost := time.Now()
+	if err := l.Etcd.StopMember(0); err != nil {
+		t.Fatal(err)
+	}
+	for !allInOutage(l, true) {
+		if time.Since(lost) > 10*time.Second {
+			t.Fatal("not every node is in outage mode 10 s after etcd stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m := l.members[0]
+	start := time.Now()
+	if err := l.Signal(m.name, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.done:
+		t.Logf("node %s stopped %v after SIGTERM in the outage", m.name, time.Since(start))
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node %s has not stopped 30 s after SIGTERM in the outage", m.name)
 	}
 }

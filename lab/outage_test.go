@@ -20,6 +20,23 @@ func allInOutage(l *Lab, on bool) bool {
 	return true
 }
 
+// loseSiteDB stops the lab's etcd and waits, up to 10 s, until every node is in outage
+// mode; it returns when etcd began to stop.
+func loseSiteDB(t *testing.T, l *Lab) time.Time {
+	t.Helper()
+	lost := time.Now()
+	if err := l.Etcd.StopMember(0); err != nil {
+		t.Fatal(err)
+	}
+	for !allInOutage(l, true) {
+		if time.Since(lost) > 10*time.Second {
+			t.Fatal("not every node is in outage mode 10 s after etcd stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return lost
+}
+
 // TestSiteDatabaseLostAndBack: the lab's etcd stops. Within about a second every node
 // brokers from its local host cache: a running session goes on, a new launch succeeds in
 // its zone through its front door's own gateway. When etcd is back the outage's sessions are
@@ -38,16 +55,7 @@ func TestSiteDatabaseLostAndBack(t *testing.T) {
 	}
 	waitState(t, l, before.SessionID, broker.StateConnected)
 
-	lost := time.Now()
-	if err := l.Etcd.StopMember(0); err != nil {
-		t.Fatal(err)
-	}
-	for !allInOutage(l, true) {
-		if time.Since(lost) > 10*time.Second {
-			t.Fatal("not every node is in outage mode 10 s after etcd stopped")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	lost := loseSiteDB(t, l)
 	t.Logf("every node in outage mode %v after etcd began to stop", time.Since(lost))
 
 	// The running session goes on; a new one launches and carries data.
@@ -108,16 +116,7 @@ func TestSiteDatabaseLostAndBack(t *testing.T) {
 // zone election asking for a new session.
 func TestANodeStopsInAnOutage(t *testing.T) {
 	l, _ := startLab(t)
-	lost := time.Now()
-	if err := l.Etcd.StopMember(0); err != nil {
-		t.Fatal(err)
-	}
-	for !allInOutage(l, true) {
-		if time.Since(lost) > 10*time.Second {
-			t.Fatal("not every node is in outage mode 10 s after etcd stopped")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	loseSiteDB(t, l)
 	m := l.members[0]
 	start := time.Now()
 	if err := l.Signal(m.name, syscall.SIGTERM); err != nil {

@@ -178,6 +178,25 @@ func startFor(t *testing.T, machineIP, name, ip string, port, health uint16, s *
 	return startWith(t, machineIP, name, ip, port, health, s, signer, v, tr, nil)
 }
 
+// serveGateway builds the gateway of o (track nil: a tracker of its own), opens its sockets
+// and serves it until the test ends: gatewaytest.Start, which this package's tests cannot
+// import (it imports gateway).
+func serveGateway(t *testing.T, o Options, track *Tracker) *Gateway {
+	t.Helper()
+	g, err := New(o, track)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return g
+}
+
 // startWith is startFor with the gateway's options changed by edit (nil: none), before New.
 func startWith(t *testing.T, machineIP, name, ip string, port, health uint16, s *sessions, signer *ticket.Signer, v *ticket.Verifier, tr *Tracker, edit func(*Options)) *rig {
 	t.Helper()
@@ -189,17 +208,7 @@ func startWith(t *testing.T, machineIP, name, ip string, port, health uint16, s 
 	if edit != nil {
 		edit(&o)
 	}
-	g, err := New(o, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	g := serveGateway(t, o, tr)
 	return &rig{gw: g, signer: signer, v: v, pool: pool, port: port, health: health, s: s, addr: ip}
 }
 
@@ -406,19 +415,9 @@ func TestHealthPortAnswersAndDrains(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.50.1:0")
 	hp := uint16(l.Addr().(*net.TCPAddr).Port)
 	l.Close()
-	g, err := New(Options{Name: "gw", Address: netip.MustParseAddr("127.0.50.1"), HealthPort: hp, TLS: tlsc, Verifier: v,
+	g := serveGateway(t, Options{Name: "gw", Address: netip.MustParseAddr("127.0.50.1"), HealthPort: hp, TLS: tlsc, Verifier: v,
 		MachineTLS: machineTLS("gw", "127.0.50.1"), Sessions: newSessions(), Machine: func(string) (netip.Addr, bool) { return netip.Addr{}, false }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	_ = signer
-	if err := g.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- g.Serve(ctx) }()
-	defer func() { cancel(); <-done }()
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 	url := "https://127.0.50.1:" + itoa(hp) + "/favicon.ico"
 	for _, tc := range []struct {

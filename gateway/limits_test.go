@@ -150,21 +150,11 @@ func TestAUsedReconnectTicketIsRefusedWhileItsSessionIsConnected(t *testing.T) {
 	tlsc, pool := selfSigned(t)
 	s := newSessions("s-1")
 	var connected atomic.Bool
-	g, err := New(Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.1"), TCPPorts: []uint16{port},
+	g := serveGateway(t, Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.1"), TCPPorts: []uint16{port},
 		TLS: tlsc, MachineTLS: machineTLS("gw-1", "127.0.50.1"), Verifier: v, Sessions: s,
 		Carried: func(string) bool { return connected.Load() },
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" },
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 	r := &rig{gw: g, signer: signer, v: v, pool: pool, port: port, s: s, addr: "127.0.50.1"}
 	tok := r.issue(t, ticket.Reconnect, "s-1", "vda-1")
 	c, st := r.dialTCP(t, tok)

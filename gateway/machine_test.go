@@ -292,19 +292,9 @@ func TestPlainUDPIsOffByDefault(t *testing.T) {
 	t.Cleanup(stop)
 	tlsc, _ := selfSigned(t)
 	s := newSessions("s-1")
-	g, err := New(Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.3"), UDPPorts: []uint16{port},
+	g := serveGateway(t, Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.3"), UDPPorts: []uint16{port},
 		TLS: tlsc, MachineTLS: machineTLS("gw-1", "127.0.50.3"), Verifier: v, Sessions: s,
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 	r := &rig{gw: g, signer: signer, v: v, port: port, s: s}
 	c, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP("127.0.50.3"), Port: int(port)})
 	if err != nil {
@@ -341,19 +331,9 @@ func TestAMachineTheBaseConfigRefusesIsNotReached(t *testing.T) {
 		return errors.New("revoked")
 	})
 	s := newSessions("s-1")
-	g, err := New(Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.2"), TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, PlainUDP: true,
+	g := serveGateway(t, Options{Name: "gw-1", Address: netip.MustParseAddr("127.0.50.2"), TCPPorts: []uint16{port}, UDPPorts: []uint16{port}, PlainUDP: true,
 		TLS: tlsc, MachineTLS: base, Verifier: v, Sessions: s,
 		Machine: func(n string) (netip.Addr, bool) { return netip.MustParseAddr("127.0.60.1"), n == "vda-1" }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 	r := &rig{gw: g, signer: signer, v: v, pool: pool, port: port, s: s, addr: "127.0.50.2"}
 	if c, st := r.dialTCP(t, r.issue(t, ticket.Launch, "s-1", "vda-1")); st != ticket.StatusDenied {
 		c.Close()

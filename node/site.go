@@ -78,12 +78,9 @@ func openSite(ctx context.Context, st broker.Store, cfg *configs.Config, dataDir
 		if err := moveOldSettings(ctx, dataDir, s); err != nil {
 			return nil, fmt.Errorf("moving the settings into the store: %w", err)
 		}
+		return oneNode{st: s, bolt: s}, nil
 	}
-	backend := cfg.Site.Store.Backend
-	if backend == "" {
-		backend = "bolt"
-	}
-	return oneNode{st: st, backend: backend}, nil
+	return oneNode{st: st}, nil
 }
 
 // siteOfNodes is a site of several nodes: everything in etcd.
@@ -210,8 +207,8 @@ func (s *siteOfNodes) close() {
 // its identity, certificates and keys in its data dir; the node is present alone and leads
 // every zone.
 type oneNode struct {
-	st      broker.Store // nil when only the identity is wanted
-	backend string       // site.store.backend
+	st   broker.Store // nil when only the identity is wanted
+	bolt *bolt.Store  // st when it is a bolt file; nil on a memory store
 }
 
 func (s oneNode) settings() (siteSettings, error) {
@@ -226,8 +223,8 @@ func (oneNode) outage() outageMode { return never{} }
 // ledger: a bolt file's, so that a restart forgets no revocation, supersede mark or single
 // use (finding L4 of the security review); else memory.
 func (s oneNode) ledger(revoked func(string, time.Time)) ticket.Ledger {
-	if b, ok := s.st.(*bolt.Store); ok {
-		return notifyingLedger{storeLedger{b.Ledger(nil)}, revoked}
+	if s.bolt != nil {
+		return notifyingLedger{storeLedger{s.bolt.Ledger(nil)}, revoked}
 	}
 	return notifyingLedger{ticket.NewMemoryLedger(0, nil), revoked}
 }
@@ -251,7 +248,12 @@ func (oneNode) acme(dns *gslb.Handler, _ *slog.Logger) (pki.CertKV, certmagic.DN
 func (oneNode) election() election                                { return &electionOfOne{} }
 func (oneNode) present(context.Context, etcd.NodeInfo) error      { return nil }
 func (oneNode) registrations() func() map[string]api.Registration { return nil }
-func (s oneNode) status(context.Context) any                      { return map[string]any{"backend": s.backend} }
+func (s oneNode) status(context.Context) any {
+	if s.bolt != nil {
+		return map[string]any{"backend": "bolt"}
+	}
+	return map[string]any{"backend": "memory"}
+}
 
 // brokerStore: the store has no change feed; what the broker stores is all that changes.
 func (s oneNode) brokerStore(ev *api.Notifier) broker.Store { return notifyingStore{s.st, ev} }

@@ -121,7 +121,7 @@ func (st *Store) GetSession(ctx context.Context, id string) (broker.Session, err
 //
 // In outage mode it books a slot this node owns, in the view (outage.go); out of it, none of a
 // machine left to its zone cut off from etcd.
-func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) (err error) {
+func (st *Store) CreateSession(ctx context.Context, s broker.Session, maxSessions int) error {
 	return st.failoverErr(func() error { return st.createRemote(ctx, s, maxSessions) }, func() error { return st.createLocal(s, maxSessions) })
 }
 
@@ -244,7 +244,7 @@ func (st *Store) slot(ctx context.Context, id string) (slotRef, error) {
 // UpdateSession implements broker.Store: one transaction that requires the session's key
 // at Version prevRev and rewrites the session and its slot on the lease of its new Expires
 // (none for a connected session).
-func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) (err error) {
+func (st *Store) UpdateSession(ctx context.Context, s broker.Session, prevRev uint64) error {
 	return st.failoverErr(func() error { return st.updateRemote(ctx, s, prevRev) }, func() error { return st.updateLocal(s, prevRev) })
 }
 
@@ -291,7 +291,7 @@ func (st *Store) updateRemote(ctx context.Context, s broker.Session, prevRev uin
 }
 
 // DeleteSession implements broker.Store: the session and its slot go in one transaction.
-func (st *Store) DeleteSession(ctx context.Context, id string) (err error) {
+func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	return st.failoverErr(func() error { return st.deleteRemote(ctx, id) }, func() error { return st.deleteLocal(id) })
 }
 

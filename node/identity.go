@@ -20,6 +20,23 @@ import (
 	"github.com/frontdoor-vdi/frontdoor/ticket"
 )
 
+// identity is the site identity every node of a site shares: the ticket signing key (from
+// which the agents' credentials derive) and the CA that issues the nodes' certificates.
+type identity struct {
+	SiteKey []byte `json:"site_key"` // PEM PKCS#8 Ed25519
+	CACert  []byte `json:"ca_cert"`  // PEM
+	CAKey   []byte `json:"ca_key"`   // PEM PKCS#8
+	// TicketKeys are the ticket signing keys once one was rotated in (rotateKey); before
+	// that SiteKey alone signs.
+	TicketKeys *ticket.KeySet `json:"ticket_keys,omitempty"`
+	// CARotation is a rotation of the CA under way (rotate-ca): CACert and CAKey are the CA
+	// that issues, CARotation the other one, trusted too. Nil when none is.
+	CARotation *pki.CARotation `json:"ca_rotation,omitempty"`
+	// Generation counts the identity's changes (each rotate-key and rotate-ca step adds
+	// one): a node refuses an identity older than one it has seen (checkGeneration).
+	Generation uint64 `json:"generation,omitempty"`
+}
+
 // identities keep the site identity (identity: the ticket keys and the site CA). A site of
 // several nodes keeps it in etcd, sealed with the store secret (siteIdentities); a site of one
 // node in files of its data dir (dataDirIdentities). A node reads, rotates and follows it the
@@ -190,23 +207,6 @@ func (d dataDirIdentities) Update(ctx context.Context, fn func(*identity) error)
 		}
 	}
 	return id, nil
-}
-
-// identity is the site identity every node of a site shares: the ticket signing key (from
-// which the agents' credentials derive) and the CA that issues the nodes' certificates.
-type identity struct {
-	SiteKey []byte `json:"site_key"` // PEM PKCS#8 Ed25519
-	CACert  []byte `json:"ca_cert"`  // PEM
-	CAKey   []byte `json:"ca_key"`   // PEM PKCS#8
-	// TicketKeys are the ticket signing keys once one was rotated in (rotateKey); before
-	// that SiteKey alone signs.
-	TicketKeys *ticket.KeySet `json:"ticket_keys,omitempty"`
-	// CARotation is a rotation of the CA under way (rotate-ca): CACert and CAKey are the CA
-	// that issues, CARotation the other one, trusted too. Nil when none is.
-	CARotation *pki.CARotation `json:"ca_rotation,omitempty"`
-	// Generation counts the identity's changes (each rotate-key and rotate-ca step adds
-	// one): a node refuses an identity older than one it has seen (checkGeneration).
-	Generation uint64 `json:"generation,omitempty"`
 }
 
 // loadIdentity sets the site key, the CA and where the identity is kept (see LoadIdentity).

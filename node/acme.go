@@ -36,11 +36,10 @@ func (r *Node) acmeCerts(ctx context.Context) (*pki.Certs, error) {
 			return nil, fmt.Errorf("site.tls.acme.ca_root: %w", err)
 		}
 	}
-	kv, dns, err := r.site.acme(r.dns, r.log)
+	kv, err := r.site.acme(&ao, r.dns, r.log)
 	if err != nil {
 		return nil, err
 	}
-	ao.DNS = dns
 	return pki.NewACMECerts(ctx, r.o.DataDir, kv, names, ao)
 }
 

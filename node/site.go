@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/caddyserver/certmagic"
 	"github.com/frontdoor-vdi/frontdoor/api"
 	"github.com/frontdoor-vdi/frontdoor/broker"
 	"github.com/frontdoor-vdi/frontdoor/configs"
@@ -38,9 +37,9 @@ type site interface {
 	identities(cfg *configs.Config, dataDir string, log *slog.Logger) (identities, error)
 	// keySets is where the DNSSEC key sets are kept.
 	keySets(dataDir string) (keySets, error)
-	// acme returns where ACME certificates are kept (nil: the data dir) and what answers a
-	// dns-01 challenge, given the node's own GSLB server.
-	acme(dns *gslb.Handler, log *slog.Logger) (pki.CertKV, certmagic.DNSProvider, error)
+	// acme returns where ACME certificates are kept (nil: the data dir) and sets in o what
+	// answers a dns-01 challenge, given the node's own GSLB server.
+	acme(o *pki.ACMEOptions, dns *gslb.Handler, log *slog.Logger) (pki.CertKV, error)
 	// election is the zones' leader election and what the leaders publish.
 	election() election
 	// present announces this node to the site.
@@ -119,10 +118,10 @@ func (s *siteOfNodes) keySets(string) (keySets, error) {
 
 // acme: the account, certificates and keys sealed in etcd; a challenge's record is served
 // here and published for the site's other DNS nodes, which serve what is published.
-func (s *siteOfNodes) acme(dns *gslb.Handler, log *slog.Logger) (pki.CertKV, certmagic.DNSProvider, error) {
+func (s *siteOfNodes) acme(o *pki.ACMEOptions, dns *gslb.Handler, log *slog.Logger) (pki.CertKV, error) {
 	kv, err := s.sealed()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	s.st.Keys().WatchChallenges(func(c etcd.Challenge) {
 		if c.Gone {
@@ -131,7 +130,8 @@ func (s *siteOfNodes) acme(dns *gslb.Handler, log *slog.Logger) (pki.CertKV, cer
 			log.Warn("a challenge record of the site not served", "name", c.Name, "err", err)
 		}
 	})
-	return kv, siteChallenges{st: s.st, local: dns.ACME()}, nil
+	o.DNS = siteChallenges{st: s.st, local: dns.ACME()}
+	return kv, nil
 }
 
 // sealed returns the site's sealed storage in etcd, made at the first call.
@@ -241,8 +241,9 @@ func (oneNode) keySets(dataDir string) (keySets, error) {
 	return &fileKeySets{dir: filepath.Join(dataDir, "dnssec")}, nil
 }
 
-func (oneNode) acme(dns *gslb.Handler, _ *slog.Logger) (pki.CertKV, certmagic.DNSProvider, error) {
-	return nil, dns.ACME(), nil
+func (oneNode) acme(o *pki.ACMEOptions, dns *gslb.Handler, _ *slog.Logger) (pki.CertKV, error) {
+	o.DNS = dns.ACME()
+	return nil, nil
 }
 
 func (oneNode) election() election                                { return &electionOfOne{} }

@@ -184,8 +184,9 @@ func TestAnElectorStopsWhileEtcdIsAway(t *testing.T) {
 	go func() { el.stop(); close(stopped) }()
 	select {
 	case <-stopped:
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("the elector took %v to stop while etcd is away, want ≤ 2 s", d)
+		// Giving up is at once; the bound leaves room for a loaded machine.
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the elector took %v to stop while etcd is away, want ≤ 5 s", d)
 		}
 	case <-time.After(10 * time.Second):
 		etcd.Client(st).Close() // what ends the wait, so that the test can end
